@@ -1,0 +1,59 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+// One set of strict settings for every target, as swift-log does.
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "Beckon",
+    products: [
+        // What a service links: the engine and the YAML loader, no CLI.
+        .library(name: "Beckon", targets: ["BeckonCore", "BeckonYAML"]),
+        .executable(name: "beckon", targets: ["beckon"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
+        .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
+    ],
+    targets: [
+        // Model, expressions, compiler, evaluator, state, diagnostics. No file or network I/O, no wall clock.
+        .target(
+            name: "BeckonCore",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "HeapModule", package: "swift-collections"),
+            ]
+        ),
+        // YAML text -> BeckonCore's source tree, keeping every line and column.
+        .target(name: "BeckonYAML", dependencies: ["BeckonCore", .product(name: "Yams", package: "Yams")]),
+        // The commands behind the CLI, as a library so they can be tested in-process.
+        .target(
+            name: "BeckonCommands",
+            dependencies: [
+                "BeckonCore", "BeckonYAML",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(name: "beckon", dependencies: ["BeckonCommands"]),
+        .testTarget(
+            name: "BeckonCoreTests",
+            dependencies: ["BeckonCore", .product(name: "PropertyBased", package: "swift-property-based")]
+        ),
+        .testTarget(name: "BeckonYAMLTests", dependencies: ["BeckonCore", "BeckonYAML"]),
+        .testTarget(
+            name: "BeckonCommandsTests",
+            dependencies: ["BeckonCommands", "BeckonCore", "BeckonYAML"],
+            exclude: ["Fixtures", "Snapshots"]
+        ),
+    ]
+)
+
+for target in package.targets {
+    target.swiftSettings = (target.swiftSettings ?? []) + strict
+}

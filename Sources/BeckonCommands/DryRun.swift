@@ -1,0 +1,228 @@
+import BeckonCore
+import BeckonYAML
+
+/// `beckon dry-run PATH... --events FILE|-`: runs a stream through the rules and shows what fires, and for every
+/// rule whose trigger matched but did not fire, why not.
+public enum DryRunRunner {
+    public enum Format: String, Sendable, CaseIterable { case table, jsonl }
+
+    public struct Options: Sendable {
+        public var paths: [String]
+        public var events: String
+        public var format: Format = .table
+        public var keepGoing = false
+        public var firedOnly = false
+        public init(paths: [String], events: String, format: Format = .table, keepGoing: Bool = false, firedOnly: Bool = false) {
+            self.paths = paths
+            self.events = events
+            self.format = format
+            self.keepGoing = keepGoing
+            self.firedOnly = firedOnly
+        }
+    }
+
+    public static func run(_ o: Options, console: any Console) -> Int32 {
+        let loaded = RuleLoader.load(paths: o.paths)
+        guard let ruleSet = loaded.ruleSet else {
+            console.err(loaded.rendered())
+            console.err("\(loaded.errorCount) error(s) in the rules; nothing was run\n")
+            return 1
+        }
+        if loaded.warningCount > 0 { console.err(loaded.rendered()) }
+        guard let reader = LineReader(path: o.events) else {
+            console.err("error: cannot open events file '\(o.events)'\n")
+            return 1
+        }
+        let engine = Engine(ruleSet: ruleSet, options: Engine.Options(recordVerdicts: o.format == .table && !o.firedOnly))
+        let decoder = SegmentDecoder(ruleSet: ruleSet)
+        var badLines = 0
+        var failed: String?
+        let table = TablePrinter(console: console)
+        let progress = Progress(console: console, total: reader.fileSize)
+        reader.forEachLine { line in
+            if line.isEmpty || line.allSatisfy({ $0 == 32 || $0 == 9 }) { return true }
+            let event: BoundEvent
+            do throws(DecodeError) {
+                event = try decoder.decode(line)
+            } catch {
+                badLines += 1
+                let col = error.column.map { ":\($0)" } ?? ""
+                let msg = "\(o.events == "-" ? "<stdin>" : o.events):\(reader.lineNumber)\(col): bad event: \(error.message)\n"
+                if o.keepGoing {
+                    console.err(msg)
+                    return true
+                }
+                failed = msg
+                return false
+            }
+            let outcome = engine.process(event)
+            switch o.format {
+            case .jsonl:
+                for a in outcome.actions { console.out(a.json + "\n") }
+            case .table:
+                table.print(outcome, firedOnly: o.firedOnly)
+            }
+            progress.tick(events: engine.stats.events, bytes: reader.bytesRead)
+            return true
+        }
+        progress.finish()
+        if let failed {
+            console.err(failed)
+            console.err("stopped at the first bad line; use --keep-going to skip bad lines and count them\n")
+            return 1
+        }
+        let summary = Summary(engine: engine, badLines: badLines)
+        if o.format == .table {
+            console.out("\n" + summary.render())
+        } else {
+            console.err(summary.headline + "\n")
+        }
+        return 0
+    }
+}
+
+/// The readable dry-run table: one line per fired action, and one per rule that matched but did not fire.
+final class TablePrinter {
+    let console: any Console
+    init(console: any Console) { self.console = console }
+
+    func print(_ outcome: EventOutcome, firedOnly: Bool) {
+        if outcome.status == .duplicate { return }
+        // Fired verdicts are noted right after their actions are made, so both lists share one order.
+        var k = 0
+        let actions = outcome.actions
+        for v in outcome.verdicts {
+            if v.verdict.fired {
+                while k < actions.count && actions[k].unit + "/" + actions[k].rule == v.qualifiedID {
+                    line(actions[k])
+                    k += 1
+                }
+            } else if !firedOnly {
+                console.out("\(Timestamp(milliseconds: v.time))  \(v.userID)  ✗ \(v.qualifiedID)  \(v.verdict.summary)\n")
+            }
+        }
+        while k < actions.count {
+            line(actions[k])
+            k += 1
+        }
+    }
+
+    func line(_ a: FiredAction) {
+        var s = "\(Timestamp(milliseconds: a.time))  \(a.userID)  ✓ \(a.unit)/\(a.rule)  \(a.kind)  \(DryRunRunner.detail(a))"
+        if !a.warnings.isEmpty { s += "  ⚠ " + a.warnings.joined(separator: "; ") }
+        console.out(s + "\n")
+    }
+}
+
+extension DryRunRunner {
+    /// A one-line description of an action's own fields.
+    static func detail(_ a: FiredAction) -> String {
+        func str(_ v: Value?) -> String {
+            guard let v else { return "" }
+            if case .string(let s) = v { return s }
+            return JSONWriter.encode(v)
+        }
+        switch a.kind {
+        case "message":
+            guard case .map(let m)? = a["message"] else { return "" }
+            var s = str(m[string: "surface"])
+            if let t = m[string: "title"] { s += " \"\(str(t))\"" }
+            if case .list(let buttons)? = m[string: "buttons"] {
+                for b in buttons {
+                    guard case .map(let bm) = b else { continue }
+                    var label = "[" + str(bm[string: "label"])
+                    if let l = bm[string: "deep_link"] { label += " → " + str(l) }
+                    if let act = bm[string: "action"] { label += " → " + str(act) }
+                    s += " " + label + "]"
+                }
+            }
+            return s
+        case "screen":
+            var s = str(a["screen"])
+            if case .map(let p)? = a["params"], !p.isEmpty { s += " " + JSONWriter.encode(.map(p)) }
+            return s
+        case "deep_link": return str(a["url"])
+        case "notify":
+            guard case .map(let n)? = a["notification"] else { return "" }
+            var s = "\(str(n[string: "id"])): \"\(str(n[string: "message"]))\""
+            if let from = n[string: "sender"] { s += " from \(str(from))" }
+            if let link = n[string: "link"] { s += " → \(str(link))" }
+            return s + " (unread \(str(a["unread"])))"
+        case "mark_read":
+            guard case .map(let n)? = a["notification"] else { return "" }
+            return "\(str(n[string: "id"])) (unread \(str(a["unread"])))"
+        case "prompt": return str(a["permission"])
+        case "emit": return str(a["event"]) + " " + str(a["payload"])
+        case "set", "unset": return str(a["attributes"])
+        default: return ""
+        }
+    }
+}
+
+/// Counts at the end of a run.
+struct Summary {
+    let engine: Engine
+    let badLines: Int
+
+    var headline: String {
+        let s = engine.stats
+        return "\(s.events) events, \(engine.store.userCount) users, \(s.actions) actions fired"
+            + " (bad lines \(badLines), duplicates \(s.duplicates), late \(s.late))"
+    }
+
+    func render() -> String {
+        var out = headline + "\n"
+        let rules = engine.ruleSet.rules
+        guard !rules.isEmpty else { return out }
+        let s = engine.stats
+        let width = max(4, rules.map(\.qualifiedID.count).max() ?? 4)
+        out += "rule".padding(width) + "  triggered  fired  not fired\n"
+        for r in rules {
+            let i = Int(r.index)
+            let blocked = s.blocked[i].sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }
+                .map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+            out += r.qualifiedID.padding(width) + "  " + String(s.triggered[i]).leftPadding(9) + "  "
+                + String(s.fired[i]).leftPadding(5) + "  " + (blocked.isEmpty ? "-" : blocked) + "\n"
+        }
+        return out
+    }
+}
+
+/// A progress line on standard error, only when it is a terminal.
+final class Progress {
+    let console: any Console
+    let total: Int?
+    let enabled: Bool
+    var last: UInt64 = 0
+    let started: UInt64
+
+    init(console: any Console, total: Int?) {
+        self.console = console
+        self.total = total
+        enabled = console.errIsTerminal
+        started = Clock.nanoseconds()
+    }
+
+    func tick(events: Int, bytes: Int) {
+        guard enabled, events & 0xFFF == 0 else { return }
+        let now = Clock.nanoseconds()
+        guard now - last > 250_000_000 else { return }
+        last = now
+        let secs = Double(now - started) / 1e9
+        let rate = Double(events) / max(secs, 1e-9)
+        var s = "\r\(events) events, \(Int(rate)) events/s"
+        if let total, total > 0, bytes > 0 {
+            let frac = Double(bytes) / Double(total)
+            let eta = secs / max(frac, 1e-9) - secs
+            s += ", \(Int(frac * 100))%, ETA \(Int(eta))s"
+        }
+        console.err(s + "   ")
+    }
+
+    func finish() { if enabled && last != 0 { console.err("\r" + String(repeating: " ", count: 70) + "\r") } }
+}
+
+extension String {
+    func padding(_ n: Int) -> String { count >= n ? self : self + String(repeating: " ", count: n - count) }
+    func leftPadding(_ n: Int) -> String { count >= n ? self : String(repeating: " ", count: n - count) + self }
+}

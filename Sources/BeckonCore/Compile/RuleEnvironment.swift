@@ -1,0 +1,474 @@
+/// Interned names, slots and history series, shared by every expression of a rule set while it compiles.
+final class SymbolTable {
+    var eventNames: [String] = []
+    var eventIDs: [String: Int32] = [:]
+    var propertyNames: [String] = []
+    var propertySlots: [String: Int] = [:]
+    var contextNames: [String] = []
+    var contextSlots: [String: Int] = [:]
+    var attributeNames: [String] = []
+    var attributeSlots: [String: Int] = [:]
+    var series: [SeriesSpec] = []
+    var seriesKeys: [String: Int32] = [:]
+    var memoSlots = 0
+    var needsAllProperties = false
+
+    func event(_ key: String) -> Int32 {
+        if let id = eventIDs[key] { return id }
+        let id = Int32(eventNames.count)
+        eventNames.append(key)
+        eventIDs[key] = id
+        return id
+    }
+
+    func property(_ name: String) -> Int {
+        if let s = propertySlots[name] { return s }
+        propertyNames.append(name)
+        propertySlots[name] = propertyNames.count - 1
+        return propertyNames.count - 1
+    }
+
+    func context(_ name: String) -> Int {
+        if let s = contextSlots[name] { return s }
+        contextNames.append(name)
+        contextSlots[name] = contextNames.count - 1
+        return contextNames.count - 1
+    }
+
+    func attribute(_ name: String) -> Int {
+        if let s = attributeSlots[name] { return s }
+        attributeNames.append(name)
+        attributeSlots[name] = attributeNames.count - 1
+        return attributeNames.count - 1
+    }
+
+    func memoSlot() -> Int {
+        memoSlots += 1
+        return memoSlots - 1
+    }
+
+    /// The series of an event (with an optional property filter), kept for at least `retention` ms.
+    func eventSeries(_ eventID: Int32, filter: [(slot: Int, value: Value)], retention: Int64, lifetime: Bool) -> Int32 {
+        let key = "e\(eventID)|" + filter.map { "\($0.slot)=\(JSONWriter.encode($0.value))" }.joined(separator: ",")
+        return upsertSeries(key, SeriesSpec(source: .event(eventID, filter: filter), retentionMs: retention, keepsLifetime: lifetime))
+    }
+
+    func upsertSeries(_ key: String, _ spec: SeriesSpec) -> Int32 {
+        if let i = seriesKeys[key] {
+            series[Int(i)].retentionMs = max(series[Int(i)].retentionMs, spec.retentionMs)
+            series[Int(i)].keepsLifetime = series[Int(i)].keepsLifetime || spec.keepsLifetime
+            return i
+        }
+        let i = Int32(series.count)
+        series.append(spec)
+        seriesKeys[key] = i
+        return i
+    }
+
+    /// Slots for the user's time zone: the `timezone` attribute, else the last `context.timezone`.
+    lazy var zoneSlots: (attribute: Int, context: Int) = (attribute("timezone"), context("timezone"))
+}
+
+/// Where an expression sits, which decides the variables it may use.
+enum ExpressionPlace {
+    case audience, segment, whereClause, ifClause, action
+
+    var name: String {
+        switch self {
+        case .audience: "audience"
+        case .segment: "segment"
+        case .whereClause: "where"
+        case .ifClause: "if"
+        case .action: "action"
+        }
+    }
+}
+
+/// The names an expression of a rule file can use: `event`, `user`, `context`, `now`, `change`, `inbox`,
+/// the file's segments, and Beckon's history functions.
+final class RuleEnvironment: ExpressionEnvironment {
+    let symbols: SymbolTable
+    let segments: SegmentTable
+    let place: ExpressionPlace
+    let hasChange: Bool
+    let tracing: Bool
+
+    init(symbols: SymbolTable, segments: SegmentTable, place: ExpressionPlace, hasChange: Bool, tracing: Bool) {
+        self.symbols = symbols
+        self.segments = segments
+        self.place = place
+        self.hasChange = hasChange
+        self.tracing = tracing
+    }
+
+    var variableNames: [String] {
+        ["event", "user", "context", "now", "inbox"] + (hasChange ? ["change"] : []) + segments.names
+    }
+
+    var functionNames: [String] {
+        ["count", "last_seen", "first_seen", "seen", "days_since"] + Array(FunctionDecl.beckon.keys)
+    }
+
+    // MARK: Variables
+
+    func variable(_ name: String) -> VariableBinding? {
+        switch name {
+        case "event": return eventVariable()
+        case "user": return userVariable()
+        case "context": return contextVariable()
+        case "now":
+            return VariableBinding(type: .timestamp) { _, _, _ in ({ s in .timestamp(Timestamp(milliseconds: s.now)) }, .timestamp, 0) }
+        case "change" where hasChange: return changeVariable()
+        case "inbox": return inboxVariable()
+        default:
+            guard segments.has(name) else { return nil }
+            return VariableBinding(type: .bool) { [segments, tracing] _, _, span throws(ExprProblem) in
+                let (ev, t) = try segments.reference(name, span: span, tracing: tracing)
+                return (ev, t, 0)
+            }
+        }
+    }
+
+    private static func noField(_ variable: String, _ field: String, _ fields: [String], _ span: SourceSpan) -> ExprProblem {
+        let hint = Suggest.nearest(field, in: fields)
+        return ExprProblem("'\(variable)' has no field '\(field)'" + (hint.map { "; did you mean '\($0)'?" } ?? "; its fields: " + fields.joined(separator: ", ")),
+                           span, id: "unknown_identifier", suggestion: hint)
+    }
+
+    private func eventVariable() -> VariableBinding {
+        VariableBinding(type: .dyn) { [symbols] path, testOnly, span throws(ExprProblem) in
+            guard let first = path.first else {
+                symbols.needsAllProperties = true
+                return ({ s in RuleEnvironment.eventMap(s) }, .map(.string, .dyn), 0)
+            }
+            switch first {
+            case "name": return ({ s in .string(s.event?.name ?? "") }, .string, 1)
+            case "type": return ({ s in .string(s.event?.kind.description ?? "") }, .string, 1)
+            case "timestamp":
+                return ({ s in s.event.map { .timestamp(Timestamp(milliseconds: $0.timestamp)) } ?? .null }, .timestamp, 1)
+            case "messageId": return ({ s in s.event?.messageID.map(Value.string) ?? .null }, .dyn, 1)
+            case "userId": return ({ s in .string(s.profile?.userID ?? "") }, .string, 1)
+            case "properties":
+                guard path.count >= 2 else {
+                    symbols.needsAllProperties = true
+                    return ({ s in .map(s.event?.allProperties ?? ValueMap()) }, .map(.string, .dyn), 1)
+                }
+                let key = path[1]
+                let slot = symbols.property(key)
+                if testOnly && path.count == 2 {
+                    return ({ s in .bool(s.event?.properties[slot] != nil) }, .bool, 2)
+                }
+                return ({ s in
+                    if let v = s.event?.properties[slot] { return v }
+                    return .error(.noSuchKey(key))
+                }, .dyn, 2)
+            case "context":
+                let (ev, t, n) = try RuleEnvironment.contextSelect(symbols, Array(path.dropFirst()), testOnly, span)
+                return (ev, t, n + 1)
+            case "traits":
+                guard path.count >= 2 else {
+                    return ({ s in .map(ValueMap((s.event?.traits ?? []).map { ($0.name, $0.value) })) }, .map(.string, .dyn), 1)
+                }
+                let key = path[1]
+                if testOnly && path.count == 2 {
+                    return ({ s in .bool(s.event?.traits.contains { $0.name == key } ?? false) }, .bool, 2)
+                }
+                return ({ s in s.event?.traits.first { $0.name == key }?.value ?? .error(.noSuchKey(key)) }, .dyn, 2)
+            default:
+                throw RuleEnvironment.noField("event", first, ["name", "type", "timestamp", "messageId", "properties", "context", "traits"], span)
+            }
+        }
+    }
+
+    static func eventMap(_ s: EvalScope) -> Value {
+        guard let e = s.event else { return .null }
+        var m = ValueMap()
+        m[string: "name"] = .string(e.name)
+        m[string: "type"] = .string(e.kind.description)
+        m[string: "timestamp"] = .timestamp(Timestamp(milliseconds: e.timestamp))
+        if let id = e.messageID { m[string: "messageId"] = .string(id) }
+        m[string: "properties"] = .map(e.allProperties ?? ValueMap())
+        return .map(m)
+    }
+
+    private func userVariable() -> VariableBinding {
+        VariableBinding(type: .map(.string, .dyn)) { [symbols] path, testOnly, _ in
+            guard let key = path.first else {
+                let names = symbols.attributeNames
+                return ({ s in RuleEnvironment.userMap(s, names) }, .map(.string, .dyn), 0)
+            }
+            if key == "id" {
+                if testOnly && path.count == 1 { return ({ _ in .bool(true) }, .bool, 1) }
+                return ({ s in .string(s.profile?.userID ?? "") }, .string, 1)
+            }
+            let slot = symbols.attribute(key)
+            if testOnly && path.count == 1 {
+                return ({ s in .bool(s.profile?.attributes[slot] != nil) }, .bool, 1)
+            }
+            return ({ s in
+                if let v = s.profile?.attributes[slot] { return v }
+                return .error(EvalError("user attribute '\(key)' is not set"))
+            }, .dyn, 1)
+        }
+    }
+
+    static func userMap(_ s: EvalScope, _ names: [String]) -> Value {
+        guard let p = s.profile else { return .null }
+        var m = p.otherAttributes ?? ValueMap()
+        for (i, n) in names.enumerated() { if let v = p.attributes[i] { m[string: n] = v } }
+        m[string: "id"] = .string(p.userID)
+        return .map(m)
+    }
+
+    private func contextVariable() -> VariableBinding {
+        VariableBinding(type: .map(.string, .dyn)) { [symbols] path, testOnly, span throws(ExprProblem) in
+            try RuleEnvironment.contextSelect(symbols, path, testOnly, span)
+        }
+    }
+
+    /// `context.FIELD`: from the event, else the last value seen for the user.
+    static func contextSelect(_ symbols: SymbolTable, _ path: [String], _ testOnly: Bool, _ span: SourceSpan)
+        throws(ExprProblem) -> (Eval, CELType, Int)
+    {
+        guard let key = path.first else {
+            throw ExprProblem("use a field of the context, like context.locale or context.os.name", span, id: "expression_type")
+        }
+        let slot = symbols.context(key)
+        if testOnly && path.count == 1 {
+            return ({ s in .bool(s.event?.context[slot] != nil || s.profile?.context[slot] != nil) }, .bool, 1)
+        }
+        return ({ s in
+            if let v = s.event?.context[slot] ?? s.profile?.context[slot] { return v }
+            return .error(EvalError("context field '\(key)' is unknown for this user"))
+        }, .dyn, 1)
+    }
+
+    private func changeVariable() -> VariableBinding {
+        VariableBinding(type: .dyn) { path, _, span throws(ExprProblem) in
+            guard let f = path.first else {
+                return ({ s in
+                    guard let c = s.change else { return .null }
+                    return .map(ValueMap([("attribute", .string(c.attribute)), ("from", c.from), ("to", c.to)]))
+                }, .map(.string, .dyn), 0)
+            }
+            switch f {
+            case "attribute": return ({ s in .string(s.change?.attribute ?? "") }, .string, 1)
+            case "from": return ({ s in s.change?.from ?? .null }, .dyn, 1)
+            case "to": return ({ s in s.change?.to ?? .null }, .dyn, 1)
+            default: throw RuleEnvironment.noField("change", f, ["attribute", "from", "to"], span)
+            }
+        }
+    }
+
+    private func inboxVariable() -> VariableBinding {
+        VariableBinding(type: .dyn) { path, _, span throws(ExprProblem) in
+            guard let f = path.first else {
+                throw ExprProblem("use a field of the inbox: inbox.unread, inbox.total, inbox.ids, inbox.unread_ids", span,
+                                  id: "expression_type")
+            }
+            switch f {
+            case "unread": return ({ s in .int(Int64(s.profile?.unreadCount ?? 0)) }, .int, 1)
+            case "total": return ({ s in .int(Int64(s.profile?.inbox.count ?? 0)) }, .int, 1)
+            case "ids": return ({ s in .list((s.profile?.inbox ?? []).map { .string($0.id) }) }, .list(.string), 1)
+            case "unread_ids":
+                return ({ s in .list((s.profile?.inbox ?? []).filter { !$0.read }.map { .string($0.id) }) }, .list(.string), 1)
+            default: throw RuleEnvironment.noField("inbox", f, ["unread", "total", "ids", "unread_ids"], span)
+            }
+        }
+    }
+
+    // MARK: History functions
+
+    func function(_ name: String) -> CustomFunction? {
+        switch name {
+        case "count": return CustomFunction(usage: "count(\"Event Name\", \"7d\")", compile: compileCount)
+        case "last_seen", "first_seen":
+            return CustomFunction(usage: "\(name)(\"Event Name\")") { [self] args, span, c throws(ExprProblem) in
+                try compileSeen(name, args, span, c)
+            }
+        case "seen":
+            return CustomFunction(usage: "seen(\"Event Name\")") { [self] args, span, c throws(ExprProblem) in
+                try compileSeen(name, args, span, c)
+            }
+        case "days_since": return CustomFunction(usage: "days_since(\"Event Name\") or days_since(timestamp)", compile: compileDaysSince)
+        default: return nil
+        }
+    }
+
+    private func constantString(_ e: Expr, _ c: ExprCompiler, what: String, usage: String) throws(ExprProblem) -> String {
+        let n = c.compileNode(e)
+        guard let v = n.constant, case .string(let s) = v else {
+            throw ExprProblem("\(what) must be written as a quoted string, like \(usage)", e.span, id: "expression_type")
+        }
+        return s
+    }
+
+    private func eventKey(_ name: String) -> String {
+        name.hasPrefix("screen:") ? name : BoundEvent.internKey(kind: .track, name: name)
+    }
+
+    private func compileCount(_ args: [Expr], _ span: SourceSpan, _ c: ExprCompiler) throws(ExprProblem) -> CompiledNode {
+        let usage = "count(\"E_Opened_App\", \"7d\")"
+        guard args.count == 2 || args.count == 3 else {
+            throw ExprProblem("count() takes an event name, a window and optionally a property filter, like \(usage)", span,
+                              id: "expression_type")
+        }
+        let name = try constantString(args[0], c, what: "the event name", usage: usage)
+        let windowText = try constantString(args[1], c, what: "the window", usage: usage)
+        guard let window = HistoryWindow.parse(windowText) else {
+            throw ExprProblem("'\(windowText)' is not a window; use \(DSL.windowDoc)", args[1].span, id: "invalid_window")
+        }
+        var filter: [(slot: Int, value: Value)] = []
+        if args.count == 3 {
+            let f = c.compileNode(args[2])
+            guard let fv = f.constant, case .map(let m) = fv else {
+                throw ExprProblem("the filter must be a map of property names to values, like {\"rule\": \"welcome\"}", args[2].span,
+                                  id: "expression_type")
+            }
+            for (k, v) in m.entries {
+                guard case .string(let key) = k else {
+                    throw ExprProblem("filter keys are property names (strings)", args[2].span, id: "expression_type")
+                }
+                filter.append((symbols.property(key), v))
+            }
+        }
+        let id = symbols.event(eventKey(name))
+        let series = symbols.eventSeries(id, filter: filter, retention: window.retentionMs, lifetime: window == .lifetime)
+        switch window {
+        case .lifetime:
+            return CompiledNode(type: .int, eval: { s in .int(Int64(s.profile?.history.lifetimeStat(series: series)?.count ?? 0)) })
+        case .rolling(let ms):
+            return CompiledNode(type: .int, eval: { s in
+                .int(Int64(s.profile?.history.count(series: series, from: s.now - ms + 1, to: s.now) ?? 0))
+            })
+        case .calendar:
+            let zone = symbols.zoneSlots
+            return CompiledNode(type: .int, eval: { s in
+                guard let p = s.profile else { return .int(0) }
+                let start = window.start(now: s.now, zone: RuleEnvironment.userZone(p, s.event, (zone.attribute, zone.context)))
+                return .int(Int64(p.history.count(series: series, from: start, to: s.now)))
+            })
+        }
+    }
+
+    /// The user's zone: the `timezone` attribute, else the event's or last `context.timezone`, else UTC.
+    static func userZone(_ p: UserProfile, _ e: BoundEvent?, _ slots: (attribute: Int?, context: Int?)) -> Zone {
+        var candidates: [Value?] = []
+        if let a = slots.attribute, a < p.attributes.count { candidates.append(p.attributes[a]) }
+        if let c = slots.context {
+            if let e, c < e.context.count { candidates.append(e.context[c]) }
+            if c < p.context.count { candidates.append(p.context[c]) }
+        }
+        for v in candidates {
+            if case .string(let name)? = v, let z = ZoneCache.zone(name) { return z }
+        }
+        return .utc
+    }
+
+    private func compileSeen(_ fn: String, _ args: [Expr], _ span: SourceSpan, _ c: ExprCompiler) throws(ExprProblem) -> CompiledNode {
+        let usage = "\(fn)(\"E_Opened_App\")"
+        guard args.count == 1 else { throw ExprProblem("\(fn)() takes one event name, like \(usage)", span, id: "expression_type") }
+        let name = try constantString(args[0], c, what: "the event name", usage: usage)
+        let id = symbols.event(eventKey(name))
+        let series = symbols.eventSeries(id, filter: [], retention: 0, lifetime: true)
+        switch fn {
+        case "seen":
+            return CompiledNode(type: .bool, eval: { s in .bool(s.profile?.history.lifetimeStat(series: series) != nil) })
+        case "first_seen":
+            return CompiledNode(type: .dyn, eval: { s in
+                s.profile?.history.lifetimeStat(series: series).map { .timestamp(Timestamp(milliseconds: $0.first)) } ?? .null
+            })
+        default:
+            return CompiledNode(type: .dyn, eval: { s in
+                s.profile?.history.lifetimeStat(series: series).map { .timestamp(Timestamp(milliseconds: $0.last)) } ?? .null
+            })
+        }
+    }
+
+    private func compileDaysSince(_ args: [Expr], _ span: SourceSpan, _ c: ExprCompiler) throws(ExprProblem) -> CompiledNode {
+        guard args.count == 1 else {
+            throw ExprProblem("days_since() takes one event name or timestamp, like days_since(\"Signed In\")", span, id: "expression_type")
+        }
+        let arg = c.compileNode(args[0])
+        if let v = arg.constant, case .string(let name) = v, Timestamp.parse(name) == nil {
+            let id = symbols.event(eventKey(name))
+            let series = symbols.eventSeries(id, filter: [], retention: 0, lifetime: true)
+            return CompiledNode(type: .int, eval: { s in
+                guard let last = s.profile?.history.lifetimeStat(series: series)?.last else {
+                    return .error(EvalError("'\(name)' has not happened for this user"))
+                }
+                return .int(RuleEnvironment.wholeDays(s.now - last))
+            })
+        }
+        switch arg.type {
+        case .timestamp, .string, .dyn, .null, .error: break
+        default:
+            throw ExprProblem("days_since() needs an event name or a timestamp, not \(arg.type)", args[0].span, id: "expression_type")
+        }
+        let ev = arg.eval
+        return CompiledNode(type: .int, eval: { s in
+            switch ev(s) {
+            case .timestamp(let t): return .int(RuleEnvironment.wholeDays(s.now - t.milliseconds))
+            case .string(let text):
+                guard let t = Timestamp.parse(text) else { return .error(EvalError("'\(text)' is not a timestamp")) }
+                return .int(RuleEnvironment.wholeDays(s.now - t.milliseconds))
+            case .null: return .error(EvalError("days_since() of null"))
+            case .error(let e): return .error(e)
+            default: return .error(.noSuchOverload)
+            }
+        })
+    }
+
+    static func wholeDays(_ ms: Int64) -> Int64 { Civil.floorDivMod(ms, 86_400_000).0 }
+}
+
+/// The segments of one file, compiled on first use (so order does not matter) with cycle detection.
+final class SegmentTable {
+    struct Entry {
+        var source: ExpressionSource
+        var compiled: [Bool: (Eval, CELType)] = [:]
+        var memo: [Bool: Int] = [:]
+    }
+    private var entries: [String: Entry] = [:]
+    private var compiling: Set<String> = []
+    var names: [String] { Array(entries.keys) }
+    /// Set by the rule-set compiler: compiles a segment's source.
+    var compile: ((ExpressionSource, Bool) -> CompiledExpr?)?
+    /// Segments referenced at least once (for the unused-segment warning).
+    private(set) var used: Set<String> = []
+    var symbols: SymbolTable?
+
+    init() {}
+
+    func add(_ name: String, _ source: ExpressionSource) { entries[name] = Entry(source: source) }
+    func has(_ name: String) -> Bool { entries[name] != nil }
+
+    func reference(_ name: String, span: SourceSpan, tracing: Bool) throws(ExprProblem) -> (Eval, CELType) {
+        used.insert(name)
+        if let c = entries[name]?.compiled[tracing] { return c }
+        guard !compiling.contains(name) else {
+            throw ExprProblem("segment '\(name)' refers to itself (through \(compiling.sorted().joined(separator: ", ")))", span,
+                              id: "segment_cycle")
+        }
+        guard let entry = entries[name], let compile, let symbols else {
+            throw ExprProblem("unknown segment '\(name)'", span, id: "unknown_segment")
+        }
+        compiling.insert(name)
+        let compiled = compile(entry.source, tracing)
+        compiling.remove(name)
+        guard let compiled else {
+            let failed: (Eval, CELType) = ({ _ in .error(EvalError("segment '\(name)' failed to compile")) }, .error)
+            entries[name]?.compiled[tracing] = failed
+            return failed
+        }
+        let slot = symbols.memoSlot()
+        let result: (Eval, CELType)
+        if let c = compiled.constant {
+            result = ({ _ in c }, compiled.type)
+        } else {
+            result = ({ s in s.memoized(slot) { compiled.evaluate($0) } }, compiled.type)
+        }
+        entries[name]?.compiled[tracing] = result
+        return result
+    }
+}

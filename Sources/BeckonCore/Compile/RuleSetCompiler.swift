@@ -1,0 +1,282 @@
+/// Turns parsed files into a ``CompiledRuleSet``: resolves names to slots, type-checks and compiles every
+/// expression, merges defaults, indexes rules by event. Reports every problem with its position.
+///
+/// ```swift
+/// let (ruleSet, diagnostics) = RuleSetCompiler.compile(parsedFiles)
+/// ```
+public enum RuleSetCompiler {
+    public static func compile(_ files: [ParsedFile]) -> (CompiledRuleSet?, [Diagnostic]) {
+        var b = Builder()
+        let set = b.build(files)
+        return (b.diagnostics.hasErrors ? nil : set, b.diagnostics.items)
+    }
+}
+
+private struct Builder {
+    var diagnostics = DiagnosticBag()
+    let symbols = SymbolTable()
+
+    mutating func build(_ files: [ParsedFile]) -> CompiledRuleSet {
+        var settings = EngineSettings()
+        var settingsSeen: SettingsSpec?
+        var ruleFiles: [RuleFileSpec] = []
+        for f in files {
+            switch f {
+            case .rules(let r): ruleFiles.append(r)
+            case .settings(let s):
+                if let first = settingsSeen {
+                    diagnostics.error(.duplicateSettings, "settings are already defined in \(first.path)", at: s.name.location,
+                                      suggestion: "keep one settings file per set of loaded rules")
+                    continue
+                }
+                settingsSeen = s
+            }
+        }
+        if let s = settingsSeen {
+            settings.sessionStartEvents = Set(s.sessionStartEvents.map { symbols.event($0.value) })
+            if let t = s.sessionTimeoutMs { settings.sessionTimeoutMs = t }
+            if let d = s.dedupWindowMs { settings.dedupWindowMs = d }
+            if !s.globalLimits.isEmpty {
+                let g = CompiledLimits(s.globalLimits)
+                if g.rolling.contains(where: { $0.window == .month }) { _ = symbols.zoneSlots }
+                settings.globalLimits = g
+                if !g.rolling.isEmpty {
+                    settings.globalSeries = symbols.upsertSeries("global", SeriesSpec(source: .globalMessages, retentionMs: g.retentionMs, keepsLifetime: false))
+                }
+            }
+        }
+
+        var units: [CompiledUnit] = []
+        var rules: [CompiledRule] = []
+        var unitNames: [String: SourceLocation] = [:]
+        for file in ruleFiles {
+            if let prev = unitNames[file.name.value] {
+                diagnostics.error(.duplicateName, "\(file.kind.rawValue) '\(file.name.value)' is already defined at \(prev)",
+                                  at: file.name.location, suggestion: "give each campaign and rule set its own name")
+                continue
+            }
+            unitNames[file.name.value] = file.name.location
+            compileFile(file, unitIndex: Int32(units.count), units: &units, rules: &rules)
+        }
+
+        var byAttribute = Array(repeating: [Int32](), count: symbols.attributeNames.count)
+        for r in rules where r.enabled {
+            if case .change(let slot, _, _) = r.trigger {
+                if slot >= byAttribute.count { byAttribute.append(contentsOf: repeatElement([], count: slot - byAttribute.count + 1)) }
+                byAttribute[slot].append(r.index)
+            }
+        }
+        if byAttribute.count < symbols.attributeNames.count {
+            byAttribute.append(contentsOf: repeatElement([], count: symbols.attributeNames.count - byAttribute.count))
+        }
+        return CompiledRuleSet(units: units, rules: rules, eventNames: symbols.eventNames, propertyNames: symbols.propertyNames,
+                               contextNames: symbols.contextNames, attributeNames: symbols.attributeNames,
+                               rulesByAttribute: byAttribute, series: symbols.series, memoSlots: symbols.memoSlots,
+                               settings: settings, needsAllProperties: symbols.needsAllProperties)
+    }
+
+    // MARK: Expressions
+
+    /// Compiles an expression, turning its problems into diagnostics at their places in the file.
+    mutating func expression(_ src: ExpressionSource, _ env: RuleEnvironment) -> CompiledExpr? {
+        let c = ExprCompiler(environment: env, tracing: env.tracing)
+        let result = c.compile(src.text)
+        for p in c.problems where !env.tracing {
+            diagnostics.append(.error(DiagnosticID(rawValue: p.id), p.message, at: src.location(of: p.span), suggestion: p.suggestion))
+        }
+        return result
+    }
+
+    /// A condition: must be bool (or dyn).
+    mutating func condition(_ src: ExpressionSource?, _ key: String, _ env: RuleEnvironment) -> CompiledExpr? {
+        guard let src, let e = expression(src, env) else { return nil }
+        switch e.type {
+        case .bool, .dyn, .error: break
+        default:
+            if !env.tracing {
+                diagnostics.error(.expressionType, "'\(key)' must be a condition (true or false), but this is a \(e.type)",
+                                  at: src.location, suggestion: "compare it with something, like `\(src.text) > 0`")
+            }
+            return nil
+        }
+        if let c = e.constant, !env.tracing {
+            if case .error(let err) = c {
+                diagnostics.error(.expressionType, "'\(key)' always fails: \(err.message)", at: src.location)
+            }
+        }
+        return e
+    }
+
+    func environment(_ segments: SegmentTable, _ place: ExpressionPlace, change: Bool = false, tracing: Bool = false) -> RuleEnvironment {
+        RuleEnvironment(symbols: symbols, segments: segments, place: place, hasChange: change, tracing: tracing)
+    }
+
+    // MARK: Files
+
+    mutating func compileFile(_ file: RuleFileSpec, unitIndex: Int32, units: inout [CompiledUnit], rules: inout [CompiledRule]) {
+        let segments = SegmentTable()
+        segments.symbols = symbols
+        for (name, src) in file.segments {
+            if ["event", "user", "context", "now", "change", "inbox"].contains(name.value) {
+                diagnostics.error(.duplicateName, "'\(name.value)' is a built-in name and cannot be a segment", at: name.location)
+                continue
+            }
+            segments.add(name.value, src)
+        }
+        // Segment problems are reported once, from the untraced compile.
+        var segmentDiagnostics: [Diagnostic] = []
+        let symbols = self.symbols
+        segments.compile = { [segments] src, tracing in
+            let env = RuleEnvironment(symbols: symbols, segments: segments, place: .segment, hasChange: false, tracing: tracing)
+            let c = ExprCompiler(environment: env, tracing: tracing)
+            let r = c.compile(src.text)
+            if !tracing {
+                for p in c.problems {
+                    segmentDiagnostics.append(.error(DiagnosticID(rawValue: p.id), p.message, at: src.location(of: p.span), suggestion: p.suggestion))
+                }
+            }
+            return r
+        }
+        // Compile every segment, used or not, so that its problems are reported.
+        for (name, src) in file.segments where segments.has(name.value) {
+            do { _ = try segments.reference(name.value, span: SourceSpan(0, 0), tracing: false) } catch {
+                diagnostics.error(DiagnosticID(rawValue: error.id), error.message, at: src.location(of: error.span))
+            }
+        }
+
+        if let s = file.start, let e = file.end, e.value <= s.value {
+            diagnostics.error(.invalidSchedule, "'end' (\(e.value)) is not after 'start' (\(s.value)): no rule of this file can ever fire",
+                              at: e.location)
+        }
+        let audience = condition(file.audience, "audience", environment(segments, .audience))
+        let audienceTraced = condition(file.audience, "audience", environment(segments, .audience, tracing: true))
+        units.append(CompiledUnit(
+            name: file.name.value, kind: file.kind, path: file.path, enabled: file.enabled,
+            start: file.start?.value.milliseconds, end: file.end?.value.milliseconds,
+            audience: audience, audienceTraced: audienceTraced, audienceMemo: symbols.memoSlot()))
+
+        for spec in file.rules {
+            if let r = compileRule(spec, file: file, unitIndex: unitIndex, index: Int32(rules.count), segments: segments) {
+                rules.append(r)
+            }
+        }
+        diagnostics.append(contentsOf: segmentDiagnostics)
+    }
+
+    mutating func compileRule(_ spec: RuleSpec, file: RuleFileSpec, unitIndex: Int32, index: Int32, segments: SegmentTable) -> CompiledRule? {
+        let before = diagnostics.errorCount
+        var trigger: CompiledTrigger
+        var triggerDescription: String
+        var isChange = false
+        switch spec.trigger {
+        case .events(let names):
+            trigger = .events(names.map { symbols.event(BoundEvent.internKey(kind: .track, name: $0.value)) })
+            triggerDescription = names.map(\.value).joined(separator: " | ")
+        case .screens(let names):
+            trigger = .events(names.map { symbols.event(BoundEvent.internKey(kind: .screen, name: $0.value)) })
+            triggerDescription = names.map { "screen:" + $0.value }.joined(separator: " | ")
+        case .change(let attr, let from, let to):
+            isChange = true
+            if let bad = FileParser.reservedAttribute(attr.value) {
+                diagnostics.error(.invalidTrigger, bad, at: attr.location)
+            }
+            trigger = .change(attributeSlot: symbols.attribute(attr.value), from: from?.map(\.value), to: to?.map(\.value))
+            triggerDescription = "change:" + attr.value
+        }
+        let whereExpr = condition(spec.whereClause, "where", environment(segments, .whereClause, change: isChange))
+        let whereTraced = condition(spec.whereClause, "where", environment(segments, .whereClause, change: isChange, tracing: true))
+        let ifExpr = condition(spec.ifClause, "if", environment(segments, .ifClause, change: isChange))
+        let ifTraced = condition(spec.ifClause, "if", environment(segments, .ifClause, change: isChange, tracing: true))
+        let limitSpec = spec.limits.merged(over: file.defaultLimits)
+        let limits = CompiledLimits(limitSpec)
+        if limits.rolling.contains(where: { $0.window == .month }) { _ = symbols.zoneSlots }
+        if let perUser = limitSpec.perUser, let n = limitSpec.onOccurrence, perUser.value < 1 {
+            diagnostics.error(.invalidLimit, "on_occurrence \(n.value) with per_user 0 never fires", at: perUser.location)
+        }
+
+        var actions: [ActionTemplate] = []
+        var surface: String?
+        let actionEnv = environment(segments, .action, change: isChange)
+        for a in spec.actions {
+            if case .message(let m) = a.value {
+                if surface != nil {
+                    diagnostics.error(.invalidAction, "a rule shows at most one message; split this one into two rules", at: a.location)
+                }
+                surface = m.surface
+            }
+            actions.append(action(a.value, actionEnv))
+        }
+        var fireSeries: Int32 = -1
+        if !limits.rolling.isEmpty {
+            fireSeries = symbols.upsertSeries("fires\(index)", SeriesSpec(source: .ruleFires(index), retentionMs: limits.retentionMs, keepsLifetime: false))
+        }
+        guard diagnostics.errorCount == before else { return nil }
+        return CompiledRule(
+            index: index, unit: unitIndex, id: spec.id.value, qualifiedID: file.name.value + "/" + spec.id.value,
+            enabled: spec.enabled && file.enabled, trigger: trigger, triggerDescription: triggerDescription,
+            whereExpr: whereExpr, whereTraced: whereTraced, ifExpr: ifExpr, ifTraced: ifTraced, limits: limits,
+            priority: spec.priority?.value ?? file.defaultPriority ?? 0, surface: surface, actions: actions,
+            fireSeries: fireSeries, location: spec.location)
+    }
+
+    // MARK: Actions
+
+    mutating func value(_ v: ValueSource, _ env: RuleEnvironment) -> CompiledValue {
+        switch v {
+        case .literal(let x): return .constant(x)
+        case .template(let t): return template(t, env)
+        case .list(let xs): return .list(xs.map { value($0, env) })
+        case .map(let pairs): return .map(pairs.map { ($0.key, value($0.value, env)) })
+        }
+    }
+
+    /// A whole-scalar `${expr}` keeps its type; text with expressions in it becomes a string.
+    mutating func template(_ t: TemplateSource, _ env: RuleEnvironment) -> CompiledValue {
+        if t.parts.count == 1, case .expression(let src) = t.parts[0] {
+            guard let e = expression(src, env) else { return .constant(.null) }
+            if let c = e.constant { return .constant(c) }
+            return .expr(e)
+        }
+        var pieces: [CompiledValue.Piece] = []
+        for p in t.parts {
+            switch p {
+            case .text(let s): pieces.append(.text(s))
+            case .expression(let src):
+                if let e = expression(src, env) { pieces.append(.expr(e)) }
+            }
+        }
+        if pieces.allSatisfy({ if case .text = $0 { true } else { false } }) {
+            return .constant(.string(pieces.map { if case .text(let s) = $0 { s } else { "" } }.joined()))
+        }
+        return .text(pieces)
+    }
+
+    mutating func values(_ pairs: [(key: String, value: ValueSource)], _ env: RuleEnvironment) -> [(key: String, value: CompiledValue)] {
+        pairs.map { ($0.key, value($0.value, env)) }
+    }
+
+    mutating func action(_ a: ActionSpec, _ env: RuleEnvironment) -> ActionTemplate {
+        switch a {
+        case .message(let m):
+            return .message(
+                surface: m.surface, template: m.template,
+                title: m.title.map { template($0, env) }, body: m.body.map { template($0, env) },
+                image: m.image.map { template($0, env) },
+                buttons: m.buttons.map { ActionTemplate.Button(label: template($0.label, env), deepLink: $0.deepLink.map { template($0, env) },
+                                                               action: $0.action.map { template($0, env) }) },
+                data: values(m.data, env))
+        case .screen(let id, let params): return .screen(id: template(id, env), params: values(params, env))
+        case .deepLink(let url): return .deepLink(template(url, env))
+        case .notify(let n):
+            return .notify(id: n.id.map { template($0, env) }, sender: n.sender.map { template($0, env) },
+                           message: template(n.message, env), link: n.link.map { template($0, env) }, data: values(n.data, env))
+        case .markRead(let id): return .markRead(template(id, env))
+        case .prompt(let p): return .prompt(p)
+        case .emit(let event, let payload): return .emit(event: event, payload: values(payload, env))
+        case .set(let attrs):
+            return .set(attrs.map { (symbols.attribute($0.attribute.value), $0.attribute.value, value($0.value, env)) })
+        case .unset(let names):
+            return .unset(names.map { (symbols.attribute($0.value), $0.value) })
+        }
+    }
+}

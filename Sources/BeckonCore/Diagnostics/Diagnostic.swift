@@ -1,0 +1,137 @@
+/// A problem found in a rule file, with where it is, a matchable id and, when there is one, a suggestion.
+///
+/// Rendered as `path/file.yaml:6:15: error: message [id]`, then the source line, a caret, and the suggestion.
+///
+/// ## Topics
+/// - ``DiagnosticID``
+/// - ``DiagnosticRenderer``
+public struct Diagnostic: Sendable, Hashable, CustomStringConvertible {
+    public enum Severity: String, Sendable, Hashable, Comparable {
+        case error, warning, note
+        public static func < (a: Severity, b: Severity) -> Bool {
+            let order: [Severity] = [.error, .warning, .note]
+            return order.firstIndex(of: a)! < order.firstIndex(of: b)!
+        }
+    }
+
+    public var severity: Severity
+    public var id: DiagnosticID
+    public var message: String
+    public var location: SourceLocation
+    /// A replacement or next step, shown as `help: …`.
+    public var suggestion: String?
+
+    public init(_ severity: Severity, _ id: DiagnosticID, _ message: String, at location: SourceLocation,
+                suggestion: String? = nil) {
+        self.severity = severity
+        self.id = id
+        self.message = message
+        self.location = location
+        self.suggestion = suggestion
+    }
+
+    public static func error(_ id: DiagnosticID, _ message: String, at location: SourceLocation, suggestion: String? = nil) -> Diagnostic {
+        Diagnostic(.error, id, message, at: location, suggestion: suggestion)
+    }
+
+    public var description: String {
+        "\(location.file):\(location.position.line):\(location.position.column): \(severity.rawValue): \(message) [\(id.rawValue)]"
+    }
+}
+
+/// The classes of problems `beckon validate` reports. Each has a test that provokes it.
+public struct DiagnosticID: RawRepresentable, Sendable, Hashable, ExpressibleByStringLiteral, CustomStringConvertible {
+    public var rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public init(stringLiteral value: String) { rawValue = value }
+    public var description: String { rawValue }
+
+    public static let yamlSyntax: DiagnosticID = "yaml_syntax"
+    public static let unknownKey: DiagnosticID = "unknown_key"
+    public static let missingKey: DiagnosticID = "missing_key"
+    public static let duplicateKey: DiagnosticID = "duplicate_key"
+    public static let wrongType: DiagnosticID = "wrong_type"
+    public static let invalidValue: DiagnosticID = "invalid_value"
+    public static let invalidDuration: DiagnosticID = "invalid_duration"
+    public static let invalidTimestamp: DiagnosticID = "invalid_timestamp"
+    public static let invalidWindow: DiagnosticID = "invalid_window"
+    public static let unsupportedVersion: DiagnosticID = "unsupported_version"
+    public static let duplicateRuleID: DiagnosticID = "duplicate_rule_id"
+    public static let duplicateName: DiagnosticID = "duplicate_name"
+    public static let invalidIdentifier: DiagnosticID = "invalid_identifier"
+    public static let expressionSyntax: DiagnosticID = "expression_syntax"
+    public static let expressionType: DiagnosticID = "expression_type"
+    public static let unknownIdentifier: DiagnosticID = "unknown_identifier"
+    public static let unknownFunction: DiagnosticID = "unknown_function"
+    public static let unknownSegment: DiagnosticID = "unknown_segment"
+    public static let segmentCycle: DiagnosticID = "segment_cycle"
+    public static let invalidRegex: DiagnosticID = "invalid_regex"
+    public static let invalidLimit: DiagnosticID = "invalid_limit"
+    public static let invalidAction: DiagnosticID = "invalid_action"
+    public static let invalidTrigger: DiagnosticID = "invalid_trigger"
+    public static let invalidSchedule: DiagnosticID = "invalid_schedule"
+    public static let limitExceeded: DiagnosticID = "limit_exceeded"
+    public static let unreadableFile: DiagnosticID = "unreadable_file"
+    public static let noRuleFiles: DiagnosticID = "no_rule_files"
+    public static let duplicateSettings: DiagnosticID = "duplicate_settings"
+}
+
+/// Collects diagnostics while loading; every problem is kept, in order.
+public struct DiagnosticBag: Sendable {
+    public private(set) var items: [Diagnostic] = []
+    public init() {}
+
+    public mutating func append(_ d: Diagnostic) { items.append(d) }
+    public mutating func append(contentsOf ds: [Diagnostic]) { items.append(contentsOf: ds) }
+
+    public mutating func error(_ id: DiagnosticID, _ message: String, at location: SourceLocation, suggestion: String? = nil) {
+        items.append(.error(id, message, at: location, suggestion: suggestion))
+    }
+
+    public mutating func warning(_ id: DiagnosticID, _ message: String, at location: SourceLocation, suggestion: String? = nil) {
+        items.append(Diagnostic(.warning, id, message, at: location, suggestion: suggestion))
+    }
+
+    public var hasErrors: Bool { items.contains { $0.severity == .error } }
+    public var errorCount: Int { items.count(where: { $0.severity == .error }) }
+    public var warningCount: Int { items.count(where: { $0.severity == .warning }) }
+
+    /// Sorted by file, line, column, as a compiler prints them.
+    public var sorted: [Diagnostic] {
+        items.enumerated().sorted { a, b in
+            let x = a.element.location
+            let y = b.element.location
+            if x.file != y.file { return x.file < y.file }
+            if x.position != y.position { return x.position < y.position }
+            return a.offset < b.offset
+        }.map(\.element)
+    }
+}
+
+/// Renders diagnostics the way compilers do: the header line, the source line, a caret, and a `help:` line.
+public struct DiagnosticRenderer: Sendable {
+    /// File contents by path, for the source lines.
+    public var sources: [String: [Substring]]
+
+    public init(sources: [String: String] = [:]) {
+        self.sources = sources.mapValues { $0.split(separator: "\n", omittingEmptySubsequences: false) }
+    }
+
+    public func render(_ d: Diagnostic) -> String {
+        var out = d.description + "\n"
+        if let lines = sources[d.location.file], d.location.position.line >= 1, d.location.position.line <= lines.count {
+            var line = String(lines[d.location.position.line - 1])
+            if line.hasSuffix("\r") { line.removeLast() }
+            out += line + "\n"
+            let col = max(1, d.location.position.column)
+            // Keep tabs so the caret lines up under tab-indented text.
+            let prefix = line.unicodeScalars.prefix(col - 1).map { $0 == "\t" ? "\t" : " " }.joined()
+            let available = max(1, line.unicodeScalars.count - (col - 1))
+            out += prefix + "^" + String(repeating: "~", count: max(0, min(d.location.length, available) - 1)) + "\n"
+        }
+        if let s = d.suggestion { out += "help: \(s)\n" }
+        return out
+    }
+
+    public func render(_ ds: [Diagnostic]) -> String { ds.map(render).joined() }
+}

@@ -1,0 +1,443 @@
+/// Why an event line could not be read.
+public struct DecodeError: Error, Sendable, CustomStringConvertible {
+    public var message: String
+    /// 1-based byte column, when known.
+    public var column: Int?
+    public init(_ message: String, column: Int? = nil) {
+        self.message = message
+        self.column = column
+    }
+    public var description: String { column.map { "column \($0): \(message)" } ?? message }
+}
+
+/// Decodes one line of newline-delimited JSON in the Segment spec's shape straight into a ``BoundEvent``.
+///
+/// Reads `type`, `event`/`name`, `userId`/`anonymousId`, `timestamp` (or `originalTimestamp`, `sentAt`,
+/// `receivedAt`), `messageId`, `properties`, `traits` and `context`. Keeps only the properties and context fields
+/// the rule set reads; skips everything else without building values. A hand-written byte scanner: Foundation's
+/// decoders are an order of magnitude slower.
+///
+/// Limits: a line is at most ``maxLineBytes`` bytes and nests at most ``maxDepth`` levels.
+public struct SegmentDecoder {
+    public static let maxLineBytes = 1 << 20
+    public static let maxDepth = 64
+
+    let ruleSet: CompiledRuleSet
+
+    public init(ruleSet: CompiledRuleSet) { self.ruleSet = ruleSet }
+
+    public func decode(_ line: String) throws(DecodeError) -> BoundEvent {
+        var s = line
+        let result: Result<BoundEvent, DecodeError> = s.withUTF8 { buf in
+            do throws(DecodeError) { return .success(try decode(buf)) } catch { return .failure(error) }
+        }
+        return try result.get()
+    }
+
+    public func decode(_ bytes: UnsafeBufferPointer<UInt8>) throws(DecodeError) -> BoundEvent {
+        if bytes.count > SegmentDecoder.maxLineBytes {
+            throw DecodeError("line is \(bytes.count) bytes long; the limit is \(SegmentDecoder.maxLineBytes)")
+        }
+        var p = JSONScanner(bytes)
+        p.skipSpace()
+        guard p.peek() == UInt8(ascii: "{") else { throw p.error("expected a JSON object ('{')") }
+        p.i += 1
+
+        var kindText: String?
+        var name: String?
+        var userID: String?
+        var anonymousID: String?
+        var timestamp: Int64?
+        var fallbackTime: Int64?
+        var messageID: String?
+        var props = ContiguousArray<Value?>(repeating: nil, count: ruleSet.propertyNames.count)
+        var ctx = ContiguousArray<Value?>(repeating: nil, count: ruleSet.contextNames.count)
+        var traits: [(name: String, value: Value)] = []
+        var allProps: ValueMap?
+        var sawProperties = false
+
+        try p.members { (p, key) throws(DecodeError) in
+            switch key {
+            case "type": kindText = try p.string(for: "type")
+            case "event": name = try p.string(for: "event")
+            case "name":
+                if p.peek() == UInt8(ascii: "n") { try p.skipValue(depth: 0) } else { name = try p.string(for: "name") }
+            case "userId": userID = try p.idString(for: "userId")
+            case "anonymousId": anonymousID = try p.idString(for: "anonymousId")
+            case "messageId": messageID = try p.idString(for: "messageId")
+            case "timestamp":
+                let start = p.i
+                let t = try p.string(for: "timestamp")
+                guard let ms = SegmentDecoder.parseTime(t) else {
+                    throw DecodeError("'timestamp' is not an ISO-8601 time: '\(t)'", column: start + 1)
+                }
+                timestamp = ms
+            case "originalTimestamp", "sentAt", "receivedAt":
+                if p.peek() == UInt8(ascii: "\"") {
+                    let t = try p.string(for: key)
+                    if fallbackTime == nil || key == "originalTimestamp" { fallbackTime = SegmentDecoder.parseTime(t) ?? fallbackTime }
+                } else {
+                    try p.skipValue(depth: 0)
+                }
+            case "properties":
+                sawProperties = true
+                if ruleSet.needsAllProperties {
+                    let v = try p.value(depth: 1)
+                    guard case .map(let m) = v else { throw p.error("'properties' must be an object") }
+                    for (k, v) in m.entries {
+                        if case .string(let ks) = k, let slot = ruleSet.propertySlots[ks] { props[slot] = v }
+                    }
+                    allProps = m
+                } else {
+                    try p.slots(into: &props, ruleSet.propertySlots, what: "properties")
+                }
+            case "context":
+                try p.slots(into: &ctx, ruleSet.contextSlots, what: "context")
+            case "traits":
+                guard p.peek() == UInt8(ascii: "{") else {
+                    if p.peek() == UInt8(ascii: "n") { try p.skipValue(depth: 0); return }
+                    throw p.error("'traits' must be an object")
+                }
+                let v = try p.value(depth: 1)
+                if case .map(let m) = v {
+                    for (k, v) in m.entries { if case .string(let ks) = k { traits.append((ks, v)) } }
+                }
+            default:
+                try p.skipValue(depth: 0)
+            }
+        }
+        p.skipSpace()
+        guard p.atEnd else { throw p.error("unexpected text after the JSON object") }
+        _ = sawProperties
+
+        guard let kindText else {
+            throw DecodeError("missing 'type' (track, identify, screen or page)")
+        }
+        let kind: Event.Kind
+        switch kindText {
+        case "track": kind = .track
+        case "identify": kind = .identify
+        case "screen": kind = .screen
+        case "page": kind = .page
+        case "group": kind = .group
+        case "alias": kind = .alias
+        default: throw DecodeError("unknown 'type' '\(kindText)'; expected track, identify, screen, page, group or alias")
+        }
+        if kind == .track {
+            guard let n = name, !n.isEmpty else { throw DecodeError("a track event needs a non-empty 'event' name") }
+        }
+        guard let user = (userID?.isEmpty == false ? userID : nil) ?? (anonymousID?.isEmpty == false ? anonymousID : nil) else {
+            throw DecodeError("missing 'userId' (or 'anonymousId')")
+        }
+        guard let time = timestamp ?? fallbackTime else {
+            throw DecodeError("missing 'timestamp' (ISO-8601, like 2026-01-05T09:00:00Z)")
+        }
+        let eventName = kind == .identify ? "" : (name ?? "")
+        let id = ruleSet.eventIDs[BoundEvent.internKey(kind: kind, name: eventName)] ?? -1
+        return BoundEvent(kind: kind, nameID: id, name: eventName, userID: user, timestamp: time, messageID: messageID,
+                          properties: props, context: ctx, traits: traits, allProperties: allProps)
+    }
+
+    /// RFC 3339 / ISO-8601 to ms since 1970; a number is taken as seconds (fractional allowed) since 1970.
+    static func parseTime(_ s: String) -> Int64? {
+        guard let t = Timestamp.parse(s) else { return nil }
+        guard t.seconds >= 0, t.seconds < 17_000_000_000 else { return nil }
+        return t.milliseconds
+    }
+}
+
+/// A forward-only JSON scanner over UTF-8 bytes.
+struct JSONScanner {
+    let b: UnsafeBufferPointer<UInt8>
+    var i = 0
+
+    init(_ b: UnsafeBufferPointer<UInt8>) { self.b = b }
+
+    var atEnd: Bool { i >= b.count }
+
+    @inline(__always) func peek() -> UInt8? { i < b.count ? b[i] : nil }
+
+    func error(_ message: String) -> DecodeError { DecodeError(message, column: i + 1) }
+
+    @inline(__always) mutating func skipSpace() {
+        while i < b.count {
+            let c = b[i]
+            if c == 32 || c == 9 || c == 10 || c == 13 { i += 1 } else { return }
+        }
+    }
+
+    mutating func expect(_ c: UInt8) throws(DecodeError) {
+        skipSpace()
+        guard i < b.count, b[i] == c else {
+            throw error("expected '\(Character(Unicode.Scalar(c)))'" + (i < b.count ? "" : " before the end of the line"))
+        }
+        i += 1
+    }
+
+    /// Calls `body` with each key of an object; `body` must consume the value.
+    mutating func members(_ body: (inout JSONScanner, String) throws(DecodeError) -> Void) throws(DecodeError) {
+        skipSpace()
+        if peek() == UInt8(ascii: "}") {
+            i += 1
+            return
+        }
+        while true {
+            skipSpace()
+            guard peek() == UInt8(ascii: "\"") else { throw error("expected a key in quotes") }
+            let key = try rawString()
+            try expect(UInt8(ascii: ":"))
+            skipSpace()
+            try body(&self, key)
+            skipSpace()
+            guard let c = peek() else { throw error("the object is not closed ('}' missing)") }
+            i += 1
+            if c == UInt8(ascii: "}") { return }
+            guard c == UInt8(ascii: ",") else { throw DecodeError("expected ',' or '}'", column: i) }
+        }
+    }
+
+    /// Reads an object, keeping only the keys that have a slot.
+    mutating func slots(into out: inout ContiguousArray<Value?>, _ table: [String: Int], what: String) throws(DecodeError) {
+        skipSpace()
+        if peek() == UInt8(ascii: "n") {
+            try skipValue(depth: 0)
+            return
+        }
+        guard peek() == UInt8(ascii: "{") else { throw error("'\(what)' must be an object") }
+        i += 1
+        if table.isEmpty {
+            try skipObjectBody(depth: 1)
+            return
+        }
+        try members { (p, key) throws(DecodeError) in
+            if let slot = table[key] { out[slot] = try p.value(depth: 1) } else { try p.skipValue(depth: 1) }
+        }
+    }
+
+    mutating func string(for key: String) throws(DecodeError) -> String {
+        skipSpace()
+        guard peek() == UInt8(ascii: "\"") else { throw error("'\(key)' must be a string") }
+        return try rawString()
+    }
+
+    /// Ids may be strings or numbers in exports.
+    mutating func idString(for key: String) throws(DecodeError) -> String? {
+        skipSpace()
+        guard let c = peek() else { throw error("'\(key)' has no value") }
+        if c == UInt8(ascii: "\"") { return try rawString() }
+        if c == UInt8(ascii: "n") {
+            try skipValue(depth: 0)
+            return nil
+        }
+        if c == UInt8(ascii: "-") || (c >= 48 && c <= 57) {
+            let v = try number()
+            switch v {
+            case .int(let n): return String(n)
+            case .double(let d): return String(d)
+            default: return nil
+            }
+        }
+        throw error("'\(key)' must be a string")
+    }
+
+    /// A string at `i` (which is a quote), unescaped.
+    mutating func rawString() throws(DecodeError) -> String {
+        i += 1
+        let start = i
+        // Fast path: no escapes.
+        while i < b.count {
+            let c = b[i]
+            if c == UInt8(ascii: "\"") {
+                let s = String(decoding: UnsafeBufferPointer(rebasing: b[start..<i]), as: UTF8.self)
+                i += 1
+                return s
+            }
+            if c == UInt8(ascii: "\\") { break }
+            if c < 32 { throw error("control character in a string") }
+            i += 1
+        }
+        var out = Array(b[start..<i])
+        while i < b.count {
+            let c = b[i]
+            if c == UInt8(ascii: "\"") {
+                i += 1
+                return String(decoding: out, as: UTF8.self)
+            }
+            if c == UInt8(ascii: "\\") {
+                i += 1
+                guard i < b.count else { break }
+                let e = b[i]
+                i += 1
+                switch e {
+                case UInt8(ascii: "\""): out.append(34)
+                case UInt8(ascii: "\\"): out.append(92)
+                case UInt8(ascii: "/"): out.append(47)
+                case UInt8(ascii: "b"): out.append(8)
+                case UInt8(ascii: "f"): out.append(12)
+                case UInt8(ascii: "n"): out.append(10)
+                case UInt8(ascii: "r"): out.append(13)
+                case UInt8(ascii: "t"): out.append(9)
+                case UInt8(ascii: "u"):
+                    var code = try hex4()
+                    if code >= 0xD800 && code < 0xDC00 {
+                        // A surrogate pair.
+                        if i + 1 < b.count && b[i] == UInt8(ascii: "\\") && b[i + 1] == UInt8(ascii: "u") {
+                            i += 2
+                            let low = try hex4()
+                            guard low >= 0xDC00 && low < 0xE000 else { throw error("invalid surrogate pair") }
+                            code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+                        } else {
+                            throw error("lone surrogate in \\u escape")
+                        }
+                    }
+                    guard let scalar = Unicode.Scalar(code) else { throw error("invalid \\u escape") }
+                    out.append(contentsOf: Array(String(scalar).utf8))
+                default: throw error("invalid escape '\\\(Character(Unicode.Scalar(e)))'")
+                }
+                continue
+            }
+            if c < 32 { throw error("control character in a string") }
+            out.append(c)
+            i += 1
+        }
+        throw error("unterminated string")
+    }
+
+    private mutating func hex4() throws(DecodeError) -> UInt32 {
+        guard i + 4 <= b.count else { throw error("short \\u escape") }
+        var v: UInt32 = 0
+        for _ in 0..<4 {
+            let c = b[i]
+            let d: UInt32
+            switch c {
+            case 48...57: d = UInt32(c - 48)
+            case 97...102: d = UInt32(c - 87)
+            case 65...70: d = UInt32(c - 55)
+            default: throw error("invalid hex digit in \\u escape")
+            }
+            v = v * 16 + d
+            i += 1
+        }
+        return v
+    }
+
+    mutating func number() throws(DecodeError) -> Value {
+        let start = i
+        var isDouble = false
+        if peek() == UInt8(ascii: "-") { i += 1 }
+        var digits = 0
+        while i < b.count, b[i] >= 48 && b[i] <= 57 {
+            i += 1
+            digits += 1
+        }
+        guard digits > 0 else { throw DecodeError("invalid number", column: start + 1) }
+        if i < b.count && b[i] == UInt8(ascii: ".") {
+            isDouble = true
+            i += 1
+            while i < b.count, b[i] >= 48 && b[i] <= 57 { i += 1 }
+        }
+        if i < b.count && (b[i] == UInt8(ascii: "e") || b[i] == UInt8(ascii: "E")) {
+            isDouble = true
+            i += 1
+            if i < b.count && (b[i] == UInt8(ascii: "+") || b[i] == UInt8(ascii: "-")) { i += 1 }
+            while i < b.count, b[i] >= 48 && b[i] <= 57 { i += 1 }
+        }
+        if !isDouble && digits <= 18 {
+            var v: Int64 = 0
+            var k = start
+            let neg = b[k] == UInt8(ascii: "-")
+            if neg { k += 1 }
+            while k < i {
+                v = v * 10 + Int64(b[k] - 48)
+                k += 1
+            }
+            return .int(neg ? -v : v)
+        }
+        let text = String(decoding: UnsafeBufferPointer(rebasing: b[start..<i]), as: UTF8.self)
+        if !isDouble, let v = Int64(text) { return .int(v) }
+        guard let d = Double(text) else { throw DecodeError("invalid number '\(text)'", column: start + 1) }
+        return .double(d)
+    }
+
+    mutating func value(depth: Int) throws(DecodeError) -> Value {
+        guard depth < SegmentDecoder.maxDepth else { throw error("nested more than \(SegmentDecoder.maxDepth) levels deep") }
+        skipSpace()
+        guard let c = peek() else { throw error("a value is missing") }
+        switch c {
+        case UInt8(ascii: "\""): return .string(try rawString())
+        case UInt8(ascii: "{"):
+            i += 1
+            var m = ValueMap()
+            try members { (p, key) throws(DecodeError) in m[string: key] = try p.value(depth: depth + 1) }
+            return .map(m)
+        case UInt8(ascii: "["):
+            i += 1
+            var out: [Value] = []
+            skipSpace()
+            if peek() == UInt8(ascii: "]") {
+                i += 1
+                return .list(out)
+            }
+            while true {
+                out.append(try value(depth: depth + 1))
+                skipSpace()
+                guard let d = peek() else { throw error("the list is not closed (']' missing)") }
+                i += 1
+                if d == UInt8(ascii: "]") { return .list(out) }
+                guard d == UInt8(ascii: ",") else { throw DecodeError("expected ',' or ']'", column: i) }
+            }
+        case UInt8(ascii: "t"): try literal("true"); return .bool(true)
+        case UInt8(ascii: "f"): try literal("false"); return .bool(false)
+        case UInt8(ascii: "n"): try literal("null"); return .null
+        default:
+            if c == UInt8(ascii: "-") || (c >= 48 && c <= 57) { return try number() }
+            throw error("unexpected character '\(Character(Unicode.Scalar(c)))'")
+        }
+    }
+
+    private mutating func literal(_ word: StaticString) throws(DecodeError) {
+        let n = word.utf8CodeUnitCount
+        guard i + n <= b.count else { throw error("invalid literal") }
+        for k in 0..<n where b[i + k] != word.utf8Start[k] { throw error("invalid literal") }
+        i += n
+    }
+
+    /// Skips a value without building it.
+    mutating func skipValue(depth: Int) throws(DecodeError) {
+        guard depth < SegmentDecoder.maxDepth else { throw error("nested more than \(SegmentDecoder.maxDepth) levels deep") }
+        skipSpace()
+        guard let c = peek() else { throw error("a value is missing") }
+        switch c {
+        case UInt8(ascii: "\""):
+            i += 1
+            while i < b.count {
+                let d = b[i]
+                if d == UInt8(ascii: "\\") { i += 2; continue }
+                if d == UInt8(ascii: "\"") { i += 1; return }
+                i += 1
+            }
+            throw error("unterminated string")
+        case UInt8(ascii: "{"):
+            i += 1
+            try skipObjectBody(depth: depth + 1)
+        case UInt8(ascii: "["):
+            i += 1
+            skipSpace()
+            if peek() == UInt8(ascii: "]") { i += 1; return }
+            while true {
+                try skipValue(depth: depth + 1)
+                skipSpace()
+                guard let d = peek() else { throw error("the list is not closed (']' missing)") }
+                i += 1
+                if d == UInt8(ascii: "]") { return }
+                guard d == UInt8(ascii: ",") else { throw DecodeError("expected ',' or ']'", column: i) }
+            }
+        default:
+            _ = try value(depth: depth)
+        }
+    }
+
+    mutating func skipObjectBody(depth: Int) throws(DecodeError) {
+        try members { (p, _) throws(DecodeError) in try p.skipValue(depth: depth) }
+    }
+}

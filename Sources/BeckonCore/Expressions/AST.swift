@@ -1,0 +1,78 @@
+/// A range in an expression's text, in Unicode scalars from its start (the unit YAML columns use).
+public struct SourceSpan: Sendable, Hashable {
+    public var start: Int
+    public var end: Int
+    public init(_ start: Int, _ end: Int) {
+        self.start = start
+        self.end = end
+    }
+}
+
+/// A parsed CEL expression. Operators are calls of CEL's internal function names (`_+_`, `_&&_`, `!_`, `_[_]`,
+/// `@in`, `_?_:_`); macros (`has`, `all`, `exists`, `exists_one`, `map`, `filter`) are expanded at parse time.
+public struct Expr: Sendable {
+    public var span: SourceSpan
+    public var node: Node
+
+    public indirect enum Node: Sendable {
+        case literal(Value)
+        case ident(String)
+        /// `operand.field`; with `testOnly` it is `has(operand.field)`.
+        case select(Expr, field: String, testOnly: Bool)
+        case call(function: String, target: Expr?, args: [Expr])
+        case list([Expr])
+        case map([(key: Expr, value: Expr)])
+        case comprehension(Comprehension)
+    }
+
+    public init(_ node: Node, _ span: SourceSpan) {
+        self.node = node
+        self.span = span
+    }
+}
+
+/// The expansion of a CEL macro over a list or map.
+public struct Comprehension: Sendable {
+    public enum Kind: String, Sendable { case all, exists, existsOne = "exists_one", map, filter }
+    public var kind: Kind
+    public var range: Expr
+    public var variable: String
+    /// The predicate (`all`, `exists`, `exists_one`, `filter`) or the filter of a three-argument `map`.
+    public var predicate: Expr?
+    /// The transform of `map`.
+    public var transform: Expr?
+}
+
+extension Expr {
+    /// The dotted name of an `a.b.c` chain of identifiers, if the expression is one.
+    var qualifiedName: String? {
+        switch node {
+        case .ident(let n): return n
+        case .select(let operand, let field, false):
+            return operand.qualifiedName.map { $0 + "." + field }
+        default: return nil
+        }
+    }
+
+    /// Calls `visit` on this expression and every sub-expression, parents first.
+    public func walk(_ visit: (Expr) -> Void) {
+        visit(self)
+        switch node {
+        case .literal, .ident: break
+        case .select(let e, _, _): e.walk(visit)
+        case .call(_, let t, let args):
+            t?.walk(visit)
+            for a in args { a.walk(visit) }
+        case .list(let es): for e in es { e.walk(visit) }
+        case .map(let es):
+            for e in es {
+                e.key.walk(visit)
+                e.value.walk(visit)
+            }
+        case .comprehension(let c):
+            c.range.walk(visit)
+            c.predicate?.walk(visit)
+            c.transform?.walk(visit)
+        }
+    }
+}

@@ -1,0 +1,99 @@
+import Crypto
+
+/// Beckon's own pure functions, beside CEL's standard ones. The event-history functions (`count`,
+/// `last_seen`…) need the engine and are compiled by ``RuleEnvironment``.
+extension FunctionDecl {
+    static let beckon: [String: FunctionDecl] = {
+        var out: [String: FunctionDecl] = [:]
+        func add(_ d: FunctionDecl) { out[d.name] = d }
+        add(FunctionDecl(name: "version_compare", signatures: [Signature([.string, .string], .int)],
+            impl: .binary { a, b in
+                guard case .string(let x) = a, case .string(let y) = b else { return a.isError ? a : (b.isError ? b : .error(.noSuchOverload)) }
+                return .int(Int64(VersionCompare.compare(x, y)))
+            }, doc: "`version_compare(a, b)`: -1, 0 or 1 comparing dotted versions numerically (`\"10.2\"` > `\"9.12\"`)"))
+        add(FunctionDecl(name: "url_param", signatures: [Signature([.string, .string], .dyn), Signature([.null, .string], .dyn)],
+            impl: .binary { a, b in
+                guard case .string(let name) = b else { return b.isError ? b : .error(.noSuchOverload) }
+                switch a {
+                case .string(let url): return URLParams.value(of: name, in: url).map(Value.string) ?? .null
+                case .null: return .null
+                case .error: return a
+                default: return .error(.noSuchOverload)
+                }
+            }, doc: "`url_param(url, name)`: the decoded query parameter, or `null` when absent"))
+        add(FunctionDecl(name: "sha256", signatures: [Signature([.string], .string), Signature([.bytes], .string)],
+            impl: .unary { v in
+                switch v {
+                case .string(let s): return .string(Hex.encode(SHA256.hash(data: Array(s.utf8))))
+                case .bytes(let b): return .string(Hex.encode(SHA256.hash(data: b)))
+                case .error: return v
+                default: return .error(.noSuchOverload)
+                }
+            }, doc: "`sha256(s)`: lower-case hex SHA-256 of the UTF-8 text"))
+        return out
+    }()
+}
+
+/// Dotted version comparison: numeric parts compare as numbers; `1.0a1` < `1.0`; missing parts are 0.
+public enum VersionCompare {
+    public static func compare(_ a: String, _ b: String) -> Int {
+        let x = a.split(separator: ".", omittingEmptySubsequences: false)
+        let y = b.split(separator: ".", omittingEmptySubsequences: false)
+        for i in 0..<max(x.count, y.count) {
+            let p = i < x.count ? x[i] : "0"
+            let q = i < y.count ? y[i] : "0"
+            let c = part(p, q)
+            if c != 0 { return c }
+        }
+        return 0
+    }
+
+    private static func part(_ p: Substring, _ q: Substring) -> Int {
+        let pd = p.prefix(while: { $0.isASCII && $0.isNumber })
+        let qd = q.prefix(while: { $0.isASCII && $0.isNumber })
+        let pn = pd.drop(while: { $0 == "0" })
+        let qn = qd.drop(while: { $0 == "0" })
+        if pn.count != qn.count { return pn.count < qn.count ? -1 : 1 }
+        if pn != qn { return pn < qn ? -1 : 1 }
+        let ps = p.dropFirst(pd.count)
+        let qs = q.dropFirst(qd.count)
+        if ps == qs { return 0 }
+        // A suffix marks a pre-release: "0a1" comes before "0".
+        if ps.isEmpty { return 1 }
+        if qs.isEmpty { return -1 }
+        return ps < qs ? -1 : 1
+    }
+}
+
+/// Query parameters of a URL or deep link.
+public enum URLParams {
+    /// The first value of `name` in the query, percent-decoded (`+` is a space); `""` for a bare `?name`.
+    public static func value(of name: String, in url: String) -> String? {
+        var s = Substring(url)
+        if let hash = s.firstIndex(of: "#") { s = s[..<hash] }
+        guard let q = s.firstIndex(of: "?") else { return nil }
+        for pair in s[s.index(after: q)...].split(separator: "&", omittingEmptySubsequences: true) {
+            let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            if decode(kv[0]) == name { return kv.count > 1 ? decode(kv[1]) : "" }
+        }
+        return nil
+    }
+
+    static func decode(_ s: Substring) -> String {
+        var out: [UInt8] = []
+        let b = Array(s.utf8)
+        var i = 0
+        while i < b.count {
+            if b[i] == UInt8(ascii: "+") {
+                out.append(32)
+            } else if b[i] == UInt8(ascii: "%"), i + 2 < b.count, let v = UInt8(String(decoding: b[(i + 1)...(i + 2)], as: UTF8.self), radix: 16) {
+                out.append(v)
+                i += 2
+            } else {
+                out.append(b[i])
+            }
+            i += 1
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

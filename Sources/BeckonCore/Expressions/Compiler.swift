@@ -1,0 +1,647 @@
+/// The evaluator of a compiled expression node.
+public typealias Eval = @Sendable (EvalScope) -> Value
+
+/// A checked and compiled expression: closures built once at load time, never re-parsed per event.
+public struct CompiledExpr: Sendable {
+    /// The text it was compiled from.
+    public let source: String
+    /// The statically inferred type.
+    public let type: CELType
+    /// The value, when the expression is constant.
+    public let constant: Value?
+    let eval: Eval
+    /// Comprehension variables it needs in ``EvalScope/locals``.
+    let localsNeeded: Int
+
+    @inline(__always) public func evaluate(_ scope: EvalScope) -> Value {
+        if scope.locals.count < localsNeeded { scope.ensureLocals(localsNeeded) }
+        return eval(scope)
+    }
+}
+
+/// How a name in an expression resolves at compile time: the environment of a rule, a segment, an action.
+public protocol ExpressionEnvironment {
+    /// The variable `name`, or `nil` if there is none.
+    func variable(_ name: String) -> VariableBinding?
+    /// A function provided by the environment (Beckon's history functions…), or `nil`.
+    func function(_ name: String) -> CustomFunction?
+    /// Names offered in "did you mean" suggestions.
+    var variableNames: [String] { get }
+    var functionNames: [String] { get }
+}
+
+/// A variable: its type, and how to compile a field path below it (`user.plan`, `event.properties.price`).
+public struct VariableBinding {
+    public var type: CELType
+    /// Compiles `name.path…`. Returns the evaluator, its type, and how many path elements it consumed
+    /// (the rest are compiled as ordinary field selections). With `testOnly`, the whole path is a `has()` test.
+    public var select: (_ path: [String], _ testOnly: Bool, _ span: SourceSpan) throws(ExprProblem) -> (Eval, CELType, Int)
+
+    public init(
+        type: CELType,
+        select: @escaping (_ path: [String], _ testOnly: Bool, _ span: SourceSpan) throws(ExprProblem) -> (Eval, CELType, Int)
+    ) {
+        self.type = type
+        self.select = select
+    }
+
+    /// A variable read from ``EvalScope/bindings`` by name, with no special paths.
+    public static func binding(_ name: String, type: CELType = .dyn) -> VariableBinding {
+        VariableBinding(type: type) { _, _, _ in
+            ({ s in s.bindings[name] ?? .error(EvalError("no value bound to '\(name)'")) }, type, 0)
+        }
+    }
+}
+
+/// A function whose compilation the environment controls (it may require constant arguments).
+public struct CustomFunction {
+    /// `count(name, window)`…, for messages.
+    public var usage: String
+    public var compile: (_ args: [Expr], _ span: SourceSpan, _ compiler: ExprCompiler) throws(ExprProblem) -> CompiledNode
+
+    public init(
+        usage: String,
+        compile: @escaping (_ args: [Expr], _ span: SourceSpan, _ compiler: ExprCompiler) throws(ExprProblem) -> CompiledNode
+    ) {
+        self.usage = usage
+        self.compile = compile
+    }
+}
+
+/// A compiled sub-expression while compiling.
+public struct CompiledNode {
+    public var type: CELType
+    public var eval: Eval
+    public var constant: Value?
+
+    public init(type: CELType, eval: @escaping Eval, constant: Value? = nil) {
+        self.type = type
+        self.eval = eval
+        self.constant = constant
+    }
+
+    static func constant(_ v: Value) -> CompiledNode {
+        CompiledNode(type: CELType.of(v), eval: { _ in v }, constant: v)
+    }
+
+    static var failed: CompiledNode { CompiledNode(type: .error, eval: { _ in .error(EvalError("expression failed to compile")) }) }
+}
+
+/// Type-checks and compiles an ``Expr`` against an environment, collecting every problem.
+public final class ExprCompiler {
+    public let environment: any ExpressionEnvironment
+    /// Record sub-expression values in ``EvalScope/trace`` (for `explain`).
+    public let tracing: Bool
+    /// When false (cel-spec tests with `disable_check`), type mismatches are left for evaluation to report.
+    public let checkTypes: Bool
+    public private(set) var problems: [ExprProblem] = []
+    private var locals: [(name: String, index: Int)] = []
+    private var localsInUse = 0
+    private var maxLocals = 0
+
+    public init(environment: any ExpressionEnvironment, tracing: Bool = false, checkTypes: Bool = true) {
+        self.environment = environment
+        self.tracing = tracing
+        self.checkTypes = checkTypes
+    }
+
+    /// Parses, checks and compiles `text`. Returns `nil` when there were problems (see ``problems``).
+    public func compile(_ text: String) -> CompiledExpr? {
+        let expr: Expr
+        do { expr = try Parser.parse(text) } catch {
+            problems.append(error)
+            return nil
+        }
+        return compile(expr, source: text)
+    }
+
+    public func compile(_ expr: Expr, source: String) -> CompiledExpr? {
+        let before = problems.count
+        maxLocals = 0
+        let node = compileNode(expr)
+        guard problems.count == before else { return nil }
+        return CompiledExpr(source: source, type: node.type, constant: node.constant, eval: node.eval,
+            localsNeeded: maxLocals)
+    }
+
+    public func report(_ p: ExprProblem) { problems.append(p) }
+
+    /// Compiles a sub-expression, reporting problems and returning a failed node instead of throwing.
+    public func compileNode(_ e: Expr) -> CompiledNode {
+        do { return try node(e) } catch {
+            problems.append(error)
+            return .failed
+        }
+    }
+
+    private func traced(_ n: CompiledNode, _ span: SourceSpan) -> CompiledNode {
+        guard tracing, n.constant == nil else { return n }
+        let inner = n.eval
+        return CompiledNode(type: n.type, eval: { s in
+            let v = inner(s)
+            s.trace?.record(span, v)
+            return v
+        })
+    }
+
+    private func node(_ e: Expr) throws(ExprProblem) -> CompiledNode {
+        switch e.node {
+        case .literal(let v): return .constant(v)
+        case .ident(let name): return traced(try identifier(name, e.span), e.span)
+        case .select(let operand, let field, let testOnly):
+            return traced(try select(e, operand: operand, field: field, testOnly: testOnly), e.span)
+        case .call(let fn, let target, let args): return try call(fn, target: target, args: args, span: e.span)
+        case .list(let items):
+            let nodes = items.map(compileNode)
+            let type = CELType.list(CELType.join(nodes.map(\.type)))
+            if nodes.allSatisfy({ $0.constant != nil }) {
+                return CompiledNode(type: type, eval: { [list = Value.list(nodes.map { $0.constant! })] _ in list },
+                    constant: .list(nodes.map { $0.constant! }))
+            }
+            let evals = nodes.map(\.eval)
+            return CompiledNode(type: type, eval: { s in
+                var out: [Value] = []
+                out.reserveCapacity(evals.count)
+                for ev in evals {
+                    let v = ev(s)
+                    if case .error = v { return v }
+                    out.append(v)
+                }
+                return .list(out)
+            })
+        case .map(let entries):
+            let keys = entries.map { compileNode($0.key) }
+            let values = entries.map { compileNode($0.value) }
+            for (i, k) in keys.enumerated() where checkTypes {
+                switch k.type {
+                case .string, .int, .uint, .bool, .dyn, .error: break
+                default:
+                    problems.append(ExprProblem("map keys must be strings, ints, uints or bools, not \(k.type)",
+                        entries[i].key.span, id: "expression_type"))
+                }
+            }
+            let type = CELType.map(CELType.join(keys.map(\.type)), CELType.join(values.map(\.type)))
+            let ke = keys.map(\.eval)
+            let ve = values.map(\.eval)
+            let build: Eval = { s in
+                var pairs: [(Value, Value)] = []
+                pairs.reserveCapacity(ke.count)
+                for i in ke.indices {
+                    let k = ke[i](s)
+                    if case .error = k { return k }
+                    let v = ve[i](s)
+                    if case .error = v { return v }
+                    pairs.append((k, v))
+                }
+                do throws(EvalError) { return .map(try ValueMap(checking: pairs)) } catch { return .error(error) }
+            }
+            if keys.allSatisfy({ $0.constant != nil }) && values.allSatisfy({ $0.constant != nil }) {
+                let v = build(EvalScope.constantFolding)
+                return CompiledNode(type: type, eval: { _ in v }, constant: v)
+            }
+            return CompiledNode(type: type, eval: build)
+        case .comprehension(let c): return traced(try comprehension(c, e.span), e.span)
+        }
+    }
+
+    // MARK: Names
+
+    private static let typeNames: Set<String> = [
+        "int", "uint", "double", "bool", "string", "bytes", "list", "map", "null_type", "type",
+        "google.protobuf.Timestamp", "google.protobuf.Duration",
+    ]
+
+    private func identifier(_ name: String, _ span: SourceSpan) throws(ExprProblem) -> CompiledNode {
+        if let local = locals.last(where: { $0.name == name }) {
+            let i = local.index
+            return CompiledNode(type: .dyn, eval: { s in s.locals[i] })
+        }
+        if let v = environment.variable(name) {
+            let (ev, t, _) = try v.select([], false, span)
+            return CompiledNode(type: t, eval: ev)
+        }
+        if ExprCompiler.typeNames.contains(name) { return .constant(.type(name)) }
+        if !checkTypes { return runtimeError("undeclared reference to '\(name)'") }
+        throw unknownName(name, span)
+    }
+
+    /// In unchecked mode, what the checker would reject fails when evaluated instead.
+    private func runtimeError(_ message: String) -> CompiledNode {
+        CompiledNode(type: .dyn, eval: { _ in .error(EvalError(message)) })
+    }
+
+    private func unknownName(_ name: String, _ span: SourceSpan) -> ExprProblem {
+        let candidates = environment.variableNames + locals.map(\.name)
+        let hint = Suggest.nearest(name, in: candidates)
+        return ExprProblem("unknown name '\(name)'" + (hint.map { "; did you mean '\($0)'?" } ?? ""), span,
+            id: "unknown_identifier", suggestion: hint)
+    }
+
+    private func select(_ e: Expr, operand: Expr, field: String, testOnly: Bool) throws(ExprProblem) -> CompiledNode {
+        // A chain rooted at an environment variable is resolved by the variable (slots, not map look-ups).
+        var path: [String] = [field]
+        var root = operand
+        while case .select(let inner, let f, false) = root.node {
+            path.insert(f, at: 0)
+            root = inner
+        }
+        if case .ident(let name) = root.node, !locals.contains(where: { $0.name == name }) {
+            // A dotted name may itself be a variable: the longest declared prefix wins (`a.b.c`, then `a.b`).
+            for k in stride(from: path.count, to: 0, by: -1) {
+                let qualified = ([name] + path.prefix(k)).joined(separator: ".")
+                if let v = environment.variable(qualified) {
+                    let (ev, t, _) = try v.select([], false, e.span)
+                    var node = CompiledNode(type: t, eval: ev)
+                    for (j, f) in path.enumerated().dropFirst(k) {
+                        node = selectField(node, f, testOnly: testOnly && j == path.count - 1)
+                    }
+                    if k == path.count && testOnly { break }
+                    return node
+                }
+            }
+            if let v = environment.variable(name) {
+                let (ev, t, consumed) = try v.select(path, testOnly, e.span)
+                if consumed == path.count { return CompiledNode(type: t, eval: ev) }
+                // Compile the remaining fields as ordinary selections on the variable's value.
+                var node = CompiledNode(type: t, eval: ev)
+                for (k, f) in path.enumerated().dropFirst(consumed) {
+                    node = selectField(node, f, testOnly: testOnly && k == path.count - 1)
+                }
+                return node
+            }
+            let qualified = ([name] + path).joined(separator: ".")
+            if ExprCompiler.typeNames.contains(qualified) && !testOnly { return .constant(.type(qualified)) }
+            if !checkTypes { return runtimeError("undeclared reference to '\(qualified)'") }
+            throw unknownName(name, root.span)
+        }
+        let base = try node(operand)
+        return selectField(base, field, testOnly: testOnly)
+    }
+
+    /// `base.field` on a map value (or `has(base.field)`).
+    func selectField(_ base: CompiledNode, _ field: String, testOnly: Bool) -> CompiledNode {
+        let ev = base.eval
+        if testOnly {
+            return CompiledNode(type: .bool, eval: { s in
+                switch ev(s) {
+                case .map(let m): return .bool(m[string: field] != nil)
+                case .error(let e): return .error(e)
+                default: return .error(.noSuchOverload)
+                }
+            })
+        }
+        var t = CELType.dyn
+        if case .map(_, let v) = base.type { t = v }
+        return CompiledNode(type: t, eval: { s in ev(s)[field] })
+    }
+
+    // MARK: Calls
+
+    private static let operatorNames: [String: String] = [
+        "_+_": "+", "_-_": "-", "_*_": "*", "_/_": "/", "_%_": "%", "-_": "-", "!_": "!", "_<_": "<", "_<=_": "<=",
+        "_>_": ">", "_>=_": ">=", "_==_": "==", "_!=_": "!=", "@in": "in", "_[_]": "[]", "_&&_": "&&", "_||_": "||",
+    ]
+
+    private func call(_ fn: String, target: Expr?, args: [Expr], span: SourceSpan) throws(ExprProblem) -> CompiledNode {
+        switch fn {
+        case "_&&_", "_||_": return logical(fn == "_&&_", args.map(compileNode), span)
+        case "_?_:_": return conditional(args.map(compileNode), args, span)
+        case "!_":
+            let a = compileNode(args[0])
+            try expectBool(a, args[0], what: "'!'")
+            let ev = a.eval
+            return fold(CompiledNode(type: .bool, eval: { s in
+                switch ev(s) {
+                case .bool(let b): .bool(!b)
+                case .error(let e): .error(e)
+                default: .error(.noSuchOverload)
+                }
+            }), [a], span)
+        default: break
+        }
+        if target == nil, let custom = environment.function(fn) {
+            return traced(try custom.compile(args, span, self), span)
+        }
+        guard let decl = FunctionDecl.standard[fn] ?? FunctionDecl.beckon[fn] else {
+            if !checkTypes { return runtimeError("unbound function '\(fn)'") }
+            if let t = target, environment.function(fn) != nil {
+                _ = t
+                throw ExprProblem("'\(fn)' is called as \(fn)(…), not as a method", span, id: "unknown_function")
+            }
+            let names = Array(FunctionDecl.standard.keys.filter { !$0.contains("_") && $0 != "@in" })
+                + Array(FunctionDecl.beckon.keys) + environment.functionNames
+            let hint = Suggest.nearest(fn, in: names)
+            throw ExprProblem("unknown function '\(fn)'" + (hint.map { "; did you mean '\($0)'?" } ?? ""), span,
+                id: "unknown_function", suggestion: hint)
+        }
+        var nodes: [CompiledNode] = []
+        if let target { nodes.append(compileNode(target)) }
+        nodes += args.map(compileNode)
+        let resultType = try checkCall(decl, receiver: target != nil, nodes, span)
+        if fn == "matches", let pattern = nodes.last?.constant, case .string(let p) = pattern {
+            if case .failure(let err) = RegexBox.compile(p) {
+                throw ExprProblem(err.message, (target != nil ? args[0] : args[1]).span, id: "invalid_regex")
+            }
+        }
+        let n = CompiledNode(type: resultType, eval: makeCall(decl.impl, nodes.map(\.eval)))
+        let folded = decl.pure ? fold(n, nodes, span) : n
+        if ExprCompiler.operatorNames[fn] != nil && !["_<_", "_<=_", "_>_", "_>=_", "_==_", "_!=_", "@in"].contains(fn) {
+            return folded
+        }
+        return traced(folded, span)
+    }
+
+    private func makeCall(_ impl: FunctionDecl.Impl, _ evals: [Eval]) -> Eval {
+        switch (impl, evals.count) {
+        case (.unary(let f), 1):
+            let a = evals[0]
+            return { s in f(a(s)) }
+        case (.binary(let f), 2):
+            let a = evals[0]
+            let b = evals[1]
+            return { s in f(a(s), b(s)) }
+        case (.nary(let f), _):
+            return { s in f(evals.map { $0(s) }) }
+        default:
+            return { _ in .error(.noSuchOverload) }
+        }
+    }
+
+    /// Evaluates a node of constant inputs once, now.
+    private func fold(_ n: CompiledNode, _ inputs: [CompiledNode], _ span: SourceSpan) -> CompiledNode {
+        guard inputs.allSatisfy({ $0.constant != nil }) else { return n }
+        let v = n.eval(EvalScope.constantFolding)
+        return CompiledNode(type: n.type == .error ? CELType.of(v) : n.type, eval: { _ in v }, constant: v)
+    }
+
+    private func expectBool(_ n: CompiledNode, _ e: Expr, what: String) throws(ExprProblem) {
+        guard checkTypes else { return }
+        switch n.type {
+        case .bool, .dyn, .error: return
+        default:
+            throw ExprProblem("\(what) needs a true/false value, but this is \(describe(n.type))", e.span,
+                id: "expression_type")
+        }
+    }
+
+    private func describe(_ t: CELType) -> String {
+        switch t {
+        case .int, .uint, .double: "a number (\(t))"
+        case .string: "a string"
+        case .null: "null"
+        default: "a \(t)"
+        }
+    }
+
+    private func logical(_ isAnd: Bool, _ ops: [CompiledNode], _ span: SourceSpan) -> CompiledNode {
+        for (i, o) in ops.enumerated() where checkTypes && !(o.type == .bool || o.type.isDynLike) {
+            problems.append(ExprProblem(
+                "'\(isAnd ? "&&" : "||")' needs true/false values on both sides, but the \(i == 0 ? "left" : "right") side is \(describe(o.type))",
+                span, id: "expression_type"))
+        }
+        let a = ops[0].eval
+        let b = ops[1].eval
+        let node: CompiledNode
+        if isAnd {
+            node = CompiledNode(type: .bool, eval: { s in
+                let l = a(s)
+                if case .bool(false) = l { return l }
+                let r = b(s)
+                if case .bool(false) = r { return r }
+                if case .bool(true) = l, case .bool(true) = r { return r }
+                if case .error = l { return l }
+                if case .error = r { return r }
+                return .error(.noSuchOverload)
+            })
+        } else {
+            node = CompiledNode(type: .bool, eval: { s in
+                let l = a(s)
+                if case .bool(true) = l { return l }
+                let r = b(s)
+                if case .bool(true) = r { return r }
+                if case .bool(false) = l, case .bool(false) = r { return r }
+                if case .error = l { return l }
+                if case .error = r { return r }
+                return .error(.noSuchOverload)
+            })
+        }
+        // Fold only when the outcome is decided by constants (false && x, true || x) or both are constant.
+        if let c = ops[0].constant, c.isTrue != isAnd, case .bool = c { return .constant(c) }
+        if let c = ops[1].constant, c.isTrue != isAnd, case .bool = c, ops[0].type == .bool { return .constant(c) }
+        return fold(node, ops, span)
+    }
+
+    private func conditional(_ ops: [CompiledNode], _ exprs: [Expr], _ span: SourceSpan) -> CompiledNode {
+        do { try expectBool(ops[0], exprs[0], what: "the condition of 'a ? b : c'") } catch { problems.append(error) }
+        let c = ops[0].eval
+        let a = ops[1].eval
+        let b = ops[2].eval
+        let t = ops[1].type == ops[2].type ? ops[1].type : (ops[1].type == .null ? ops[2].type : (ops[2].type == .null ? ops[1].type : .dyn))
+        if let cv = ops[0].constant, case .bool(let cb) = cv { return cb ? ops[1] : ops[2] }
+        return CompiledNode(type: t, eval: { s in
+            switch c(s) {
+            case .bool(true): a(s)
+            case .bool(false): b(s)
+            case .error(let e): .error(e)
+            default: .error(.noSuchOverload)
+            }
+        })
+    }
+
+    /// Finds the signatures that accept these argument types; returns the result type or throws a type error.
+    private func checkCall(_ decl: FunctionDecl, receiver: Bool, _ nodes: [CompiledNode], _ span: SourceSpan)
+        throws(ExprProblem) -> CELType
+    {
+        let types = nodes.map(\.type)
+        if types.contains(.error) { return .dyn }
+        if !checkTypes {
+            // Only the number of arguments is checked; kinds are left to evaluation ("no such overload").
+            let counts = Set(decl.signatures.filter { ($0.receiver != nil) == receiver }.map { $0.params.count + (receiver ? 1 : 0) })
+            if counts.contains(types.count) { return .dyn }
+        }
+        if decl.name == "_==_" || decl.name == "_!=_" {
+            if ExprCompiler.equatable(types[0], types[1]) { return .bool }
+            throw ExprProblem("cannot compare \(describe(types[0])) with \(describe(types[1])) using '\(ExprCompiler.operatorNames[decl.name]!)'",
+                span, id: "expression_type")
+        }
+        var results: [CELType] = []
+        var arityMatched = false
+        for sig in decl.signatures {
+            guard (sig.receiver != nil) == receiver else { continue }
+            let params = (sig.receiver.map { [$0] } ?? []) + sig.params
+            guard params.count == types.count else { continue }
+            arityMatched = true
+            var b = TypeBindings()
+            var ok = true
+            for (p, t) in zip(params, types) where !b.assign(p, t) {
+                ok = false
+                break
+            }
+            if ok { results.append(b.substitute(sig.result)) }
+        }
+        if let first = results.first {
+            return results.allSatisfy { $0 == first } ? first : .dyn
+        }
+        let shown = ExprCompiler.operatorNames[decl.name].map { "'\($0)'" } ?? "'\(decl.name)'"
+        if !arityMatched {
+            let counts = Set(decl.signatures.filter { ($0.receiver != nil) == receiver }.map(\.params.count)).sorted()
+            if counts.isEmpty {
+                let form = receiver ? "as a function, \(decl.name)(x)" : "as a method, x.\(decl.name)(…)"
+                throw ExprProblem("\(shown) is called \(form)", span, id: "expression_type")
+            }
+            let argCount = types.count - (receiver ? 1 : 0)
+            throw ExprProblem("\(shown) takes \(counts.map(String.init).joined(separator: " or ")) argument(s), found \(argCount)",
+                span, id: "expression_type")
+        }
+        let shownTypes = types.map(\.description).joined(separator: ", ")
+        throw ExprProblem("no version of \(shown) accepts (\(shownTypes))", span, id: "expression_type")
+    }
+
+    static func equatable(_ a: CELType, _ b: CELType) -> Bool {
+        if a == b || a.isDynLike || b.isDynLike || a == .null || b == .null { return true }
+        if a.isNumeric && b.isNumeric { return true }
+        switch (a, b) {
+        case (.list(let x), .list(let y)): return equatable(x, y)
+        case (.map(let k1, let v1), .map(let k2, let v2)): return equatable(k1, k2) && equatable(v1, v2)
+        default: return false
+        }
+    }
+
+    // MARK: Macros
+
+    private func comprehension(_ c: Comprehension, _ span: SourceSpan) throws(ExprProblem) -> CompiledNode {
+        let range = compileNode(c.range)
+        var elemType = CELType.dyn
+        switch range.type {
+        case .list(let e): elemType = e
+        case .map(let k, _): elemType = k
+        case .dyn, .error: break
+        default:
+            guard checkTypes else { break }
+            throw ExprProblem("\(c.kind.rawValue)() works on a list or a map, not \(describe(range.type))", c.range.span,
+                id: "expression_type")
+        }
+        _ = elemType
+        let slot = localsInUse
+        localsInUse += 1
+        maxLocals = max(maxLocals, localsInUse)
+        locals.append((c.variable, slot))
+        let pred = c.predicate.map(compileNode)
+        let transform = c.transform.map(compileNode)
+        locals.removeLast()
+        localsInUse -= 1
+
+        let rangeEval = range.eval
+        let p = pred?.eval
+        let t = transform?.eval
+        @Sendable func items(_ v: Value) -> [Value]? {
+            switch v {
+            case .list(let xs): xs
+            case .map(let m): m.entries.map(\.key)
+            default: nil
+            }
+        }
+        switch c.kind {
+        case .all, .exists:
+            let isAll = c.kind == .all
+            let p = p!
+            return CompiledNode(type: .bool, eval: { s in
+                let r = rangeEval(s)
+                if case .error = r { return r }
+                guard let xs = items(r) else { return .error(.noSuchOverload) }
+                var err: Value?
+                for x in xs {
+                    s.locals[slot] = x
+                    switch p(s) {
+                    case .bool(let b):
+                        if b != isAll { return .bool(b) }
+                    case .error(let e): if err == nil { err = .error(e) }
+                    default: if err == nil { err = .error(.noSuchOverload) }
+                    }
+                }
+                return err ?? .bool(isAll)
+            })
+        case .existsOne:
+            let p = p!
+            return CompiledNode(type: .bool, eval: { s in
+                let r = rangeEval(s)
+                if case .error = r { return r }
+                guard let xs = items(r) else { return .error(.noSuchOverload) }
+                var n = 0
+                for x in xs {
+                    s.locals[slot] = x
+                    switch p(s) {
+                    case .bool(true): n += 1
+                    case .bool(false): break
+                    case .error(let e): return .error(e)
+                    default: return .error(.noSuchOverload)
+                    }
+                }
+                return .bool(n == 1)
+            })
+        case .map, .filter:
+            let isMap = c.kind == .map
+            let type: CELType = isMap ? .list(transform?.type ?? .dyn) : (range.type.isDynLike ? .list(.dyn) : .list(elemType))
+            return CompiledNode(type: type, eval: { s in
+                let r = rangeEval(s)
+                if case .error = r { return r }
+                guard let xs = items(r) else { return .error(.noSuchOverload) }
+                var out: [Value] = []
+                for x in xs {
+                    s.locals[slot] = x
+                    if let p {
+                        switch p(s) {
+                        case .bool(true): break
+                        case .bool(false): continue
+                        case .error(let e): return .error(e)
+                        default: return .error(.noSuchOverload)
+                        }
+                    }
+                    if isMap {
+                        let v = t!(s)
+                        if case .error = v { return v }
+                        out.append(v)
+                    } else {
+                        out.append(x)
+                    }
+                }
+                return .list(out)
+            })
+        }
+    }
+}
+
+/// "Did you mean" for names: the closest candidate by edit distance, if close enough.
+public enum Suggest {
+    public static func nearest(_ word: String, in candidates: [String]) -> String? {
+        var best: (String, Int)?
+        let lw = word.lowercased()
+        for c in Set(candidates) where c != word {
+            let d = distance(lw, c.lowercased())
+            let limit = max(1, min(3, (max(word.count, c.count) + 2) / 4))
+            if d <= limit, best == nil || d < best!.1 || (d == best!.1 && c < best!.0) { best = (c, d) }
+        }
+        return best?.0
+    }
+
+    /// Damerau-Levenshtein (optimal string alignment) distance.
+    public static func distance(_ a: String, _ b: String) -> Int {
+        let x = Array(a)
+        let y = Array(b)
+        if x.isEmpty { return y.count }
+        if y.isEmpty { return x.count }
+        var d = Array(repeating: Array(repeating: 0, count: y.count + 1), count: x.count + 1)
+        for i in 0...x.count { d[i][0] = i }
+        for j in 0...y.count { d[0][j] = j }
+        for i in 1...x.count {
+            for j in 1...y.count {
+                let cost = x[i - 1] == y[j - 1] ? 0 : 1
+                d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
+                if i > 1 && j > 1 && x[i - 1] == y[j - 2] && x[i - 2] == y[j - 1] {
+                    d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
+                }
+            }
+        }
+        return d[x.count][y.count]
+    }
+}

@@ -1,0 +1,640 @@
+/// Reads a ``SourceNode`` tree into the rule-file model, checking it against ``DSL``'s schema.
+/// Reports every problem it finds (unknown keys with "did you mean", wrong types, bad durations…) and goes on.
+public struct FileParser {
+    public private(set) var diagnostics = DiagnosticBag()
+    let file: String
+
+    public init(file: String) { self.file = file }
+
+    /// Parses one document. Returns `nil` when it is not even recognisable as a Beckon file.
+    public mutating func parse(_ root: SourceNode) -> ParsedFile? {
+        guard case .mapping(let pairs, _) = root else {
+            diagnostics.error(.wrongType, "a Beckon file is a map that starts with `version: 1`, found \(root.kindDescription)",
+                              at: root.location, suggestion: "start the file with `version: 1`")
+            return nil
+        }
+        if let v = root["version"] {
+            if let first = pairs.first, first.key.text != "version" {
+                diagnostics.warning(.missingKey, "`version` should be the first key of the file", at: v.location)
+            }
+        }
+        if root["settings"] != nil { return settingsFile(root).map(ParsedFile.settings) }
+        return ruleFile(root).map(ParsedFile.rules)
+    }
+
+    // MARK: Object reading
+
+    /// Checks a mapping's keys against a schema: duplicates, unknown keys (with the nearest known one) and
+    /// missing required keys. Returns the pairs by key.
+    mutating func keys(of node: SourceNode, _ schema: ObjectSchema, context: String) -> [String: (key: ScalarNode, value: SourceNode)]? {
+        guard case .mapping(let pairs, _) = node else {
+            diagnostics.error(.wrongType, "\(context) should be a map, found \(node.kindDescription)", at: node.location)
+            return nil
+        }
+        var out: [String: (key: ScalarNode, value: SourceNode)] = [:]
+        for (k, v) in pairs {
+            if out[k.text] != nil {
+                diagnostics.error(.duplicateKey, "'\(k.text)' appears twice in \(context)", at: k.location,
+                                  suggestion: "remove one of them")
+                continue
+            }
+            if schema.key(k.text) == nil {
+                let hint = Suggest.nearest(k.text, in: schema.keys.map(\.name))
+                diagnostics.error(.unknownKey, "unknown key '\(k.text)' in \(context)" + (hint.map { "; did you mean '\($0)'?" } ?? ""),
+                                  at: k.location,
+                                  suggestion: hint.map { "replace it with '\($0)'" }
+                                      ?? "known keys: " + schema.keys.map(\.name).joined(separator: ", "))
+                continue
+            }
+            out[k.text] = (k, v)
+        }
+        for key in schema.keys where key.required && out[key.name] == nil {
+            // A key that was misspelled was already reported as unknown with a suggestion.
+            let misspelled = pairs.contains { Suggest.nearest($0.key.text, in: [key.name]) != nil && schema.key($0.key.text) == nil }
+            if !misspelled {
+                diagnostics.error(.missingKey, "\(context) needs '\(key.name)' (\(key.type.expectation))", at: node.location,
+                                  suggestion: key.example.map { "add `\(key.name): \($0)`" })
+            }
+        }
+        return out
+    }
+
+    mutating func scalar(_ node: SourceNode, _ key: String, _ expect: ValueSchema) -> ScalarNode? {
+        guard case .scalar(let s) = node, !s.isNull else {
+            diagnostics.error(.wrongType, "'\(key)' expects \(expect.expectation), found \(node.kindDescription)", at: node.location)
+            return nil
+        }
+        return s
+    }
+
+    mutating func string(_ node: SourceNode, _ key: String) -> Located<String>? {
+        guard let s = scalar(node, key, .text) else { return nil }
+        return Located(s.text, s.location)
+    }
+
+    mutating func identifier(_ node: SourceNode, _ key: String) -> Located<String>? {
+        guard let s = scalar(node, key, .identifier) else { return nil }
+        guard FileParser.isIdentifier(s.text) else {
+            let fixed = FileParser.snakeCase(s.text)
+            diagnostics.error(.invalidIdentifier, "'\(key)' must be snake_case (a-z, 0-9, _), found '\(s.text)'", at: s.location,
+                              suggestion: fixed.isEmpty ? nil : "use '\(fixed)'")
+            return nil
+        }
+        return Located(s.text, s.location)
+    }
+
+    static func isIdentifier(_ s: String) -> Bool {
+        guard let f = s.unicodeScalars.first, f >= "a" && f <= "z" else { return false }
+        return s.unicodeScalars.allSatisfy { ($0 >= "a" && $0 <= "z") || ($0 >= "0" && $0 <= "9") || $0 == "_" }
+    }
+
+    static func snakeCase(_ s: String) -> String {
+        var out = ""
+        var prevLower = false
+        for c in s.unicodeScalars {
+            if c >= "A" && c <= "Z" {
+                if prevLower { out += "_" }
+                out.unicodeScalars.append(Unicode.Scalar(c.value + 32)!)
+                prevLower = false
+            } else if (c >= "a" && c <= "z") || (c >= "0" && c <= "9") {
+                out.unicodeScalars.append(c)
+                prevLower = true
+            } else {
+                if !out.hasSuffix("_") && !out.isEmpty { out += "_" }
+                prevLower = false
+            }
+        }
+        while out.hasSuffix("_") { out.removeLast() }
+        while let f = out.unicodeScalars.first, !(f >= "a" && f <= "z") { out.removeFirst() }
+        return out
+    }
+
+    mutating func integer(_ node: SourceNode, _ key: String, min: Int) -> Located<Int>? {
+        guard let s = scalar(node, key, .integer(min: min)) else { return nil }
+        guard s.style == .plain, let v = Int(s.text) else {
+            diagnostics.error(.wrongType, "'\(key)' expects \(ValueSchema.integer(min: min).expectation), found '\(s.text)'",
+                              at: s.location)
+            return nil
+        }
+        guard v >= min else {
+            diagnostics.error(.invalidValue, "'\(key)' must be at least \(min), found \(v)", at: s.location)
+            return nil
+        }
+        return Located(v, s.location)
+    }
+
+    mutating func boolean(_ node: SourceNode, _ key: String) -> Located<Bool>? {
+        guard let s = scalar(node, key, .boolean) else { return nil }
+        switch s.text {
+        case "true", "True", "TRUE": return Located(true, s.location)
+        case "false", "False", "FALSE": return Located(false, s.location)
+        default:
+            diagnostics.error(.wrongType, "'\(key)' expects true or false, found '\(s.text)'", at: s.location)
+            return nil
+        }
+    }
+
+    mutating func duration(_ node: SourceNode, _ key: String) -> Located<Int64>? {
+        guard let s = scalar(node, key, .duration) else { return nil }
+        guard let ms = DSLDuration.parse(s.text) else {
+            var hint = "write it as a number and a unit: ms, s, m, h, d or w (7d, 24h, 1h30m)"
+            if s.text.contains("mo") || s.text.contains("month") { hint = "months vary in length; use days (30d) or `per_month`" }
+            diagnostics.error(.invalidDuration, "'\(key)' expects a duration like 7d, found '\(s.text)'", at: s.location,
+                              suggestion: hint)
+            return nil
+        }
+        return Located(ms, s.location)
+    }
+
+    mutating func timestamp(_ node: SourceNode, _ key: String) -> Located<Timestamp>? {
+        guard let s = scalar(node, key, .timestamp) else { return nil }
+        guard let t = Timestamp.parse(s.text) else {
+            var hint = "use RFC 3339 with a zone, like 2026-01-01T00:00:00Z or 2026-01-01T09:00:00+01:00"
+            if Timestamp.parse(s.text + "T00:00:00Z") != nil { hint = "add a time and zone: \(s.text)T00:00:00Z" }
+            diagnostics.error(.invalidTimestamp, "'\(key)' expects a timestamp, found '\(s.text)'", at: s.location, suggestion: hint)
+            return nil
+        }
+        return Located(t, s.location)
+    }
+
+    mutating func expression(_ node: SourceNode, _ key: String) -> ExpressionSource? {
+        guard let s = scalar(node, key, .expression) else { return nil }
+        if s.text.trimmingWhitespace().isEmpty {
+            diagnostics.error(.expressionSyntax, "'\(key)' is empty", at: s.location)
+            return nil
+        }
+        return ExpressionSource(text: s.text, scalar: s)
+    }
+
+    mutating func oneOrMany(_ node: SourceNode, _ key: String) -> [Located<String>]? {
+        switch node {
+        case .scalar(let s) where !s.isNull: return [Located(s.text, s.location)]
+        case .sequence(let items, _):
+            var out: [Located<String>] = []
+            for item in items { if let v = string(item, key) { out.append(v) } }
+            if items.isEmpty { diagnostics.error(.invalidValue, "'\(key)' is an empty list", at: node.location) }
+            return out
+        default:
+            diagnostics.error(.wrongType, "'\(key)' expects a name or a list of names, found \(node.kindDescription)", at: node.location)
+            return nil
+        }
+    }
+
+    // MARK: Templates and values
+
+    /// Splits `text ${expr} text` into parts. `$${` writes a literal `${`.
+    mutating func template(_ s: ScalarNode) -> TemplateSource {
+        let scalars = Array(s.text.unicodeScalars)
+        var parts: [TemplateSource.Part] = []
+        var text = String.UnicodeScalarView()
+        var i = 0
+        while i < scalars.count {
+            if scalars[i] == "$" && i + 2 < scalars.count && scalars[i + 1] == "$" && scalars[i + 2] == "{" {
+                text.append(contentsOf: "${".unicodeScalars)
+                i += 3
+                continue
+            }
+            if scalars[i] == "$" && i + 1 < scalars.count && scalars[i + 1] == "{" {
+                // Find the matching '}', skipping string literals and nested braces.
+                var j = i + 2
+                var depth = 0
+                var quote: Unicode.Scalar?
+                var end: Int?
+                while j < scalars.count {
+                    let c = scalars[j]
+                    if let q = quote {
+                        if c == "\\" { j += 1 } else if c == q { quote = nil }
+                    } else if c == "'" || c == "\"" {
+                        quote = c
+                    } else if c == "{" {
+                        depth += 1
+                    } else if c == "}" {
+                        if depth == 0 {
+                            end = j
+                            break
+                        }
+                        depth -= 1
+                    }
+                    j += 1
+                }
+                guard let end else {
+                    diagnostics.error(.expressionSyntax, "'${' has no closing '}'", at: s.location(of: SourceSpan(i, i + 2)),
+                                      suggestion: "close the expression with '}', or write '$${' for a literal '${'")
+                    text.append(contentsOf: scalars[i...])
+                    break
+                }
+                if !text.isEmpty {
+                    parts.append(.text(String(text)))
+                    text = String.UnicodeScalarView()
+                }
+                let exprText = String(String.UnicodeScalarView(scalars[(i + 2)..<end]))
+                if exprText.trimmingWhitespace().isEmpty {
+                    diagnostics.error(.expressionSyntax, "'${}' is empty", at: s.location(of: SourceSpan(i, end + 1)))
+                } else {
+                    parts.append(.expression(ExpressionSource(text: exprText, scalar: s, offset: i + 2)))
+                }
+                i = end + 1
+                continue
+            }
+            text.append(scalars[i])
+            i += 1
+        }
+        if !text.isEmpty { parts.append(.text(String(text))) }
+        return TemplateSource(parts: parts, location: s.location)
+    }
+
+    mutating func templateValue(_ node: SourceNode, _ key: String) -> TemplateSource? {
+        guard let s = scalar(node, key, .template) else { return nil }
+        return template(s)
+    }
+
+    /// A YAML value with the core schema's plain-scalar types (YAML 1.2: `yes`/`on` stay strings).
+    mutating func value(_ node: SourceNode) -> ValueSource {
+        switch node {
+        case .scalar(let s):
+            if s.style == .plain, let v = FileParser.plainValue(s) { return .literal(v) }
+            let t = template(s)
+            if let lit = t.literal { return .literal(.string(lit)) }
+            return .template(t)
+        case .sequence(let items, _):
+            return .list(items.map { value($0) })
+        case .mapping(let pairs, _):
+            var seen = Set<String>()
+            var out: [(key: String, value: ValueSource)] = []
+            for (k, v) in pairs {
+                if !seen.insert(k.text).inserted {
+                    diagnostics.error(.duplicateKey, "'\(k.text)' appears twice in this map", at: k.location)
+                    continue
+                }
+                out.append((k.text, value(v)))
+            }
+            return .map(out)
+        }
+    }
+
+    /// A literal of the YAML 1.2 core schema, or nil for strings (which may be templates).
+    static func plainValue(_ s: ScalarNode) -> Value? {
+        let t = s.text
+        if s.isNull { return .null }
+        switch t {
+        case "true", "True", "TRUE": return .bool(true)
+        case "false", "False", "FALSE": return .bool(false)
+        case ".inf", ".Inf", ".INF", "+.inf": return .double(.infinity)
+        case "-.inf", "-.Inf", "-.INF": return .double(-.infinity)
+        case ".nan", ".NaN", ".NAN": return .double(.nan)
+        default: break
+        }
+        if let i = Int64(t) { return .int(i) }
+        if t.hasPrefix("0x"), let i = Int64(t.dropFirst(2), radix: 16) { return .int(i) }
+        if t.hasPrefix("0o"), let i = Int64(t.dropFirst(2), radix: 8) { return .int(i) }
+        if t.contains(where: { $0.isNumber }), t.allSatisfy({ $0.isNumber || "+-.eE".contains($0) }), let d = Double(t) {
+            return .double(d)
+        }
+        return nil
+    }
+
+    mutating func valueMap(_ node: SourceNode, _ key: String) -> [(key: String, value: ValueSource)] {
+        guard case .map(let pairs) = value(node) else {
+            diagnostics.error(.wrongType, "'\(key)' expects a map, found \(node.kindDescription)", at: node.location)
+            return []
+        }
+        return pairs
+    }
+
+    // MARK: Rule files
+
+    mutating func version(_ k: [String: (key: ScalarNode, value: SourceNode)]) {
+        guard let v = k["version"], let n = integer(v.value, "version", min: 0) else { return }
+        if n.value != 1 {
+            diagnostics.error(.unsupportedVersion, "version \(n.value) is not supported; this Beckon reads version 1",
+                              at: n.location, suggestion: "write `version: 1`")
+        }
+    }
+
+    mutating func ruleFile(_ root: SourceNode) -> RuleFileSpec? {
+        guard let k = keys(of: root, DSL.ruleFile, context: "the file") else { return nil }
+        version(k)
+        var kind = UnitKind.campaign
+        var name: Located<String>?
+        switch (k["campaign"], k["ruleset"]) {
+        case (let c?, nil):
+            name = identifier(c.value, "campaign")
+        case (nil, let r?):
+            kind = .ruleset
+            name = identifier(r.value, "ruleset")
+        case (_?, let r?):
+            diagnostics.error(.invalidValue, "a file is either a campaign or a rule set, not both", at: r.key.location,
+                              suggestion: "keep `campaign:` or `ruleset:`")
+            return nil
+        case (nil, nil):
+            diagnostics.error(.missingKey, "the file needs `campaign: NAME` (in campaigns/) or `ruleset: NAME` (in rules/)",
+                              at: root.location, suggestion: "add `campaign: my_campaign` after `version: 1`")
+            return nil
+        }
+        var spec = RuleFileSpec(path: file, kind: kind, name: name ?? Located("unnamed", root.location), description: nil,
+                                enabled: true, start: nil, end: nil, audience: nil, segments: [], defaultPriority: nil,
+                                defaultLimits: LimitSpec(), rules: [])
+        if let d = k["description"] { spec.description = string(d.value, "description")?.value }
+        if let e = k["enabled"] { spec.enabled = boolean(e.value, "enabled")?.value ?? true }
+        if let s = k["start"] { spec.start = timestamp(s.value, "start") }
+        if let e = k["end"] { spec.end = timestamp(e.value, "end") }
+        if let a = k["audience"] { spec.audience = expression(a.value, "audience") }
+        if let s = k["segments"] {
+            if case .mapping(let pairs, _) = s.value {
+                for (key, v) in pairs {
+                    guard let n = identifier(.scalar(key), "segment name") else { continue }
+                    if spec.segments.contains(where: { $0.name.value == n.value }) {
+                        diagnostics.error(.duplicateName, "segment '\(n.value)' is defined twice", at: key.location)
+                        continue
+                    }
+                    if let e = expression(v, "segment '\(n.value)'") { spec.segments.append((n, e)) }
+                }
+            } else {
+                diagnostics.error(.wrongType, "'segments' expects a map of names to expressions, found \(s.value.kindDescription)",
+                                  at: s.value.location)
+            }
+        }
+        if let d = k["defaults"], let dk = keys(of: d.value, DSL.defaults, context: "defaults") {
+            if let p = dk["priority"] { spec.defaultPriority = integer(p.value, "priority", min: 0)?.value }
+            if let l = dk["limit"] { spec.defaultLimits = limits(l.value, context: "defaults.limit") }
+        }
+        if let r = k["rules"] {
+            guard case .sequence(let items, _) = r.value else {
+                diagnostics.error(.wrongType, "'rules' expects a list of rules (each starting with `- id:`), found \(r.value.kindDescription)",
+                                  at: r.value.location)
+                return spec
+            }
+            var ids: [String: SourceLocation] = [:]
+            for item in items {
+                guard let rule = rule(item) else { continue }
+                if let first = ids[rule.id.value] {
+                    diagnostics.error(.duplicateRuleID,
+                                      "rule id '\(rule.id.value)' is already used at line \(first.position.line)",
+                                      at: rule.id.location, suggestion: "give each rule of a file its own id")
+                    continue
+                }
+                ids[rule.id.value] = rule.id.location
+                spec.rules.append(rule)
+            }
+        }
+        return spec
+    }
+
+    mutating func rule(_ node: SourceNode) -> RuleSpec? {
+        let context = node["id"]?.scalar.map { "rule '\($0.text)'" } ?? "a rule"
+        guard let k = keys(of: node, DSL.rule, context: context) else { return nil }
+        guard let idNode = k["id"], let id = identifier(idNode.value, "id") else { return nil }
+
+        var triggers: [TriggerSpec] = []
+        var triggerKeys: [ScalarNode] = []
+        if let on = k["on"], let names = oneOrMany(on.value, "on") {
+            triggers.append(.events(names))
+            triggerKeys.append(on.key)
+        }
+        if let on = k["on_screen"], let names = oneOrMany(on.value, "on_screen") {
+            triggers.append(.screens(names))
+            triggerKeys.append(on.key)
+        }
+        if let ch = k["on_change"], let attr = string(ch.value, "on_change") {
+            func values(_ key: String) -> [Located<Value>]? {
+                guard let n = k[key]?.value else { return nil }
+                let items: [SourceNode]
+                if case .sequence(let xs, _) = n { items = xs } else { items = [n] }
+                var out: [Located<Value>] = []
+                for item in items {
+                    if case .literal(let v) = value(item) {
+                        out.append(Located(v, item.location))
+                    } else {
+                        diagnostics.error(.invalidTrigger, "'\(key)' takes plain values to compare with, not expressions",
+                                          at: item.location)
+                    }
+                }
+                return out
+            }
+            triggers.append(.change(attribute: attr, from: values("from"), to: values("to")))
+            triggerKeys.append(ch.key)
+        } else {
+            for key in ["from", "to"] {
+                if let n = k[key] {
+                    diagnostics.error(.invalidTrigger, "'\(key)' only goes with `on_change`", at: n.key.location,
+                                      suggestion: "add `on_change: ATTRIBUTE`, or use `where:` to test the event")
+                }
+            }
+        }
+        if triggers.isEmpty {
+            if k["on"] == nil && k["on_screen"] == nil && k["on_change"] == nil {
+                diagnostics.error(.missingKey, "\(context) has no trigger", at: id.location,
+                                  suggestion: "add `on: EVENT`, `on_screen: SCREEN` or `on_change: ATTRIBUTE`")
+            }
+            return nil
+        }
+        if triggers.count > 1 {
+            diagnostics.error(.invalidTrigger, "\(context) has more than one kind of trigger", at: triggerKeys[1].location,
+                              suggestion: "split it into one rule per trigger kind")
+        }
+        var actions: [Located<ActionSpec>] = []
+        if let d = k["do"] {
+            if case .sequence(let items, _) = d.value {
+                if items.isEmpty { diagnostics.error(.invalidAction, "\(context) does nothing: 'do' is empty", at: d.value.location) }
+                for item in items { if let a = action(item) { actions.append(a) } }
+            } else {
+                diagnostics.error(.wrongType, "'do' expects a list of actions (each starting with '- '), found \(d.value.kindDescription)",
+                                  at: d.value.location, suggestion: "write `do:` then `  - message: {…}` on the next line")
+            }
+        }
+        return RuleSpec(
+            id: id,
+            description: k["description"].flatMap { string($0.value, "description")?.value },
+            enabled: k["enabled"].flatMap { boolean($0.value, "enabled")?.value } ?? true,
+            trigger: triggers[0],
+            whereClause: k["where"].flatMap { expression($0.value, "where") },
+            ifClause: k["if"].flatMap { expression($0.value, "if") },
+            limits: k["limit"].map { limits($0.value, context: "limit") } ?? LimitSpec(),
+            priority: k["priority"].flatMap { integer($0.value, "priority", min: 0) },
+            actions: actions,
+            location: id.location)
+    }
+
+    mutating func limits(_ node: SourceNode, context: String) -> LimitSpec {
+        var spec = LimitSpec()
+        guard let k = keys(of: node, DSL.limits, context: context) else { return spec }
+        spec.perUser = k["per_user"].flatMap { integer($0.value, "per_user", min: 1) }
+        spec.perSession = k["per_session"].flatMap { integer($0.value, "per_session", min: 1) }
+        let rolling: [(String, RollingWindow)] = [
+            ("per_minute", .fixed(ms: 60_000, key: "per_minute")), ("per_hour", .fixed(ms: 3_600_000, key: "per_hour")),
+            ("per_day", .fixed(ms: 86_400_000, key: "per_day")), ("per_week", .fixed(ms: 604_800_000, key: "per_week")),
+            ("per_month", .month),
+        ]
+        for (key, window) in rolling {
+            if let n = k[key].flatMap({ integer($0.value, key, min: 1) }) { spec.rolling.append((window, n)) }
+        }
+        spec.cooldown = k["cooldown"].flatMap { duration($0.value, "cooldown") }
+        if let c = spec.cooldown, c.value == 0 {
+            diagnostics.error(.invalidLimit, "a cooldown of 0 never binds", at: c.location, suggestion: "remove it, or give a duration like 1h")
+        }
+        spec.onOccurrence = k["on_occurrence"].flatMap { integer($0.value, "on_occurrence", min: 1) }
+        spec.everyOccurrence = k["every_occurrence"].flatMap { integer($0.value, "every_occurrence", min: 1) }
+        if let a = spec.onOccurrence, spec.everyOccurrence != nil {
+            diagnostics.error(.invalidLimit, "'on_occurrence' and 'every_occurrence' cannot be combined", at: a.location,
+                              suggestion: "keep one of them")
+        }
+        return spec
+    }
+
+    // MARK: Actions
+
+    mutating func action(_ node: SourceNode) -> Located<ActionSpec>? {
+        guard case .mapping(let pairs, let loc) = node else {
+            let known = DSL.actions.map(\.name)
+            if case .scalar(let s) = node, let hint = Suggest.nearest(s.text, in: known) ?? (known.contains(s.text) ? s.text : nil) {
+                diagnostics.error(.wrongType, "an action is a map like `- \(hint): …`, found '\(s.text)'", at: node.location)
+            } else {
+                diagnostics.error(.wrongType, "an action is a map like `- message: {…}`, found \(node.kindDescription)",
+                                  at: node.location, suggestion: "actions: " + known.joined(separator: ", "))
+            }
+            return nil
+        }
+        guard pairs.count == 1 else {
+            let where_ = pairs.count > 1 ? pairs[1].key.location : loc
+            diagnostics.error(.invalidAction, "each action is a map with exactly one key (the action's kind); found \(pairs.count)",
+                              at: where_, suggestion: "start a new list item ('- ') for each action")
+            return nil
+        }
+        let (key, value) = pairs[0]
+        switch key.text {
+        case "message": return message(value).map { Located(.message($0), key.location) }
+        case "screen":
+            if case .scalar = value {
+                return templateValue(value, "screen").map { Located(.screen(id: $0, params: []), key.location) }
+            }
+            guard let k = keys(of: value, DSL.screen, context: "screen"), let id = k["id"].flatMap({ templateValue($0.value, "id") })
+            else { return nil }
+            return Located(.screen(id: id, params: k["params"].map { valueMap($0.value, "params") } ?? []), key.location)
+        case "deep_link": return templateValue(value, "deep_link").map { Located(.deepLink($0), key.location) }
+        case "mark_read": return templateValue(value, "mark_read").map { Located(.markRead($0), key.location) }
+        case "prompt":
+            guard let s = scalar(value, "prompt", DSL.actions[5].type) else { return nil }
+            let allowed = ["att", "notifications", "location"]
+            guard allowed.contains(s.text) else {
+                let hint = Suggest.nearest(s.text, in: allowed)
+                diagnostics.error(.invalidAction, "unknown permission '\(s.text)'" + (hint.map { "; did you mean '\($0)'?" } ?? ""),
+                                  at: s.location, suggestion: "one of: " + allowed.joined(separator: ", "))
+                return nil
+            }
+            return Located(.prompt(s.text), key.location)
+        case "notify":
+            guard let k = keys(of: value, DSL.notify, context: "notify"),
+                  let msg = k["message"].flatMap({ templateValue($0.value, "message") })
+            else { return nil }
+            return Located(.notify(NotifySpec(
+                id: k["id"].flatMap { templateValue($0.value, "id") },
+                sender: k["sender"].flatMap { templateValue($0.value, "sender") },
+                message: msg,
+                link: k["link"].flatMap { templateValue($0.value, "link") },
+                data: k["data"].map { valueMap($0.value, "data") } ?? [])), key.location)
+        case "emit":
+            guard let k = keys(of: value, DSL.emit, context: "emit"), let ev = k["event"].flatMap({ string($0.value, "event") })
+            else { return nil }
+            return Located(.emit(event: ev.value, payload: k["payload"].map { valueMap($0.value, "payload") } ?? []), key.location)
+        case "set":
+            guard case .mapping(let attrs, _) = value, !attrs.isEmpty else {
+                diagnostics.error(.wrongType, "'set' expects a map of attribute names to values, found \(value.kindDescription)",
+                                  at: value.location, suggestion: "write `set: { plan: pro }`")
+                return nil
+            }
+            var out: [(attribute: Located<String>, value: ValueSource)] = []
+            for (k, v) in attrs {
+                if out.contains(where: { $0.attribute.value == k.text }) {
+                    diagnostics.error(.duplicateKey, "'\(k.text)' is set twice", at: k.location)
+                    continue
+                }
+                if let bad = FileParser.reservedAttribute(k.text) {
+                    diagnostics.error(.invalidAction, bad, at: k.location)
+                    continue
+                }
+                out.append((Located(k.text, k.location), self.value(v)))
+            }
+            return Located(.set(out), key.location)
+        case "unset":
+            guard let names = oneOrMany(value, "unset") else { return nil }
+            for n in names { if let bad = FileParser.reservedAttribute(n.value) { diagnostics.error(.invalidAction, bad, at: n.location) } }
+            return Located(.unset(names), key.location)
+        default:
+            let hint = Suggest.nearest(key.text, in: DSL.actions.map(\.name))
+            diagnostics.error(.invalidAction, "unknown action '\(key.text)'" + (hint.map { "; did you mean '\($0)'?" } ?? ""),
+                              at: key.location, suggestion: "actions: " + DSL.actions.map(\.name).joined(separator: ", "))
+            return nil
+        }
+    }
+
+    static func reservedAttribute(_ name: String) -> String? {
+        name == "id" ? "'user.id' is the user's id and cannot be set" : nil
+    }
+
+    mutating func message(_ node: SourceNode) -> MessageSpec? {
+        guard let k = keys(of: node, DSL.message, context: "message"), let surface = k["surface"].flatMap({ identifier($0.value, "surface") })
+        else { return nil }
+        var buttons: [ButtonSpec] = []
+        if let b = k["buttons"] {
+            if case .sequence(let items, _) = b.value {
+                for item in items {
+                    guard let bk = keys(of: item, DSL.button, context: "button"),
+                          let label = bk["label"].flatMap({ templateValue($0.value, "label") })
+                    else { continue }
+                    let link = bk["deep_link"].flatMap { templateValue($0.value, "deep_link") }
+                    let act = bk["action"].flatMap { templateValue($0.value, "action") }
+                    if link != nil && act != nil {
+                        diagnostics.error(.invalidAction, "a button has either a 'deep_link' or an 'action', not both",
+                                          at: bk["action"]!.key.location)
+                    }
+                    buttons.append(ButtonSpec(label: label, deepLink: link, action: act))
+                }
+            } else {
+                diagnostics.error(.wrongType, "'buttons' expects a list of buttons, found \(b.value.kindDescription)", at: b.value.location)
+            }
+        }
+        let spec = MessageSpec(
+            surface: surface.value,
+            template: k["template"].flatMap { identifier($0.value, "template")?.value },
+            title: k["title"].flatMap { templateValue($0.value, "title") },
+            body: k["body"].flatMap { templateValue($0.value, "body") },
+            image: k["image"].flatMap { templateValue($0.value, "image") },
+            buttons: buttons,
+            data: k["data"].map { valueMap($0.value, "data") } ?? [])
+        if spec.title == nil && spec.body == nil && spec.image == nil && spec.template == nil {
+            diagnostics.error(.invalidAction, "this message shows nothing: give it a title, body, image or template",
+                              at: node.location)
+        }
+        return spec
+    }
+
+    // MARK: Settings
+
+    mutating func settingsFile(_ root: SourceNode) -> SettingsSpec? {
+        guard let k = keys(of: root, DSL.settingsFile, context: "the settings file") else { return nil }
+        version(k)
+        guard let name = k["settings"].flatMap({ identifier($0.value, "settings") }) else { return nil }
+        var spec = SettingsSpec(path: file, name: name)
+        if let s = k["sessions"], let sk = keys(of: s.value, DSL.sessions, context: "sessions") {
+            spec.sessionStartEvents = sk["start_on"].flatMap { oneOrMany($0.value, "start_on") } ?? []
+            if let t = sk["timeout"].flatMap({ duration($0.value, "timeout") }) {
+                if t.value == 0 {
+                    diagnostics.error(.invalidValue, "a session timeout of 0 makes every event a new session", at: t.location)
+                } else {
+                    spec.sessionTimeoutMs = t.value
+                }
+            }
+        }
+        if let g = k["global_limit"] {
+            spec.globalLimits = limits(g.value, context: "global_limit")
+            spec.globalLimitsLocation = g.key.location
+            for key in ["on_occurrence", "every_occurrence"] {
+                if let n = g.value[key] {
+                    diagnostics.error(.invalidLimit, "'\(key)' belongs to a rule, not to the global limit", at: n.location)
+                }
+            }
+        }
+        spec.dedupWindowMs = k["dedup_window"].flatMap { duration($0.value, "dedup_window")?.value }
+        return spec
+    }
+}

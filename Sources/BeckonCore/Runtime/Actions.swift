@@ -1,0 +1,298 @@
+import Crypto
+
+/// An action a rule fired, for the app or service to carry out.
+///
+/// Its ``id`` is derived from the rule, the action's position, the user and the triggering event
+/// (its `messageId`, or the user's event count when it has none), so replaying a stream gives the same ids and a
+/// consumer can drop an action it has already seen.
+public struct FiredAction: Sendable {
+    public var id: String
+    /// Milliseconds since 1970: when it fires (the triggering event's time, or a timer's due time).
+    public var time: Int64
+    public var userID: String
+    public var unit: String
+    public var unitKind: UnitKind
+    public var rule: String
+    /// What triggered it: the event name, `screen:NAME`, or `change:ATTRIBUTE`.
+    public var trigger: String
+    /// `message`, `screen`, `deep_link`, `notify`, `mark_read`, `prompt`, `emit`, `set`, `unset`.
+    public var kind: String
+    /// The kind's own fields, in output order.
+    public var fields: [(key: String, value: Value)]
+    /// Fields that could not be computed (they are `null`), with why.
+    public var warnings: [String] = []
+
+    public subscript(field: String) -> Value? { fields.first { $0.key == field }?.value }
+
+    /// One JSON object, keys in a fixed order.
+    public var json: String {
+        var w = JSONWriter()
+        w.beginObject()
+        w.key("id"); w.string(id)
+        w.key("time"); w.string(Timestamp(milliseconds: time).description)
+        w.key("userId"); w.string(userID)
+        w.key(unitKind.rawValue); w.string(unit)
+        w.key("rule"); w.string(rule)
+        w.key("trigger"); w.string(trigger)
+        w.key("action"); w.string(kind)
+        for (k, v) in fields {
+            w.key(k)
+            w.value(v)
+        }
+        if !warnings.isEmpty {
+            w.key("warnings")
+            w.value(.list(warnings.map { .string($0) }))
+        }
+        w.endObject()
+        return w.output
+    }
+
+    /// A deterministic id: the first 16 bytes of SHA-256 over the parts, as 32 hex digits.
+    static func makeID(rule: String, action: Int, user: String, trigger: String) -> String {
+        var h = SHA256()
+        for part in [rule, String(action), user, trigger] {
+            h.update(data: Array(part.utf8))
+            h.update(data: [0])
+        }
+        return Hex.encode(h.finalize().prefix(16))
+    }
+}
+
+enum Hex {
+    static let digits = Array("0123456789abcdef".utf8)
+    static func encode(_ bytes: some Sequence<UInt8>) -> String {
+        var out: [UInt8] = []
+        for b in bytes {
+            out.append(digits[Int(b >> 4)])
+            out.append(digits[Int(b & 15)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+/// A value in an action, compiled: constants, expressions, interpolated text, and lists and maps of them.
+indirect enum CompiledValue: Sendable {
+    enum Piece: Sendable {
+        case text(String)
+        case expr(CompiledExpr)
+    }
+    case constant(Value)
+    case expr(CompiledExpr)
+    case text([Piece])
+    case list([CompiledValue])
+    case map([(key: String, value: CompiledValue)])
+
+    /// Evaluates; an expression that fails becomes `null` (or empty text) and a warning naming `field`.
+    func evaluate(_ s: EvalScope, field: String, warnings: inout [String]) -> Value {
+        switch self {
+        case .constant(let v): return v
+        case .expr(let e):
+            let v = e.evaluate(s)
+            if case .error(let err) = v {
+                warnings.append("\(field): \(err.message) (in '\(e.source)')")
+                return .null
+            }
+            return v
+        case .text(let pieces):
+            var out = ""
+            for p in pieces {
+                switch p {
+                case .text(let t): out += t
+                case .expr(let e):
+                    let v = e.evaluate(s)
+                    switch v {
+                    case .error(let err): warnings.append("\(field): \(err.message) (in '\(e.source)')")
+                    case .null: break
+                    case .string(let str): out += str
+                    case .list, .map: out += JSONWriter.encode(v)
+                    default:
+                        if case .string(let str) = Conversions.toString(v) { out += str }
+                    }
+                }
+            }
+            return .string(out)
+        case .list(let items):
+            return .list(items.enumerated().map { $1.evaluate(s, field: "\(field)[\($0)]", warnings: &warnings) })
+        case .map(let pairs):
+            return .map(ValueMap(pairs.map { ($0.key, $0.value.evaluate(s, field: field + "." + $0.key, warnings: &warnings)) }))
+        }
+    }
+}
+
+/// An action of a rule, compiled.
+enum ActionTemplate: Sendable {
+    struct Button: Sendable {
+        var label: CompiledValue
+        var deepLink: CompiledValue?
+        var action: CompiledValue?
+    }
+    case message(surface: String, template: String?, title: CompiledValue?, body: CompiledValue?, image: CompiledValue?,
+                 buttons: [Button], data: [(key: String, value: CompiledValue)])
+    case screen(id: CompiledValue, params: [(key: String, value: CompiledValue)])
+    case deepLink(CompiledValue)
+    case notify(id: CompiledValue?, sender: CompiledValue?, message: CompiledValue, link: CompiledValue?,
+                data: [(key: String, value: CompiledValue)])
+    case markRead(CompiledValue)
+    case prompt(String)
+    case emit(event: String, payload: [(key: String, value: CompiledValue)])
+    case set([(slot: Int?, name: String, value: CompiledValue)])
+    case unset([(slot: Int?, name: String)])
+
+    var kind: String {
+        switch self {
+        case .message: "message"
+        case .screen: "screen"
+        case .deepLink: "deep_link"
+        case .notify: "notify"
+        case .markRead: "mark_read"
+        case .prompt: "prompt"
+        case .emit: "emit"
+        case .set: "set"
+        case .unset: "unset"
+        }
+    }
+}
+
+/// A small, fast JSON writer with a fixed key order.
+public struct JSONWriter {
+    public private(set) var bytes: [UInt8] = []
+    /// One entry per open object or array: whether the next member needs a comma.
+    private var needsComma: [Bool] = []
+    /// A key was just written: the next value follows it without a comma.
+    private var afterKey = false
+
+    public init() { bytes.reserveCapacity(256) }
+
+    public var output: String { String(decoding: bytes, as: UTF8.self) }
+
+    private mutating func separate() {
+        if afterKey {
+            afterKey = false
+            return
+        }
+        guard let last = needsComma.last else { return }
+        if last { bytes.append(UInt8(ascii: ",")) }
+        needsComma[needsComma.count - 1] = true
+    }
+
+    public mutating func beginObject() {
+        separate()
+        bytes.append(UInt8(ascii: "{"))
+        needsComma.append(false)
+    }
+
+    public mutating func endObject() {
+        bytes.append(UInt8(ascii: "}"))
+        needsComma.removeLast()
+    }
+
+    public mutating func beginArray() {
+        separate()
+        bytes.append(UInt8(ascii: "["))
+        needsComma.append(false)
+    }
+
+    public mutating func endArray() {
+        bytes.append(UInt8(ascii: "]"))
+        needsComma.removeLast()
+    }
+
+    /// A key; the value written next belongs to it.
+    public mutating func key(_ k: String) {
+        separate()
+        writeString(k)
+        bytes.append(UInt8(ascii: ":"))
+        afterKey = true
+    }
+
+    public mutating func string(_ s: String) {
+        separate()
+        writeString(s)
+    }
+
+    public mutating func raw(_ s: String) {
+        separate()
+        bytes.append(contentsOf: s.utf8)
+    }
+
+    public mutating func value(_ v: Value) {
+        switch v {
+        case .null: raw("null")
+        case .bool(let b): raw(b ? "true" : "false")
+        case .int(let i): raw(String(i))
+        case .uint(let u): raw(String(u))
+        case .double(let d): raw(d.isFinite ? JSONWriter.formatDouble(d) : "null")
+        case .string(let s): string(s)
+        case .bytes(let b): string(Base64.encode(b))
+        case .timestamp(let t): string(t.description)
+        case .duration(let d): string(d.description)
+        case .type(let t): string(t)
+        case .error(let e): string("error: \(e.message)")
+        case .list(let xs):
+            beginArray()
+            for x in xs { value(x) }
+            endArray()
+        case .map(let m):
+            beginObject()
+            for (k, x) in m.entries {
+                if case .string(let s) = k { key(s) } else { key(JSONWriter.encode(k)) }
+                value(x)
+            }
+            endObject()
+        }
+    }
+
+    static func formatDouble(_ d: Double) -> String {
+        if d == d.rounded() && abs(d) < 1e15 { return String(Int64(d)) + ".0" }
+        return "\(d)"
+    }
+
+    private mutating func writeString(_ s: String) {
+        bytes.append(UInt8(ascii: "\""))
+        for c in s.utf8 {
+            switch c {
+            case UInt8(ascii: "\""): bytes.append(contentsOf: [92, 34])
+            case UInt8(ascii: "\\"): bytes.append(contentsOf: [92, 92])
+            case 10: bytes.append(contentsOf: [92, UInt8(ascii: "n")])
+            case 13: bytes.append(contentsOf: [92, UInt8(ascii: "r")])
+            case 9: bytes.append(contentsOf: [92, UInt8(ascii: "t")])
+            case 0..<32:
+                bytes.append(contentsOf: Array("\\u00".utf8))
+                bytes.append(Hex.digits[Int(c >> 4)])
+                bytes.append(Hex.digits[Int(c & 15)])
+            default: bytes.append(c)
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// A value as a JSON text.
+    public static func encode(_ v: Value) -> String {
+        var w = JSONWriter()
+        w.value(v)
+        return w.output
+    }
+}
+
+enum Base64 {
+    static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+    static func encode(_ b: [UInt8]) -> String {
+        var out: [UInt8] = []
+        var i = 0
+        while i + 2 < b.count {
+            let n = (UInt32(b[i]) << 16) | (UInt32(b[i + 1]) << 8) | UInt32(b[i + 2])
+            for s in [18, 12, 6, 0] { out.append(alphabet[Int((n >> UInt32(s)) & 63)]) }
+            i += 3
+        }
+        let rest = b.count - i
+        if rest > 0 {
+            var n = UInt32(b[i]) << 16
+            if rest == 2 { n |= UInt32(b[i + 1]) << 8 }
+            out.append(alphabet[Int((n >> 18) & 63)])
+            out.append(alphabet[Int((n >> 12) & 63)])
+            out.append(rest == 2 ? alphabet[Int((n >> 6) & 63)] : UInt8(ascii: "="))
+            out.append(UInt8(ascii: "="))
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

@@ -1,0 +1,186 @@
+/// Loaded, checked and compiled rules: immutable, `Sendable`, indexed by event name.
+///
+/// Built by ``RuleSetCompiler``; run by ``Engine``. Attribute, property and context names are resolved to
+/// slots and event names to integers, so evaluating an event does no string look-ups beyond interning its name.
+public final class CompiledRuleSet: Sendable {
+    public let units: [CompiledUnit]
+    public let rules: [CompiledRule]
+    /// Interned event keys (`Application Opened`, `screen:Settings`), by id.
+    public let eventNames: [String]
+    public let eventIDs: [String: Int32]
+    public let propertySlots: [String: Int]
+    public let contextSlots: [String: Int]
+    public let attributeSlots: [String: Int]
+    public let attributeNames: [String]
+    let propertyNames: [String]
+    let contextNames: [String]
+    /// Rule indices triggered by each event id, in evaluation order.
+    let rulesByEvent: [[Int32]]
+    /// `on_change` rule indices by attribute slot.
+    let rulesByAttribute: [[Int32]]
+    let series: [SeriesSpec]
+    /// Event series to record, by event id.
+    let seriesByEvent: [[Int32]]
+    let memoSlots: Int
+    public let settings: EngineSettings
+    /// Whether some rule reads `event.properties` as a whole map.
+    public let needsAllProperties: Bool
+
+    init(units: [CompiledUnit], rules: [CompiledRule], eventNames: [String], propertyNames: [String],
+         contextNames: [String], attributeNames: [String], rulesByAttribute: [[Int32]], series: [SeriesSpec],
+         memoSlots: Int, settings: EngineSettings, needsAllProperties: Bool) {
+        self.units = units
+        self.rules = rules
+        self.eventNames = eventNames
+        self.eventIDs = Dictionary(uniqueKeysWithValues: eventNames.enumerated().map { ($1, Int32($0)) })
+        self.propertyNames = propertyNames
+        self.contextNames = contextNames
+        self.attributeNames = attributeNames
+        self.propertySlots = Dictionary(uniqueKeysWithValues: propertyNames.enumerated().map { ($1, $0) })
+        self.contextSlots = Dictionary(uniqueKeysWithValues: contextNames.enumerated().map { ($1, $0) })
+        self.attributeSlots = Dictionary(uniqueKeysWithValues: attributeNames.enumerated().map { ($1, $0) })
+        var byEvent = Array(repeating: [Int32](), count: eventNames.count)
+        for r in rules where r.enabled {
+            if case .events(let ids) = r.trigger { for id in ids { byEvent[Int(id)].append(r.index) } }
+        }
+        self.rulesByEvent = byEvent
+        self.rulesByAttribute = rulesByAttribute
+        self.series = series
+        var sByEvent = Array(repeating: [Int32](), count: eventNames.count)
+        for (i, s) in series.enumerated() {
+            if case .event(let id, _) = s.source { sByEvent[Int(id)].append(Int32(i)) }
+        }
+        self.seriesByEvent = sByEvent
+        self.memoSlots = memoSlots
+        self.settings = settings
+        self.needsAllProperties = needsAllProperties
+    }
+
+    /// The rule with this id (`rule` or `campaign/rule`).
+    public func rule(named name: String) -> CompiledRule? {
+        rules.first { $0.qualifiedID == name } ?? rules.first { $0.id == name }
+    }
+
+    /// Binds a general ``Event`` to this rule set's slots.
+    public func bind(_ e: Event) -> BoundEvent {
+        var props = ContiguousArray<Value?>(repeating: nil, count: propertyNames.count)
+        for (k, v) in e.properties.entries {
+            if case .string(let key) = k, let slot = propertySlots[key] { props[slot] = v }
+        }
+        var ctx = ContiguousArray<Value?>(repeating: nil, count: contextNames.count)
+        for (k, v) in e.context.entries {
+            if case .string(let key) = k, let slot = contextSlots[key] { ctx[slot] = v }
+        }
+        let traits: [(name: String, value: Value)] = e.traits.entries.compactMap { k, v in
+            if case .string(let key) = k { return (key, v) }
+            return nil
+        }
+        let key = BoundEvent.internKey(kind: e.kind, name: e.name)
+        return BoundEvent(kind: e.kind, nameID: eventIDs[key] ?? -1, name: e.name, userID: e.userID,
+                          timestamp: e.timestamp, messageID: e.messageID, properties: props, context: ctx,
+                          traits: traits, allProperties: needsAllProperties ? e.properties : nil)
+    }
+}
+
+/// A campaign or rule set after compilation.
+public struct CompiledUnit: Sendable {
+    public let name: String
+    public let kind: UnitKind
+    public let path: String
+    public let enabled: Bool
+    /// Inclusive start and exclusive end, in ms.
+    public let start: Int64?
+    public let end: Int64?
+    let audience: CompiledExpr?
+    let audienceTraced: CompiledExpr?
+    let audienceMemo: Int
+}
+
+public enum CompiledTrigger: Sendable {
+    case events([Int32])
+    case change(attributeSlot: Int, from: [Value]?, to: [Value]?)
+}
+
+public struct CompiledLimits: Sendable {
+    public var perUser: Int?
+    public var perSession: Int?
+    public var rolling: [(window: RollingWindow, max: Int)] = []
+    public var cooldownMs: Int64?
+    public var onOccurrence: Int?
+    public var everyOccurrence: Int?
+
+    init(_ spec: LimitSpec) {
+        perUser = spec.perUser?.value
+        perSession = spec.perSession?.value
+        rolling = spec.rolling.map { ($0.window, $0.max.value) }
+        cooldownMs = spec.cooldown?.value
+        onOccurrence = spec.onOccurrence?.value
+        everyOccurrence = spec.everyOccurrence?.value
+    }
+
+    var isEmpty: Bool {
+        perUser == nil && perSession == nil && rolling.isEmpty && cooldownMs == nil && onOccurrence == nil && everyOccurrence == nil
+    }
+
+    var tracksOccurrences: Bool { onOccurrence != nil || everyOccurrence != nil }
+
+    /// How long fire times must be kept for the rolling limits.
+    var retentionMs: Int64 {
+        rolling.map { w -> Int64 in
+            switch w.window {
+            case .fixed(let ms, _): ms
+            case .month: 32 * 86_400_000
+            }
+        }.max() ?? 0
+    }
+}
+
+public struct CompiledRule: Sendable {
+    public let index: Int32
+    public let unit: Int32
+    public let id: String
+    /// `unit/id`.
+    public let qualifiedID: String
+    public let enabled: Bool
+    public let trigger: CompiledTrigger
+    public let triggerDescription: String
+    let whereExpr: CompiledExpr?
+    let whereTraced: CompiledExpr?
+    let ifExpr: CompiledExpr?
+    let ifTraced: CompiledExpr?
+    public let limits: CompiledLimits
+    public let priority: Int
+    /// The surface of its `message` action, if it has one: rules on the same surface are arbitrated.
+    public let surface: String?
+    let actions: [ActionTemplate]
+    /// Series of its fire times, when it has rolling limits (else -1).
+    let fireSeries: Int32
+    public let location: SourceLocation
+}
+
+/// A history series: occurrences of something, kept as long as the longest window that asks for it.
+struct SeriesSpec: Sendable {
+    enum Source: Sendable {
+        /// Occurrences of an event, optionally only those whose properties equal the filter's values.
+        case event(Int32, filter: [(slot: Int, value: Value)])
+        case ruleFires(Int32)
+        case globalMessages
+    }
+    var source: Source
+    var retentionMs: Int64
+    var keepsLifetime: Bool
+}
+
+/// Settings for an engine, from the settings file (or defaults).
+public struct EngineSettings: Sendable {
+    public var sessionStartEvents: Set<Int32> = []
+    public var sessionTimeoutMs: Int64 = 30 * 60_000
+    public var globalLimits: CompiledLimits?
+    public var dedupWindowMs: Int64 = 7 * 86_400_000
+    /// Most messageIds remembered per user (the oldest are forgotten first).
+    public var dedupPerUser: Int = 128
+    /// How deep `set` → `on_change` → `set` chains may go within one event.
+    public var maxCascadeDepth: Int = 8
+    /// Series of all message fires, for the global cap's rolling windows (-1 if none).
+    var globalSeries: Int32 = -1
+}

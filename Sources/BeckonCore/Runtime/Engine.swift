@@ -1,0 +1,506 @@
+/// Runs a ``CompiledRuleSet`` over events, one user's state at a time, and returns the actions that fire.
+///
+/// The engine reads time only from events. It is not thread-safe: use one engine per thread or actor, and give
+/// each engine its own users (shard by user id) or its own ``StateStore``.
+///
+/// ```swift
+/// let engine = Engine(ruleSet: ruleSet)
+/// let outcome = engine.process(event)
+/// for action in outcome.actions { send(action.json) }
+/// ```
+public final class Engine {
+    public struct Options: Sendable {
+        /// Keep a ``RuleVerdict`` for every rule whose trigger matched, fired or not (dry-run, explain).
+        public var recordVerdicts = false
+        public init(recordVerdicts: Bool = false) { self.recordVerdicts = recordVerdicts }
+    }
+
+    /// Counters over everything processed.
+    public struct Stats: Sendable {
+        public var events = 0
+        public var duplicates = 0
+        public var late = 0
+        public var actions = 0
+        /// Per rule index: trigger matches, fires, and blocks by reason code.
+        public var triggered: [Int] = []
+        public var fired: [Int] = []
+        public var blocked: [[String: Int]] = []
+    }
+
+    public let ruleSet: CompiledRuleSet
+    public let store: any StateStore
+    public var options: Options
+    public private(set) var stats = Stats()
+    let scope = EvalScope()
+
+    public init(ruleSet: CompiledRuleSet, store: any StateStore = InMemoryStateStore(), options: Options = Options()) {
+        self.ruleSet = ruleSet
+        self.store = store
+        self.options = options
+        scope.ruleSet = ruleSet
+        scope.ensureMemo(ruleSet.memoSlots)
+        stats.triggered = Array(repeating: 0, count: ruleSet.rules.count)
+        stats.fired = Array(repeating: 0, count: ruleSet.rules.count)
+        stats.blocked = Array(repeating: [:], count: ruleSet.rules.count)
+    }
+
+    /// Processes a general event (binds it to the rule set first).
+    @discardableResult
+    public func process(_ event: Event) -> EventOutcome { process(ruleSet.bind(event)) }
+
+    /// The profile of a user, if the engine has seen them.
+    public func profile(of userID: String) -> UserProfile? {
+        store.profile(for: userID, create: false) { UserProfile(userID: userID, attributeCount: 0, contextCount: 0) }
+    }
+
+    @discardableResult
+    public func process(_ e: BoundEvent) -> EventOutcome {
+        stats.events += 1
+        let rs = ruleSet
+        let profile = store.profile(for: e.userID, create: true) {
+            UserProfile(userID: e.userID, attributeCount: rs.attributeNames.count, contextCount: rs.contextNames.count)
+        }!
+        if let mid = e.messageID, isDuplicate(profile, mid, e.timestamp) {
+            stats.duplicates += 1
+            return EventOutcome(status: .duplicate, late: false, actions: [], verdicts: [])
+        }
+        let late = e.timestamp < profile.clock
+        if late { stats.late += 1 }
+        let now = max(e.timestamp, profile.clock)
+        profile.clock = now
+        profile.eventCount &+= 1
+
+        if e.kind != .identify { updateSession(profile, e, now) }
+        for (slot, v) in e.context.enumerated() where v != nil { profile.context[slot] = v }
+        if e.nameID >= 0 { recordHistory(profile, e, now) }
+
+        var pending = Pending()
+        if e.kind == .identify {
+            for (name, value) in e.traits {
+                applyAttribute(profile, name: name, slot: rs.attributeSlots[name], value: value.isNullValue ? nil : value, changes: &pending.changes)
+            }
+        }
+
+        scope.event = e
+        scope.profile = profile
+        scope.now = now
+        scope.change = nil
+        var out = EventOutcome(status: .processed, late: late, actions: [], verdicts: [])
+        let triggerKey = e.messageID ?? "#\(profile.eventCount)"
+        let triggerName = BoundEvent.internKey(kind: e.kind, name: e.name)
+        if e.nameID >= 0 {
+            let candidates = rs.rulesByEvent[Int(e.nameID)]
+            if !candidates.isEmpty {
+                runRound(candidates.map { ($0, nil) }, profile: profile, now: now, triggerKey: triggerKey,
+                         triggerName: triggerName, pending: &pending, out: &out)
+            }
+        }
+        cascade(profile: profile, now: now, triggerKey: triggerKey, pending: &pending, out: &out)
+        scope.event = nil
+        scope.profile = nil
+        stats.actions += out.actions.count
+        store.didUpdate(profile)
+        return out
+    }
+
+    /// State changes collected while a round runs.
+    struct Pending {
+        var changes: [(slot: Int, change: AttributeChange)] = []
+    }
+
+    /// Runs `on_change` rules for attribute changes, round after round, up to the cascade depth.
+    private func cascade(profile: UserProfile, now: Int64, triggerKey: String, pending: inout Pending, out: inout EventOutcome) {
+        var depth = 0
+        while !pending.changes.isEmpty {
+            let changes = pending.changes
+            pending.changes = []
+            var candidates: [(Int32, AttributeChange?)] = []
+            for (slot, change) in changes where slot < ruleSet.rulesByAttribute.count {
+                for r in ruleSet.rulesByAttribute[slot] {
+                    guard case .change(_, let from, let to) = ruleSet.rules[Int(r)].trigger else { continue }
+                    if let from, !from.contains(where: { Value.equal($0, change.from) }) { continue }
+                    if let to, !to.contains(where: { Value.equal($0, change.to) }) { continue }
+                    candidates.append((r, change))
+                }
+            }
+            guard !candidates.isEmpty else { return }
+            depth += 1
+            if depth > ruleSet.settings.maxCascadeDepth {
+                for (r, _) in candidates {
+                    note(r, .cascadeLimit(ruleSet.settings.maxCascadeDepth), now: now, userID: profile.userID, trigger: "change", out: &out)
+                }
+                return
+            }
+            runRound(candidates, profile: profile, now: now, triggerKey: triggerKey + "|\(depth)", triggerName: nil,
+                     pending: &pending, out: &out)
+        }
+    }
+
+    // MARK: Rounds
+
+    /// Evaluates triggered rules against the same state, arbitrates, then fires the winners in order.
+    private func runRound(_ triggered: [(Int32, AttributeChange?)], profile: UserProfile, now: Int64, triggerKey: String,
+                          triggerName: String?, pending: inout Pending, out: inout EventOutcome) {
+        scope.invalidateMemo()
+        var qualified: [(rule: Int32, change: AttributeChange?)] = []
+        for (r, change) in triggered {
+            let rule = ruleSet.rules[Int(r)]
+            scope.change = change
+            let trig = triggerName ?? rule.triggerDescription
+            if let v = evaluate(rule, profile: profile, now: now) {
+                note(r, v, now: now, userID: profile.userID, trigger: trig, out: &out)
+            } else {
+                qualified.append((r, change))
+            }
+        }
+        guard !qualified.isEmpty else { return }
+        if qualified.count > 1 { qualified = arbitrate(qualified, profile: profile, now: now, triggerName: triggerName, out: &out) }
+        for (r, change) in qualified {
+            let rule = ruleSet.rules[Int(r)]
+            let trig = triggerName ?? rule.triggerDescription
+            if rule.surface != nil, let g = ruleSet.settings.globalLimits,
+               let hit = check(g, record: profile.messages, series: ruleSet.settings.globalSeries, profile: profile, now: now, occurrence: 0) {
+                note(r, .globalLimited(hit), now: now, userID: profile.userID, trigger: trig, out: &out)
+                continue
+            }
+            scope.change = change
+            fire(rule, profile: profile, now: now, triggerKey: triggerKey, trigger: trig, pending: &pending, out: &out)
+            note(r, .fired, now: now, userID: profile.userID, trigger: trig, out: &out)
+        }
+    }
+
+    private func note(_ r: Int32, _ v: Verdict, now: Int64, userID: String, trigger: String, out: inout EventOutcome) {
+        stats.triggered[Int(r)] += 1
+        switch v {
+        case .fired: stats.fired[Int(r)] += 1
+        default: stats.blocked[Int(r)][v.code, default: 0] += 1
+        }
+        if options.recordVerdicts {
+            out.verdicts.append(RuleVerdict(rule: r, qualifiedID: ruleSet.rules[Int(r)].qualifiedID, time: now, userID: userID,
+                                            trigger: trigger, verdict: v))
+        }
+    }
+
+    /// `nil` when the rule qualifies; otherwise why not.
+    private func evaluate(_ rule: CompiledRule, profile: UserProfile, now: Int64) -> Verdict? {
+        let unit = ruleSet.units[Int(rule.unit)]
+        if let s = unit.start, now < s { return .notLive("\(unit.kind.rawValue) starts at \(Timestamp(milliseconds: s))") }
+        if let e = unit.end, now >= e { return .notLive("\(unit.kind.rawValue) ended at \(Timestamp(milliseconds: e))") }
+        if let w = rule.whereExpr {
+            let v = w.evaluate(scope)
+            if !v.isTrue { return .conditionFalse(clause: "where", value: v) }
+        }
+        var occurrence = 0
+        if rule.limits.tracksOccurrences {
+            occurrence = profile.withRecord(rule.index) { rec in
+                rec.occurrences &+= 1
+                return Int(rec.occurrences)
+            }
+        }
+        if let a = unit.audience {
+            let v = scope.memoized(unit.audienceMemo) { a.evaluate($0) }
+            if !v.isTrue { return .conditionFalse(clause: "audience", value: v) }
+        }
+        if let c = rule.ifExpr {
+            let v = c.evaluate(scope)
+            if !v.isTrue { return .conditionFalse(clause: "if", value: v) }
+        }
+        if !rule.limits.isEmpty {
+            let rec = profile.record(for: rule.index) ?? RuleRecord(rule: rule.index)
+            if let hit = check(rule.limits, record: rec, series: rule.fireSeries, profile: profile, now: now, occurrence: occurrence) {
+                return .limited(hit)
+            }
+        }
+        return nil
+    }
+
+    /// The first limit that blocks a fire now, if any.
+    func check(_ l: CompiledLimits, record rec: RuleRecord, series: Int32, profile: UserProfile, now: Int64, occurrence: Int) -> LimitHit? {
+        if let n = l.onOccurrence, occurrence != n {
+            return LimitHit(key: "on_occurrence", count: occurrence, max: n, freesAt: nil,
+                            detail: "this is occurrence \(occurrence); fires only on occurrence \(n)")
+        }
+        if let n = l.everyOccurrence, occurrence % n != 0 {
+            return LimitHit(key: "every_occurrence", count: occurrence, max: n, freesAt: nil,
+                            detail: "this is occurrence \(occurrence); fires on every \(n)th")
+        }
+        if let n = l.perUser, Int(rec.fires) >= n {
+            return LimitHit(key: "per_user", count: Int(rec.fires), max: n, freesAt: nil, detail: "\(rec.fires) of \(n) fires used")
+        }
+        if let n = l.perSession {
+            let c = rec.firesInSession(profile.session.id)
+            if c >= n {
+                return LimitHit(key: "per_session", count: c, max: n, freesAt: nil, detail: "\(c) of \(n) in this session; frees in the next session")
+            }
+        }
+        for (window, max) in l.rolling {
+            let from: Int64
+            switch window {
+            case .fixed(let ms, _): from = now - ms + 1
+            case .month: from = Calendars.monthBefore(now, zone: RuleEnvironment.userZone(profile, scope.event, zoneSlots)) + 1
+            }
+            let c = profile.history.count(series: series, from: from, to: now)
+            if c >= max {
+                let times = profile.history.times(series: series, from: from, to: now)
+                var frees: Int64?
+                if let oldest = times.dropLast(max - 1).last ?? times.first {
+                    switch window {
+                    case .fixed(let ms, _): frees = oldest + ms
+                    case .month: frees = nil
+                    }
+                }
+                return LimitHit(key: window.key, count: c, max: max, freesAt: frees, detail: "\(c) of \(max) in the window")
+            }
+        }
+        if let cd = l.cooldownMs, rec.lastFire != Int64.min, now - rec.lastFire < cd {
+            return LimitHit(key: "cooldown", count: 1, max: 1, freesAt: rec.lastFire + cd,
+                            detail: "last fired at \(Timestamp(milliseconds: rec.lastFire)), cooldown \(DSLDuration.format(cd))")
+        }
+        return nil
+    }
+
+    private var zoneSlots: (attribute: Int?, context: Int?) {
+        (ruleSet.attributeSlots["timezone"], ruleSet.contextSlots["timezone"])
+    }
+
+    /// Keeps, per surface, the rule with the largest priority (ties: the one loaded first); notes the others.
+    private func arbitrate(_ q: [(rule: Int32, change: AttributeChange?)], profile: UserProfile, now: Int64, triggerName: String?,
+                           out: inout EventOutcome) -> [(rule: Int32, change: AttributeChange?)] {
+        var winners: [String: Int32] = [:]
+        for (r, _) in q {
+            guard let surface = ruleSet.rules[Int(r)].surface else { continue }
+            if let w = winners[surface] {
+                let a = ruleSet.rules[Int(r)]
+                let b = ruleSet.rules[Int(w)]
+                if a.priority > b.priority || (a.priority == b.priority && a.index < b.index) { winners[surface] = r }
+            } else {
+                winners[surface] = r
+            }
+        }
+        var kept: [(rule: Int32, change: AttributeChange?)] = []
+        for (r, c) in q {
+            let rule = ruleSet.rules[Int(r)]
+            if let surface = rule.surface, let w = winners[surface], w != r {
+                let winner = ruleSet.rules[Int(w)]
+                note(r, .lostTo(rule: winner.qualifiedID, priority: winner.priority, ownPriority: rule.priority), now: now,
+                     userID: profile.userID, trigger: triggerName ?? rule.triggerDescription, out: &out)
+            } else {
+                kept.append((r, c))
+            }
+        }
+        // Fire order: larger priority first, then load order.
+        kept.sort { a, b in
+            let x = ruleSet.rules[Int(a.rule)]
+            let y = ruleSet.rules[Int(b.rule)]
+            return x.priority != y.priority ? x.priority > y.priority : x.index < y.index
+        }
+        return kept
+    }
+
+    // MARK: Firing
+
+    private func fire(_ rule: CompiledRule, profile: UserProfile, now: Int64, triggerKey: String, trigger: String,
+                      pending: inout Pending, out: inout EventOutcome) {
+        let sessionID = profile.session.id
+        profile.withRecord(rule.index) { rec in
+            rec.fires &+= 1
+            rec.lastFire = now
+            if rec.sessionID != sessionID {
+                rec.sessionID = sessionID
+                rec.sessionFires = 0
+            }
+            rec.sessionFires &+= 1
+        }
+        if rule.fireSeries >= 0 {
+            profile.history.record(series: rule.fireSeries, at: now, now: now,
+                                   retentionMs: ruleSet.series[Int(rule.fireSeries)].retentionMs, keepsLifetime: false)
+        }
+        if rule.surface != nil {
+            var m = profile.messages
+            m.fires &+= 1
+            m.lastFire = now
+            if m.sessionID != sessionID {
+                m.sessionID = sessionID
+                m.sessionFires = 0
+            }
+            m.sessionFires &+= 1
+            profile.messages = m
+            let g = ruleSet.settings.globalSeries
+            if g >= 0 {
+                profile.history.record(series: g, at: now, now: now, retentionMs: ruleSet.series[Int(g)].retentionMs, keepsLifetime: false)
+            }
+        }
+        let unit = ruleSet.units[Int(rule.unit)]
+        for (i, a) in rule.actions.enumerated() {
+            var fa = FiredAction(id: FiredAction.makeID(rule: rule.qualifiedID, action: i, user: profile.userID, trigger: triggerKey),
+                                 time: now, userID: profile.userID, unit: unit.name, unitKind: unit.kind, rule: rule.id,
+                                 trigger: trigger, kind: a.kind, fields: [])
+            perform(a, rule: rule, profile: profile, now: now, action: &fa, pending: &pending)
+            out.actions.append(fa)
+        }
+    }
+
+    private func perform(_ a: ActionTemplate, rule: CompiledRule, profile: UserProfile, now: Int64, action fa: inout FiredAction,
+                         pending: inout Pending) {
+        var w: [String] = []
+        defer { fa.warnings = w }
+        func eval(_ v: CompiledValue?, _ field: String) -> Value? { v.map { $0.evaluate(scope, field: field, warnings: &w) } }
+        func text(_ v: Value?) -> String? {
+            guard let v else { return nil }
+            if case .string(let s) = v { return s }
+            if case .null = v { return nil }
+            if case .string(let s) = Conversions.toString(v) { return s }
+            return JSONWriter.encode(v)
+        }
+        switch a {
+        case .message(let surface, let template, let title, let body, let image, let buttons, let data):
+            var m = ValueMap()
+            m[string: "surface"] = .string(surface)
+            if let template { m[string: "template"] = .string(template) }
+            if let v = eval(title, "title") { m[string: "title"] = v }
+            if let v = eval(body, "body") { m[string: "body"] = v }
+            if let v = eval(image, "image") { m[string: "image"] = v }
+            if !buttons.isEmpty {
+                m[string: "buttons"] = .list(buttons.enumerated().map { i, b in
+                    var bm = ValueMap()
+                    bm[string: "label"] = eval(b.label, "buttons[\(i)].label") ?? .null
+                    if let v = eval(b.deepLink, "buttons[\(i)].deep_link") { bm[string: "deep_link"] = v }
+                    if let v = eval(b.action, "buttons[\(i)].action") { bm[string: "action"] = v }
+                    return .map(bm)
+                })
+            }
+            if !data.isEmpty { m[string: "data"] = .map(ValueMap(data.map { ($0.key, $0.value.evaluate(scope, field: "data." + $0.key, warnings: &w)) })) }
+            fa.fields = [("message", .map(m))]
+        case .screen(let id, let params):
+            fa.fields = [("screen", eval(id, "screen") ?? .null),
+                         ("params", .map(ValueMap(params.map { ($0.key, $0.value.evaluate(scope, field: "params." + $0.key, warnings: &w)) })))]
+        case .deepLink(let url):
+            fa.fields = [("url", eval(url, "url") ?? .null)]
+        case .notify(let idT, let senderT, let messageT, let linkT, let data):
+            let id = text(eval(idT, "id")) ?? fa.id
+            let sender = text(eval(senderT, "sender"))
+            let message = text(eval(messageT, "message")) ?? ""
+            let link = text(eval(linkT, "link"))
+            let item = InboxItem(id: id, sender: sender, message: message, link: link, createdAt: now, read: false, readAt: nil,
+                                 rule: rule.qualifiedID)
+            if let i = profile.inbox.firstIndex(where: { $0.id == id }) { profile.inbox[i] = item } else { profile.inbox.append(item) }
+            var n = ValueMap()
+            n[string: "id"] = .string(id)
+            if let sender { n[string: "sender"] = .string(sender) }
+            n[string: "message"] = .string(message)
+            if let link { n[string: "link"] = .string(link) }
+            if !data.isEmpty { n[string: "data"] = .map(ValueMap(data.map { ($0.key, $0.value.evaluate(scope, field: "data." + $0.key, warnings: &w)) })) }
+            fa.fields = [("notification", .map(n)), ("unread", .int(Int64(profile.unreadCount)))]
+            scope.invalidateMemo()
+        case .markRead(let idT):
+            let id = text(eval(idT, "mark_read")) ?? ""
+            var found = false
+            if let i = profile.inbox.firstIndex(where: { $0.id == id }) {
+                found = true
+                if !profile.inbox[i].read {
+                    profile.inbox[i].read = true
+                    profile.inbox[i].readAt = now
+                }
+            }
+            fa.fields = [("notification", .map(ValueMap([("id", .string(id))]))), ("found", .bool(found)),
+                         ("unread", .int(Int64(profile.unreadCount)))]
+            scope.invalidateMemo()
+        case .prompt(let p):
+            fa.fields = [("permission", .string(p))]
+        case .emit(let event, let payload):
+            fa.fields = [("event", .string(event)),
+                         ("payload", .map(ValueMap(payload.map { ($0.key, $0.value.evaluate(scope, field: "payload." + $0.key, warnings: &w)) })))]
+        case .set(let attrs):
+            // Every value is computed before any is applied, so `set: {a: …, b: ${user.a}}` reads the old `a`.
+            let values = attrs.map { ($0.slot, $0.name, $0.value.evaluate(scope, field: $0.name, warnings: &w)) }
+            var m = ValueMap()
+            for (slot, name, v) in values {
+                applyAttribute(profile, name: name, slot: slot, value: v.isNullValue ? nil : v, changes: &pending.changes)
+                m[string: name] = v
+            }
+            fa.fields = [("attributes", .map(m))]
+            scope.invalidateMemo()
+        case .unset(let names):
+            var m = ValueMap()
+            for (slot, name) in names {
+                applyAttribute(profile, name: name, slot: slot, value: nil, changes: &pending.changes)
+                m[string: name] = .null
+            }
+            fa.fields = [("attributes", .map(m))]
+            scope.invalidateMemo()
+        }
+    }
+
+    // MARK: State
+
+    /// Sets (or with `nil`, removes) an attribute, noting a change for `on_change` rules when the value differs.
+    private func applyAttribute(_ p: UserProfile, name: String, slot: Int?, value: Value?, changes: inout [(slot: Int, change: AttributeChange)]) {
+        guard let slot else {
+            if let value {
+                if p.otherAttributes == nil { p.otherAttributes = ValueMap() }
+                p.otherAttributes![string: name] = value
+            } else {
+                p.otherAttributes?[string: name] = nil
+            }
+            return
+        }
+        let old = p.attributes[slot]
+        p.attributes[slot] = value
+        let same: Bool
+        switch (old, value) {
+        case (nil, nil): same = true
+        case (let a?, let b?): same = Value.equal(a, b) && a.kindName == b.kindName
+        default: same = false
+        }
+        guard !same else { return }
+        if let i = changes.firstIndex(where: { $0.slot == slot }) {
+            changes[i].change.to = value ?? .null
+            if Value.equal(changes[i].change.from, changes[i].change.to) { changes.remove(at: i) }
+        } else {
+            changes.append((slot, AttributeChange(attribute: name, from: old ?? .null, to: value ?? .null)))
+        }
+    }
+
+    private func updateSession(_ p: UserProfile, _ e: BoundEvent, _ now: Int64) {
+        let s = ruleSet.settings
+        if p.session.id == 0 || s.sessionStartEvents.contains(e.nameID) || now - p.session.lastActivity >= s.sessionTimeoutMs {
+            p.session.id &+= 1
+            p.session.start = now
+        }
+        p.session.lastActivity = now
+    }
+
+    private func recordHistory(_ p: UserProfile, _ e: BoundEvent, _ now: Int64) {
+        for s in ruleSet.seriesByEvent[Int(e.nameID)] {
+            let spec = ruleSet.series[Int(s)]
+            if case .event(_, let filter) = spec.source, !filter.isEmpty {
+                guard filter.allSatisfy({ f in e.properties[f.slot].map { Value.equal($0, f.value) } ?? false }) else { continue }
+            }
+            p.history.record(series: s, at: e.timestamp, now: now, retentionMs: spec.retentionMs, keepsLifetime: spec.keepsLifetime)
+        }
+    }
+
+    /// Remembers `messageID`; `true` if it was seen within the dedup window.
+    private func isDuplicate(_ p: UserProfile, _ id: String, _ time: Int64) -> Bool {
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        for b in id.utf8 {
+            h ^= UInt64(b)
+            h = h &* 0x100_0000_01b3
+        }
+        let s = ruleSet.settings
+        let horizon = max(time, p.clock) - s.dedupWindowMs
+        if let firstKept = p.recentMessageIDs.firstIndex(where: { $0.time > horizon }) {
+            if firstKept > 0 { p.recentMessageIDs.removeFirst(firstKept) }
+        } else {
+            p.recentMessageIDs.removeAll(keepingCapacity: true)
+        }
+        if p.recentMessageIDs.contains(where: { $0.hash == h }) { return true }
+        if p.recentMessageIDs.count >= s.dedupPerUser { p.recentMessageIDs.removeFirst() }
+        p.recentMessageIDs.append((h, max(time, p.clock)))
+        return false
+    }
+}
+
+extension Value {
+    var isNullValue: Bool { if case .null = self { true } else { false } }
+}

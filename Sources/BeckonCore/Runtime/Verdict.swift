@@ -1,0 +1,84 @@
+/// Why a rule whose trigger matched did or did not fire.
+public enum Verdict: Sendable {
+    case fired
+    /// The campaign has not started, has ended, or is disabled.
+    case notLive(String)
+    /// `where`, `audience` or `if` was false or failed (the value says which: `false` or an error).
+    case conditionFalse(clause: String, value: Value)
+    /// One of the rule's limits blocked it.
+    case limited(LimitHit)
+    /// Another rule on the same surface won arbitration.
+    case lostTo(rule: String, priority: Int, ownPriority: Int)
+    /// The global in-app message cap blocked it.
+    case globalLimited(LimitHit)
+    /// A chain of `set` → `on_change` went deeper than the settings allow.
+    case cascadeLimit(Int)
+
+    public var fired: Bool { if case .fired = self { true } else { false } }
+
+    /// One line for people: "if was false", "limit per_day reached (1 of 1; frees at …)".
+    public var summary: String {
+        switch self {
+        case .fired: return "fired"
+        case .notLive(let why): return why
+        case .conditionFalse(let clause, let v):
+            if case .error(let e) = v { return "\(clause) failed: \(e.message)" }
+            return "\(clause) was false"
+        case .limited(let hit): return "limit \(hit.summary)"
+        case .lostTo(let rule, let p, let own): return "lost to \(rule) (priority \(p) over \(own))"
+        case .globalLimited(let hit): return "global limit \(hit.summary)"
+        case .cascadeLimit(let n): return "not evaluated: on_change chain deeper than \(n)"
+        }
+    }
+
+    /// A short machine-readable reason: `fired`, `where`, `if`, `audience`, `limit:per_day`, `lost`, `not_live`…
+    public var code: String {
+        switch self {
+        case .fired: "fired"
+        case .notLive: "not_live"
+        case .conditionFalse(let clause, _): clause
+        case .limited(let hit): "limit:" + hit.key
+        case .lostTo: "lost"
+        case .globalLimited(let hit): "global_limit:" + hit.key
+        case .cascadeLimit: "cascade_limit"
+        }
+    }
+}
+
+/// A limit that blocked a fire, with the counts behind it.
+public struct LimitHit: Sendable {
+    /// `per_user`, `per_session`, `per_day`, `cooldown`, `on_occurrence`…
+    public var key: String
+    public var count: Int
+    public var max: Int
+    /// When the limit next lets a fire through (ms), if it ever does by time alone.
+    public var freesAt: Int64?
+    public var detail: String
+
+    public var summary: String {
+        var s = "\(key) reached (\(detail))"
+        if let f = freesAt { s += "; frees at \(Timestamp(milliseconds: f))" }
+        return s
+    }
+}
+
+/// The verdict of one rule on one event.
+public struct RuleVerdict: Sendable {
+    public var rule: Int32
+    public var qualifiedID: String
+    public var time: Int64
+    public var userID: String
+    public var trigger: String
+    public var verdict: Verdict
+}
+
+/// What processing one event did.
+public struct EventOutcome: Sendable {
+    public enum Status: Sendable { case processed, duplicate }
+    public var status: Status
+    /// The event's time was before something already processed for its user (see docs/events.md).
+    public var late: Bool
+    public var actions: [FiredAction]
+    /// Verdicts of the rules whose trigger matched, when ``Engine/Options/recordVerdicts`` is on.
+    public var verdicts: [RuleVerdict]
+}

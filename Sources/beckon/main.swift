@@ -1,0 +1,3 @@
+import BeckonCommands
+
+BeckonCLI.runMain()
