@@ -43,7 +43,7 @@ let package = Package(
         .executableTarget(name: "beckon", dependencies: ["BeckonCommands"]),
         .testTarget(
             name: "BeckonCoreTests",
-            dependencies: ["BeckonCore", .product(name: "PropertyBased", package: "swift-property-based")]
+            dependencies: ["BeckonCore", "BeckonYAML", .product(name: "PropertyBased", package: "swift-property-based")]
         ),
         .testTarget(name: "BeckonYAMLTests", dependencies: ["BeckonCore", "BeckonYAML"]),
         .testTarget(

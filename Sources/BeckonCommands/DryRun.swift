@@ -166,7 +166,8 @@ struct Summary {
 
     var headline: String {
         let s = engine.stats
-        return "\(s.events) events, \(engine.store.userCount) users, \(s.actions) actions fired"
+        func n(_ k: Int, _ word: String) -> String { "\(k) \(word)\(k == 1 ? "" : "s")" }
+        return "\(n(s.events, "event")), \(n(engine.store.userCount, "user")), \(n(s.actions, "action")) fired"
             + " (bad lines \(badLines), duplicates \(s.duplicates), late \(s.late))"
     }
 

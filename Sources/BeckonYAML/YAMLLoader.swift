@@ -42,7 +42,8 @@ public enum YAMLLoader {
              .composer(let context, let problem, let mark, _):
             var message = problem
             if let c = context { message = "\(problem) (\(c.text) at line \(c.mark.line))" }
-            return .error(.yamlSyntax, "YAML: " + message, at: at(mark), suggestion: hint(problem, context: context?.text))
+            return .error(.yamlSyntax, "YAML: " + message, at: at(mark),
+                          suggestion: indentationHint(lines, line: mark.line) ?? hint(problem, context: context?.text))
         case .duplicatedKeysInMapping(let duplicates, let context):
             // Yams reports the mapping; find the second occurrence of the key for a precise caret.
             let key = duplicates.first ?? "?"
@@ -67,6 +68,25 @@ public enum YAMLLoader {
         default:
             return .error(.yamlSyntax, "YAML: \(e)", at: SourceLocation(file: path, position: SourcePosition(line: 1, column: 1)))
         }
+    }
+
+    /// When a line is indented differently from every line before it at its level, say so.
+    static func indentationHint(_ lines: [[Unicode.Scalar]], line: Int) -> String? {
+        guard line >= 2, line <= lines.count else { return nil }
+        func indent(_ l: [Unicode.Scalar]) -> Int? {
+            guard let i = l.firstIndex(where: { $0 != " " }), l[i] != "#" else { return nil }
+            return i
+        }
+        guard let here = indent(lines[line - 1]) else { return nil }
+        var k = line - 2
+        while k >= 0 && indent(lines[k]) == nil { k -= 1 }
+        guard k >= 0, let above = indent(lines[k]) else { return nil }
+        let aboveLine = lines[k]
+        let opensBlock = aboveLine.last == ":" || (aboveLine.count > above && aboveLine[above] == "-")
+        if here != above && !(opensBlock && here > above) {
+            return "this line is indented \(here) spaces and the line above \(above); keys of the same map must line up"
+        }
+        return nil
     }
 
     static func hint(_ problem: String, context: String?) -> String? {

@@ -451,7 +451,7 @@ final class SegmentTable {
                               id: "segment_cycle")
         }
         guard let entry = entries[name], let compile, let symbols else {
-            throw ExprProblem("unknown segment '\(name)'", span, id: "unknown_segment")
+            throw ExprProblem("unknown segment '\(name)'", span, id: "unknown_identifier")
         }
         compiling.insert(name)
         let compiled = compile(entry.source, tracing)

@@ -82,9 +82,24 @@ private struct Builder {
         let c = ExprCompiler(environment: env, tracing: env.tracing)
         let result = c.compile(src.text)
         for p in c.problems where !env.tracing {
-            diagnostics.append(.error(DiagnosticID(rawValue: p.id), p.message, at: src.location(of: p.span), suggestion: p.suggestion))
+            diagnostics.append(.error(DiagnosticID(rawValue: p.id), p.message, at: src.location(of: p.span),
+                                      suggestion: Builder.help(p, in: src.text)))
         }
         return result
+    }
+
+    /// A replacement token becomes the whole corrected expression: "did you mean `user.plan == "pro"`?".
+    static func help(_ p: ExprProblem, in text: String) -> String? {
+        guard let s = p.suggestion else { return nil }
+        let scalars = Array(text.unicodeScalars)
+        guard p.span.start >= 0, p.span.end <= scalars.count, p.span.start < p.span.end, !s.contains(" ") else { return s }
+        var fixed = String.UnicodeScalarView(scalars[..<p.span.start])
+        // For a call, replace only the name before '('.
+        var end = p.span.end
+        if p.id == "unknown_function", let paren = scalars[p.span.start..<p.span.end].firstIndex(of: "(") { end = paren }
+        fixed.append(contentsOf: s.unicodeScalars)
+        fixed.append(contentsOf: scalars[end...])
+        return "did you mean `\(String(fixed))`?"
     }
 
     /// A condition: must be bool (or dyn).
@@ -132,7 +147,8 @@ private struct Builder {
             let r = c.compile(src.text)
             if !tracing {
                 for p in c.problems {
-                    segmentDiagnostics.append(.error(DiagnosticID(rawValue: p.id), p.message, at: src.location(of: p.span), suggestion: p.suggestion))
+                    segmentDiagnostics.append(.error(DiagnosticID(rawValue: p.id), p.message, at: src.location(of: p.span),
+                                                     suggestion: Builder.help(p, in: src.text)))
                 }
             }
             return r

@@ -63,7 +63,6 @@ public struct DiagnosticID: RawRepresentable, Sendable, Hashable, ExpressibleByS
     public static let expressionType: DiagnosticID = "expression_type"
     public static let unknownIdentifier: DiagnosticID = "unknown_identifier"
     public static let unknownFunction: DiagnosticID = "unknown_function"
-    public static let unknownSegment: DiagnosticID = "unknown_segment"
     public static let segmentCycle: DiagnosticID = "segment_cycle"
     public static let invalidRegex: DiagnosticID = "invalid_regex"
     public static let invalidLimit: DiagnosticID = "invalid_limit"
@@ -74,6 +73,14 @@ public struct DiagnosticID: RawRepresentable, Sendable, Hashable, ExpressibleByS
     public static let unreadableFile: DiagnosticID = "unreadable_file"
     public static let noRuleFiles: DiagnosticID = "no_rule_files"
     public static let duplicateSettings: DiagnosticID = "duplicate_settings"
+
+    /// Every class `validate` reports; each has a fixture under Tests/BeckonCommandsTests/Fixtures/diagnostics.
+    public static let all: [DiagnosticID] = [
+        .yamlSyntax, .unknownKey, .missingKey, .duplicateKey, .wrongType, .invalidValue, .invalidDuration, .invalidTimestamp,
+        .invalidWindow, .unsupportedVersion, .duplicateRuleID, .duplicateName, .invalidIdentifier, .expressionSyntax,
+        .expressionType, .unknownIdentifier, .unknownFunction, .segmentCycle, .invalidRegex, .invalidLimit, .invalidAction,
+        .invalidTrigger, .invalidSchedule, .limitExceeded, .unreadableFile, .noRuleFiles, .duplicateSettings,
+    ]
 }
 
 /// Collects diagnostics while loading; every problem is kept, in order.

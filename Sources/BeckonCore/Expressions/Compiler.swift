@@ -493,6 +493,12 @@ public final class ExprCompiler {
             throw ExprProblem("\(shown) takes \(counts.map(String.init).joined(separator: " or ")) argument(s), found \(argCount)",
                 span, id: "expression_type")
         }
+        if ["_<_", "_<=_", "_>_", "_>=_"].contains(decl.name), types.count == 2 {
+            var hint: String?
+            for n in nodes { if case .string(let t)? = n.constant, Double(t) != nil { hint = "write \(t) without quotes to compare numbers" } }
+            throw ExprProblem("cannot compare \(describe(types[0])) with \(describe(types[1])) using \(shown)", span,
+                              id: "expression_type", suggestion: hint)
+        }
         let shownTypes = types.map(\.description).joined(separator: ", ")
         throw ExprProblem("no version of \(shown) accepts (\(shownTypes))", span, id: "expression_type")
     }

@@ -84,6 +84,7 @@ public indirect enum ValueSchema: Sendable {
         case .attributeName: "an attribute name"
         case .enumeration(let xs): "one of " + xs.map { "'\($0)'" }.joined(separator: ", ")
         case .oneOrMany(let v): v.expectation + " or a list of them"
+        case .list(.variant): "a list of actions"
         case .list(let v): "a list of " + v.expectation.replacingPrefix("a ", with: "")
         case .object(let o): "a map (\(o.name))"
         case .map: "a map"
@@ -191,11 +192,12 @@ public enum DSL {
         KeySchema("to", .oneOrMany(.anyValue), doc: "with `on_change`: only when the new value is one of these"),
         KeySchema("where", .expression, doc: "condition on the triggering event", example: "event.properties.source != \"widget\""),
         KeySchema("if", .expression, doc: "condition on the user", example: "heavy_user && !user.is_default_browser"),
-        KeySchema("limit", .object(limits), doc: "how often it may fire"),
+        KeySchema("limit", .object(limits), doc: "how often it may fire", example: "{ per_user: 3, cooldown: 7d }"),
         KeySchema("priority", .integer(min: 0), doc: """
             arbitration among message rules on one surface for one event: the larger number wins
             """, example: "10"),
-        KeySchema("do", .list(.variant(actions)), required: true, doc: "the actions, in order"),
+        KeySchema("do", .list(.variant(actions)), required: true, doc: "the actions, in order",
+                  example: "[ { message: { surface: launch, title: Hello } } ]"),
     ])
 
     static let defaults = ObjectSchema("defaults", doc: "Values every rule of the file gets unless it sets its own.", keys: [

@@ -28,7 +28,10 @@ public struct FileParser {
     /// missing required keys. Returns the pairs by key.
     mutating func keys(of node: SourceNode, _ schema: ObjectSchema, context: String) -> [String: (key: ScalarNode, value: SourceNode)]? {
         guard case .mapping(let pairs, _) = node else {
-            diagnostics.error(.wrongType, "\(context) should be a map, found \(node.kindDescription)", at: node.location)
+            let known = DSL.rule.keys.first { if case .object(let o) = $0.type { o === schema } else { false } }?.example
+            let name = context.contains(" ") ? context : "'\(context)'"
+            diagnostics.error(.wrongType, "\(name) expects a map\(known.map { " like \($0)" } ?? ""), found \(node.kindDescription)",
+                              at: node.location)
             return nil
         }
         var out: [String: (key: ScalarNode, value: SourceNode)] = [:]

@@ -1,0 +1,45 @@
+import BeckonCommands
+import Foundation
+import Testing
+
+struct DryRunTests {
+    static let cases = ["default_browser", "bad_lines", "arbitration"]
+
+    func run(_ name: String, _ format: DryRunRunner.Format) -> (Int32, StringConsole) {
+        let dir = Snapshot.fixtures.appendingPathComponent("dryrun/\(name)")
+        let console = StringConsole()
+        let status = DryRunRunner.run(
+            .init(paths: [dir.appendingPathComponent("rules.yaml").path], events: dir.appendingPathComponent("events.jsonl").path,
+                  format: format, keepGoing: true),
+            console: console)
+        return (status, console)
+    }
+
+    @Test(arguments: cases)
+    func table(_ name: String) {
+        let (status, console) = run(name, .table)
+        #expect(status == 0)
+        Snapshot.assert(Snapshot.relative(console.stdout + (console.stderr.isEmpty ? "" : "--- stderr\n" + console.stderr)),
+                        named: "dryrun/\(name).table.txt")
+    }
+
+    @Test(arguments: cases)
+    func jsonl(_ name: String) {
+        let (status, console) = run(name, .jsonl)
+        #expect(status == 0)
+        Snapshot.assert(console.stdout, named: "dryrun/\(name).jsonl")
+        for line in console.stdout.split(separator: "\n") {
+            #expect((try? JSONSerialization.jsonObject(with: Data(line.utf8))) != nil, "not JSON: \(line)")
+        }
+    }
+
+    @Test func stopsAtTheFirstBadLineWithoutKeepGoing() {
+        let dir = Snapshot.fixtures.appendingPathComponent("dryrun/bad_lines")
+        let console = StringConsole()
+        let status = DryRunRunner.run(
+            .init(paths: [dir.appendingPathComponent("rules.yaml").path], events: dir.appendingPathComponent("events.jsonl").path),
+            console: console)
+        #expect(status == 1)
+        #expect(Snapshot.relative(console.stderr).contains("dryrun/bad_lines/events.jsonl:3: bad event: missing 'userId' (or 'anonymousId')"))
+    }
+}
