@@ -61,8 +61,9 @@ struct DryRun: ParsableCommand {
     func run() throws {
         let console = StandardConsole()
         let status = DryRunRunner.run(
-            DryRunRunner.Options(paths: paths, events: events, format: DryRunRunner.Format(rawValue: format)!,
-                                 keepGoing: keepGoing, firedOnly: firedOnly), console: console)
+            DryRunRunner.Options(
+                paths: paths, events: events, format: DryRunRunner.Format(rawValue: format)!,
+                keepGoing: keepGoing, firedOnly: firedOnly), console: console)
         console.flush()
         try finish(status)
     }

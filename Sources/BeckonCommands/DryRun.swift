@@ -182,7 +182,8 @@ struct Summary {
             let i = Int(r.index)
             let blocked = s.blocked[i].sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }
                 .map { "\($0.key) \($0.value)" }.joined(separator: ", ")
-            out += r.qualifiedID.padding(width) + "  " + String(s.triggered[i]).leftPadding(9) + "  "
+            out +=
+                r.qualifiedID.padding(width) + "  " + String(s.triggered[i]).leftPadding(9) + "  "
                 + String(s.fired[i]).leftPadding(5) + "  " + (blocked.isEmpty ? "-" : blocked) + "\n"
         }
         return out

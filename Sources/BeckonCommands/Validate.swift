@@ -8,7 +8,8 @@ public enum ValidateRunner {
         let result = RuleLoader.load(paths: paths)
         if !result.diagnostics.isEmpty { console.err(result.rendered()) }
         let files = result.files.count
-        let summary = "\(files) file\(files == 1 ? "" : "s"), \(result.ruleCount) rule\(result.ruleCount == 1 ? "" : "s"): "
+        let summary =
+            "\(files) file\(files == 1 ? "" : "s"), \(result.ruleCount) rule\(result.ruleCount == 1 ? "" : "s"): "
             + "\(result.errorCount) error\(result.errorCount == 1 ? "" : "s"), \(result.warningCount) warning\(result.warningCount == 1 ? "" : "s")"
         if result.errorCount > 0 {
             console.err(summary + "\n")

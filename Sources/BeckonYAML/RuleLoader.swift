@@ -36,7 +36,10 @@ public enum RuleLoader {
         for p in paths {
             var isDir: ObjCBool = false
             guard FileManager.default.fileExists(atPath: p, isDirectory: &isDir) else {
-                diagnostics.append(.error(.unreadableFile, "no such file or folder: \(p)", at: SourceLocation(file: p, position: SourcePosition(line: 1, column: 1))))
+                diagnostics.append(
+                    .error(
+                        .unreadableFile, "no such file or folder: \(p)",
+                        at: SourceLocation(file: p, position: SourcePosition(line: 1, column: 1))))
                 continue
             }
             if isDir.boolValue {
@@ -50,18 +53,26 @@ public enum RuleLoader {
         var texts: [(String, String)] = []
         for f in files {
             guard let data = FileManager.default.contents(atPath: f) else {
-                diagnostics.append(.error(.unreadableFile, "cannot read \(f)", at: SourceLocation(file: f, position: SourcePosition(line: 1, column: 1))))
+                diagnostics.append(
+                    .error(
+                        .unreadableFile, "cannot read \(f)",
+                        at: SourceLocation(file: f, position: SourcePosition(line: 1, column: 1))))
                 continue
             }
             guard let text = String(data: data, encoding: .utf8) else {
-                diagnostics.append(.error(.unreadableFile, "\(f) is not UTF-8 text", at: SourceLocation(file: f, position: SourcePosition(line: 1, column: 1))))
+                diagnostics.append(
+                    .error(
+                        .unreadableFile, "\(f) is not UTF-8 text",
+                        at: SourceLocation(file: f, position: SourcePosition(line: 1, column: 1))))
                 continue
             }
             texts.append((f, text))
         }
         if files.isEmpty && diagnostics.isEmpty {
-            diagnostics.append(.error(.noRuleFiles, "no .yaml files found in \(paths.joined(separator: ", "))",
-                                      at: SourceLocation(file: paths.first ?? ".", position: SourcePosition(line: 1, column: 1))))
+            diagnostics.append(
+                .error(
+                    .noRuleFiles, "no .yaml files found in \(paths.joined(separator: ", "))",
+                    at: SourceLocation(file: paths.first ?? ".", position: SourcePosition(line: 1, column: 1))))
         }
         var result = load(texts: texts)
         result.diagnostics = diagnostics + result.diagnostics
@@ -87,8 +98,9 @@ public enum RuleLoader {
         let (set, compileProblems) = RuleSetCompiler.compile(parsed)
         diagnostics += compileProblems
         let hasErrors = diagnostics.contains { $0.severity == .error }
-        return LoadResult(ruleSet: hasErrors ? nil : set, diagnostics: diagnostics, files: texts.map(\.path), sources: sources,
-                          ruleCount: ruleCount)
+        return LoadResult(
+            ruleSet: hasErrors ? nil : set, diagnostics: diagnostics, files: texts.map(\.path), sources: sources,
+            ruleCount: ruleCount)
     }
 
     static func yamlFiles(under dir: String) -> [String] {

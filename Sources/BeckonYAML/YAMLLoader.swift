@@ -11,8 +11,14 @@ public enum YAMLLoader {
     /// Parses `text` (the contents of `path`). Returns the root node, or `nil` with diagnostics.
     public static func parse(_ text: String, path: String) -> (SourceNode?, [Diagnostic]) {
         if text.utf8.count > maxFileBytes {
-            return (nil, [.error(.limitExceeded, "the file is \(text.utf8.count) bytes; the limit is \(maxFileBytes)",
-                                 at: SourceLocation(file: path, position: SourcePosition(line: 1, column: 1)))])
+            return (
+                nil,
+                [
+                    .error(
+                        .limitExceeded, "the file is \(text.utf8.count) bytes; the limit is \(maxFileBytes)",
+                        at: SourceLocation(file: path, position: SourcePosition(line: 1, column: 1)))
+                ]
+            )
         }
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map { line -> [Unicode.Scalar] in
             var l = Array(line.unicodeScalars)
@@ -22,8 +28,15 @@ public enum YAMLLoader {
         do {
             let parser = try Parser(yaml: text)
             guard let root = try parser.singleRoot() else {
-                return (nil, [.error(.yamlSyntax, "the file is empty", at: SourceLocation(file: path, position: SourcePosition(line: 1, column: 1)),
-                                     suggestion: "start it with `version: 1`")])
+                return (
+                    nil,
+                    [
+                        .error(
+                            .yamlSyntax, "the file is empty",
+                            at: SourceLocation(file: path, position: SourcePosition(line: 1, column: 1)),
+                            suggestion: "start it with `version: 1`")
+                    ]
+                )
             }
             var converter = Converter(path: path, lines: lines)
             let node = converter.convert(root, depth: 0)
@@ -31,19 +44,25 @@ public enum YAMLLoader {
         } catch let e as YamlError {
             return (nil, [diagnostic(e, path: path, lines: lines)])
         } catch {
-            return (nil, [.error(.yamlSyntax, "\(error)", at: SourceLocation(file: path, position: SourcePosition(line: 1, column: 1)))])
+            return (
+                nil,
+                [.error(.yamlSyntax, "\(error)", at: SourceLocation(file: path, position: SourcePosition(line: 1, column: 1)))]
+            )
         }
     }
 
     static func diagnostic(_ e: YamlError, path: String, lines: [[Unicode.Scalar]]) -> Diagnostic {
-        func at(_ m: Mark) -> SourceLocation { SourceLocation(file: path, position: SourcePosition(line: max(1, m.line), column: max(1, m.column))) }
+        func at(_ m: Mark) -> SourceLocation {
+            SourceLocation(file: path, position: SourcePosition(line: max(1, m.line), column: max(1, m.column)))
+        }
         switch e {
         case .scanner(let context, let problem, let mark, _), .parser(let context, let problem, let mark, _),
-             .composer(let context, let problem, let mark, _):
+            .composer(let context, let problem, let mark, _):
             var message = problem
             if let c = context { message = "\(problem) (\(c.text) at line \(c.mark.line))" }
-            return .error(.yamlSyntax, "YAML: " + message, at: at(mark),
-                          suggestion: indentationHint(lines, line: mark.line) ?? hint(problem, context: context?.text))
+            return .error(
+                .yamlSyntax, "YAML: " + message, at: at(mark),
+                suggestion: indentationHint(lines, line: mark.line) ?? hint(problem, context: context?.text))
         case .duplicatedKeysInMapping(let duplicates, let context):
             // Yams reports the mapping; find the second occurrence of the key for a precise caret.
             let key = duplicates.first ?? "?"
@@ -63,8 +82,9 @@ public enum YAMLLoader {
             }
             return .error(.duplicateKey, "'\(key)' appears twice in the same map", at: loc, suggestion: "remove one of them")
         case .reader(let problem, let offset, _, _):
-            return .error(.yamlSyntax, "YAML: \(problem)" + (offset.map { " at byte \($0)" } ?? ""),
-                          at: SourceLocation(file: path, position: SourcePosition(line: 1, column: 1)))
+            return .error(
+                .yamlSyntax, "YAML: \(problem)" + (offset.map { " at byte \($0)" } ?? ""),
+                at: SourceLocation(file: path, position: SourcePosition(line: 1, column: 1)))
         default:
             return .error(.yamlSyntax, "YAML: \(e)", at: SourceLocation(file: path, position: SourcePosition(line: 1, column: 1)))
         }
@@ -98,7 +118,9 @@ public enum YAMLLoader {
         if problem.contains("found character that cannot start any token") {
             return "quote values that start with `, @ or %"
         }
-        if problem.contains("could not find expected ':'") { return "a key needs ':' after it; a multi-line string needs '|' or quotes" }
+        if problem.contains("could not find expected ':'") {
+            return "a key needs ':' after it; a multi-line string needs '|' or quotes"
+        }
         if context?.contains("quoted scalar") == true { return "close the quote" }
         return nil
     }
@@ -115,7 +137,8 @@ private struct Converter {
 
     mutating func convert(_ node: Node, depth: Int) -> SourceNode {
         if depth > YAMLLoader.maxDepth {
-            diagnostics.append(.error(.limitExceeded, "the YAML nests more than \(YAMLLoader.maxDepth) levels deep", at: location(node.mark)))
+            diagnostics.append(
+                .error(.limitExceeded, "the YAML nests more than \(YAMLLoader.maxDepth) levels deep", at: location(node.mark)))
             return .sequence([], location(node.mark))
         }
         switch node {
@@ -127,7 +150,8 @@ private struct Converter {
             var pairs: [(key: ScalarNode, value: SourceNode)] = []
             for (k, v) in map {
                 guard case .scalar(let ks) = k else {
-                    diagnostics.append(.error(.wrongType, "map keys must be plain names, not lists or maps", at: location(k.mark)))
+                    diagnostics.append(
+                        .error(.wrongType, "map keys must be plain names, not lists or maps", at: location(k.mark)))
                     continue
                 }
                 pairs.append((scalar(ks), convert(v, depth: depth + 1)))
@@ -148,7 +172,8 @@ private struct Converter {
         case .folded: style = .folded
         default: style = .plain
         }
-        let length = style == .plain || style == .singleQuoted || style == .doubleQuoted
+        let length =
+            style == .plain || style == .singleQuoted || style == .doubleQuoted
             ? s.string.unicodeScalars.count + (style == .plain ? 0 : 2) : 1
         let loc = location(s.mark, length: min(length, 200))
         return ScalarNode(text: s.string, style: style, location: loc, segments: segments(s.string, style, s.mark))

@@ -9,7 +9,8 @@ struct ConformanceTests {
         let files = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.hasSuffix(".textproto") }.sorted()
         #expect(files.count == 10)
         let console = StringConsole()
-        let status = ConformanceRunner.run(files: files.map { dir.appendingPathComponent($0).path }, verbose: true, console: console)
+        let status = ConformanceRunner.run(
+            files: files.map { dir.appendingPathComponent($0).path }, verbose: true, console: console)
         #expect(status == 0, "\(console.stdout)")
         let last = console.stdout.split(separator: "\n").last.map(String.init) ?? ""
         #expect(last.hasPrefix("passed=") && last.contains(" failed=0 "), "\(last)")

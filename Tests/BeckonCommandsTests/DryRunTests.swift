@@ -9,8 +9,9 @@ struct DryRunTests {
         let dir = Snapshot.fixtures.appendingPathComponent("dryrun/\(name)")
         let console = StringConsole()
         let status = DryRunRunner.run(
-            .init(paths: [dir.appendingPathComponent("rules.yaml").path], events: dir.appendingPathComponent("events.jsonl").path,
-                  format: format, keepGoing: true),
+            .init(
+                paths: [dir.appendingPathComponent("rules.yaml").path], events: dir.appendingPathComponent("events.jsonl").path,
+                format: format, keepGoing: true),
             console: console)
         return (status, console)
     }
@@ -19,8 +20,9 @@ struct DryRunTests {
     func table(_ name: String) {
         let (status, console) = run(name, .table)
         #expect(status == 0)
-        Snapshot.assert(Snapshot.relative(console.stdout + (console.stderr.isEmpty ? "" : "--- stderr\n" + console.stderr)),
-                        named: "dryrun/\(name).table.txt")
+        Snapshot.assert(
+            Snapshot.relative(console.stdout + (console.stderr.isEmpty ? "" : "--- stderr\n" + console.stderr)),
+            named: "dryrun/\(name).table.txt")
     }
 
     @Test(arguments: cases)
@@ -37,9 +39,12 @@ struct DryRunTests {
         let dir = Snapshot.fixtures.appendingPathComponent("dryrun/bad_lines")
         let console = StringConsole()
         let status = DryRunRunner.run(
-            .init(paths: [dir.appendingPathComponent("rules.yaml").path], events: dir.appendingPathComponent("events.jsonl").path),
+            .init(
+                paths: [dir.appendingPathComponent("rules.yaml").path], events: dir.appendingPathComponent("events.jsonl").path),
             console: console)
         #expect(status == 1)
-        #expect(Snapshot.relative(console.stderr).contains("dryrun/bad_lines/events.jsonl:3: bad event: missing 'userId' (or 'anonymousId')"))
+        #expect(
+            Snapshot.relative(console.stderr).contains(
+                "dryrun/bad_lines/events.jsonl:3: bad event: missing 'userId' (or 'anonymousId')"))
     }
 }

@@ -14,12 +14,14 @@ enum Snapshot {
         if record || !FileManager.default.fileExists(atPath: url.path) {
             try? FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
             try? actual.write(to: url, atomically: true, encoding: .utf8)
-            Issue.record("recorded snapshot \(name); check it, then run again without BECKON_RECORD", sourceLocation: sourceLocation)
+            Issue.record(
+                "recorded snapshot \(name); check it, then run again without BECKON_RECORD", sourceLocation: sourceLocation)
             return
         }
         let expected = (try? String(contentsOf: url, encoding: .utf8)) ?? ""
         if expected != actual {
-            Issue.record("snapshot \(name) differs.\n--- expected\n\(expected)\n--- actual\n\(actual)", sourceLocation: sourceLocation)
+            Issue.record(
+                "snapshot \(name) differs.\n--- expected\n\(expected)\n--- actual\n\(actual)", sourceLocation: sourceLocation)
         }
     }
 

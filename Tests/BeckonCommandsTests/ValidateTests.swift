@@ -25,14 +25,14 @@ struct ValidateTests {
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
         try """
-            version: 1
-            campaign: welcome
-            rules:
-              - id: greet
-                on: Signed In
-                do:
-                  - message: { surface: launch, title: Hi }
-            """.write(to: dir.appendingPathComponent("welcome.yaml"), atomically: true, encoding: .utf8)
+        version: 1
+        campaign: welcome
+        rules:
+          - id: greet
+            on: Signed In
+            do:
+              - message: { surface: launch, title: Hi }
+        """.write(to: dir.appendingPathComponent("welcome.yaml"), atomically: true, encoding: .utf8)
         let console = StringConsole()
         #expect(ValidateRunner.run(paths: [dir.path], console: console) == 0)
         #expect(console.stdout == "1 file, 1 rule: 0 errors, 0 warnings\n")

@@ -1,5 +1,5 @@
-import Foundation
 import BeckonCore
+import Foundation
 import Testing
 
 struct TriggerTests {
@@ -25,24 +25,33 @@ struct TriggerTests {
 
     @Test func attributeChangeAnyValue() throws {
         let rs = try load(campaign(on: "on_change: plan"))
-        let events = [identify(at: "2026-01-05T09:00:00Z", [("plan", "free")]),
-                      identify(at: "2026-01-05T10:00:00Z", [("plan", "free")]),  // same value: no change
-                      identify(at: "2026-01-05T11:00:00Z", [("plan", "pro")])]
+        let events = [
+            identify(at: "2026-01-05T09:00:00Z", [("plan", "free")]),
+            identify(at: "2026-01-05T10:00:00Z", [("plan", "free")]),  // same value: no change
+            identify(at: "2026-01-05T11:00:00Z", [("plan", "pro")]),
+        ]
         #expect(fired(rs, events).map(\.time) == [t("2026-01-05T09:00:00Z"), t("2026-01-05T11:00:00Z")])
     }
 
     @Test func attributeChangesTo() throws {
         let rs = try load(campaign(on: "on_change: plan\n    to: [pro, enterprise]"))
-        let events = [identify(at: "2026-01-05T09:00:00Z", [("plan", "free")]),
-                      identify(at: "2026-01-05T10:00:00Z", [("plan", "pro")])]
+        let events = [
+            identify(at: "2026-01-05T09:00:00Z", [("plan", "free")]),
+            identify(at: "2026-01-05T10:00:00Z", [("plan", "pro")]),
+        ]
         #expect(fired(rs, events).map(\.time) == [t("2026-01-05T10:00:00Z")])
     }
 
     @Test func attributeChangesFromTo() throws {
         let rs = try load(campaign(on: "on_change: plan\n    from: pro\n    to: free"))
-        let a = [identify(at: "2026-01-05T09:00:00Z", [("plan", "pro")]), identify(at: "2026-01-05T10:00:00Z", [("plan", "free")])]
+        let a = [
+            identify(at: "2026-01-05T09:00:00Z", [("plan", "pro")]), identify(at: "2026-01-05T10:00:00Z", [("plan", "free")]),
+        ]
         #expect(fired(rs, a).count == 1)
-        let b = [identify(at: "2026-01-05T09:00:00Z", [("plan", "enterprise")]), identify(at: "2026-01-05T10:00:00Z", [("plan", "free")])]
+        let b = [
+            identify(at: "2026-01-05T09:00:00Z", [("plan", "enterprise")]),
+            identify(at: "2026-01-05T10:00:00Z", [("plan", "free")]),
+        ]
         #expect(fired(rs, b).isEmpty)
     }
 
@@ -52,7 +61,8 @@ struct TriggerTests {
     }
 
     @Test func setActionTriggersOnChangeRules() throws {
-        let rs = try load("""
+        let rs = try load(
+            """
             version: 1
             ruleset: r
             rules:
@@ -73,7 +83,8 @@ struct TriggerTests {
     }
 
     @Test func cascadesStopAtTheDepthLimit() throws {
-        let rs = try load("""
+        let rs = try load(
+            """
             version: 1
             ruleset: r
             rules:
@@ -109,7 +120,8 @@ struct ConditionTests {
     }
 
     @Test func audienceAppliesToEveryRuleOfTheFile() throws {
-        let rs = try load("""
+        let rs = try load(
+            """
             version: 1
             campaign: c
             audience: context.locale in ["en_US", "de"]
@@ -127,12 +139,15 @@ struct ConditionTests {
 
     @Test func contextFallsBackToTheLastSeenValue() throws {
         let rs = try load(campaign(if: "context.locale == \"de\""))
-        let events = [track("Other", at: "2026-01-05T08:00:00Z", context: [("locale", "de")]), track("Opened", at: "2026-01-05T09:00:00Z")]
+        let events = [
+            track("Other", at: "2026-01-05T08:00:00Z", context: [("locale", "de")]), track("Opened", at: "2026-01-05T09:00:00Z"),
+        ]
         #expect(fired(rs, events).count == 1)
     }
 
     @Test func segmentsAreNamedConditions() throws {
-        let rs = try load("""
+        let rs = try load(
+            """
             version: 1
             campaign: c
             segments:
@@ -150,27 +165,34 @@ struct ConditionTests {
     }
 
     @Test func historyFunctions() throws {
-        let rs = try load(campaign(if: """
-            count("Opened", "lifetime") == 3 && count("Saved", "24h") == 1 && seen("Saved") && !seen("Never") && \
-            days_since("Saved") == 0 && days_since(timestamp("2026-01-01T09:30:00Z")) == 2 && last_seen("Saved") < now && first_seen("Opened") < last_seen("Opened")
-            """))
-        let events = [track("Opened", at: "2026-01-01T09:00:00Z"), track("Opened", at: "2026-01-02T09:00:00Z"),
-                      track("Saved", at: "2026-01-02T10:00:00Z"), track("Opened", at: "2026-01-03T09:30:00Z")]
+        let rs = try load(
+            campaign(
+                if: """
+                    count("Opened", "lifetime") == 3 && count("Saved", "24h") == 1 && seen("Saved") && !seen("Never") && \
+                    days_since("Saved") == 0 && days_since(timestamp("2026-01-01T09:30:00Z")) == 2 && last_seen("Saved") < now && first_seen("Opened") < last_seen("Opened")
+                    """))
+        let events = [
+            track("Opened", at: "2026-01-01T09:00:00Z"), track("Opened", at: "2026-01-02T09:00:00Z"),
+            track("Saved", at: "2026-01-02T10:00:00Z"), track("Opened", at: "2026-01-03T09:30:00Z"),
+        ]
         #expect(fired(rs, events).count == 1)
     }
 
     @Test func countWithAPropertyFilter() throws {
         let rs = try load(campaign(if: "count(\"Message Accepted\", \"lifetime\", {\"rule\": \"r\"}) == 0"))
-        let events = [track("Opened", at: "2026-01-01T09:00:00Z"),
-                      track("Message Accepted", at: "2026-01-01T09:01:00Z", props: [("rule", "other")]),
-                      track("Opened", at: "2026-01-02T09:00:00Z"),
-                      track("Message Accepted", at: "2026-01-02T09:01:00Z", props: [("rule", "r")]),
-                      track("Opened", at: "2026-01-03T09:00:00Z")]
+        let events = [
+            track("Opened", at: "2026-01-01T09:00:00Z"),
+            track("Message Accepted", at: "2026-01-01T09:01:00Z", props: [("rule", "other")]),
+            track("Opened", at: "2026-01-02T09:00:00Z"),
+            track("Message Accepted", at: "2026-01-02T09:01:00Z", props: [("rule", "r")]),
+            track("Opened", at: "2026-01-03T09:00:00Z"),
+        ]
         #expect(fired(rs, events).map(\.time) == [t("2026-01-01T09:00:00Z"), t("2026-01-02T09:00:00Z")])
     }
 
     @Test func campaignWindowIsInclusiveStartExclusiveEnd() throws {
-        let rs = try load("""
+        let rs = try load(
+            """
             version: 1
             campaign: c
             start: 2026-01-05T00:00:00Z
@@ -208,19 +230,24 @@ struct LimitTests {
     @Test func perSessionResetsAfterInactivity() throws {
         let rs = try load(campaign(limit: "{ per_session: 1 }"))
         // Default sessions: a new one after 30 minutes without events.
-        let out = fired(rs, opens(["2026-01-01T09:00:00Z", "2026-01-01T09:10:00Z", "2026-01-01T09:39:59Z", "2026-01-01T10:10:00Z"]))
+        let out = fired(
+            rs, opens(["2026-01-01T09:00:00Z", "2026-01-01T09:10:00Z", "2026-01-01T09:39:59Z", "2026-01-01T10:10:00Z"]))
         #expect(out.map(\.time) == [t("2026-01-01T09:00:00Z"), t("2026-01-01T10:10:00Z")])
     }
 
     @Test func perSessionWithStartEvents() throws {
-        let rs = try load(campaign(on: "on: Tapped", limit: "{ per_session: 1 }"), settings: """
-            version: 1
-            settings: s
-            sessions: { start_on: [Opened], timeout: 2h }
-            """)
-        let events = [track("Opened", at: "2026-01-01T09:00:00Z"), track("Tapped", at: "2026-01-01T09:01:00Z"),
-                      track("Tapped", at: "2026-01-01T09:02:00Z"), track("Opened", at: "2026-01-01T09:03:00Z"),
-                      track("Tapped", at: "2026-01-01T09:04:00Z")]
+        let rs = try load(
+            campaign(on: "on: Tapped", limit: "{ per_session: 1 }"),
+            settings: """
+                version: 1
+                settings: s
+                sessions: { start_on: [Opened], timeout: 2h }
+                """)
+        let events = [
+            track("Opened", at: "2026-01-01T09:00:00Z"), track("Tapped", at: "2026-01-01T09:01:00Z"),
+            track("Tapped", at: "2026-01-01T09:02:00Z"), track("Opened", at: "2026-01-01T09:03:00Z"),
+            track("Tapped", at: "2026-01-01T09:04:00Z"),
+        ]
         #expect(fired(rs, events).map(\.time) == [t("2026-01-01T09:01:00Z"), t("2026-01-01T09:04:00Z")])
     }
 
@@ -245,8 +272,12 @@ struct LimitTests {
 
     @Test func rollingCountsMoreThanOne() throws {
         let rs = try load(campaign(limit: "{ per_day: 2 }"))
-        let out = fired(rs, opens(["2026-01-01T09:00:00Z", "2026-01-01T10:00:00Z", "2026-01-01T11:00:00Z", "2026-01-02T09:00:00Z",
-                                   "2026-01-02T09:30:00Z"]))
+        let out = fired(
+            rs,
+            opens([
+                "2026-01-01T09:00:00Z", "2026-01-01T10:00:00Z", "2026-01-01T11:00:00Z", "2026-01-02T09:00:00Z",
+                "2026-01-02T09:30:00Z",
+            ]))
         // At 2026-01-02T09:00 the window (01T09:00, 02T09:00] holds one fire (10:00); at 09:30 it holds two.
         #expect(out.map(\.time) == [t("2026-01-01T09:00:00Z"), t("2026-01-01T10:00:00Z"), t("2026-01-02T09:00:00Z")])
     }
@@ -274,7 +305,8 @@ struct LimitTests {
     }
 
     @Test func defaultsApplyKeyByKey() throws {
-        let rs = try load("""
+        let rs = try load(
+            """
             version: 1
             campaign: c
             defaults:
@@ -288,7 +320,8 @@ struct LimitTests {
                 on: Opened
                 do: [ { deep_link: "app://inherited" } ]
             """)
-        let out = fired(rs, opens(["2026-01-01T09:00:00Z", "2026-01-01T10:00:00Z", "2026-01-02T10:00:00Z", "2026-01-03T10:00:00Z"]))
+        let out = fired(
+            rs, opens(["2026-01-01T09:00:00Z", "2026-01-01T10:00:00Z", "2026-01-02T10:00:00Z", "2026-01-03T10:00:00Z"]))
         // `own` keeps the default cooldown but its own per_user of 3.
         #expect(out.filter { $0.rule == "own" }.count == 3)
         #expect(out.filter { $0.rule == "inherited" }.count == 1)
@@ -300,7 +333,8 @@ struct LimitTests {
             settings: s
             global_limit: { per_session: 1, per_day: 2 }
             """
-        let rs = try load("""
+        let rs = try load(
+            """
             version: 1
             campaign: c
             rules:
@@ -314,9 +348,11 @@ struct LimitTests {
                 on: Saved
                 do: [ { deep_link: "app://not-a-message" } ]
             """, settings: settings)
-        let events = [track("Opened", at: "2026-01-01T09:00:00Z"), track("Saved", at: "2026-01-01T09:05:00Z"),
-                      track("Opened", at: "2026-01-01T11:00:00Z"), track("Opened", at: "2026-01-01T13:00:00Z"),
-                      track("Opened", at: "2026-01-02T09:00:01Z")]
+        let events = [
+            track("Opened", at: "2026-01-01T09:00:00Z"), track("Saved", at: "2026-01-01T09:05:00Z"),
+            track("Opened", at: "2026-01-01T11:00:00Z"), track("Opened", at: "2026-01-01T13:00:00Z"),
+            track("Opened", at: "2026-01-02T09:00:01Z"),
+        ]
         let out = fired(rs, events)
         let messageTimes: [Int64] = out.filter { $0.kind == "message" }.map(\.time)
         let expected: [Int64] = [t("2026-01-01T09:00:00Z"), t("2026-01-01T11:00:00Z"), t("2026-01-02T09:00:01Z")]
@@ -359,10 +395,13 @@ struct ArbitrationTests {
     }
 
     @Test func aLimitedRuleDoesNotTakePartInArbitration() throws {
-        let rs = try load(yaml.replacingOccurrences(of: "priority: 10\n    do: [ { message: { surface: launch, title: High } } ]",
-                                                    with: "priority: 10\n    limit: { per_user: 1 }\n    do: [ { message: { surface: launch, title: High } } ]"))
+        let rs = try load(
+            yaml.replacingOccurrences(
+                of: "priority: 10\n    do: [ { message: { surface: launch, title: High } } ]",
+                with: "priority: 10\n    limit: { per_user: 1 }\n    do: [ { message: { surface: launch, title: High } } ]"))
         let out = fired(rs, [track("Opened", at: "2026-01-01T09:00:00Z"), track("Opened", at: "2026-01-01T10:00:00Z")])
-        #expect(out.filter { $0.kind == "message" && $0.time == t("2026-01-01T10:00:00Z") }.map(\.rule) == ["tie", "other_surface"])
+        #expect(
+            out.filter { $0.kind == "message" && $0.time == t("2026-01-01T10:00:00Z") }.map(\.rule) == ["tie", "other_surface"])
     }
 }
 
@@ -373,23 +412,30 @@ struct ActionTests {
     }
 
     @Test func message() throws {
-        let a = try #require(try one("""
-            message:
-                      surface: launch
-                      template: modal
-                      title: "Hello ${user.id}"
-                      body: Body
-                      image: hero.png
-                      buttons:
-                        - { label: Go, deep_link: "app://go" }
-                        - { label: Later, action: dismiss }
-            """).first)
+        let a = try #require(
+            try one(
+                """
+                message:
+                          surface: launch
+                          template: modal
+                          title: "Hello ${user.id}"
+                          body: Body
+                          image: hero.png
+                          buttons:
+                            - { label: Go, deep_link: "app://go" }
+                            - { label: Later, action: dismiss }
+                """
+            ).first)
         #expect(a.kind == "message")
-        #expect(a.json.contains(#""message":{"surface":"launch","template":"modal","title":"Hello u1","body":"Body","image":"hero.png","buttons":[{"label":"Go","deep_link":"app://go"},{"label":"Later","action":"dismiss"}]}"#))
+        #expect(
+            a.json.contains(
+                #""message":{"surface":"launch","template":"modal","title":"Hello u1","body":"Body","image":"hero.png","buttons":[{"label":"Go","deep_link":"app://go"},{"label":"Later","action":"dismiss"}]}"#
+            ))
     }
 
     @Test func screenWithParams() throws {
-        let a = try #require(try one("screen: { id: email_input, params: { email: \"${event.properties.email.trim()}\", step: 2 } }").first)
+        let a = try #require(
+            try one("screen: { id: email_input, params: { email: \"${event.properties.email.trim()}\", step: 2 } }").first)
         #expect(a.json.contains(#""screen":"email_input","params":{"email":"User@Example.com","step":2}"#))
     }
 
@@ -402,7 +448,8 @@ struct ActionTests {
     }
 
     @Test func notifyAndMarkRead() throws {
-        let rs = try load("""
+        let rs = try load(
+            """
             version: 1
             ruleset: inbox
             rules:
@@ -417,9 +464,13 @@ struct ActionTests {
             """)
         let engine = Engine(ruleSet: rs)
         let a = engine.process(track("Signed In", at: "2026-01-05T09:00:00Z")).actions
-        #expect(a.first?.json.contains(#""notification":{"id":"welcome","sender":"Team","message":"Welcome!","link":"app://stamp/welcome"},"unread":1"#) == true)
+        #expect(
+            a.first?.json.contains(
+                #""notification":{"id":"welcome","sender":"Team","message":"Welcome!","link":"app://stamp/welcome"},"unread":1"#)
+                == true)
         #expect(engine.profile(of: "u1")?.unreadCount == 1)
-        let b = engine.process(track("Notification Opened", at: "2026-01-05T09:01:00Z", props: [("notification_id", "welcome")])).actions
+        let b = engine.process(track("Notification Opened", at: "2026-01-05T09:01:00Z", props: [("notification_id", "welcome")]))
+            .actions
         #expect(b.first?.json.contains(#""notification":{"id":"welcome"},"found":true,"unread":0"#) == true)
         #expect(engine.profile(of: "u1")?.inbox.first?.read == true)
     }
@@ -429,21 +480,25 @@ struct ActionTests {
     }
 
     @Test func emitWithComputedPayload() throws {
-        let a = try #require(try one("""
-            emit:
-                      event: AppInstall
-                      payload:
-                        event_id: "${sha256('AppInstall:' + user.id)}"
-                        user_data: { em: "${sha256(event.properties.email.trim().lowerAscii())}" }
-                        tracking: true
-            """).first)
+        let a = try #require(
+            try one(
+                """
+                emit:
+                          event: AppInstall
+                          payload:
+                            event_id: "${sha256('AppInstall:' + user.id)}"
+                            user_data: { em: "${sha256(event.properties.email.trim().lowerAscii())}" }
+                            tracking: true
+                """
+            ).first)
         #expect(a["event"]?.stringValue == "AppInstall")
         #expect(a.json.contains(#""user_data":{"em":"b4c9a289323b21a01c3e940f150eb9b8c542587f1abfd8f0e1cc1ffc5e475514"}"#))
         #expect(a.json.contains(#""tracking":true"#))
     }
 
     @Test func setAndUnset() throws {
-        let rs = try load("""
+        let rs = try load(
+            """
             version: 1
             ruleset: r
             rules:

@@ -44,8 +44,10 @@ struct ExpressionTests {
         #expect(same(eval(text, ["m": .map(ValueMap())]), expected))
     }
 
-    @Test(arguments: ["m.missing && true", "m.missing || false", "!m.missing", "1 / 0", "9223372036854775807 + 1", "[1][5]",
-                      "m.missing == 1 ? 1 : 2", "int('x')"])
+    @Test(arguments: [
+        "m.missing && true", "m.missing || false", "!m.missing", "1 / 0", "9223372036854775807 + 1", "[1][5]",
+        "m.missing == 1 ? 1 : 2", "int('x')",
+    ])
     func errors(_ text: String) {
         #expect(eval(text, ["m": .map(ValueMap())]).isError, "\(text) should fail")
     }

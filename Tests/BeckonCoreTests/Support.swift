@@ -16,7 +16,9 @@ final class TestEnvironment: ExpressionEnvironment {
 func eval(_ text: String, _ bindings: [String: Value] = [:]) -> Value {
     let env = TestEnvironment(bindings.mapValues { _ in CELType.dyn })
     let c = ExprCompiler(environment: env)
-    guard let e = c.compile(text) else { return .error(EvalError("compile: " + c.problems.map(\.message).joined(separator: "; "))) }
+    guard let e = c.compile(text) else {
+        return .error(EvalError("compile: " + c.problems.map(\.message).joined(separator: "; ")))
+    }
     let scope = EvalScope()
     scope.bindings = bindings
     return e.evaluate(scope)
@@ -30,7 +32,9 @@ func problems(_ text: String, _ names: [String: CELType] = [:]) -> [ExprProblem]
 }
 
 /// Loads rule files given as YAML texts; fails the test with the rendered diagnostics when they do not load.
-func load(_ yaml: String, settings: String? = nil, sourceLocation: Testing.SourceLocation = #_sourceLocation) throws -> CompiledRuleSet {
+func load(
+    _ yaml: String, settings: String? = nil, sourceLocation: Testing.SourceLocation = #_sourceLocation
+) throws -> CompiledRuleSet {
     var texts: [(path: String, text: String)] = [("rules.yaml", yaml)]
     if let settings { texts.append(("settings.yaml", settings)) }
     let r = RuleLoader.load(texts: texts)
@@ -53,10 +57,13 @@ func diagnostics(_ yaml: String, settings: String? = nil) -> [Diagnostic] {
 /// Milliseconds of an RFC 3339 time.
 func t(_ s: String) -> Int64 { Timestamp.parse(s)!.milliseconds }
 
-func track(_ name: String, _ user: String = "u1", at time: String, id: String? = nil, props: [(String, Value)] = [],
-           context: [(String, Value)] = []) -> Event {
-    Event(kind: .track, name: name, userID: user, timestamp: t(time), messageID: id, properties: ValueMap(props),
-          context: ValueMap(context))
+func track(
+    _ name: String, _ user: String = "u1", at time: String, id: String? = nil, props: [(String, Value)] = [],
+    context: [(String, Value)] = []
+) -> Event {
+    Event(
+        kind: .track, name: name, userID: user, timestamp: t(time), messageID: id, properties: ValueMap(props),
+        context: ValueMap(context))
 }
 
 func identify(_ user: String = "u1", at time: String, _ traits: [(String, Value)]) -> Event {
@@ -80,8 +87,10 @@ func verdicts(_ ruleSet: CompiledRuleSet, _ events: [Event]) -> [[String]] {
 }
 
 /// A one-rule campaign around a trigger, condition and limit, with a simple message.
-func campaign(on trigger: String = "on: Opened", where w: String? = nil, if c: String? = nil, limit: String? = nil,
-              extra: String = "", actions: String? = nil) -> String {
+func campaign(
+    on trigger: String = "on: Opened", where w: String? = nil, if c: String? = nil, limit: String? = nil,
+    extra: String = "", actions: String? = nil
+) -> String {
     var s = """
         version: 1
         campaign: c
@@ -94,10 +103,11 @@ func campaign(on trigger: String = "on: Opened", where w: String? = nil, if c: S
     if let c { s += "    if: '\(c)'\n" }
     if let limit { s += "    limit: \(limit)\n" }
     if !extra.isEmpty { s += extra }
-    s += actions ?? """
-            do:
-              - message: { surface: launch, title: Hi }
+    s +=
+        actions ?? """
+                do:
+                  - message: { surface: launch, title: Hi }
 
-        """
+            """
     return s
 }

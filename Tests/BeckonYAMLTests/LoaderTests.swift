@@ -51,14 +51,19 @@ struct LoaderTests {
 
     @Test func yesAndOnStayStrings() throws {
         // YAML 1.2: `on` as a key and `yes` as a value are strings, not booleans.
-        let r = RuleLoader.load(texts: [("f.yaml", """
-            version: 1
-            campaign: c
-            rules:
-              - id: r
-                on: yes
-                do: [ { set: { answer: no } } ]
-            """)])
+        let r = RuleLoader.load(texts: [
+            (
+                "f.yaml",
+                """
+                version: 1
+                campaign: c
+                rules:
+                  - id: r
+                    on: yes
+                    do: [ { set: { answer: no } } ]
+                """
+            )
+        ])
         let rs = try #require(r.ruleSet)
         #expect(rs.eventIDs["yes"] != nil)
     }
@@ -72,7 +77,10 @@ struct LoaderTests {
     @Test func everyProblemOfEveryFileIsReported() {
         let r = RuleLoader.load(texts: [
             ("a.yaml", "version: 1\ncampaign: a\nrules:\n  - id: r\n    on: x\n    if: nope(\n    do: [ { prompt: atx } ]\n"),
-            ("b.yaml", "version: 1\ncampaign: b\nrules:\n  - id: r\n    on: x\n    limit: { per_dya: 1 }\n    do: [ { prompt: att } ]\n"),
+            (
+                "b.yaml",
+                "version: 1\ncampaign: b\nrules:\n  - id: r\n    on: x\n    limit: { per_dya: 1 }\n    do: [ { prompt: att } ]\n"
+            ),
         ])
         #expect(Set(r.diagnostics.map(\.location.file)) == ["a.yaml", "b.yaml"])
         #expect(r.diagnostics.map(\.id.rawValue).sorted() == ["expression_syntax", "invalid_action", "unknown_key"])

@@ -28,7 +28,9 @@ public enum ConformanceRunner {
             console.out("\((f as NSString).lastPathComponent): passed=\(r.passed) failed=\(r.failed) skipped=\(r.skipped)\n")
             if verbose {
                 for fail in r.failures { console.out("  FAIL \(fail)\n") }
-                for (reason, n) in r.skipReasons.sorted(by: { $0.value > $1.value }) { console.out("  skipped \(n): \(reason)\n") }
+                for (reason, n) in r.skipReasons.sorted(by: { $0.value > $1.value }) {
+                    console.out("  skipped \(n): \(reason)\n")
+                }
             }
             total.passed += r.passed
             total.failed += r.failed
@@ -143,11 +145,13 @@ public enum ConformanceRunner {
     /// Syntax and names outside Beckon's subset.
     static func exprOutOfSubset(_ e: String) -> String? {
         if e.contains("?.") || e.contains(".?") || e.contains("[?") || e.contains("optional.") { return "optional types" }
-        let outside = ["TestAllTypes", "NestedTestAllTypes", "GlobalEnum", "proto2", "proto3", "google.protobuf.Any",
-                       "google.protobuf.Value", "google.protobuf.Struct", "google.protobuf.ListValue", "Wrapper", "Value{",
-                       "google.protobuf.NullValue", "google.protobuf.Int", "google.protobuf.UInt", "google.protobuf.Bool",
-                       "google.protobuf.String", "google.protobuf.Bytes", "google.protobuf.Double", "google.protobuf.Float",
-                       "google.protobuf.FieldMask", "google.protobuf.Empty", "cel.", "math.", "strings.", "enum"]
+        let outside = [
+            "TestAllTypes", "NestedTestAllTypes", "GlobalEnum", "proto2", "proto3", "google.protobuf.Any",
+            "google.protobuf.Value", "google.protobuf.Struct", "google.protobuf.ListValue", "Wrapper", "Value{",
+            "google.protobuf.NullValue", "google.protobuf.Int", "google.protobuf.UInt", "google.protobuf.Bool",
+            "google.protobuf.String", "google.protobuf.Bytes", "google.protobuf.Double", "google.protobuf.Float",
+            "google.protobuf.FieldMask", "google.protobuf.Empty", "cel.", "math.", "strings.", "enum",
+        ]
         for o in outside where e.contains(o) { return "protobuf messages, enums and extensions" }
         // Message literals: an identifier followed by '{'.
         let scalars = Array(e.unicodeScalars)
@@ -249,10 +253,11 @@ public enum ConformanceRunner {
         case "type_value": return .type(scalar())
         case "list_value":
             guard case .message(let l) = raw else { return .list([]) }
-            return .list(try l.all("values").map { x in
-                guard case .message(let m) = x else { throw OutOfSubset(reason: "bad list") }
-                return try value(m)
-            })
+            return .list(
+                try l.all("values").map { x in
+                    guard case .message(let m) = x else { throw OutOfSubset(reason: "bad list") }
+                    return try value(m)
+                })
         case "map_value":
             guard case .message(let m) = raw else { return .map(ValueMap()) }
             var pairs: [(Value, Value)] = []
@@ -267,8 +272,12 @@ public enum ConformanceRunner {
             }
             let seconds = Int64(fields.string("seconds") ?? "0") ?? 0
             let nanos = Int32(fields.string("nanos") ?? "0") ?? 0
-            if typeURL.hasSuffix("google.protobuf.Duration]") { return .duration(try TimeDuration(seconds: seconds, nanos: nanos)) }
-            if typeURL.hasSuffix("google.protobuf.Timestamp]") { return .timestamp(try Timestamp(seconds: seconds, nanos: nanos)) }
+            if typeURL.hasSuffix("google.protobuf.Duration]") {
+                return .duration(try TimeDuration(seconds: seconds, nanos: nanos))
+            }
+            if typeURL.hasSuffix("google.protobuf.Timestamp]") {
+                return .timestamp(try Timestamp(seconds: seconds, nanos: nanos))
+            }
             throw OutOfSubset(reason: "protobuf messages, enums and extensions")
         case "enum_value": throw OutOfSubset(reason: "protobuf messages, enums and extensions")
         default: throw OutOfSubset(reason: "value kind \(name)")

@@ -26,7 +26,9 @@ final class TextProto {
         return nil
     }
 
-    func bool(_ name: String) -> Bool { if case .scalar(let s)? = self[name] { return s == "true" || s == "True" || s == "t" || s == "1" } else { return false } }
+    func bool(_ name: String) -> Bool {
+        if case .scalar(let s)? = self[name] { return s == "true" || s == "True" || s == "t" || s == "1" } else { return false }
+    }
 
     struct ParseError: Error, CustomStringConvertible {
         var message: String

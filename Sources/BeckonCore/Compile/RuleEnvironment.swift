@@ -50,7 +50,8 @@ final class SymbolTable {
     /// The series of an event (with an optional property filter), kept for at least `retention` ms.
     func eventSeries(_ eventID: Int32, filter: [(slot: Int, value: Value)], retention: Int64, lifetime: Bool) -> Int32 {
         let key = "e\(eventID)|" + filter.map { "\($0.slot)=\(JSONWriter.encode($0.value))" }.joined(separator: ",")
-        return upsertSeries(key, SeriesSpec(source: .event(eventID, filter: filter), retentionMs: retention, keepsLifetime: lifetime))
+        return upsertSeries(
+            key, SeriesSpec(source: .event(eventID, filter: filter), retentionMs: retention, keepsLifetime: lifetime))
     }
 
     func upsertSeries(_ key: String, _ spec: SeriesSpec) -> Int32 {
@@ -117,7 +118,9 @@ final class RuleEnvironment: ExpressionEnvironment {
         case "user": return userVariable()
         case "context": return contextVariable()
         case "now":
-            return VariableBinding(type: .timestamp) { _, _, _ in ({ s in .timestamp(Timestamp(milliseconds: s.now)) }, .timestamp, 0) }
+            return VariableBinding(type: .timestamp) { _, _, _ in
+                ({ s in .timestamp(Timestamp(milliseconds: s.now)) }, .timestamp, 0)
+            }
         case "change" where hasChange: return changeVariable()
         case "inbox": return inboxVariable()
         default:
@@ -131,8 +134,10 @@ final class RuleEnvironment: ExpressionEnvironment {
 
     private static func noField(_ variable: String, _ field: String, _ fields: [String], _ span: SourceSpan) -> ExprProblem {
         let hint = Suggest.nearest(field, in: fields)
-        return ExprProblem("'\(variable)' has no field '\(field)'" + (hint.map { "; did you mean '\($0)'?" } ?? "; its fields: " + fields.joined(separator: ", ")),
-                           span, id: "unknown_identifier", suggestion: hint)
+        return ExprProblem(
+            "'\(variable)' has no field '\(field)'"
+                + (hint.map { "; did you mean '\($0)'?" } ?? "; its fields: " + fields.joined(separator: ", ")),
+            span, id: "unknown_identifier", suggestion: hint)
     }
 
     private func eventVariable() -> VariableBinding {
@@ -158,10 +163,12 @@ final class RuleEnvironment: ExpressionEnvironment {
                 if testOnly && path.count == 2 {
                     return ({ s in .bool(s.event?.properties[slot] != nil) }, .bool, 2)
                 }
-                return ({ s in
-                    if let v = s.event?.properties[slot] { return v }
-                    return .error(.noSuchKey(key))
-                }, .dyn, 2)
+                return (
+                    { s in
+                        if let v = s.event?.properties[slot] { return v }
+                        return .error(.noSuchKey(key))
+                    }, .dyn, 2
+                )
             case "context":
                 let (ev, t, n) = try RuleEnvironment.contextSelect(symbols, Array(path.dropFirst()), testOnly, span)
                 return (ev, t, n + 1)
@@ -175,7 +182,8 @@ final class RuleEnvironment: ExpressionEnvironment {
                 }
                 return ({ s in s.event?.traits.first { $0.name == key }?.value ?? .error(.noSuchKey(key)) }, .dyn, 2)
             default:
-                throw RuleEnvironment.noField("event", first, ["name", "type", "timestamp", "messageId", "properties", "context", "traits"], span)
+                throw RuleEnvironment.noField(
+                    "event", first, ["name", "type", "timestamp", "messageId", "properties", "context", "traits"], span)
             }
         }
     }
@@ -205,10 +213,12 @@ final class RuleEnvironment: ExpressionEnvironment {
             if testOnly && path.count == 1 {
                 return ({ s in .bool(s.profile?.attributes[slot] != nil) }, .bool, 1)
             }
-            return ({ s in
-                if let v = s.profile?.attributes[slot] { return v }
-                return .error(EvalError("user attribute '\(key)' is not set"))
-            }, .dyn, 1)
+            return (
+                { s in
+                    if let v = s.profile?.attributes[slot] { return v }
+                    return .error(EvalError("user attribute '\(key)' is not set"))
+                }, .dyn, 1
+            )
         }
     }
 
@@ -227,7 +237,9 @@ final class RuleEnvironment: ExpressionEnvironment {
     }
 
     /// `context.FIELD`: from the event, else the last value seen for the user.
-    static func contextSelect(_ symbols: SymbolTable, _ path: [String], _ testOnly: Bool, _ span: SourceSpan)
+    static func contextSelect(
+        _ symbols: SymbolTable, _ path: [String], _ testOnly: Bool, _ span: SourceSpan
+    )
         throws(ExprProblem) -> (Eval, CELType, Int)
     {
         guard let key = path.first else {
@@ -237,19 +249,23 @@ final class RuleEnvironment: ExpressionEnvironment {
         if testOnly && path.count == 1 {
             return ({ s in .bool(s.event?.context[slot] != nil || s.profile?.context[slot] != nil) }, .bool, 1)
         }
-        return ({ s in
-            if let v = s.event?.context[slot] ?? s.profile?.context[slot] { return v }
-            return .error(EvalError("context field '\(key)' is unknown for this user"))
-        }, .dyn, 1)
+        return (
+            { s in
+                if let v = s.event?.context[slot] ?? s.profile?.context[slot] { return v }
+                return .error(EvalError("context field '\(key)' is unknown for this user"))
+            }, .dyn, 1
+        )
     }
 
     private func changeVariable() -> VariableBinding {
         VariableBinding(type: .dyn) { path, _, span throws(ExprProblem) in
             guard let f = path.first else {
-                return ({ s in
-                    guard let c = s.change else { return .null }
-                    return .map(ValueMap([("attribute", .string(c.attribute)), ("from", c.from), ("to", c.to)]))
-                }, .map(.string, .dyn), 0)
+                return (
+                    { s in
+                        guard let c = s.change else { return .null }
+                        return .map(ValueMap([("attribute", .string(c.attribute)), ("from", c.from), ("to", c.to)]))
+                    }, .map(.string, .dyn), 0
+                )
             }
             switch f {
             case "attribute": return ({ s in .string(s.change?.attribute ?? "") }, .string, 1)
@@ -263,8 +279,9 @@ final class RuleEnvironment: ExpressionEnvironment {
     private func inboxVariable() -> VariableBinding {
         VariableBinding(type: .dyn) { path, _, span throws(ExprProblem) in
             guard let f = path.first else {
-                throw ExprProblem("use a field of the inbox: inbox.unread, inbox.total, inbox.ids, inbox.unread_ids", span,
-                                  id: "expression_type")
+                throw ExprProblem(
+                    "use a field of the inbox: inbox.unread, inbox.total, inbox.ids, inbox.unread_ids", span,
+                    id: "expression_type")
             }
             switch f {
             case "unread": return ({ s in .int(Int64(s.profile?.unreadCount ?? 0)) }, .int, 1)
@@ -290,7 +307,8 @@ final class RuleEnvironment: ExpressionEnvironment {
             return CustomFunction(usage: "seen(\"Event Name\")") { [self] args, span, c throws(ExprProblem) in
                 try compileSeen(name, args, span, c)
             }
-        case "days_since": return CustomFunction(usage: "days_since(\"Event Name\") or days_since(timestamp)", compile: compileDaysSince)
+        case "days_since":
+            return CustomFunction(usage: "days_since(\"Event Name\") or days_since(timestamp)", compile: compileDaysSince)
         default: return nil
         }
     }
@@ -310,8 +328,9 @@ final class RuleEnvironment: ExpressionEnvironment {
     private func compileCount(_ args: [Expr], _ span: SourceSpan, _ c: ExprCompiler) throws(ExprProblem) -> CompiledNode {
         let usage = "count(\"E_Opened_App\", \"7d\")"
         guard args.count == 2 || args.count == 3 else {
-            throw ExprProblem("count() takes an event name, a window and optionally a property filter, like \(usage)", span,
-                              id: "expression_type")
+            throw ExprProblem(
+                "count() takes an event name, a window and optionally a property filter, like \(usage)", span,
+                id: "expression_type")
         }
         let name = try constantString(args[0], c, what: "the event name", usage: usage)
         let windowText = try constantString(args[1], c, what: "the window", usage: usage)
@@ -322,8 +341,9 @@ final class RuleEnvironment: ExpressionEnvironment {
         if args.count == 3 {
             let f = c.compileNode(args[2])
             guard let fv = f.constant, case .map(let m) = fv else {
-                throw ExprProblem("the filter must be a map of property names to values, like {\"rule\": \"welcome\"}", args[2].span,
-                                  id: "expression_type")
+                throw ExprProblem(
+                    "the filter must be a map of property names to values, like {\"rule\": \"welcome\"}", args[2].span,
+                    id: "expression_type")
             }
             for (k, v) in m.entries {
                 guard case .string(let key) = k else {
@@ -336,18 +356,24 @@ final class RuleEnvironment: ExpressionEnvironment {
         let series = symbols.eventSeries(id, filter: filter, retention: window.retentionMs, lifetime: window == .lifetime)
         switch window {
         case .lifetime:
-            return CompiledNode(type: .int, eval: { s in .int(Int64(s.profile?.history.lifetimeStat(series: series)?.count ?? 0)) })
+            return CompiledNode(
+                type: .int, eval: { s in .int(Int64(s.profile?.history.lifetimeStat(series: series)?.count ?? 0)) })
         case .rolling(let ms):
-            return CompiledNode(type: .int, eval: { s in
-                .int(Int64(s.profile?.history.count(series: series, from: s.now - ms + 1, to: s.now) ?? 0))
-            })
+            return CompiledNode(
+                type: .int,
+                eval: { s in
+                    .int(Int64(s.profile?.history.count(series: series, from: s.now - ms + 1, to: s.now) ?? 0))
+                })
         case .calendar:
             let zone = symbols.zoneSlots
-            return CompiledNode(type: .int, eval: { s in
-                guard let p = s.profile else { return .int(0) }
-                let start = window.start(now: s.now, zone: RuleEnvironment.userZone(p, s.event, (zone.attribute, zone.context)))
-                return .int(Int64(p.history.count(series: series, from: start, to: s.now)))
-            })
+            return CompiledNode(
+                type: .int,
+                eval: { s in
+                    guard let p = s.profile else { return .int(0) }
+                    let start = window.start(
+                        now: s.now, zone: RuleEnvironment.userZone(p, s.event, (zone.attribute, zone.context)))
+                    return .int(Int64(p.history.count(series: series, from: start, to: s.now)))
+                })
         }
     }
 
@@ -365,9 +391,13 @@ final class RuleEnvironment: ExpressionEnvironment {
         return .utc
     }
 
-    private func compileSeen(_ fn: String, _ args: [Expr], _ span: SourceSpan, _ c: ExprCompiler) throws(ExprProblem) -> CompiledNode {
+    private func compileSeen(
+        _ fn: String, _ args: [Expr], _ span: SourceSpan, _ c: ExprCompiler
+    ) throws(ExprProblem) -> CompiledNode {
         let usage = "\(fn)(\"E_Opened_App\")"
-        guard args.count == 1 else { throw ExprProblem("\(fn)() takes one event name, like \(usage)", span, id: "expression_type") }
+        guard args.count == 1 else {
+            throw ExprProblem("\(fn)() takes one event name, like \(usage)", span, id: "expression_type")
+        }
         let name = try constantString(args[0], c, what: "the event name", usage: usage)
         let id = symbols.event(eventKey(name))
         let series = symbols.eventSeries(id, filter: [], retention: 0, lifetime: true)
@@ -375,48 +405,58 @@ final class RuleEnvironment: ExpressionEnvironment {
         case "seen":
             return CompiledNode(type: .bool, eval: { s in .bool(s.profile?.history.lifetimeStat(series: series) != nil) })
         case "first_seen":
-            return CompiledNode(type: .dyn, eval: { s in
-                s.profile?.history.lifetimeStat(series: series).map { .timestamp(Timestamp(milliseconds: $0.first)) } ?? .null
-            })
+            return CompiledNode(
+                type: .dyn,
+                eval: { s in
+                    s.profile?.history.lifetimeStat(series: series).map { .timestamp(Timestamp(milliseconds: $0.first)) } ?? .null
+                })
         default:
-            return CompiledNode(type: .dyn, eval: { s in
-                s.profile?.history.lifetimeStat(series: series).map { .timestamp(Timestamp(milliseconds: $0.last)) } ?? .null
-            })
+            return CompiledNode(
+                type: .dyn,
+                eval: { s in
+                    s.profile?.history.lifetimeStat(series: series).map { .timestamp(Timestamp(milliseconds: $0.last)) } ?? .null
+                })
         }
     }
 
     private func compileDaysSince(_ args: [Expr], _ span: SourceSpan, _ c: ExprCompiler) throws(ExprProblem) -> CompiledNode {
         guard args.count == 1 else {
-            throw ExprProblem("days_since() takes one event name or timestamp, like days_since(\"Signed In\")", span, id: "expression_type")
+            throw ExprProblem(
+                "days_since() takes one event name or timestamp, like days_since(\"Signed In\")", span, id: "expression_type")
         }
         let arg = c.compileNode(args[0])
         if let v = arg.constant, case .string(let name) = v, Timestamp.parse(name) == nil {
             let id = symbols.event(eventKey(name))
             let series = symbols.eventSeries(id, filter: [], retention: 0, lifetime: true)
-            return CompiledNode(type: .int, eval: { s in
-                guard let last = s.profile?.history.lifetimeStat(series: series)?.last else {
-                    return .error(EvalError("'\(name)' has not happened for this user"))
-                }
-                return .int(RuleEnvironment.wholeDays(s.now - last))
-            })
+            return CompiledNode(
+                type: .int,
+                eval: { s in
+                    guard let last = s.profile?.history.lifetimeStat(series: series)?.last else {
+                        return .error(EvalError("'\(name)' has not happened for this user"))
+                    }
+                    return .int(RuleEnvironment.wholeDays(s.now - last))
+                })
         }
         switch arg.type {
         case .timestamp, .string, .dyn, .null, .error: break
         default:
-            throw ExprProblem("days_since() needs an event name or a timestamp, not \(arg.type)", args[0].span, id: "expression_type")
+            throw ExprProblem(
+                "days_since() needs an event name or a timestamp, not \(arg.type)", args[0].span, id: "expression_type")
         }
         let ev = arg.eval
-        return CompiledNode(type: .int, eval: { s in
-            switch ev(s) {
-            case .timestamp(let t): return .int(RuleEnvironment.wholeDays(s.now - t.milliseconds))
-            case .string(let text):
-                guard let t = Timestamp.parse(text) else { return .error(EvalError("'\(text)' is not a timestamp")) }
-                return .int(RuleEnvironment.wholeDays(s.now - t.milliseconds))
-            case .null: return .error(EvalError("days_since() of null"))
-            case .error(let e): return .error(e)
-            default: return .error(.noSuchOverload)
-            }
-        })
+        return CompiledNode(
+            type: .int,
+            eval: { s in
+                switch ev(s) {
+                case .timestamp(let t): return .int(RuleEnvironment.wholeDays(s.now - t.milliseconds))
+                case .string(let text):
+                    guard let t = Timestamp.parse(text) else { return .error(EvalError("'\(text)' is not a timestamp")) }
+                    return .int(RuleEnvironment.wholeDays(s.now - t.milliseconds))
+                case .null: return .error(EvalError("days_since() of null"))
+                case .error(let e): return .error(e)
+                default: return .error(.noSuchOverload)
+                }
+            })
     }
 
     static func wholeDays(_ ms: Int64) -> Int64 { Civil.floorDivMod(ms, 86_400_000).0 }
@@ -447,8 +487,9 @@ final class SegmentTable {
         used.insert(name)
         if let c = entries[name]?.compiled[tracing] { return c }
         guard !compiling.contains(name) else {
-            throw ExprProblem("segment '\(name)' refers to itself (through \(compiling.sorted().joined(separator: ", ")))", span,
-                              id: "segment_cycle")
+            throw ExprProblem(
+                "segment '\(name)' refers to itself (through \(compiling.sorted().joined(separator: ", ")))", span,
+                id: "segment_cycle")
         }
         guard let entry = entries[name], let compile, let symbols else {
             throw ExprProblem("unknown segment '\(name)'", span, id: "unknown_identifier")

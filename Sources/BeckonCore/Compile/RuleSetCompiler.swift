@@ -25,8 +25,9 @@ private struct Builder {
             case .rules(let r): ruleFiles.append(r)
             case .settings(let s):
                 if let first = settingsSeen {
-                    diagnostics.error(.duplicateSettings, "settings are already defined in \(first.path)", at: s.name.location,
-                                      suggestion: "keep one settings file per set of loaded rules")
+                    diagnostics.error(
+                        .duplicateSettings, "settings are already defined in \(first.path)", at: s.name.location,
+                        suggestion: "keep one settings file per set of loaded rules")
                     continue
                 }
                 settingsSeen = s
@@ -41,7 +42,8 @@ private struct Builder {
                 if g.rolling.contains(where: { $0.window == .month }) { _ = symbols.zoneSlots }
                 settings.globalLimits = g
                 if !g.rolling.isEmpty {
-                    settings.globalSeries = symbols.upsertSeries("global", SeriesSpec(source: .globalMessages, retentionMs: g.retentionMs, keepsLifetime: false))
+                    settings.globalSeries = symbols.upsertSeries(
+                        "global", SeriesSpec(source: .globalMessages, retentionMs: g.retentionMs, keepsLifetime: false))
                 }
             }
         }
@@ -51,8 +53,9 @@ private struct Builder {
         var unitNames: [String: SourceLocation] = [:]
         for file in ruleFiles {
             if let prev = unitNames[file.name.value] {
-                diagnostics.error(.duplicateName, "\(file.kind.rawValue) '\(file.name.value)' is already defined at \(prev)",
-                                  at: file.name.location, suggestion: "give each campaign and rule set its own name")
+                diagnostics.error(
+                    .duplicateName, "\(file.kind.rawValue) '\(file.name.value)' is already defined at \(prev)",
+                    at: file.name.location, suggestion: "give each campaign and rule set its own name")
                 continue
             }
             unitNames[file.name.value] = file.name.location
@@ -62,17 +65,20 @@ private struct Builder {
         var byAttribute = Array(repeating: [Int32](), count: symbols.attributeNames.count)
         for r in rules where r.enabled {
             if case .change(let slot, _, _) = r.trigger {
-                if slot >= byAttribute.count { byAttribute.append(contentsOf: repeatElement([], count: slot - byAttribute.count + 1)) }
+                if slot >= byAttribute.count {
+                    byAttribute.append(contentsOf: repeatElement([], count: slot - byAttribute.count + 1))
+                }
                 byAttribute[slot].append(r.index)
             }
         }
         if byAttribute.count < symbols.attributeNames.count {
             byAttribute.append(contentsOf: repeatElement([], count: symbols.attributeNames.count - byAttribute.count))
         }
-        return CompiledRuleSet(units: units, rules: rules, eventNames: symbols.eventNames, propertyNames: symbols.propertyNames,
-                               contextNames: symbols.contextNames, attributeNames: symbols.attributeNames,
-                               rulesByAttribute: byAttribute, series: symbols.series, memoSlots: symbols.memoSlots,
-                               settings: settings, needsAllProperties: symbols.needsAllProperties)
+        return CompiledRuleSet(
+            units: units, rules: rules, eventNames: symbols.eventNames, propertyNames: symbols.propertyNames,
+            contextNames: symbols.contextNames, attributeNames: symbols.attributeNames,
+            rulesByAttribute: byAttribute, series: symbols.series, memoSlots: symbols.memoSlots,
+            settings: settings, needsAllProperties: symbols.needsAllProperties)
     }
 
     // MARK: Expressions
@@ -82,8 +88,10 @@ private struct Builder {
         let c = ExprCompiler(environment: env, tracing: env.tracing)
         let result = c.compile(src.text)
         for p in c.problems where !env.tracing {
-            diagnostics.append(.error(DiagnosticID(rawValue: p.id), p.message, at: src.location(of: p.span),
-                                      suggestion: Builder.help(p, in: src.text)))
+            diagnostics.append(
+                .error(
+                    DiagnosticID(rawValue: p.id), p.message, at: src.location(of: p.span),
+                    suggestion: Builder.help(p, in: src.text)))
         }
         return result
     }
@@ -109,8 +117,9 @@ private struct Builder {
         case .bool, .dyn, .error: break
         default:
             if !env.tracing {
-                diagnostics.error(.expressionType, "'\(key)' must be a condition (true or false), but this is a \(e.type)",
-                                  at: src.location, suggestion: "compare it with something, like `\(src.text) > 0`")
+                diagnostics.error(
+                    .expressionType, "'\(key)' must be a condition (true or false), but this is a \(e.type)",
+                    at: src.location, suggestion: "compare it with something, like `\(src.text) > 0`")
             }
             return nil
         }
@@ -122,7 +131,9 @@ private struct Builder {
         return e
     }
 
-    func environment(_ segments: SegmentTable, _ place: ExpressionPlace, change: Bool = false, tracing: Bool = false) -> RuleEnvironment {
+    func environment(
+        _ segments: SegmentTable, _ place: ExpressionPlace, change: Bool = false, tracing: Bool = false
+    ) -> RuleEnvironment {
         RuleEnvironment(symbols: symbols, segments: segments, place: place, hasChange: change, tracing: tracing)
     }
 
@@ -147,8 +158,10 @@ private struct Builder {
             let r = c.compile(src.text)
             if !tracing {
                 for p in c.problems {
-                    segmentDiagnostics.append(.error(DiagnosticID(rawValue: p.id), p.message, at: src.location(of: p.span),
-                                                     suggestion: Builder.help(p, in: src.text)))
+                    segmentDiagnostics.append(
+                        .error(
+                            DiagnosticID(rawValue: p.id), p.message, at: src.location(of: p.span),
+                            suggestion: Builder.help(p, in: src.text)))
                 }
             }
             return r
@@ -161,15 +174,17 @@ private struct Builder {
         }
 
         if let s = file.start, let e = file.end, e.value <= s.value {
-            diagnostics.error(.invalidSchedule, "'end' (\(e.value)) is not after 'start' (\(s.value)): no rule of this file can ever fire",
-                              at: e.location)
+            diagnostics.error(
+                .invalidSchedule, "'end' (\(e.value)) is not after 'start' (\(s.value)): no rule of this file can ever fire",
+                at: e.location)
         }
         let audience = condition(file.audience, "audience", environment(segments, .audience))
         let audienceTraced = condition(file.audience, "audience", environment(segments, .audience, tracing: true))
-        units.append(CompiledUnit(
-            name: file.name.value, kind: file.kind, path: file.path, enabled: file.enabled,
-            start: file.start?.value.milliseconds, end: file.end?.value.milliseconds,
-            audience: audience, audienceTraced: audienceTraced, audienceMemo: symbols.memoSlot()))
+        units.append(
+            CompiledUnit(
+                name: file.name.value, kind: file.kind, path: file.path, enabled: file.enabled,
+                start: file.start?.value.milliseconds, end: file.end?.value.milliseconds,
+                audience: audience, audienceTraced: audienceTraced, audienceMemo: symbols.memoSlot()))
 
         for spec in file.rules {
             if let r = compileRule(spec, file: file, unitIndex: unitIndex, index: Int32(rules.count), segments: segments) {
@@ -179,7 +194,9 @@ private struct Builder {
         diagnostics.append(contentsOf: segmentDiagnostics)
     }
 
-    mutating func compileRule(_ spec: RuleSpec, file: RuleFileSpec, unitIndex: Int32, index: Int32, segments: SegmentTable) -> CompiledRule? {
+    mutating func compileRule(
+        _ spec: RuleSpec, file: RuleFileSpec, unitIndex: Int32, index: Int32, segments: SegmentTable
+    ) -> CompiledRule? {
         let before = diagnostics.errorCount
         var trigger: CompiledTrigger
         var triggerDescription: String
@@ -200,7 +217,8 @@ private struct Builder {
             triggerDescription = "change:" + attr.value
         }
         let whereExpr = condition(spec.whereClause, "where", environment(segments, .whereClause, change: isChange))
-        let whereTraced = condition(spec.whereClause, "where", environment(segments, .whereClause, change: isChange, tracing: true))
+        let whereTraced = condition(
+            spec.whereClause, "where", environment(segments, .whereClause, change: isChange, tracing: true))
         let ifExpr = condition(spec.ifClause, "if", environment(segments, .ifClause, change: isChange))
         let ifTraced = condition(spec.ifClause, "if", environment(segments, .ifClause, change: isChange, tracing: true))
         let limitSpec = spec.limits.merged(over: file.defaultLimits)
@@ -216,7 +234,8 @@ private struct Builder {
         for a in spec.actions {
             if case .message(let m) = a.value {
                 if surface != nil {
-                    diagnostics.error(.invalidAction, "a rule shows at most one message; split this one into two rules", at: a.location)
+                    diagnostics.error(
+                        .invalidAction, "a rule shows at most one message; split this one into two rules", at: a.location)
                 }
                 surface = m.surface
             }
@@ -224,7 +243,8 @@ private struct Builder {
         }
         var fireSeries: Int32 = -1
         if !limits.rolling.isEmpty {
-            fireSeries = symbols.upsertSeries("fires\(index)", SeriesSpec(source: .ruleFires(index), retentionMs: limits.retentionMs, keepsLifetime: false))
+            fireSeries = symbols.upsertSeries(
+                "fires\(index)", SeriesSpec(source: .ruleFires(index), retentionMs: limits.retentionMs, keepsLifetime: false))
         }
         guard diagnostics.errorCount == before else { return nil }
         return CompiledRule(
@@ -267,7 +287,9 @@ private struct Builder {
         return .text(pieces)
     }
 
-    mutating func values(_ pairs: [(key: String, value: ValueSource)], _ env: RuleEnvironment) -> [(key: String, value: CompiledValue)] {
+    mutating func values(
+        _ pairs: [(key: String, value: ValueSource)], _ env: RuleEnvironment
+    ) -> [(key: String, value: CompiledValue)] {
         pairs.map { ($0.key, value($0.value, env)) }
     }
 
@@ -278,14 +300,18 @@ private struct Builder {
                 surface: m.surface, template: m.template,
                 title: m.title.map { template($0, env) }, body: m.body.map { template($0, env) },
                 image: m.image.map { template($0, env) },
-                buttons: m.buttons.map { ActionTemplate.Button(label: template($0.label, env), deepLink: $0.deepLink.map { template($0, env) },
-                                                               action: $0.action.map { template($0, env) }) },
+                buttons: m.buttons.map {
+                    ActionTemplate.Button(
+                        label: template($0.label, env), deepLink: $0.deepLink.map { template($0, env) },
+                        action: $0.action.map { template($0, env) })
+                },
                 data: values(m.data, env))
         case .screen(let id, let params): return .screen(id: template(id, env), params: values(params, env))
         case .deepLink(let url): return .deepLink(template(url, env))
         case .notify(let n):
-            return .notify(id: n.id.map { template($0, env) }, sender: n.sender.map { template($0, env) },
-                           message: template(n.message, env), link: n.link.map { template($0, env) }, data: values(n.data, env))
+            return .notify(
+                id: n.id.map { template($0, env) }, sender: n.sender.map { template($0, env) },
+                message: template(n.message, env), link: n.link.map { template($0, env) }, data: values(n.data, env))
         case .markRead(let id): return .markRead(template(id, env))
         case .prompt(let p): return .prompt(p)
         case .emit(let event, let payload): return .emit(event: event, payload: values(payload, env))

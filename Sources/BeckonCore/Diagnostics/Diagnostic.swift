@@ -21,8 +21,10 @@ public struct Diagnostic: Sendable, Hashable, CustomStringConvertible {
     /// A replacement or next step, shown as `help: …`.
     public var suggestion: String?
 
-    public init(_ severity: Severity, _ id: DiagnosticID, _ message: String, at location: SourceLocation,
-                suggestion: String? = nil) {
+    public init(
+        _ severity: Severity, _ id: DiagnosticID, _ message: String, at location: SourceLocation,
+        suggestion: String? = nil
+    ) {
         self.severity = severity
         self.id = id
         self.message = message
@@ -30,7 +32,9 @@ public struct Diagnostic: Sendable, Hashable, CustomStringConvertible {
         self.suggestion = suggestion
     }
 
-    public static func error(_ id: DiagnosticID, _ message: String, at location: SourceLocation, suggestion: String? = nil) -> Diagnostic {
+    public static func error(
+        _ id: DiagnosticID, _ message: String, at location: SourceLocation, suggestion: String? = nil
+    ) -> Diagnostic {
         Diagnostic(.error, id, message, at: location, suggestion: suggestion)
     }
 

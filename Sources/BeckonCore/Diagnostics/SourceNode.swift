@@ -61,8 +61,10 @@ public struct ScalarNode: Sendable {
     /// Empty when unknown; then every offset maps to the scalar's start.
     public var segments: [(offset: Int, position: SourcePosition)]
 
-    public init(text: String, style: Style, location: SourceLocation,
-                segments: [(offset: Int, position: SourcePosition)] = []) {
+    public init(
+        text: String, style: Style, location: SourceLocation,
+        segments: [(offset: Int, position: SourcePosition)] = []
+    ) {
         self.text = text
         self.style = style
         self.location = location
@@ -70,7 +72,9 @@ public struct ScalarNode: Sendable {
     }
 
     /// Plain `null`, `~` or empty.
-    public var isNull: Bool { style == .plain && (text == "null" || text == "~" || text == "Null" || text == "NULL" || text.isEmpty) }
+    public var isNull: Bool {
+        style == .plain && (text == "null" || text == "~" || text == "Null" || text == "NULL" || text.isEmpty)
+    }
 
     /// The file position of a Unicode-scalar offset into ``text``.
     public func position(atOffset k: Int) -> SourcePosition {

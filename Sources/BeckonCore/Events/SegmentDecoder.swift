@@ -75,7 +75,9 @@ public struct SegmentDecoder {
             case "originalTimestamp", "sentAt", "receivedAt":
                 if p.peek() == UInt8(ascii: "\"") {
                     let t = try p.string(for: key)
-                    if fallbackTime == nil || key == "originalTimestamp" { fallbackTime = SegmentDecoder.parseTime(t) ?? fallbackTime }
+                    if fallbackTime == nil || key == "originalTimestamp" {
+                        fallbackTime = SegmentDecoder.parseTime(t) ?? fallbackTime
+                    }
                 } else {
                     try p.skipValue(depth: 0)
                 }
@@ -134,8 +136,9 @@ public struct SegmentDecoder {
         }
         let eventName = kind == .identify ? "" : (name ?? "")
         let id = ruleSet.eventIDs[BoundEvent.internKey(kind: kind, name: eventName)] ?? -1
-        return BoundEvent(kind: kind, nameID: id, name: eventName, userID: user, timestamp: time, messageID: messageID,
-                          properties: props, context: ctx, traits: traits, allProperties: allProps)
+        return BoundEvent(
+            kind: kind, nameID: id, name: eventName, userID: user, timestamp: time, messageID: messageID,
+            properties: props, context: ctx, traits: traits, allProperties: allProps)
     }
 
     /// RFC 3339 / ISO-8601 to ms since 1970; a number is taken as seconds (fractional allowed) since 1970.

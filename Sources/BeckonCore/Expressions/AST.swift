@@ -54,6 +54,8 @@ extension Expr {
         }
     }
 
+    var isStringLiteral: Bool { if case .literal(.string) = node { true } else { false } }
+
     /// Calls `visit` on this expression and every sub-expression, parents first.
     public func walk(_ visit: (Expr) -> Void) {
         visit(self)

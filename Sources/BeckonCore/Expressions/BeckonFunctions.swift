@@ -6,30 +6,50 @@ extension FunctionDecl {
     static let beckon: [String: FunctionDecl] = {
         var out: [String: FunctionDecl] = [:]
         func add(_ d: FunctionDecl) { out[d.name] = d }
-        add(FunctionDecl(name: "version_compare", signatures: [Signature([.string, .string], .int)],
-            impl: .binary { a, b in
-                guard case .string(let x) = a, case .string(let y) = b else { return a.isError ? a : (b.isError ? b : .error(.noSuchOverload)) }
-                return .int(Int64(VersionCompare.compare(x, y)))
-            }, doc: "`version_compare(a, b)`: -1, 0 or 1 comparing dotted versions numerically (`\"10.2\"` > `\"9.12\"`)"))
-        add(FunctionDecl(name: "url_param", signatures: [Signature([.string, .string], .dyn), Signature([.null, .string], .dyn)],
-            impl: .binary { a, b in
-                guard case .string(let name) = b else { return b.isError ? b : .error(.noSuchOverload) }
-                switch a {
-                case .string(let url): return URLParams.value(of: name, in: url).map(Value.string) ?? .null
-                case .null: return .null
-                case .error: return a
-                default: return .error(.noSuchOverload)
-                }
-            }, doc: "`url_param(url, name)`: the decoded query parameter, or `null` when absent"))
-        add(FunctionDecl(name: "sha256", signatures: [Signature([.string], .string), Signature([.bytes], .string)],
-            impl: .unary { v in
-                switch v {
-                case .string(let s): return .string(Hex.encode(SHA256.hash(data: Array(s.utf8))))
-                case .bytes(let b): return .string(Hex.encode(SHA256.hash(data: b)))
-                case .error: return v
-                default: return .error(.noSuchOverload)
-                }
-            }, doc: "`sha256(s)`: lower-case hex SHA-256 of the UTF-8 text"))
+        add(
+            FunctionDecl(
+                name: "version_compare", signatures: [Signature([.string, .string], .int)],
+                impl: .binary { a, b in
+                    guard case .string(let x) = a, case .string(let y) = b else {
+                        return a.isError ? a : (b.isError ? b : .error(.noSuchOverload))
+                    }
+                    return .int(Int64(VersionCompare.compare(x, y)))
+                }, doc: "`version_compare(a, b)`: -1, 0 or 1 comparing dotted versions numerically (`\"10.2\"` > `\"9.12\"`)"))
+        add(
+            FunctionDecl(
+                name: "url_param", signatures: [Signature([.string, .string], .dyn), Signature([.null, .string], .dyn)],
+                impl: .binary { a, b in
+                    guard case .string(let name) = b else { return b.isError ? b : .error(.noSuchOverload) }
+                    switch a {
+                    case .string(let url): return URLParams.value(of: name, in: url).map(Value.string) ?? .null
+                    case .null: return .null
+                    case .error: return a
+                    default: return .error(.noSuchOverload)
+                    }
+                }, doc: "`url_param(url, name)`: the decoded query parameter, or `null` when absent"))
+        add(
+            FunctionDecl(
+                name: "default", signatures: [Signature([.param("A"), .param("A")], .param("A"))],
+                impl: .binary { v, fallback in
+                    switch v {
+                    case .error, .null: fallback
+                    default: v
+                    }
+                },
+                doc:
+                    "`default(value, fallback)`: `value`, or `fallback` when it is missing, null or fails (`default(user.plan, \"free\")`)"
+            ))
+        add(
+            FunctionDecl(
+                name: "sha256", signatures: [Signature([.string], .string), Signature([.bytes], .string)],
+                impl: .unary { v in
+                    switch v {
+                    case .string(let s): return .string(Hex.encode(SHA256.hash(data: Array(s.utf8))))
+                    case .bytes(let b): return .string(Hex.encode(SHA256.hash(data: b)))
+                    case .error: return v
+                    default: return .error(.noSuchOverload)
+                    }
+                }, doc: "`sha256(s)`: lower-case hex SHA-256 of the UTF-8 text"))
         return out
     }()
 }
@@ -86,7 +106,9 @@ public enum URLParams {
         while i < b.count {
             if b[i] == UInt8(ascii: "+") {
                 out.append(32)
-            } else if b[i] == UInt8(ascii: "%"), i + 2 < b.count, let v = UInt8(String(decoding: b[(i + 1)...(i + 2)], as: UTF8.self), radix: 16) {
+            } else if b[i] == UInt8(ascii: "%"), i + 2 < b.count,
+                let v = UInt8(String(decoding: b[(i + 1)...(i + 2)], as: UTF8.self), radix: 16)
+            {
                 out.append(v)
                 i += 2
             } else {

@@ -66,7 +66,8 @@ public indirect enum CELType: Hashable, Sendable, CustomStringConvertible {
         case .duration: .duration
         case .type: .type
         case .list(let xs): .list(CELType.join(xs.map(CELType.of)))
-        case .map(let m): .map(CELType.join(m.entries.map { CELType.of($0.key) }), CELType.join(m.entries.map { CELType.of($0.value) }))
+        case .map(let m):
+            .map(CELType.join(m.entries.map { CELType.of($0.key) }), CELType.join(m.entries.map { CELType.of($0.value) }))
         case .error: .error
         }
     }
@@ -91,7 +92,7 @@ struct TypeBindings {
 
     mutating func assign(_ param: CELType, _ arg: CELType) -> Bool {
         switch (param, arg) {
-        case (.dyn, _), (.error, _), (_, .error), (_, .dyn): 
+        case (.dyn, _), (.error, _), (_, .error), (_, .dyn):
             if case .param(let p) = param, bound[p] == nil { bound[p] = .dyn }
             return true
         case (.param(let p), _):

@@ -84,7 +84,9 @@ public struct CompiledNode {
         CompiledNode(type: CELType.of(v), eval: { _ in v }, constant: v)
     }
 
-    static var failed: CompiledNode { CompiledNode(type: .error, eval: { _ in .error(EvalError("expression failed to compile")) }) }
+    static var failed: CompiledNode {
+        CompiledNode(type: .error, eval: { _ in .error(EvalError("expression failed to compile")) })
+    }
 }
 
 /// Type-checks and compiles an ``Expr`` against an environment, collecting every problem.
@@ -120,7 +122,8 @@ public final class ExprCompiler {
         maxLocals = 0
         let node = compileNode(expr)
         guard problems.count == before else { return nil }
-        return CompiledExpr(source: source, type: node.type, constant: node.constant, eval: node.eval,
+        return CompiledExpr(
+            source: source, type: node.type, constant: node.constant, eval: node.eval,
             localsNeeded: maxLocals)
     }
 
@@ -137,11 +140,13 @@ public final class ExprCompiler {
     private func traced(_ n: CompiledNode, _ span: SourceSpan) -> CompiledNode {
         guard tracing, n.constant == nil else { return n }
         let inner = n.eval
-        return CompiledNode(type: n.type, eval: { s in
-            let v = inner(s)
-            s.trace?.record(span, v)
-            return v
-        })
+        return CompiledNode(
+            type: n.type,
+            eval: { s in
+                let v = inner(s)
+                s.trace?.record(span, v)
+                return v
+            })
     }
 
     private func node(_ e: Expr) throws(ExprProblem) -> CompiledNode {
@@ -150,25 +155,32 @@ public final class ExprCompiler {
         case .ident(let name): return traced(try identifier(name, e.span), e.span)
         case .select(let operand, let field, let testOnly):
             return traced(try select(e, operand: operand, field: field, testOnly: testOnly), e.span)
+        case .call("_[_]", nil, let args) where args.count == 2 && args[1].isStringLiteral && args[0].qualifiedName != nil:
+            // `user["Is Default Browser"]` is `user.Is Default Browser`: a slot, not a map look-up.
+            guard case .literal(.string(let key)) = args[1].node else { return .failed }
+            return try node(Expr(.select(args[0], field: key, testOnly: false), e.span))
         case .call(let fn, let target, let args): return try call(fn, target: target, args: args, span: e.span)
         case .list(let items):
             let nodes = items.map(compileNode)
             let type = CELType.list(CELType.join(nodes.map(\.type)))
             if nodes.allSatisfy({ $0.constant != nil }) {
-                return CompiledNode(type: type, eval: { [list = Value.list(nodes.map { $0.constant! })] _ in list },
+                return CompiledNode(
+                    type: type, eval: { [list = Value.list(nodes.map { $0.constant! })] _ in list },
                     constant: .list(nodes.map { $0.constant! }))
             }
             let evals = nodes.map(\.eval)
-            return CompiledNode(type: type, eval: { s in
-                var out: [Value] = []
-                out.reserveCapacity(evals.count)
-                for ev in evals {
-                    let v = ev(s)
-                    if case .error = v { return v }
-                    out.append(v)
-                }
-                return .list(out)
-            })
+            return CompiledNode(
+                type: type,
+                eval: { s in
+                    var out: [Value] = []
+                    out.reserveCapacity(evals.count)
+                    for ev in evals {
+                        let v = ev(s)
+                        if case .error = v { return v }
+                        out.append(v)
+                    }
+                    return .list(out)
+                })
         case .map(let entries):
             let keys = entries.map { compileNode($0.key) }
             let values = entries.map { compileNode($0.value) }
@@ -176,8 +188,10 @@ public final class ExprCompiler {
                 switch k.type {
                 case .string, .int, .uint, .bool, .dyn, .error: break
                 default:
-                    problems.append(ExprProblem("map keys must be strings, ints, uints or bools, not \(k.type)",
-                        entries[i].key.span, id: "expression_type"))
+                    problems.append(
+                        ExprProblem(
+                            "map keys must be strings, ints, uints or bools, not \(k.type)",
+                            entries[i].key.span, id: "expression_type"))
                 }
             }
             let type = CELType.map(CELType.join(keys.map(\.type)), CELType.join(values.map(\.type)))
@@ -233,7 +247,8 @@ public final class ExprCompiler {
     private func unknownName(_ name: String, _ span: SourceSpan) -> ExprProblem {
         let candidates = environment.variableNames + locals.map(\.name)
         let hint = Suggest.nearest(name, in: candidates)
-        return ExprProblem("unknown name '\(name)'" + (hint.map { "; did you mean '\($0)'?" } ?? ""), span,
+        return ExprProblem(
+            "unknown name '\(name)'" + (hint.map { "; did you mean '\($0)'?" } ?? ""), span,
             id: "unknown_identifier", suggestion: hint)
     }
 
@@ -282,13 +297,15 @@ public final class ExprCompiler {
     func selectField(_ base: CompiledNode, _ field: String, testOnly: Bool) -> CompiledNode {
         let ev = base.eval
         if testOnly {
-            return CompiledNode(type: .bool, eval: { s in
-                switch ev(s) {
-                case .map(let m): return .bool(m[string: field] != nil)
-                case .error(let e): return .error(e)
-                default: return .error(.noSuchOverload)
-                }
-            })
+            return CompiledNode(
+                type: .bool,
+                eval: { s in
+                    switch ev(s) {
+                    case .map(let m): return .bool(m[string: field] != nil)
+                    case .error(let e): return .error(e)
+                    default: return .error(.noSuchOverload)
+                    }
+                })
         }
         var t = CELType.dyn
         if case .map(_, let v) = base.type { t = v }
@@ -310,13 +327,16 @@ public final class ExprCompiler {
             let a = compileNode(args[0])
             try expectBool(a, args[0], what: "'!'")
             let ev = a.eval
-            return fold(CompiledNode(type: .bool, eval: { s in
-                switch ev(s) {
-                case .bool(let b): .bool(!b)
-                case .error(let e): .error(e)
-                default: .error(.noSuchOverload)
-                }
-            }), [a], span)
+            return fold(
+                CompiledNode(
+                    type: .bool,
+                    eval: { s in
+                        switch ev(s) {
+                        case .bool(let b): .bool(!b)
+                        case .error(let e): .error(e)
+                        default: .error(.noSuchOverload)
+                        }
+                    }), [a], span)
         default: break
         }
         if target == nil, let custom = environment.function(fn) {
@@ -328,10 +348,12 @@ public final class ExprCompiler {
                 _ = t
                 throw ExprProblem("'\(fn)' is called as \(fn)(…), not as a method", span, id: "unknown_function")
             }
-            let names = Array(FunctionDecl.standard.keys.filter { !$0.contains("_") && $0 != "@in" })
+            let names =
+                Array(FunctionDecl.standard.keys.filter { !$0.contains("_") && $0 != "@in" })
                 + Array(FunctionDecl.beckon.keys) + environment.functionNames
             let hint = Suggest.nearest(fn, in: names)
-            throw ExprProblem("unknown function '\(fn)'" + (hint.map { "; did you mean '\($0)'?" } ?? ""), span,
+            throw ExprProblem(
+                "unknown function '\(fn)'" + (hint.map { "; did you mean '\($0)'?" } ?? ""), span,
                 id: "unknown_function", suggestion: hint)
         }
         var nodes: [CompiledNode] = []
@@ -379,7 +401,8 @@ public final class ExprCompiler {
         switch n.type {
         case .bool, .dyn, .error: return
         default:
-            throw ExprProblem("\(what) needs a true/false value, but this is \(describe(n.type))", e.span,
+            throw ExprProblem(
+                "\(what) needs a true/false value, but this is \(describe(n.type))", e.span,
                 id: "expression_type")
         }
     }
@@ -395,35 +418,40 @@ public final class ExprCompiler {
 
     private func logical(_ isAnd: Bool, _ ops: [CompiledNode], _ span: SourceSpan) -> CompiledNode {
         for (i, o) in ops.enumerated() where checkTypes && !(o.type == .bool || o.type.isDynLike) {
-            problems.append(ExprProblem(
-                "'\(isAnd ? "&&" : "||")' needs true/false values on both sides, but the \(i == 0 ? "left" : "right") side is \(describe(o.type))",
-                span, id: "expression_type"))
+            problems.append(
+                ExprProblem(
+                    "'\(isAnd ? "&&" : "||")' needs true/false values on both sides, but the \(i == 0 ? "left" : "right") side is \(describe(o.type))",
+                    span, id: "expression_type"))
         }
         let a = ops[0].eval
         let b = ops[1].eval
         let node: CompiledNode
         if isAnd {
-            node = CompiledNode(type: .bool, eval: { s in
-                let l = a(s)
-                if case .bool(false) = l { return l }
-                let r = b(s)
-                if case .bool(false) = r { return r }
-                if case .bool(true) = l, case .bool(true) = r { return r }
-                if case .error = l { return l }
-                if case .error = r { return r }
-                return .error(.noSuchOverload)
-            })
+            node = CompiledNode(
+                type: .bool,
+                eval: { s in
+                    let l = a(s)
+                    if case .bool(false) = l { return l }
+                    let r = b(s)
+                    if case .bool(false) = r { return r }
+                    if case .bool(true) = l, case .bool(true) = r { return r }
+                    if case .error = l { return l }
+                    if case .error = r { return r }
+                    return .error(.noSuchOverload)
+                })
         } else {
-            node = CompiledNode(type: .bool, eval: { s in
-                let l = a(s)
-                if case .bool(true) = l { return l }
-                let r = b(s)
-                if case .bool(true) = r { return r }
-                if case .bool(false) = l, case .bool(false) = r { return r }
-                if case .error = l { return l }
-                if case .error = r { return r }
-                return .error(.noSuchOverload)
-            })
+            node = CompiledNode(
+                type: .bool,
+                eval: { s in
+                    let l = a(s)
+                    if case .bool(true) = l { return l }
+                    let r = b(s)
+                    if case .bool(true) = r { return r }
+                    if case .bool(false) = l, case .bool(false) = r { return r }
+                    if case .error = l { return l }
+                    if case .error = r { return r }
+                    return .error(.noSuchOverload)
+                })
         }
         // Fold only when the outcome is decided by constants (false && x, true || x) or both are constant.
         if let c = ops[0].constant, c.isTrue != isAnd, case .bool = c { return .constant(c) }
@@ -436,32 +464,40 @@ public final class ExprCompiler {
         let c = ops[0].eval
         let a = ops[1].eval
         let b = ops[2].eval
-        let t = ops[1].type == ops[2].type ? ops[1].type : (ops[1].type == .null ? ops[2].type : (ops[2].type == .null ? ops[1].type : .dyn))
+        let t =
+            ops[1].type == ops[2].type
+            ? ops[1].type : (ops[1].type == .null ? ops[2].type : (ops[2].type == .null ? ops[1].type : .dyn))
         if let cv = ops[0].constant, case .bool(let cb) = cv { return cb ? ops[1] : ops[2] }
-        return CompiledNode(type: t, eval: { s in
-            switch c(s) {
-            case .bool(true): a(s)
-            case .bool(false): b(s)
-            case .error(let e): .error(e)
-            default: .error(.noSuchOverload)
-            }
-        })
+        return CompiledNode(
+            type: t,
+            eval: { s in
+                switch c(s) {
+                case .bool(true): a(s)
+                case .bool(false): b(s)
+                case .error(let e): .error(e)
+                default: .error(.noSuchOverload)
+                }
+            })
     }
 
     /// Finds the signatures that accept these argument types; returns the result type or throws a type error.
-    private func checkCall(_ decl: FunctionDecl, receiver: Bool, _ nodes: [CompiledNode], _ span: SourceSpan)
+    private func checkCall(
+        _ decl: FunctionDecl, receiver: Bool, _ nodes: [CompiledNode], _ span: SourceSpan
+    )
         throws(ExprProblem) -> CELType
     {
         let types = nodes.map(\.type)
         if types.contains(.error) { return .dyn }
         if !checkTypes {
             // Only the number of arguments is checked; kinds are left to evaluation ("no such overload").
-            let counts = Set(decl.signatures.filter { ($0.receiver != nil) == receiver }.map { $0.params.count + (receiver ? 1 : 0) })
+            let counts = Set(
+                decl.signatures.filter { ($0.receiver != nil) == receiver }.map { $0.params.count + (receiver ? 1 : 0) })
             if counts.contains(types.count) { return .dyn }
         }
         if decl.name == "_==_" || decl.name == "_!=_" {
             if ExprCompiler.equatable(types[0], types[1]) { return .bool }
-            throw ExprProblem("cannot compare \(describe(types[0])) with \(describe(types[1])) using '\(ExprCompiler.operatorNames[decl.name]!)'",
+            throw ExprProblem(
+                "cannot compare \(describe(types[0])) with \(describe(types[1])) using '\(ExprCompiler.operatorNames[decl.name]!)'",
                 span, id: "expression_type")
         }
         var results: [CELType] = []
@@ -490,14 +526,18 @@ public final class ExprCompiler {
                 throw ExprProblem("\(shown) is called \(form)", span, id: "expression_type")
             }
             let argCount = types.count - (receiver ? 1 : 0)
-            throw ExprProblem("\(shown) takes \(counts.map(String.init).joined(separator: " or ")) argument(s), found \(argCount)",
+            throw ExprProblem(
+                "\(shown) takes \(counts.map(String.init).joined(separator: " or ")) argument(s), found \(argCount)",
                 span, id: "expression_type")
         }
         if ["_<_", "_<=_", "_>_", "_>=_"].contains(decl.name), types.count == 2 {
             var hint: String?
-            for n in nodes { if case .string(let t)? = n.constant, Double(t) != nil { hint = "write \(t) without quotes to compare numbers" } }
-            throw ExprProblem("cannot compare \(describe(types[0])) with \(describe(types[1])) using \(shown)", span,
-                              id: "expression_type", suggestion: hint)
+            for n in nodes {
+                if case .string(let t)? = n.constant, Double(t) != nil { hint = "write \(t) without quotes to compare numbers" }
+            }
+            throw ExprProblem(
+                "cannot compare \(describe(types[0])) with \(describe(types[1])) using \(shown)", span,
+                id: "expression_type", suggestion: hint)
         }
         let shownTypes = types.map(\.description).joined(separator: ", ")
         throw ExprProblem("no version of \(shown) accepts (\(shownTypes))", span, id: "expression_type")
@@ -524,7 +564,8 @@ public final class ExprCompiler {
         case .dyn, .error: break
         default:
             guard checkTypes else { break }
-            throw ExprProblem("\(c.kind.rawValue)() works on a list or a map, not \(describe(range.type))", c.range.span,
+            throw ExprProblem(
+                "\(c.kind.rawValue)() works on a list or a map, not \(describe(range.type))", c.range.span,
                 id: "expression_type")
         }
         _ = elemType
@@ -551,68 +592,74 @@ public final class ExprCompiler {
         case .all, .exists:
             let isAll = c.kind == .all
             let p = p!
-            return CompiledNode(type: .bool, eval: { s in
-                let r = rangeEval(s)
-                if case .error = r { return r }
-                guard let xs = items(r) else { return .error(.noSuchOverload) }
-                var err: Value?
-                for x in xs {
-                    s.locals[slot] = x
-                    switch p(s) {
-                    case .bool(let b):
-                        if b != isAll { return .bool(b) }
-                    case .error(let e): if err == nil { err = .error(e) }
-                    default: if err == nil { err = .error(.noSuchOverload) }
+            return CompiledNode(
+                type: .bool,
+                eval: { s in
+                    let r = rangeEval(s)
+                    if case .error = r { return r }
+                    guard let xs = items(r) else { return .error(.noSuchOverload) }
+                    var err: Value?
+                    for x in xs {
+                        s.locals[slot] = x
+                        switch p(s) {
+                        case .bool(let b):
+                            if b != isAll { return .bool(b) }
+                        case .error(let e): if err == nil { err = .error(e) }
+                        default: if err == nil { err = .error(.noSuchOverload) }
+                        }
                     }
-                }
-                return err ?? .bool(isAll)
-            })
+                    return err ?? .bool(isAll)
+                })
         case .existsOne:
             let p = p!
-            return CompiledNode(type: .bool, eval: { s in
-                let r = rangeEval(s)
-                if case .error = r { return r }
-                guard let xs = items(r) else { return .error(.noSuchOverload) }
-                var n = 0
-                for x in xs {
-                    s.locals[slot] = x
-                    switch p(s) {
-                    case .bool(true): n += 1
-                    case .bool(false): break
-                    case .error(let e): return .error(e)
-                    default: return .error(.noSuchOverload)
-                    }
-                }
-                return .bool(n == 1)
-            })
-        case .map, .filter:
-            let isMap = c.kind == .map
-            let type: CELType = isMap ? .list(transform?.type ?? .dyn) : (range.type.isDynLike ? .list(.dyn) : .list(elemType))
-            return CompiledNode(type: type, eval: { s in
-                let r = rangeEval(s)
-                if case .error = r { return r }
-                guard let xs = items(r) else { return .error(.noSuchOverload) }
-                var out: [Value] = []
-                for x in xs {
-                    s.locals[slot] = x
-                    if let p {
+            return CompiledNode(
+                type: .bool,
+                eval: { s in
+                    let r = rangeEval(s)
+                    if case .error = r { return r }
+                    guard let xs = items(r) else { return .error(.noSuchOverload) }
+                    var n = 0
+                    for x in xs {
+                        s.locals[slot] = x
                         switch p(s) {
-                        case .bool(true): break
-                        case .bool(false): continue
+                        case .bool(true): n += 1
+                        case .bool(false): break
                         case .error(let e): return .error(e)
                         default: return .error(.noSuchOverload)
                         }
                     }
-                    if isMap {
-                        let v = t!(s)
-                        if case .error = v { return v }
-                        out.append(v)
-                    } else {
-                        out.append(x)
+                    return .bool(n == 1)
+                })
+        case .map, .filter:
+            let isMap = c.kind == .map
+            let type: CELType = isMap ? .list(transform?.type ?? .dyn) : (range.type.isDynLike ? .list(.dyn) : .list(elemType))
+            return CompiledNode(
+                type: type,
+                eval: { s in
+                    let r = rangeEval(s)
+                    if case .error = r { return r }
+                    guard let xs = items(r) else { return .error(.noSuchOverload) }
+                    var out: [Value] = []
+                    for x in xs {
+                        s.locals[slot] = x
+                        if let p {
+                            switch p(s) {
+                            case .bool(true): break
+                            case .bool(false): continue
+                            case .error(let e): return .error(e)
+                            default: return .error(.noSuchOverload)
+                            }
+                        }
+                        if isMap {
+                            let v = t!(s)
+                            if case .error = v { return v }
+                            out.append(v)
+                        } else {
+                            out.append(x)
+                        }
                     }
-                }
-                return .list(out)
-            })
+                    return .list(out)
+                })
         }
     }
 }

@@ -278,15 +278,19 @@ enum StringFunctions {
     }
 
     static func lowerAscii(_ s: String) -> String {
-        String(String.UnicodeScalarView(s.unicodeScalars.map { c in
-            c >= "A" && c <= "Z" ? Unicode.Scalar(c.value + 32)! : c
-        }))
+        String(
+            String.UnicodeScalarView(
+                s.unicodeScalars.map { c in
+                    c >= "A" && c <= "Z" ? Unicode.Scalar(c.value + 32)! : c
+                }))
     }
 
     static func upperAscii(_ s: String) -> String {
-        String(String.UnicodeScalarView(s.unicodeScalars.map { c in
-            c >= "a" && c <= "z" ? Unicode.Scalar(c.value - 32)! : c
-        }))
+        String(
+            String.UnicodeScalarView(
+                s.unicodeScalars.map { c in
+                    c >= "a" && c <= "z" ? Unicode.Scalar(c.value - 32)! : c
+                }))
     }
 
     static func trim(_ s: String) -> String {
@@ -496,152 +500,234 @@ extension FunctionDecl {
         add(relation("_>_", Relations.greater))
         add(relation("_>=_", Relations.greaterEq))
         // Equality is checked separately (any two types whose values could be equal).
-        add(FunctionDecl(name: "_==_", signatures: [Signature([.param("A"), .param("A")], .bool)], impl: .binary(Relations.equal)))
-        add(FunctionDecl(name: "_!=_", signatures: [Signature([.param("A"), .param("A")], .bool)], impl: .binary(Relations.notEqual)))
+        add(
+            FunctionDecl(
+                name: "_==_", signatures: [Signature([.param("A"), .param("A")], .bool)], impl: .binary(Relations.equal)))
+        add(
+            FunctionDecl(
+                name: "_!=_", signatures: [Signature([.param("A"), .param("A")], .bool)], impl: .binary(Relations.notEqual)))
 
-        add(FunctionDecl(name: "_+_", signatures: [
+        add(
+            FunctionDecl(
+                name: "_+_",
+                signatures: [
+                    Signature([.int, .int], .int), Signature([.uint, .uint], .uint), Signature([.double, .double], .double),
+                    Signature([.string, .string], .string), Signature([.bytes, .bytes], .bytes),
+                    Signature([.list(.param("A")), .list(.param("A"))], .list(.param("A"))),
+                    Signature([.timestamp, .duration], .timestamp), Signature([.duration, .timestamp], .timestamp),
+                    Signature([.duration, .duration], .duration),
+                ], impl: .binary(Arithmetic.add)))
+        add(
+            FunctionDecl(
+                name: "_-_",
+                signatures: [
+                    Signature([.int, .int], .int), Signature([.uint, .uint], .uint), Signature([.double, .double], .double),
+                    Signature([.timestamp, .timestamp], .duration), Signature([.timestamp, .duration], .timestamp),
+                    Signature([.duration, .duration], .duration),
+                ], impl: .binary(Arithmetic.subtract)))
+        let arith: [Signature] = [
             Signature([.int, .int], .int), Signature([.uint, .uint], .uint), Signature([.double, .double], .double),
-            Signature([.string, .string], .string), Signature([.bytes, .bytes], .bytes),
-            Signature([.list(.param("A")), .list(.param("A"))], .list(.param("A"))),
-            Signature([.timestamp, .duration], .timestamp), Signature([.duration, .timestamp], .timestamp),
-            Signature([.duration, .duration], .duration),
-        ], impl: .binary(Arithmetic.add)))
-        add(FunctionDecl(name: "_-_", signatures: [
-            Signature([.int, .int], .int), Signature([.uint, .uint], .uint), Signature([.double, .double], .double),
-            Signature([.timestamp, .timestamp], .duration), Signature([.timestamp, .duration], .timestamp),
-            Signature([.duration, .duration], .duration),
-        ], impl: .binary(Arithmetic.subtract)))
-        let arith: [Signature] = [Signature([.int, .int], .int), Signature([.uint, .uint], .uint), Signature([.double, .double], .double)]
+        ]
         add(FunctionDecl(name: "_*_", signatures: arith, impl: .binary(Arithmetic.multiply)))
         add(FunctionDecl(name: "_/_", signatures: arith, impl: .binary(Arithmetic.divide)))
-        add(FunctionDecl(name: "_%_", signatures: [Signature([.int, .int], .int), Signature([.uint, .uint], .uint)],
-            impl: .binary(Arithmetic.modulo)))
-        add(FunctionDecl(name: "-_", signatures: [Signature([.int], .int), Signature([.double], .double)],
-            impl: .unary(Arithmetic.negate)))
-        add(FunctionDecl(name: "@in", signatures: [
-            Signature([.param("A"), .list(.param("A"))], .bool), Signature([.param("K"), .map(.param("K"), .param("V"))], .bool),
-        ], impl: .binary { Relations.contains(element: $0, in: $1) }))
-        add(FunctionDecl(name: "_[_]", signatures: [
-            Signature([.list(.param("A")), .int], .param("A")), Signature([.list(.param("A")), .uint], .param("A")),
-            Signature([.list(.param("A")), .double], .param("A")),
-            Signature([.map(.param("K"), .param("V")), .param("K")], .param("V")),
-        ], impl: .binary(Relations.index)))
+        add(
+            FunctionDecl(
+                name: "_%_", signatures: [Signature([.int, .int], .int), Signature([.uint, .uint], .uint)],
+                impl: .binary(Arithmetic.modulo)))
+        add(
+            FunctionDecl(
+                name: "-_", signatures: [Signature([.int], .int), Signature([.double], .double)],
+                impl: .unary(Arithmetic.negate)))
+        add(
+            FunctionDecl(
+                name: "@in",
+                signatures: [
+                    Signature([.param("A"), .list(.param("A"))], .bool),
+                    Signature([.param("K"), .map(.param("K"), .param("V"))], .bool),
+                ], impl: .binary { Relations.contains(element: $0, in: $1) }))
+        add(
+            FunctionDecl(
+                name: "_[_]",
+                signatures: [
+                    Signature([.list(.param("A")), .int], .param("A")), Signature([.list(.param("A")), .uint], .param("A")),
+                    Signature([.list(.param("A")), .double], .param("A")),
+                    Signature([.map(.param("K"), .param("V")), .param("K")], .param("V")),
+                ], impl: .binary(Relations.index)))
 
         let sizeSigs: [CELType] = [.string, .bytes, .list(.param("A")), .map(.param("K"), .param("V"))]
-        add(FunctionDecl(name: "size",
-            signatures: sizeSigs.map { Signature([$0], .int) } + sizeSigs.map { Signature([], .int, receiver: $0) },
-            impl: .unary(StringFunctions.size), doc: "number of characters, bytes, list items or map entries"))
-        add(FunctionDecl(name: "contains", signatures: [Signature([.string], .bool, receiver: .string)],
-            impl: .binary { a, b in StringFunctions.stringPair(a, b) { .bool(StringFunctions.contains($0, $1)) } },
-            doc: "`s.contains(t)`: whether `t` occurs in `s`"))
-        add(FunctionDecl(name: "startsWith", signatures: [Signature([.string], .bool, receiver: .string)],
-            impl: .binary { a, b in StringFunctions.stringPair(a, b) { .bool($0.utf8.starts(with: $1.utf8)) } },
-            doc: "`s.startsWith(prefix)`"))
-        add(FunctionDecl(name: "endsWith", signatures: [Signature([.string], .bool, receiver: .string)],
-            impl: .binary { a, b in StringFunctions.stringPair(a, b) { .bool($0.utf8.reversed().starts(with: $1.utf8.reversed())) } },
-            doc: "`s.endsWith(suffix)`"))
-        add(FunctionDecl(name: "matches",
-            signatures: [Signature([.string], .bool, receiver: .string), Signature([.string, .string], .bool)],
-            impl: .binary { a, b in
-                StringFunctions.stringPair(a, b) { s, pattern in
-                    switch RegexBox.compile(pattern) {
-                    case .success(let r): .bool(r.matches(s))
-                    case .failure(let e): .error(e)
+        add(
+            FunctionDecl(
+                name: "size",
+                signatures: sizeSigs.map { Signature([$0], .int) } + sizeSigs.map { Signature([], .int, receiver: $0) },
+                impl: .unary(StringFunctions.size), doc: "number of characters, bytes, list items or map entries"))
+        add(
+            FunctionDecl(
+                name: "contains", signatures: [Signature([.string], .bool, receiver: .string)],
+                impl: .binary { a, b in StringFunctions.stringPair(a, b) { .bool(StringFunctions.contains($0, $1)) } },
+                doc: "`s.contains(t)`: whether `t` occurs in `s`"))
+        add(
+            FunctionDecl(
+                name: "startsWith", signatures: [Signature([.string], .bool, receiver: .string)],
+                impl: .binary { a, b in StringFunctions.stringPair(a, b) { .bool($0.utf8.starts(with: $1.utf8)) } },
+                doc: "`s.startsWith(prefix)`"))
+        add(
+            FunctionDecl(
+                name: "endsWith", signatures: [Signature([.string], .bool, receiver: .string)],
+                impl: .binary { a, b in
+                    StringFunctions.stringPair(a, b) { .bool($0.utf8.reversed().starts(with: $1.utf8.reversed())) }
+                },
+                doc: "`s.endsWith(suffix)`"))
+        add(
+            FunctionDecl(
+                name: "matches",
+                signatures: [Signature([.string], .bool, receiver: .string), Signature([.string, .string], .bool)],
+                impl: .binary { a, b in
+                    StringFunctions.stringPair(a, b) { s, pattern in
+                        switch RegexBox.compile(pattern) {
+                        case .success(let r): .bool(r.matches(s))
+                        case .failure(let e): .error(e)
+                        }
                     }
-                }
-            }, doc: "`s.matches(regex)`: whether the regular expression matches anywhere in `s`"))
-        add(FunctionDecl(name: "lowerAscii", signatures: [Signature([], .string, receiver: .string)],
-            impl: .unary { v in
-                if case .string(let s) = v { return .string(StringFunctions.lowerAscii(s)) }
-                return v.isError ? v : noOverload()
-            }, doc: "`s.lowerAscii()`: ASCII letters in lower case"))
-        add(FunctionDecl(name: "upperAscii", signatures: [Signature([], .string, receiver: .string)],
-            impl: .unary { v in
-                if case .string(let s) = v { return .string(StringFunctions.upperAscii(s)) }
-                return v.isError ? v : noOverload()
-            }, doc: "`s.upperAscii()`: ASCII letters in upper case"))
-        add(FunctionDecl(name: "trim", signatures: [Signature([], .string, receiver: .string)],
-            impl: .unary { v in
-                if case .string(let s) = v { return .string(StringFunctions.trim(s)) }
-                return v.isError ? v : noOverload()
-            }, doc: "`s.trim()`: without leading and trailing white space"))
-        add(FunctionDecl(name: "replace", signatures: [Signature([.string, .string], .string, receiver: .string)],
-            impl: .nary { a in
-                guard case .string(let s) = a[0], case .string(let x) = a[1], case .string(let y) = a[2] else {
-                    return a.first(where: \.isError) ?? noOverload()
-                }
-                return .string(x.isEmpty ? s : s.replacingOccurrences(of: x, with: y))
-            }, doc: "`s.replace(old, new)`: every occurrence replaced"))
-        add(FunctionDecl(name: "split", signatures: [Signature([.string], .list(.string), receiver: .string)],
-            impl: .binary { a, b in
-                StringFunctions.stringPair(a, b) { s, sep in
-                    if sep.isEmpty { return .list(s.unicodeScalars.map { .string(String($0)) }) }
-                    return .list(s.components(separatedBy: sep).map { .string($0) })
-                }
-            }, doc: "`s.split(separator)`: the parts between separators"))
-        add(FunctionDecl(name: "join",
-            signatures: [Signature([], .string, receiver: .list(.string)), Signature([.string], .string, receiver: .list(.string))],
-            impl: .nary { a in
-                guard case .list(let xs) = a[0] else { return a[0].isError ? a[0] : noOverload() }
-                var sep = ""
-                if a.count == 2 {
-                    guard case .string(let s) = a[1] else { return noOverload() }
-                    sep = s
-                }
-                var parts: [String] = []
-                for x in xs {
-                    guard case .string(let s) = x else { return noOverload() }
-                    parts.append(s)
-                }
-                return .string(parts.joined(separator: sep))
-            }, doc: "`list.join(separator)`: strings joined"))
-        add(FunctionDecl(name: "substring",
-            signatures: [Signature([.int], .string, receiver: .string), Signature([.int, .int], .string, receiver: .string)],
-            impl: .nary { a in
-                guard case .string(let s) = a[0], case .int(let from) = a[1] else { return a.first(where: \.isError) ?? noOverload() }
-                let scalars = Array(s.unicodeScalars)
-                var to = Int64(scalars.count)
-                if a.count == 3 {
-                    guard case .int(let t) = a[2] else { return noOverload() }
-                    to = t
-                }
-                guard from >= 0, to >= from, to <= scalars.count else {
-                    return .error(EvalError("substring range [\(from), \(to)) is out of bounds for a string of \(scalars.count)"))
-                }
-                return .string(String(String.UnicodeScalarView(scalars[Int(from)..<Int(to)])))
-            }, doc: "`s.substring(start[, end])`, counted in characters"))
-        add(FunctionDecl(name: "indexOf", signatures: [Signature([.string], .int, receiver: .string)],
-            impl: .binary { a, b in
-                StringFunctions.stringPair(a, b) { s, t in
-                    if t.isEmpty { return .int(0) }
-                    guard let r = s.range(of: t) else { return .int(-1) }
-                    return .int(Int64(s.unicodeScalars.distance(from: s.startIndex, to: r.lowerBound)))
-                }
-            }, doc: "`s.indexOf(t)`: position of the first `t`, or -1"))
+                }, doc: "`s.matches(regex)`: whether the regular expression matches anywhere in `s`"))
+        add(
+            FunctionDecl(
+                name: "lowerAscii", signatures: [Signature([], .string, receiver: .string)],
+                impl: .unary { v in
+                    if case .string(let s) = v { return .string(StringFunctions.lowerAscii(s)) }
+                    return v.isError ? v : noOverload()
+                }, doc: "`s.lowerAscii()`: ASCII letters in lower case"))
+        add(
+            FunctionDecl(
+                name: "upperAscii", signatures: [Signature([], .string, receiver: .string)],
+                impl: .unary { v in
+                    if case .string(let s) = v { return .string(StringFunctions.upperAscii(s)) }
+                    return v.isError ? v : noOverload()
+                }, doc: "`s.upperAscii()`: ASCII letters in upper case"))
+        add(
+            FunctionDecl(
+                name: "trim", signatures: [Signature([], .string, receiver: .string)],
+                impl: .unary { v in
+                    if case .string(let s) = v { return .string(StringFunctions.trim(s)) }
+                    return v.isError ? v : noOverload()
+                }, doc: "`s.trim()`: without leading and trailing white space"))
+        add(
+            FunctionDecl(
+                name: "replace", signatures: [Signature([.string, .string], .string, receiver: .string)],
+                impl: .nary { a in
+                    guard case .string(let s) = a[0], case .string(let x) = a[1], case .string(let y) = a[2] else {
+                        return a.first(where: \.isError) ?? noOverload()
+                    }
+                    return .string(x.isEmpty ? s : s.replacingOccurrences(of: x, with: y))
+                }, doc: "`s.replace(old, new)`: every occurrence replaced"))
+        add(
+            FunctionDecl(
+                name: "split", signatures: [Signature([.string], .list(.string), receiver: .string)],
+                impl: .binary { a, b in
+                    StringFunctions.stringPair(a, b) { s, sep in
+                        if sep.isEmpty { return .list(s.unicodeScalars.map { .string(String($0)) }) }
+                        return .list(s.components(separatedBy: sep).map { .string($0) })
+                    }
+                }, doc: "`s.split(separator)`: the parts between separators"))
+        add(
+            FunctionDecl(
+                name: "join",
+                signatures: [
+                    Signature([], .string, receiver: .list(.string)), Signature([.string], .string, receiver: .list(.string)),
+                ],
+                impl: .nary { a in
+                    guard case .list(let xs) = a[0] else { return a[0].isError ? a[0] : noOverload() }
+                    var sep = ""
+                    if a.count == 2 {
+                        guard case .string(let s) = a[1] else { return noOverload() }
+                        sep = s
+                    }
+                    var parts: [String] = []
+                    for x in xs {
+                        guard case .string(let s) = x else { return noOverload() }
+                        parts.append(s)
+                    }
+                    return .string(parts.joined(separator: sep))
+                }, doc: "`list.join(separator)`: strings joined"))
+        add(
+            FunctionDecl(
+                name: "substring",
+                signatures: [
+                    Signature([.int], .string, receiver: .string), Signature([.int, .int], .string, receiver: .string),
+                ],
+                impl: .nary { a in
+                    guard case .string(let s) = a[0], case .int(let from) = a[1] else {
+                        return a.first(where: \.isError) ?? noOverload()
+                    }
+                    let scalars = Array(s.unicodeScalars)
+                    var to = Int64(scalars.count)
+                    if a.count == 3 {
+                        guard case .int(let t) = a[2] else { return noOverload() }
+                        to = t
+                    }
+                    guard from >= 0, to >= from, to <= scalars.count else {
+                        return .error(
+                            EvalError("substring range [\(from), \(to)) is out of bounds for a string of \(scalars.count)"))
+                    }
+                    return .string(String(String.UnicodeScalarView(scalars[Int(from)..<Int(to)])))
+                }, doc: "`s.substring(start[, end])`, counted in characters"))
+        add(
+            FunctionDecl(
+                name: "indexOf", signatures: [Signature([.string], .int, receiver: .string)],
+                impl: .binary { a, b in
+                    StringFunctions.stringPair(a, b) { s, t in
+                        if t.isEmpty { return .int(0) }
+                        guard let r = s.range(of: t) else { return .int(-1) }
+                        return .int(Int64(s.unicodeScalars.distance(from: s.startIndex, to: r.lowerBound)))
+                    }
+                }, doc: "`s.indexOf(t)`: position of the first `t`, or -1"))
 
-        add(FunctionDecl(name: "int", signatures: [.int, .uint, .double, .string, .timestamp, .bool].map { Signature([$0], .int) },
-            impl: .unary(Conversions.toInt), doc: "conversion to int (doubles truncate; errors out of range)"))
-        add(FunctionDecl(name: "uint", signatures: [.int, .uint, .double, .string].map { Signature([$0], .uint) },
-            impl: .unary(Conversions.toUInt), doc: "conversion to uint"))
-        add(FunctionDecl(name: "double", signatures: [.int, .uint, .double, .string].map { Signature([$0], .double) },
-            impl: .unary(Conversions.toDouble), doc: "conversion to double"))
-        add(FunctionDecl(name: "string",
-            signatures: [.int, .uint, .double, .string, .bool, .bytes, .timestamp, .duration, .null].map { Signature([$0], .string) },
-            impl: .unary(Conversions.toString), doc: "conversion to string"))
-        add(FunctionDecl(name: "bool", signatures: [Signature([.bool], .bool), Signature([.string], .bool)],
-            impl: .unary(Conversions.toBool), doc: "conversion to bool (`\"true\"`, `\"false\"`, `\"1\"`, `\"0\"`…)"))
-        add(FunctionDecl(name: "bytes", signatures: [Signature([.bytes], .bytes), Signature([.string], .bytes)],
-            impl: .unary(Conversions.toBytes), doc: "conversion to bytes (UTF-8)"))
-        add(FunctionDecl(name: "dyn", signatures: [Signature([.param("A")], .dyn)], impl: .unary { $0 },
-            doc: "the same value, with its type known only when evaluated"))
-        add(FunctionDecl(name: "type", signatures: [Signature([.param("A")], .type)],
-            impl: .unary { v in v.isError ? v : .type(v.typeName) }, doc: "the type of a value"))
-        add(FunctionDecl(name: "timestamp",
-            signatures: [Signature([.string], .timestamp), Signature([.int], .timestamp), Signature([.timestamp], .timestamp)],
-            impl: .unary(Conversions.toTimestamp), doc: "an RFC 3339 string or seconds since 1970 as a timestamp"))
-        add(FunctionDecl(name: "duration",
-            signatures: [Signature([.string], .duration), Signature([.duration], .duration), Signature([.int], .duration)],
-            impl: .unary(Conversions.toDuration), doc: "`duration(\"1h30m\")`: units h, m, s, ms, us, ns"))
+        add(
+            FunctionDecl(
+                name: "int", signatures: [.int, .uint, .double, .string, .timestamp, .bool].map { Signature([$0], .int) },
+                impl: .unary(Conversions.toInt), doc: "conversion to int (doubles truncate; errors out of range)"))
+        add(
+            FunctionDecl(
+                name: "uint", signatures: [.int, .uint, .double, .string].map { Signature([$0], .uint) },
+                impl: .unary(Conversions.toUInt), doc: "conversion to uint"))
+        add(
+            FunctionDecl(
+                name: "double", signatures: [.int, .uint, .double, .string].map { Signature([$0], .double) },
+                impl: .unary(Conversions.toDouble), doc: "conversion to double"))
+        add(
+            FunctionDecl(
+                name: "string",
+                signatures: [.int, .uint, .double, .string, .bool, .bytes, .timestamp, .duration, .null].map {
+                    Signature([$0], .string)
+                },
+                impl: .unary(Conversions.toString), doc: "conversion to string"))
+        add(
+            FunctionDecl(
+                name: "bool", signatures: [Signature([.bool], .bool), Signature([.string], .bool)],
+                impl: .unary(Conversions.toBool), doc: "conversion to bool (`\"true\"`, `\"false\"`, `\"1\"`, `\"0\"`…)"))
+        add(
+            FunctionDecl(
+                name: "bytes", signatures: [Signature([.bytes], .bytes), Signature([.string], .bytes)],
+                impl: .unary(Conversions.toBytes), doc: "conversion to bytes (UTF-8)"))
+        add(
+            FunctionDecl(
+                name: "dyn", signatures: [Signature([.param("A")], .dyn)], impl: .unary { $0 },
+                doc: "the same value, with its type known only when evaluated"))
+        add(
+            FunctionDecl(
+                name: "type", signatures: [Signature([.param("A")], .type)],
+                impl: .unary { v in v.isError ? v : .type(v.typeName) }, doc: "the type of a value"))
+        add(
+            FunctionDecl(
+                name: "timestamp",
+                signatures: [
+                    Signature([.string], .timestamp), Signature([.int], .timestamp), Signature([.timestamp], .timestamp),
+                ],
+                impl: .unary(Conversions.toTimestamp), doc: "an RFC 3339 string or seconds since 1970 as a timestamp"))
+        add(
+            FunctionDecl(
+                name: "duration",
+                signatures: [Signature([.string], .duration), Signature([.duration], .duration), Signature([.int], .duration)],
+                impl: .unary(Conversions.toDuration), doc: "`duration(\"1h30m\")`: units h, m, s, ms, us, ns"))
 
         let tsFields: [(String, TimeFunctions.Field, Bool)] = [
             ("getFullYear", .fullYear, false), ("getMonth", .month, false), ("getDayOfYear", .dayOfYear, false),
@@ -652,8 +738,10 @@ extension FunctionDecl {
         for (name, field, onDuration) in tsFields {
             var sigs = [Signature([], .int, receiver: .timestamp), Signature([.string], .int, receiver: .timestamp)]
             if onDuration { sigs.append(Signature([], .int, receiver: .duration)) }
-            add(FunctionDecl(name: name, signatures: sigs, impl: .nary { TimeFunctions.get(field, $0) },
-                doc: "calendar field of a timestamp, in UTC or the given zone (`'Europe/Berlin'`, `'+02:00'`)"))
+            add(
+                FunctionDecl(
+                    name: name, signatures: sigs, impl: .nary { TimeFunctions.get(field, $0) },
+                    doc: "calendar field of a timestamp, in UTC or the given zone (`'Europe/Berlin'`, `'+02:00'`)"))
         }
         return out
     }()

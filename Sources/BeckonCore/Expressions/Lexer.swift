@@ -132,11 +132,13 @@ struct Lexer {
             return Token(kind: .punct(String(c)), span: SourceSpan(start, i))
         }
         if c == "=" {
-            throw ExprProblem("'=' is not an operator; use '==' to compare", SourceSpan(start, start + 1),
+            throw ExprProblem(
+                "'=' is not an operator; use '==' to compare", SourceSpan(start, start + 1),
                 suggestion: "==")
         }
         if c == "&" || c == "|" {
-            throw ExprProblem("'\(c)' is not an operator; use '\(c)\(c)'", SourceSpan(start, start + 1),
+            throw ExprProblem(
+                "'\(c)' is not an operator; use '\(c)\(c)'", SourceSpan(start, start + 1),
                 suggestion: "\(c)\(c)")
         }
         throw ExprProblem("unexpected character '\(c)'", SourceSpan(start, start + 1))

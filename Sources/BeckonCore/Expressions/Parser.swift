@@ -14,7 +14,8 @@ public struct Parser {
     public static func parse(_ text: String) throws(ExprProblem) -> Expr {
         let n = text.unicodeScalars.count
         if n > maxLength {
-            throw ExprProblem("expression is \(n) characters long; the limit is \(maxLength)", SourceSpan(0, n),
+            throw ExprProblem(
+                "expression is \(n) characters long; the limit is \(maxLength)", SourceSpan(0, n),
                 id: "limit_exceeded")
         }
         var lexer = Lexer(text)
@@ -73,7 +74,8 @@ public struct Parser {
     private mutating func enter() throws(ExprProblem) {
         depth += 1
         if depth > Parser.maxDepth {
-            throw ExprProblem("expression nests more than \(Parser.maxDepth) levels deep", tok.span,
+            throw ExprProblem(
+                "expression nests more than \(Parser.maxDepth) levels deep", tok.span,
                 id: "limit_exceeded")
         }
     }

@@ -1,6 +1,8 @@
 /// Durations as the DSL writes them: `500ms`, `90s`, `30m`, `24h`, `7d`, `2w`, or a sum like `1h30m`.
 public enum DSLDuration {
-    static let units: [(String, Int64)] = [("ms", 1), ("s", 1000), ("m", 60_000), ("h", 3_600_000), ("d", 86_400_000), ("w", 604_800_000)]
+    static let units: [(String, Int64)] = [
+        ("ms", 1), ("s", 1000), ("m", 60_000), ("h", 3_600_000), ("d", 86_400_000), ("w", 604_800_000),
+    ]
 
     /// Milliseconds, or `nil` when the text is not a duration. Zero is allowed; negatives are not.
     public static func parse(_ text: String) -> Int64? {
@@ -24,13 +26,12 @@ public enum DSLDuration {
         return total
     }
 
-    /// The shortest exact spelling: `7d`, `1h30m`, `0s`.
+    /// An exact spelling in days and smaller units: `7d`, `1h30m`, `0s` (never weeks: "14d" reads better).
     public static func format(_ ms: Int64) -> String {
         if ms == 0 { return "0s" }
         var rest = ms
         var out = ""
-        for (u, scale) in units.reversed() where rest >= scale {
-            if u == "w" && rest % scale != 0 { continue }  // "10d" reads better than "1w3d"
+        for (u, scale) in units.reversed() where rest >= scale && u != "w" {
             out += "\(rest / scale)\(u)"
             rest %= scale
         }

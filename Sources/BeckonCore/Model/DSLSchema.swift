@@ -103,10 +103,13 @@ public enum DSL {
     public static let windowDoc =
         "a rolling window (`30m`, `24h`, `7d`, `2w`), `lifetime`, or a calendar window in the user's time zone (`calendar day`, `calendar week`, `calendar month`)"
 
-    public static let limits = ObjectSchema("limit", doc: """
-        How often a rule may fire for one user. Every limit is exact at any count. Rolling windows count the \
-        fires in the span that ends now; `per_month` spans one calendar month back in the user's time zone.
-        """, keys: [
+    public static let limits = ObjectSchema(
+        "limit",
+        doc: """
+            How often a rule may fire for one user. Every limit is exact at any count. Rolling windows count the \
+            fires in the span that ends now; `per_month` spans one calendar month back in the user's time zone.
+            """,
+        keys: [
             KeySchema("per_user", .integer(min: 1), doc: "at most this many fires per user, ever", example: "3"),
             KeySchema("per_session", .integer(min: 1), doc: "at most this many fires per session", example: "1"),
             KeySchema("per_minute", .integer(min: 1), doc: "at most this many fires in any rolling minute"),
@@ -115,135 +118,189 @@ public enum DSL {
             KeySchema("per_week", .integer(min: 1), doc: "at most this many fires in any rolling 7 days"),
             KeySchema("per_month", .integer(min: 1), doc: "at most this many fires in any rolling calendar month (user's zone)"),
             KeySchema("cooldown", .duration, doc: "least time between two fires", example: "7d"),
-            KeySchema("on_occurrence", .integer(min: 1), doc: """
-                fire only on the Nth occurrence of the trigger (the Nth event that matched `on` and `where`, \
-                counted whether or not it fired)
-                """, example: "3"),
-            KeySchema("every_occurrence", .integer(min: 1), doc: """
-                fire only on every Nth occurrence of the trigger (N, 2N, 3N…; counted whether or not it fired)
-                """, example: "5"),
+            KeySchema(
+                "on_occurrence", .integer(min: 1),
+                doc: """
+                    fire only on the Nth occurrence of the trigger (the Nth event that matched `on` and `where`, \
+                    counted whether or not it fired)
+                    """, example: "3"),
+            KeySchema(
+                "every_occurrence", .integer(min: 1),
+                doc: """
+                    fire only on every Nth occurrence of the trigger (N, 2N, 3N…; counted whether or not it fired)
+                    """, example: "5"),
         ])
 
-    static let button = ObjectSchema("button", doc: "A button of an in-app message.", keys: [
-        KeySchema("label", .template, required: true, doc: "the button's text", example: "Set as default"),
-        KeySchema("deep_link", .template, doc: "URL the app opens when it is tapped",
-                  example: "firefox://deep-link?url=settings/general"),
-        KeySchema("action", .template, doc: "a named app action instead of a link (`dismiss`, `accept`…)", example: "dismiss"),
-    ])
+    static let button = ObjectSchema(
+        "button", doc: "A button of an in-app message.",
+        keys: [
+            KeySchema("label", .template, required: true, doc: "the button's text", example: "Set as default"),
+            KeySchema(
+                "deep_link", .template, doc: "URL the app opens when it is tapped",
+                example: "firefox://deep-link?url=settings/general"),
+            KeySchema(
+                "action", .template, doc: "a named app action instead of a link (`dismiss`, `accept`…)", example: "dismiss"),
+        ])
 
-    static let message = ObjectSchema("message", doc: "An in-app message.", keys: [
-        KeySchema("surface", .identifier, required: true, doc: """
-            where it shows (`launch`, `home`, `inbox`…); rules that qualify on the same event and surface \
-            are arbitrated by priority
-            """, example: "launch"),
-        KeySchema("template", .identifier, doc: "the app's layout for it (`modal`, `banner`, `tooltip`…)", example: "modal"),
-        KeySchema("title", .template, doc: "headline", example: "Make it your default browser"),
-        KeySchema("body", .template, doc: "text under the title"),
-        KeySchema("image", .template, doc: "image URL or asset name"),
-        KeySchema("buttons", .list(.object(button)), doc: "buttons, in order"),
-        KeySchema("data", .map(key: .text, value: .anyValue), doc: "extra fields passed to the app unchanged"),
-    ])
+    static let message = ObjectSchema(
+        "message", doc: "An in-app message.",
+        keys: [
+            KeySchema(
+                "surface", .identifier, required: true,
+                doc: """
+                    where it shows (`launch`, `home`, `inbox`…); rules that qualify on the same event and surface \
+                    are arbitrated by priority
+                    """, example: "launch"),
+            KeySchema("template", .identifier, doc: "the app's layout for it (`modal`, `banner`, `tooltip`…)", example: "modal"),
+            KeySchema("title", .template, doc: "headline", example: "Make it your default browser"),
+            KeySchema("body", .template, doc: "text under the title"),
+            KeySchema("image", .template, doc: "image URL or asset name"),
+            KeySchema("buttons", .list(.object(button)), doc: "buttons, in order"),
+            KeySchema("data", .map(key: .text, value: .anyValue), doc: "extra fields passed to the app unchanged"),
+        ])
 
-    static let screen = ObjectSchema("screen", doc: "A screen of a flow, for the app to navigate to.", keys: [
-        KeySchema("id", .template, required: true, doc: "route id", example: "email_input"),
-        KeySchema("params", .map(key: .text, value: .anyValue), doc: "parameters for the screen",
-                  example: "{ email: \"${user.email}\" }"),
-    ])
+    static let screen = ObjectSchema(
+        "screen", doc: "A screen of a flow, for the app to navigate to.",
+        keys: [
+            KeySchema("id", .template, required: true, doc: "route id", example: "email_input"),
+            KeySchema(
+                "params", .map(key: .text, value: .anyValue), doc: "parameters for the screen",
+                example: "{ email: \"${user.email}\" }"),
+        ])
 
-    static let notify = ObjectSchema("notify", doc: "An item in the user's inbox, unread until read.", keys: [
-        KeySchema("id", .template, doc: "the item's id (default: the action id); `mark_read` names it", example: "welcome"),
-        KeySchema("sender", .template, doc: "who it is from", example: "Stampbook Team"),
-        KeySchema("message", .template, required: true, doc: "its text", example: "Welcome! Claim your first stamp"),
-        KeySchema("link", .template, doc: "where tapping it leads", example: "stampbook://stamp/welcome"),
-        KeySchema("data", .map(key: .text, value: .anyValue), doc: "extra fields passed to the app unchanged"),
-    ])
+    static let notify = ObjectSchema(
+        "notify", doc: "An item in the user's inbox, unread until read.",
+        keys: [
+            KeySchema("id", .template, doc: "the item's id (default: the action id); `mark_read` names it", example: "welcome"),
+            KeySchema("sender", .template, doc: "who it is from", example: "Stampbook Team"),
+            KeySchema("message", .template, required: true, doc: "its text", example: "Welcome! Claim your first stamp"),
+            KeySchema("link", .template, doc: "where tapping it leads", example: "stampbook://stamp/welcome"),
+            KeySchema("data", .map(key: .text, value: .anyValue), doc: "extra fields passed to the app unchanged"),
+        ])
 
-    static let emit = ObjectSchema("emit", doc: "An outgoing event or conversion, for the service to send on.", keys: [
-        KeySchema("event", .text, required: true, doc: "its name", example: "AppInstall"),
-        KeySchema("payload", .map(key: .text, value: .anyValue), doc: "its fields; values may be `${expressions}`"),
-    ])
+    static let emit = ObjectSchema(
+        "emit", doc: "An outgoing event or conversion, for the service to send on.",
+        keys: [
+            KeySchema("event", .text, required: true, doc: "its name", example: "AppInstall"),
+            KeySchema("payload", .map(key: .text, value: .anyValue), doc: "its fields; values may be `${expressions}`"),
+        ])
 
     public static let actions: [KeySchema] = [
         KeySchema("message", .object(message), doc: "show an in-app message"),
-        KeySchema("screen", .either([.template, .object(screen)]), doc: "navigate to a screen of a flow",
-                  example: "welcome"),
+        KeySchema(
+            "screen", .either([.template, .object(screen)]), doc: "navigate to a screen of a flow",
+            example: "welcome"),
         KeySchema("deep_link", .template, doc: "open a URL in the app", example: "app-settings:"),
         KeySchema("notify", .object(notify), doc: "put an item in the user's inbox"),
         KeySchema("mark_read", .template, doc: "mark the inbox item with this id as read", example: "welcome"),
-        KeySchema("prompt", .enumeration(["att", "notifications", "location"]),
-                  doc: "ask for a system permission (`att` = App Tracking Transparency)", example: "att"),
+        KeySchema(
+            "prompt", .enumeration(["att", "notifications", "location"]),
+            doc: "ask for a system permission (`att` = App Tracking Transparency)", example: "att"),
         KeySchema("emit", .object(emit), doc: "send an event or conversion out"),
-        KeySchema("set", .map(key: .attributeName, value: .anyValue), doc: """
-            set user attributes; values may be `${expressions}`; a change can trigger `on_change` rules
-            """, example: "{ att_status: \"${event.properties.status}\" }"),
+        KeySchema(
+            "set", .map(key: .attributeName, value: .anyValue),
+            doc: """
+                set user attributes; values may be `${expressions}`; a change can trigger `on_change` rules
+                """, example: "{ att_status: \"${event.properties.status}\" }"),
         KeySchema("unset", .oneOrMany(.attributeName), doc: "remove user attributes", example: "pending_email"),
     ]
 
-    public static let rule = ObjectSchema("rule", doc: "When to do what, for one user.", keys: [
-        KeySchema("id", .identifier, required: true, doc: "unique within the file; snake_case", example: "prompt_default_browser"),
-        KeySchema("description", .text, doc: "what the rule is for"),
-        KeySchema("enabled", .boolean, doc: "`false` keeps the rule in the file but never evaluates it"),
-        KeySchema("on", .oneOrMany(.eventName), doc: "the track event(s) that trigger the rule", example: "E_Opened_App"),
-        KeySchema("on_screen", .oneOrMany(.eventName), doc: "the screen view(s) that trigger the rule", example: "Settings"),
-        KeySchema("on_change", .attributeName, doc: """
-            trigger when this user attribute changes value (from `identify` traits or a `set` action)
-            """, example: "plan"),
-        KeySchema("from", .oneOrMany(.anyValue), doc: "with `on_change`: only when the old value is one of these"),
-        KeySchema("to", .oneOrMany(.anyValue), doc: "with `on_change`: only when the new value is one of these"),
-        KeySchema("where", .expression, doc: "condition on the triggering event", example: "event.properties.source != \"widget\""),
-        KeySchema("if", .expression, doc: "condition on the user", example: "heavy_user && !user.is_default_browser"),
-        KeySchema("limit", .object(limits), doc: "how often it may fire", example: "{ per_user: 3, cooldown: 7d }"),
-        KeySchema("priority", .integer(min: 0), doc: """
-            arbitration among message rules on one surface for one event: the larger number wins
-            """, example: "10"),
-        KeySchema("do", .list(.variant(actions)), required: true, doc: "the actions, in order",
-                  example: "[ { message: { surface: launch, title: Hello } } ]"),
-    ])
+    public static let rule = ObjectSchema(
+        "rule", doc: "When to do what, for one user.",
+        keys: [
+            KeySchema(
+                "id", .identifier, required: true, doc: "unique within the file; snake_case", example: "prompt_default_browser"),
+            KeySchema("description", .text, doc: "what the rule is for"),
+            KeySchema("enabled", .boolean, doc: "`false` keeps the rule in the file but never evaluates it"),
+            KeySchema("on", .oneOrMany(.eventName), doc: "the track event(s) that trigger the rule", example: "E_Opened_App"),
+            KeySchema("on_screen", .oneOrMany(.eventName), doc: "the screen view(s) that trigger the rule", example: "Settings"),
+            KeySchema(
+                "on_change", .attributeName,
+                doc: """
+                    trigger when this user attribute changes value (from `identify` traits or a `set` action)
+                    """, example: "plan"),
+            KeySchema("from", .oneOrMany(.anyValue), doc: "with `on_change`: only when the old value is one of these"),
+            KeySchema("to", .oneOrMany(.anyValue), doc: "with `on_change`: only when the new value is one of these"),
+            KeySchema(
+                "where", .expression, doc: "condition on the triggering event", example: "event.properties.source != \"widget\""),
+            KeySchema("if", .expression, doc: "condition on the user", example: "heavy_user && !user.is_default_browser"),
+            KeySchema("limit", .object(limits), doc: "how often it may fire", example: "{ per_user: 3, cooldown: 7d }"),
+            KeySchema(
+                "priority", .integer(min: 0),
+                doc: """
+                    arbitration among message rules on one surface for one event: the larger number wins
+                    """, example: "10"),
+            KeySchema(
+                "do", .list(.variant(actions)), required: true, doc: "the actions, in order",
+                example: "[ { message: { surface: launch, title: Hello } } ]"),
+        ])
 
-    static let defaults = ObjectSchema("defaults", doc: "Values every rule of the file gets unless it sets its own.", keys: [
-        KeySchema("priority", .integer(min: 0), doc: "default priority"),
-        KeySchema("limit", .object(limits), doc: "default limits; a rule's own `limit` keys override these one by one"),
-    ])
+    static let defaults = ObjectSchema(
+        "defaults", doc: "Values every rule of the file gets unless it sets its own.",
+        keys: [
+            KeySchema("priority", .integer(min: 0), doc: "default priority"),
+            KeySchema("limit", .object(limits), doc: "default limits; a rule's own `limit` keys override these one by one"),
+        ])
 
-    public static let ruleFile = ObjectSchema("rule file", doc: """
-        A campaign (`campaigns/`) or a rule set (`rules/`): rules that share an audience, segments and defaults.
-        """, keys: [
+    public static let ruleFile = ObjectSchema(
+        "rule file",
+        doc: """
+            A campaign (`campaigns/`) or a rule set (`rules/`): rules that share an audience, segments and defaults.
+            """,
+        keys: [
             KeySchema("version", .integer(min: 1), required: true, doc: "the DSL version; must be 1", example: "1"),
-            KeySchema("campaign", .identifier, doc: "the campaign's name (files in campaigns/)", example: "default_browser_nudge"),
+            KeySchema(
+                "campaign", .identifier, doc: "the campaign's name (files in campaigns/)", example: "default_browser_nudge"),
             KeySchema("ruleset", .identifier, doc: "the rule set's name (files in rules/)", example: "bossup_onboarding"),
             KeySchema("description", .text, doc: "what it is for"),
             KeySchema("enabled", .boolean, doc: "`false` turns every rule of the file off"),
             KeySchema("start", .timestamp, doc: "first instant rules may fire (inclusive)", example: "2026-01-01T00:00:00Z"),
-            KeySchema("end", .timestamp, doc: "instant from which rules no longer fire (exclusive)", example: "2026-02-01T00:00:00Z"),
-            KeySchema("audience", .expression, doc: """
-                condition every rule of the file must also meet; `context` is the triggering event's device context
-                """, example: "context.locale in [\"en_US\", \"de\"]"),
-            KeySchema("segments", .map(key: .identifier, value: .expression), doc: """
-                named conditions, usable by name in every expression of the file
-                """, example: "{ heavy_user: 'count(\"E_Opened_App\", \"7d\") >= 10' }"),
+            KeySchema(
+                "end", .timestamp, doc: "instant from which rules no longer fire (exclusive)", example: "2026-02-01T00:00:00Z"),
+            KeySchema(
+                "audience", .expression,
+                doc: """
+                    condition every rule of the file must also meet; `context` is the triggering event's device context
+                    """, example: "context.locale in [\"en_US\", \"de\"]"),
+            KeySchema(
+                "segments", .map(key: .identifier, value: .expression),
+                doc: """
+                    named conditions, usable by name in every expression of the file
+                    """, example: "{ heavy_user: 'count(\"E_Opened_App\", \"7d\") >= 10' }"),
             KeySchema("defaults", .object(defaults), doc: "defaults for every rule"),
             KeySchema("rules", .list(.object(rule)), required: true, doc: "the rules"),
         ])
 
-    static let sessions = ObjectSchema("sessions", doc: "What a session is, for `per_session` limits and caps.", keys: [
-        KeySchema("start_on", .oneOrMany(.eventName), doc: "events that always start a new session (app open, foreground)",
-                  example: "[Application Opened]"),
-        KeySchema("timeout", .duration, doc: "inactivity after which the next event starts a new session (default 30m)",
-                  example: "30m"),
-    ])
+    static let sessions = ObjectSchema(
+        "sessions", doc: "What a session is, for `per_session` limits and caps.",
+        keys: [
+            KeySchema(
+                "start_on", .oneOrMany(.eventName), doc: "events that always start a new session (app open, foreground)",
+                example: "[Application Opened]"),
+            KeySchema(
+                "timeout", .duration, doc: "inactivity after which the next event starts a new session (default 30m)",
+                example: "30m"),
+        ])
 
-    public static let settingsFile = ObjectSchema("settings file", doc: """
-        Settings for everything loaded with it: sessions, the global in-app message cap, event de-duplication.
-        """, keys: [
+    public static let settingsFile = ObjectSchema(
+        "settings file",
+        doc: """
+            Settings for everything loaded with it: sessions, the global in-app message cap, event de-duplication.
+            """,
+        keys: [
             KeySchema("version", .integer(min: 1), required: true, doc: "the DSL version; must be 1", example: "1"),
             KeySchema("settings", .identifier, required: true, doc: "a name for these settings", example: "bossup"),
             KeySchema("description", .text, doc: "what they are for"),
             KeySchema("sessions", .object(sessions), doc: "how sessions start"),
-            KeySchema("global_limit", .object(limits), doc: """
-                a cap on `message` actions across all rules and files: e.g. at most 1 per session, 3 per day
-                """, example: "{ per_session: 1, per_day: 3 }"),
-            KeySchema("dedup_window", .duration, doc: """
-                how long a `messageId` is remembered, so that an event sent twice is processed once (default 7d)
-                """, example: "7d"),
+            KeySchema(
+                "global_limit", .object(limits),
+                doc: """
+                    a cap on `message` actions across all rules and files: e.g. at most 1 per session, 3 per day
+                    """, example: "{ per_session: 1, per_day: 3 }"),
+            KeySchema(
+                "dedup_window", .duration,
+                doc: """
+                    how long a `messageId` is remembered, so that an event sent twice is processed once (default 7d)
+                    """, example: "7d"),
         ])
 }

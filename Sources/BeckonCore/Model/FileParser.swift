@@ -9,8 +9,9 @@ public struct FileParser {
     /// Parses one document. Returns `nil` when it is not even recognisable as a Beckon file.
     public mutating func parse(_ root: SourceNode) -> ParsedFile? {
         guard case .mapping(let pairs, _) = root else {
-            diagnostics.error(.wrongType, "a Beckon file is a map that starts with `version: 1`, found \(root.kindDescription)",
-                              at: root.location, suggestion: "start the file with `version: 1`")
+            diagnostics.error(
+                .wrongType, "a Beckon file is a map that starts with `version: 1`, found \(root.kindDescription)",
+                at: root.location, suggestion: "start the file with `version: 1`")
             return nil
         }
         if let v = root["version"] {
@@ -26,37 +27,45 @@ public struct FileParser {
 
     /// Checks a mapping's keys against a schema: duplicates, unknown keys (with the nearest known one) and
     /// missing required keys. Returns the pairs by key.
-    mutating func keys(of node: SourceNode, _ schema: ObjectSchema, context: String) -> [String: (key: ScalarNode, value: SourceNode)]? {
+    mutating func keys(
+        of node: SourceNode, _ schema: ObjectSchema, context: String
+    ) -> [String: (key: ScalarNode, value: SourceNode)]? {
         guard case .mapping(let pairs, _) = node else {
             let known = DSL.rule.keys.first { if case .object(let o) = $0.type { o === schema } else { false } }?.example
             let name = context.contains(" ") ? context : "'\(context)'"
-            diagnostics.error(.wrongType, "\(name) expects a map\(known.map { " like \($0)" } ?? ""), found \(node.kindDescription)",
-                              at: node.location)
+            diagnostics.error(
+                .wrongType, "\(name) expects a map\(known.map { " like \($0)" } ?? ""), found \(node.kindDescription)",
+                at: node.location)
             return nil
         }
         var out: [String: (key: ScalarNode, value: SourceNode)] = [:]
         for (k, v) in pairs {
             if out[k.text] != nil {
-                diagnostics.error(.duplicateKey, "'\(k.text)' appears twice in \(context)", at: k.location,
-                                  suggestion: "remove one of them")
+                diagnostics.error(
+                    .duplicateKey, "'\(k.text)' appears twice in \(context)", at: k.location,
+                    suggestion: "remove one of them")
                 continue
             }
             if schema.key(k.text) == nil {
                 let hint = Suggest.nearest(k.text, in: schema.keys.map(\.name))
-                diagnostics.error(.unknownKey, "unknown key '\(k.text)' in \(context)" + (hint.map { "; did you mean '\($0)'?" } ?? ""),
-                                  at: k.location,
-                                  suggestion: hint.map { "replace it with '\($0)'" }
-                                      ?? "known keys: " + schema.keys.map(\.name).joined(separator: ", "))
+                diagnostics.error(
+                    .unknownKey, "unknown key '\(k.text)' in \(context)" + (hint.map { "; did you mean '\($0)'?" } ?? ""),
+                    at: k.location,
+                    suggestion: hint.map { "replace it with '\($0)'" }
+                        ?? "known keys: " + schema.keys.map(\.name).joined(separator: ", "))
                 continue
             }
             out[k.text] = (k, v)
         }
         for key in schema.keys where key.required && out[key.name] == nil {
             // A key that was misspelled was already reported as unknown with a suggestion.
-            let misspelled = pairs.contains { Suggest.nearest($0.key.text, in: [key.name]) != nil && schema.key($0.key.text) == nil }
+            let misspelled = pairs.contains {
+                Suggest.nearest($0.key.text, in: [key.name]) != nil && schema.key($0.key.text) == nil
+            }
             if !misspelled {
-                diagnostics.error(.missingKey, "\(context) needs '\(key.name)' (\(key.type.expectation))", at: node.location,
-                                  suggestion: key.example.map { "add `\(key.name): \($0)`" })
+                diagnostics.error(
+                    .missingKey, "\(context) needs '\(key.name)' (\(key.type.expectation))", at: node.location,
+                    suggestion: key.example.map { "add `\(key.name): \($0)`" })
             }
         }
         return out
@@ -64,7 +73,8 @@ public struct FileParser {
 
     mutating func scalar(_ node: SourceNode, _ key: String, _ expect: ValueSchema) -> ScalarNode? {
         guard case .scalar(let s) = node, !s.isNull else {
-            diagnostics.error(.wrongType, "'\(key)' expects \(expect.expectation), found \(node.kindDescription)", at: node.location)
+            diagnostics.error(
+                .wrongType, "'\(key)' expects \(expect.expectation), found \(node.kindDescription)", at: node.location)
             return nil
         }
         return s
@@ -79,8 +89,9 @@ public struct FileParser {
         guard let s = scalar(node, key, .identifier) else { return nil }
         guard FileParser.isIdentifier(s.text) else {
             let fixed = FileParser.snakeCase(s.text)
-            diagnostics.error(.invalidIdentifier, "'\(key)' must be snake_case (a-z, 0-9, _), found '\(s.text)'", at: s.location,
-                              suggestion: fixed.isEmpty ? nil : "use '\(fixed)'")
+            diagnostics.error(
+                .invalidIdentifier, "'\(key)' must be snake_case (a-z, 0-9, _), found '\(s.text)'", at: s.location,
+                suggestion: fixed.isEmpty ? nil : "use '\(fixed)'")
             return nil
         }
         return Located(s.text, s.location)
@@ -115,8 +126,9 @@ public struct FileParser {
     mutating func integer(_ node: SourceNode, _ key: String, min: Int) -> Located<Int>? {
         guard let s = scalar(node, key, .integer(min: min)) else { return nil }
         guard s.style == .plain, let v = Int(s.text) else {
-            diagnostics.error(.wrongType, "'\(key)' expects \(ValueSchema.integer(min: min).expectation), found '\(s.text)'",
-                              at: s.location)
+            diagnostics.error(
+                .wrongType, "'\(key)' expects \(ValueSchema.integer(min: min).expectation), found '\(s.text)'",
+                at: s.location)
             return nil
         }
         guard v >= min else {
@@ -142,8 +154,9 @@ public struct FileParser {
         guard let ms = DSLDuration.parse(s.text) else {
             var hint = "write it as a number and a unit: ms, s, m, h, d or w (7d, 24h, 1h30m)"
             if s.text.contains("mo") || s.text.contains("month") { hint = "months vary in length; use days (30d) or `per_month`" }
-            diagnostics.error(.invalidDuration, "'\(key)' expects a duration like 7d, found '\(s.text)'", at: s.location,
-                              suggestion: hint)
+            diagnostics.error(
+                .invalidDuration, "'\(key)' expects a duration like 7d, found '\(s.text)'", at: s.location,
+                suggestion: hint)
             return nil
         }
         return Located(ms, s.location)
@@ -154,7 +167,8 @@ public struct FileParser {
         guard let t = Timestamp.parse(s.text) else {
             var hint = "use RFC 3339 with a zone, like 2026-01-01T00:00:00Z or 2026-01-01T09:00:00+01:00"
             if Timestamp.parse(s.text + "T00:00:00Z") != nil { hint = "add a time and zone: \(s.text)T00:00:00Z" }
-            diagnostics.error(.invalidTimestamp, "'\(key)' expects a timestamp, found '\(s.text)'", at: s.location, suggestion: hint)
+            diagnostics.error(
+                .invalidTimestamp, "'\(key)' expects a timestamp, found '\(s.text)'", at: s.location, suggestion: hint)
             return nil
         }
         return Located(t, s.location)
@@ -178,7 +192,8 @@ public struct FileParser {
             if items.isEmpty { diagnostics.error(.invalidValue, "'\(key)' is an empty list", at: node.location) }
             return out
         default:
-            diagnostics.error(.wrongType, "'\(key)' expects a name or a list of names, found \(node.kindDescription)", at: node.location)
+            diagnostics.error(
+                .wrongType, "'\(key)' expects a name or a list of names, found \(node.kindDescription)", at: node.location)
             return nil
         }
     }
@@ -221,8 +236,9 @@ public struct FileParser {
                     j += 1
                 }
                 guard let end else {
-                    diagnostics.error(.expressionSyntax, "'${' has no closing '}'", at: s.location(of: SourceSpan(i, i + 2)),
-                                      suggestion: "close the expression with '}', or write '$${' for a literal '${'")
+                    diagnostics.error(
+                        .expressionSyntax, "'${' has no closing '}'", at: s.location(of: SourceSpan(i, i + 2)),
+                        suggestion: "close the expression with '}', or write '$${' for a literal '${'")
                     text.append(contentsOf: scalars[i...])
                     break
                 }
@@ -309,8 +325,9 @@ public struct FileParser {
     mutating func version(_ k: [String: (key: ScalarNode, value: SourceNode)]) {
         guard let v = k["version"], let n = integer(v.value, "version", min: 0) else { return }
         if n.value != 1 {
-            diagnostics.error(.unsupportedVersion, "version \(n.value) is not supported; this Beckon reads version 1",
-                              at: n.location, suggestion: "write `version: 1`")
+            diagnostics.error(
+                .unsupportedVersion, "version \(n.value) is not supported; this Beckon reads version 1",
+                at: n.location, suggestion: "write `version: 1`")
         }
     }
 
@@ -326,17 +343,20 @@ public struct FileParser {
             kind = .ruleset
             name = identifier(r.value, "ruleset")
         case (_?, let r?):
-            diagnostics.error(.invalidValue, "a file is either a campaign or a rule set, not both", at: r.key.location,
-                              suggestion: "keep `campaign:` or `ruleset:`")
+            diagnostics.error(
+                .invalidValue, "a file is either a campaign or a rule set, not both", at: r.key.location,
+                suggestion: "keep `campaign:` or `ruleset:`")
             return nil
         case (nil, nil):
-            diagnostics.error(.missingKey, "the file needs `campaign: NAME` (in campaigns/) or `ruleset: NAME` (in rules/)",
-                              at: root.location, suggestion: "add `campaign: my_campaign` after `version: 1`")
+            diagnostics.error(
+                .missingKey, "the file needs `campaign: NAME` (in campaigns/) or `ruleset: NAME` (in rules/)",
+                at: root.location, suggestion: "add `campaign: my_campaign` after `version: 1`")
             return nil
         }
-        var spec = RuleFileSpec(path: file, kind: kind, name: name ?? Located("unnamed", root.location), description: nil,
-                                enabled: true, start: nil, end: nil, audience: nil, segments: [], defaultPriority: nil,
-                                defaultLimits: LimitSpec(), rules: [])
+        var spec = RuleFileSpec(
+            path: file, kind: kind, name: name ?? Located("unnamed", root.location), description: nil,
+            enabled: true, start: nil, end: nil, audience: nil, segments: [], defaultPriority: nil,
+            defaultLimits: LimitSpec(), rules: [])
         if let d = k["description"] { spec.description = string(d.value, "description")?.value }
         if let e = k["enabled"] { spec.enabled = boolean(e.value, "enabled")?.value ?? true }
         if let s = k["start"] { spec.start = timestamp(s.value, "start") }
@@ -353,8 +373,9 @@ public struct FileParser {
                     if let e = expression(v, "segment '\(n.value)'") { spec.segments.append((n, e)) }
                 }
             } else {
-                diagnostics.error(.wrongType, "'segments' expects a map of names to expressions, found \(s.value.kindDescription)",
-                                  at: s.value.location)
+                diagnostics.error(
+                    .wrongType, "'segments' expects a map of names to expressions, found \(s.value.kindDescription)",
+                    at: s.value.location)
             }
         }
         if let d = k["defaults"], let dk = keys(of: d.value, DSL.defaults, context: "defaults") {
@@ -363,17 +384,19 @@ public struct FileParser {
         }
         if let r = k["rules"] {
             guard case .sequence(let items, _) = r.value else {
-                diagnostics.error(.wrongType, "'rules' expects a list of rules (each starting with `- id:`), found \(r.value.kindDescription)",
-                                  at: r.value.location)
+                diagnostics.error(
+                    .wrongType, "'rules' expects a list of rules (each starting with `- id:`), found \(r.value.kindDescription)",
+                    at: r.value.location)
                 return spec
             }
             var ids: [String: SourceLocation] = [:]
             for item in items {
                 guard let rule = rule(item) else { continue }
                 if let first = ids[rule.id.value] {
-                    diagnostics.error(.duplicateRuleID,
-                                      "rule id '\(rule.id.value)' is already used at line \(first.position.line)",
-                                      at: rule.id.location, suggestion: "give each rule of a file its own id")
+                    diagnostics.error(
+                        .duplicateRuleID,
+                        "rule id '\(rule.id.value)' is already used at line \(first.position.line)",
+                        at: rule.id.location, suggestion: "give each rule of a file its own id")
                     continue
                 }
                 ids[rule.id.value] = rule.id.location
@@ -408,8 +431,9 @@ public struct FileParser {
                     if case .literal(let v) = value(item) {
                         out.append(Located(v, item.location))
                     } else {
-                        diagnostics.error(.invalidTrigger, "'\(key)' takes plain values to compare with, not expressions",
-                                          at: item.location)
+                        diagnostics.error(
+                            .invalidTrigger, "'\(key)' takes plain values to compare with, not expressions",
+                            at: item.location)
                     }
                 }
                 return out
@@ -419,30 +443,36 @@ public struct FileParser {
         } else {
             for key in ["from", "to"] {
                 if let n = k[key] {
-                    diagnostics.error(.invalidTrigger, "'\(key)' only goes with `on_change`", at: n.key.location,
-                                      suggestion: "add `on_change: ATTRIBUTE`, or use `where:` to test the event")
+                    diagnostics.error(
+                        .invalidTrigger, "'\(key)' only goes with `on_change`", at: n.key.location,
+                        suggestion: "add `on_change: ATTRIBUTE`, or use `where:` to test the event")
                 }
             }
         }
         if triggers.isEmpty {
             if k["on"] == nil && k["on_screen"] == nil && k["on_change"] == nil {
-                diagnostics.error(.missingKey, "\(context) has no trigger", at: id.location,
-                                  suggestion: "add `on: EVENT`, `on_screen: SCREEN` or `on_change: ATTRIBUTE`")
+                diagnostics.error(
+                    .missingKey, "\(context) has no trigger", at: id.location,
+                    suggestion: "add `on: EVENT`, `on_screen: SCREEN` or `on_change: ATTRIBUTE`")
             }
             return nil
         }
         if triggers.count > 1 {
-            diagnostics.error(.invalidTrigger, "\(context) has more than one kind of trigger", at: triggerKeys[1].location,
-                              suggestion: "split it into one rule per trigger kind")
+            diagnostics.error(
+                .invalidTrigger, "\(context) has more than one kind of trigger", at: triggerKeys[1].location,
+                suggestion: "split it into one rule per trigger kind")
         }
         var actions: [Located<ActionSpec>] = []
         if let d = k["do"] {
             if case .sequence(let items, _) = d.value {
-                if items.isEmpty { diagnostics.error(.invalidAction, "\(context) does nothing: 'do' is empty", at: d.value.location) }
+                if items.isEmpty {
+                    diagnostics.error(.invalidAction, "\(context) does nothing: 'do' is empty", at: d.value.location)
+                }
                 for item in items { if let a = action(item) { actions.append(a) } }
             } else {
-                diagnostics.error(.wrongType, "'do' expects a list of actions (each starting with '- '), found \(d.value.kindDescription)",
-                                  at: d.value.location, suggestion: "write `do:` then `  - message: {…}` on the next line")
+                diagnostics.error(
+                    .wrongType, "'do' expects a list of actions (each starting with '- '), found \(d.value.kindDescription)",
+                    at: d.value.location, suggestion: "write `do:` then `  - message: {…}` on the next line")
             }
         }
         return RuleSpec(
@@ -473,13 +503,15 @@ public struct FileParser {
         }
         spec.cooldown = k["cooldown"].flatMap { duration($0.value, "cooldown") }
         if let c = spec.cooldown, c.value == 0 {
-            diagnostics.error(.invalidLimit, "a cooldown of 0 never binds", at: c.location, suggestion: "remove it, or give a duration like 1h")
+            diagnostics.error(
+                .invalidLimit, "a cooldown of 0 never binds", at: c.location, suggestion: "remove it, or give a duration like 1h")
         }
         spec.onOccurrence = k["on_occurrence"].flatMap { integer($0.value, "on_occurrence", min: 1) }
         spec.everyOccurrence = k["every_occurrence"].flatMap { integer($0.value, "every_occurrence", min: 1) }
         if let a = spec.onOccurrence, spec.everyOccurrence != nil {
-            diagnostics.error(.invalidLimit, "'on_occurrence' and 'every_occurrence' cannot be combined", at: a.location,
-                              suggestion: "keep one of them")
+            diagnostics.error(
+                .invalidLimit, "'on_occurrence' and 'every_occurrence' cannot be combined", at: a.location,
+                suggestion: "keep one of them")
         }
         return spec
     }
@@ -489,18 +521,22 @@ public struct FileParser {
     mutating func action(_ node: SourceNode) -> Located<ActionSpec>? {
         guard case .mapping(let pairs, let loc) = node else {
             let known = DSL.actions.map(\.name)
-            if case .scalar(let s) = node, let hint = Suggest.nearest(s.text, in: known) ?? (known.contains(s.text) ? s.text : nil) {
+            if case .scalar(let s) = node,
+                let hint = Suggest.nearest(s.text, in: known) ?? (known.contains(s.text) ? s.text : nil)
+            {
                 diagnostics.error(.wrongType, "an action is a map like `- \(hint): …`, found '\(s.text)'", at: node.location)
             } else {
-                diagnostics.error(.wrongType, "an action is a map like `- message: {…}`, found \(node.kindDescription)",
-                                  at: node.location, suggestion: "actions: " + known.joined(separator: ", "))
+                diagnostics.error(
+                    .wrongType, "an action is a map like `- message: {…}`, found \(node.kindDescription)",
+                    at: node.location, suggestion: "actions: " + known.joined(separator: ", "))
             }
             return nil
         }
         guard pairs.count == 1 else {
             let where_ = pairs.count > 1 ? pairs[1].key.location : loc
-            diagnostics.error(.invalidAction, "each action is a map with exactly one key (the action's kind); found \(pairs.count)",
-                              at: where_, suggestion: "start a new list item ('- ') for each action")
+            diagnostics.error(
+                .invalidAction, "each action is a map with exactly one key (the action's kind); found \(pairs.count)",
+                at: where_, suggestion: "start a new list item ('- ') for each action")
             return nil
         }
         let (key, value) = pairs[0]
@@ -510,7 +546,8 @@ public struct FileParser {
             if case .scalar = value {
                 return templateValue(value, "screen").map { Located(.screen(id: $0, params: []), key.location) }
             }
-            guard let k = keys(of: value, DSL.screen, context: "screen"), let id = k["id"].flatMap({ templateValue($0.value, "id") })
+            guard let k = keys(of: value, DSL.screen, context: "screen"),
+                let id = k["id"].flatMap({ templateValue($0.value, "id") })
             else { return nil }
             return Located(.screen(id: id, params: k["params"].map { valueMap($0.value, "params") } ?? []), key.location)
         case "deep_link": return templateValue(value, "deep_link").map { Located(.deepLink($0), key.location) }
@@ -520,29 +557,34 @@ public struct FileParser {
             let allowed = ["att", "notifications", "location"]
             guard allowed.contains(s.text) else {
                 let hint = Suggest.nearest(s.text, in: allowed)
-                diagnostics.error(.invalidAction, "unknown permission '\(s.text)'" + (hint.map { "; did you mean '\($0)'?" } ?? ""),
-                                  at: s.location, suggestion: "one of: " + allowed.joined(separator: ", "))
+                diagnostics.error(
+                    .invalidAction, "unknown permission '\(s.text)'" + (hint.map { "; did you mean '\($0)'?" } ?? ""),
+                    at: s.location, suggestion: "one of: " + allowed.joined(separator: ", "))
                 return nil
             }
             return Located(.prompt(s.text), key.location)
         case "notify":
             guard let k = keys(of: value, DSL.notify, context: "notify"),
-                  let msg = k["message"].flatMap({ templateValue($0.value, "message") })
+                let msg = k["message"].flatMap({ templateValue($0.value, "message") })
             else { return nil }
-            return Located(.notify(NotifySpec(
-                id: k["id"].flatMap { templateValue($0.value, "id") },
-                sender: k["sender"].flatMap { templateValue($0.value, "sender") },
-                message: msg,
-                link: k["link"].flatMap { templateValue($0.value, "link") },
-                data: k["data"].map { valueMap($0.value, "data") } ?? [])), key.location)
+            return Located(
+                .notify(
+                    NotifySpec(
+                        id: k["id"].flatMap { templateValue($0.value, "id") },
+                        sender: k["sender"].flatMap { templateValue($0.value, "sender") },
+                        message: msg,
+                        link: k["link"].flatMap { templateValue($0.value, "link") },
+                        data: k["data"].map { valueMap($0.value, "data") } ?? [])), key.location)
         case "emit":
             guard let k = keys(of: value, DSL.emit, context: "emit"), let ev = k["event"].flatMap({ string($0.value, "event") })
             else { return nil }
-            return Located(.emit(event: ev.value, payload: k["payload"].map { valueMap($0.value, "payload") } ?? []), key.location)
+            return Located(
+                .emit(event: ev.value, payload: k["payload"].map { valueMap($0.value, "payload") } ?? []), key.location)
         case "set":
             guard case .mapping(let attrs, _) = value, !attrs.isEmpty else {
-                diagnostics.error(.wrongType, "'set' expects a map of attribute names to values, found \(value.kindDescription)",
-                                  at: value.location, suggestion: "write `set: { plan: pro }`")
+                diagnostics.error(
+                    .wrongType, "'set' expects a map of attribute names to values, found \(value.kindDescription)",
+                    at: value.location, suggestion: "write `set: { plan: pro }`")
                 return nil
             }
             var out: [(attribute: Located<String>, value: ValueSource)] = []
@@ -560,12 +602,15 @@ public struct FileParser {
             return Located(.set(out), key.location)
         case "unset":
             guard let names = oneOrMany(value, "unset") else { return nil }
-            for n in names { if let bad = FileParser.reservedAttribute(n.value) { diagnostics.error(.invalidAction, bad, at: n.location) } }
+            for n in names {
+                if let bad = FileParser.reservedAttribute(n.value) { diagnostics.error(.invalidAction, bad, at: n.location) }
+            }
             return Located(.unset(names), key.location)
         default:
             let hint = Suggest.nearest(key.text, in: DSL.actions.map(\.name))
-            diagnostics.error(.invalidAction, "unknown action '\(key.text)'" + (hint.map { "; did you mean '\($0)'?" } ?? ""),
-                              at: key.location, suggestion: "actions: " + DSL.actions.map(\.name).joined(separator: ", "))
+            diagnostics.error(
+                .invalidAction, "unknown action '\(key.text)'" + (hint.map { "; did you mean '\($0)'?" } ?? ""),
+                at: key.location, suggestion: "actions: " + DSL.actions.map(\.name).joined(separator: ", "))
             return nil
         }
     }
@@ -575,25 +620,28 @@ public struct FileParser {
     }
 
     mutating func message(_ node: SourceNode) -> MessageSpec? {
-        guard let k = keys(of: node, DSL.message, context: "message"), let surface = k["surface"].flatMap({ identifier($0.value, "surface") })
+        guard let k = keys(of: node, DSL.message, context: "message"),
+            let surface = k["surface"].flatMap({ identifier($0.value, "surface") })
         else { return nil }
         var buttons: [ButtonSpec] = []
         if let b = k["buttons"] {
             if case .sequence(let items, _) = b.value {
                 for item in items {
                     guard let bk = keys(of: item, DSL.button, context: "button"),
-                          let label = bk["label"].flatMap({ templateValue($0.value, "label") })
+                        let label = bk["label"].flatMap({ templateValue($0.value, "label") })
                     else { continue }
                     let link = bk["deep_link"].flatMap { templateValue($0.value, "deep_link") }
                     let act = bk["action"].flatMap { templateValue($0.value, "action") }
                     if link != nil && act != nil {
-                        diagnostics.error(.invalidAction, "a button has either a 'deep_link' or an 'action', not both",
-                                          at: bk["action"]!.key.location)
+                        diagnostics.error(
+                            .invalidAction, "a button has either a 'deep_link' or an 'action', not both",
+                            at: bk["action"]!.key.location)
                     }
                     buttons.append(ButtonSpec(label: label, deepLink: link, action: act))
                 }
             } else {
-                diagnostics.error(.wrongType, "'buttons' expects a list of buttons, found \(b.value.kindDescription)", at: b.value.location)
+                diagnostics.error(
+                    .wrongType, "'buttons' expects a list of buttons, found \(b.value.kindDescription)", at: b.value.location)
             }
         }
         let spec = MessageSpec(
@@ -605,8 +653,9 @@ public struct FileParser {
             buttons: buttons,
             data: k["data"].map { valueMap($0.value, "data") } ?? [])
         if spec.title == nil && spec.body == nil && spec.image == nil && spec.template == nil {
-            diagnostics.error(.invalidAction, "this message shows nothing: give it a title, body, image or template",
-                              at: node.location)
+            diagnostics.error(
+                .invalidAction, "this message shows nothing: give it a title, body, image or template",
+                at: node.location)
         }
         return spec
     }

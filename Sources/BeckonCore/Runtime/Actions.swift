@@ -126,12 +126,14 @@ enum ActionTemplate: Sendable {
         var deepLink: CompiledValue?
         var action: CompiledValue?
     }
-    case message(surface: String, template: String?, title: CompiledValue?, body: CompiledValue?, image: CompiledValue?,
-                 buttons: [Button], data: [(key: String, value: CompiledValue)])
+    case message(
+        surface: String, template: String?, title: CompiledValue?, body: CompiledValue?, image: CompiledValue?,
+        buttons: [Button], data: [(key: String, value: CompiledValue)])
     case screen(id: CompiledValue, params: [(key: String, value: CompiledValue)])
     case deepLink(CompiledValue)
-    case notify(id: CompiledValue?, sender: CompiledValue?, message: CompiledValue, link: CompiledValue?,
-                data: [(key: String, value: CompiledValue)])
+    case notify(
+        id: CompiledValue?, sender: CompiledValue?, message: CompiledValue, link: CompiledValue?,
+        data: [(key: String, value: CompiledValue)])
     case markRead(CompiledValue)
     case prompt(String)
     case emit(event: String, payload: [(key: String, value: CompiledValue)])

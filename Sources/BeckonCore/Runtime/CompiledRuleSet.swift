@@ -26,9 +26,11 @@ public final class CompiledRuleSet: Sendable {
     /// Whether some rule reads `event.properties` as a whole map.
     public let needsAllProperties: Bool
 
-    init(units: [CompiledUnit], rules: [CompiledRule], eventNames: [String], propertyNames: [String],
-         contextNames: [String], attributeNames: [String], rulesByAttribute: [[Int32]], series: [SeriesSpec],
-         memoSlots: Int, settings: EngineSettings, needsAllProperties: Bool) {
+    init(
+        units: [CompiledUnit], rules: [CompiledRule], eventNames: [String], propertyNames: [String],
+        contextNames: [String], attributeNames: [String], rulesByAttribute: [[Int32]], series: [SeriesSpec],
+        memoSlots: Int, settings: EngineSettings, needsAllProperties: Bool
+    ) {
         self.units = units
         self.rules = rules
         self.eventNames = eventNames
@@ -76,9 +78,10 @@ public final class CompiledRuleSet: Sendable {
             return nil
         }
         let key = BoundEvent.internKey(kind: e.kind, name: e.name)
-        return BoundEvent(kind: e.kind, nameID: eventIDs[key] ?? -1, name: e.name, userID: e.userID,
-                          timestamp: e.timestamp, messageID: e.messageID, properties: props, context: ctx,
-                          traits: traits, allProperties: needsAllProperties ? e.properties : nil)
+        return BoundEvent(
+            kind: e.kind, nameID: eventIDs[key] ?? -1, name: e.name, userID: e.userID,
+            timestamp: e.timestamp, messageID: e.messageID, properties: props, context: ctx,
+            traits: traits, allProperties: needsAllProperties ? e.properties : nil)
     }
 }
 
@@ -119,7 +122,8 @@ public struct CompiledLimits: Sendable {
     }
 
     var isEmpty: Bool {
-        perUser == nil && perSession == nil && rolling.isEmpty && cooldownMs == nil && onOccurrence == nil && everyOccurrence == nil
+        perUser == nil && perSession == nil && rolling.isEmpty && cooldownMs == nil && onOccurrence == nil
+            && everyOccurrence == nil
     }
 
     var tracksOccurrences: Bool { onOccurrence != nil || everyOccurrence != nil }

@@ -77,7 +77,9 @@ public final class Engine {
         var pending = Pending()
         if e.kind == .identify {
             for (name, value) in e.traits {
-                applyAttribute(profile, name: name, slot: rs.attributeSlots[name], value: value.isNullValue ? nil : value, changes: &pending.changes)
+                applyAttribute(
+                    profile, name: name, slot: rs.attributeSlots[name], value: value.isNullValue ? nil : value,
+                    changes: &pending.changes)
             }
         }
 
@@ -91,8 +93,9 @@ public final class Engine {
         if e.nameID >= 0 {
             let candidates = rs.rulesByEvent[Int(e.nameID)]
             if !candidates.isEmpty {
-                runRound(candidates.map { ($0, nil) }, profile: profile, now: now, triggerKey: triggerKey,
-                         triggerName: triggerName, pending: &pending, out: &out)
+                runRound(
+                    candidates.map { ($0, nil) }, profile: profile, now: now, triggerKey: triggerKey,
+                    triggerName: triggerName, pending: &pending, out: &out)
             }
         }
         cascade(profile: profile, now: now, triggerKey: triggerKey, pending: &pending, out: &out)
@@ -127,20 +130,25 @@ public final class Engine {
             depth += 1
             if depth > ruleSet.settings.maxCascadeDepth {
                 for (r, _) in candidates {
-                    note(r, .cascadeLimit(ruleSet.settings.maxCascadeDepth), now: now, userID: profile.userID, trigger: "change", out: &out)
+                    note(
+                        r, .cascadeLimit(ruleSet.settings.maxCascadeDepth), now: now, userID: profile.userID, trigger: "change",
+                        out: &out)
                 }
                 return
             }
-            runRound(candidates, profile: profile, now: now, triggerKey: triggerKey + "|\(depth)", triggerName: nil,
-                     pending: &pending, out: &out)
+            runRound(
+                candidates, profile: profile, now: now, triggerKey: triggerKey + "|\(depth)", triggerName: nil,
+                pending: &pending, out: &out)
         }
     }
 
     // MARK: Rounds
 
     /// Evaluates triggered rules against the same state, arbitrates, then fires the winners in order.
-    private func runRound(_ triggered: [(Int32, AttributeChange?)], profile: UserProfile, now: Int64, triggerKey: String,
-                          triggerName: String?, pending: inout Pending, out: inout EventOutcome) {
+    private func runRound(
+        _ triggered: [(Int32, AttributeChange?)], profile: UserProfile, now: Int64, triggerKey: String,
+        triggerName: String?, pending: inout Pending, out: inout EventOutcome
+    ) {
         scope.invalidateMemo()
         var qualified: [(rule: Int32, change: AttributeChange?)] = []
         for (r, change) in triggered {
@@ -154,12 +162,16 @@ public final class Engine {
             }
         }
         guard !qualified.isEmpty else { return }
-        if qualified.count > 1 { qualified = arbitrate(qualified, profile: profile, now: now, triggerName: triggerName, out: &out) }
+        if qualified.count > 1 {
+            qualified = arbitrate(qualified, profile: profile, now: now, triggerName: triggerName, out: &out)
+        }
         for (r, change) in qualified {
             let rule = ruleSet.rules[Int(r)]
             let trig = triggerName ?? rule.triggerDescription
             if rule.surface != nil, let g = ruleSet.settings.globalLimits,
-               let hit = check(g, record: profile.messages, series: ruleSet.settings.globalSeries, profile: profile, now: now, occurrence: 0) {
+                let hit = check(
+                    g, record: profile.messages, series: ruleSet.settings.globalSeries, profile: profile, now: now, occurrence: 0)
+            {
                 note(r, .globalLimited(hit), now: now, userID: profile.userID, trigger: trig, out: &out)
                 continue
             }
@@ -176,8 +188,10 @@ public final class Engine {
         default: stats.blocked[Int(r)][v.code, default: 0] += 1
         }
         if options.recordVerdicts {
-            out.verdicts.append(RuleVerdict(rule: r, qualifiedID: ruleSet.rules[Int(r)].qualifiedID, time: now, userID: userID,
-                                            trigger: trigger, verdict: v))
+            out.verdicts.append(
+                RuleVerdict(
+                    rule: r, qualifiedID: ruleSet.rules[Int(r)].qualifiedID, time: now, userID: userID,
+                    trigger: trigger, verdict: v))
         }
     }
 
@@ -207,7 +221,9 @@ public final class Engine {
         }
         if !rule.limits.isEmpty {
             let rec = profile.record(for: rule.index) ?? RuleRecord(rule: rule.index)
-            if let hit = check(rule.limits, record: rec, series: rule.fireSeries, profile: profile, now: now, occurrence: occurrence) {
+            if let hit = check(
+                rule.limits, record: rec, series: rule.fireSeries, profile: profile, now: now, occurrence: occurrence)
+            {
                 return .limited(hit)
             }
         }
@@ -215,22 +231,29 @@ public final class Engine {
     }
 
     /// The first limit that blocks a fire now, if any.
-    func check(_ l: CompiledLimits, record rec: RuleRecord, series: Int32, profile: UserProfile, now: Int64, occurrence: Int) -> LimitHit? {
+    func check(
+        _ l: CompiledLimits, record rec: RuleRecord, series: Int32, profile: UserProfile, now: Int64, occurrence: Int
+    ) -> LimitHit? {
         if let n = l.onOccurrence, occurrence != n {
-            return LimitHit(key: "on_occurrence", count: occurrence, max: n, freesAt: nil,
-                            detail: "this is occurrence \(occurrence); fires only on occurrence \(n)")
+            return LimitHit(
+                key: "on_occurrence", count: occurrence, max: n, freesAt: nil,
+                detail: "this is occurrence \(occurrence); fires only on occurrence \(n)")
         }
         if let n = l.everyOccurrence, occurrence % n != 0 {
-            return LimitHit(key: "every_occurrence", count: occurrence, max: n, freesAt: nil,
-                            detail: "this is occurrence \(occurrence); fires on every \(n)th")
+            return LimitHit(
+                key: "every_occurrence", count: occurrence, max: n, freesAt: nil,
+                detail: "this is occurrence \(occurrence); fires on every \(n)th")
         }
         if let n = l.perUser, Int(rec.fires) >= n {
-            return LimitHit(key: "per_user", count: Int(rec.fires), max: n, freesAt: nil, detail: "\(rec.fires) of \(n) fires used")
+            return LimitHit(
+                key: "per_user", count: Int(rec.fires), max: n, freesAt: nil, detail: "\(rec.fires) of \(n) fires used")
         }
         if let n = l.perSession {
             let c = rec.firesInSession(profile.session.id)
             if c >= n {
-                return LimitHit(key: "per_session", count: c, max: n, freesAt: nil, detail: "\(c) of \(n) in this session; frees in the next session")
+                return LimitHit(
+                    key: "per_session", count: c, max: n, freesAt: nil,
+                    detail: "\(c) of \(n) in this session; frees in the next session")
             }
         }
         for (window, max) in l.rolling {
@@ -253,8 +276,9 @@ public final class Engine {
             }
         }
         if let cd = l.cooldownMs, rec.lastFire != Int64.min, now - rec.lastFire < cd {
-            return LimitHit(key: "cooldown", count: 1, max: 1, freesAt: rec.lastFire + cd,
-                            detail: "last fired at \(Timestamp(milliseconds: rec.lastFire)), cooldown \(DSLDuration.format(cd))")
+            return LimitHit(
+                key: "cooldown", count: 1, max: 1, freesAt: rec.lastFire + cd,
+                detail: "last fired at \(Timestamp(milliseconds: rec.lastFire)), cooldown \(DSLDuration.format(cd))")
         }
         return nil
     }
@@ -264,8 +288,10 @@ public final class Engine {
     }
 
     /// Keeps, per surface, the rule with the largest priority (ties: the one loaded first); notes the others.
-    private func arbitrate(_ q: [(rule: Int32, change: AttributeChange?)], profile: UserProfile, now: Int64, triggerName: String?,
-                           out: inout EventOutcome) -> [(rule: Int32, change: AttributeChange?)] {
+    private func arbitrate(
+        _ q: [(rule: Int32, change: AttributeChange?)], profile: UserProfile, now: Int64, triggerName: String?,
+        out: inout EventOutcome
+    ) -> [(rule: Int32, change: AttributeChange?)] {
         var winners: [String: Int32] = [:]
         for (r, _) in q {
             guard let surface = ruleSet.rules[Int(r)].surface else { continue }
@@ -282,8 +308,9 @@ public final class Engine {
             let rule = ruleSet.rules[Int(r)]
             if let surface = rule.surface, let w = winners[surface], w != r {
                 let winner = ruleSet.rules[Int(w)]
-                note(r, .lostTo(rule: winner.qualifiedID, priority: winner.priority, ownPriority: rule.priority), now: now,
-                     userID: profile.userID, trigger: triggerName ?? rule.triggerDescription, out: &out)
+                note(
+                    r, .lostTo(rule: winner.qualifiedID, priority: winner.priority, ownPriority: rule.priority), now: now,
+                    userID: profile.userID, trigger: triggerName ?? rule.triggerDescription, out: &out)
             } else {
                 kept.append((r, c))
             }
@@ -299,8 +326,10 @@ public final class Engine {
 
     // MARK: Firing
 
-    private func fire(_ rule: CompiledRule, profile: UserProfile, now: Int64, triggerKey: String, trigger: String,
-                      pending: inout Pending, out: inout EventOutcome) {
+    private func fire(
+        _ rule: CompiledRule, profile: UserProfile, now: Int64, triggerKey: String, trigger: String,
+        pending: inout Pending, out: inout EventOutcome
+    ) {
         let sessionID = profile.session.id
         profile.withRecord(rule.index) { rec in
             rec.fires &+= 1
@@ -312,8 +341,9 @@ public final class Engine {
             rec.sessionFires &+= 1
         }
         if rule.fireSeries >= 0 {
-            profile.history.record(series: rule.fireSeries, at: now, now: now,
-                                   retentionMs: ruleSet.series[Int(rule.fireSeries)].retentionMs, keepsLifetime: false)
+            profile.history.record(
+                series: rule.fireSeries, at: now, now: now,
+                retentionMs: ruleSet.series[Int(rule.fireSeries)].retentionMs, keepsLifetime: false)
         }
         if rule.surface != nil {
             var m = profile.messages
@@ -327,21 +357,25 @@ public final class Engine {
             profile.messages = m
             let g = ruleSet.settings.globalSeries
             if g >= 0 {
-                profile.history.record(series: g, at: now, now: now, retentionMs: ruleSet.series[Int(g)].retentionMs, keepsLifetime: false)
+                profile.history.record(
+                    series: g, at: now, now: now, retentionMs: ruleSet.series[Int(g)].retentionMs, keepsLifetime: false)
             }
         }
         let unit = ruleSet.units[Int(rule.unit)]
         for (i, a) in rule.actions.enumerated() {
-            var fa = FiredAction(id: FiredAction.makeID(rule: rule.qualifiedID, action: i, user: profile.userID, trigger: triggerKey),
-                                 time: now, userID: profile.userID, unit: unit.name, unitKind: unit.kind, rule: rule.id,
-                                 trigger: trigger, kind: a.kind, fields: [])
+            var fa = FiredAction(
+                id: FiredAction.makeID(rule: rule.qualifiedID, action: i, user: profile.userID, trigger: triggerKey),
+                time: now, userID: profile.userID, unit: unit.name, unitKind: unit.kind, rule: rule.id,
+                trigger: trigger, kind: a.kind, fields: [])
             perform(a, rule: rule, profile: profile, now: now, action: &fa, pending: &pending)
             out.actions.append(fa)
         }
     }
 
-    private func perform(_ a: ActionTemplate, rule: CompiledRule, profile: UserProfile, now: Int64, action fa: inout FiredAction,
-                         pending: inout Pending) {
+    private func perform(
+        _ a: ActionTemplate, rule: CompiledRule, profile: UserProfile, now: Int64, action fa: inout FiredAction,
+        pending: inout Pending
+    ) {
         var w: [String] = []
         defer { fa.warnings = w }
         func eval(_ v: CompiledValue?, _ field: String) -> Value? { v.map { $0.evaluate(scope, field: field, warnings: &w) } }
@@ -361,19 +395,28 @@ public final class Engine {
             if let v = eval(body, "body") { m[string: "body"] = v }
             if let v = eval(image, "image") { m[string: "image"] = v }
             if !buttons.isEmpty {
-                m[string: "buttons"] = .list(buttons.enumerated().map { i, b in
-                    var bm = ValueMap()
-                    bm[string: "label"] = eval(b.label, "buttons[\(i)].label") ?? .null
-                    if let v = eval(b.deepLink, "buttons[\(i)].deep_link") { bm[string: "deep_link"] = v }
-                    if let v = eval(b.action, "buttons[\(i)].action") { bm[string: "action"] = v }
-                    return .map(bm)
-                })
+                m[string: "buttons"] = .list(
+                    buttons.enumerated().map { i, b in
+                        var bm = ValueMap()
+                        bm[string: "label"] = eval(b.label, "buttons[\(i)].label") ?? .null
+                        if let v = eval(b.deepLink, "buttons[\(i)].deep_link") { bm[string: "deep_link"] = v }
+                        if let v = eval(b.action, "buttons[\(i)].action") { bm[string: "action"] = v }
+                        return .map(bm)
+                    })
             }
-            if !data.isEmpty { m[string: "data"] = .map(ValueMap(data.map { ($0.key, $0.value.evaluate(scope, field: "data." + $0.key, warnings: &w)) })) }
+            if !data.isEmpty {
+                m[string: "data"] = .map(
+                    ValueMap(data.map { ($0.key, $0.value.evaluate(scope, field: "data." + $0.key, warnings: &w)) }))
+            }
             fa.fields = [("message", .map(m))]
         case .screen(let id, let params):
-            fa.fields = [("screen", eval(id, "screen") ?? .null),
-                         ("params", .map(ValueMap(params.map { ($0.key, $0.value.evaluate(scope, field: "params." + $0.key, warnings: &w)) })))]
+            fa.fields = [
+                ("screen", eval(id, "screen") ?? .null),
+                (
+                    "params",
+                    .map(ValueMap(params.map { ($0.key, $0.value.evaluate(scope, field: "params." + $0.key, warnings: &w)) }))
+                ),
+            ]
         case .deepLink(let url):
             fa.fields = [("url", eval(url, "url") ?? .null)]
         case .notify(let idT, let senderT, let messageT, let linkT, let data):
@@ -381,15 +424,23 @@ public final class Engine {
             let sender = text(eval(senderT, "sender"))
             let message = text(eval(messageT, "message")) ?? ""
             let link = text(eval(linkT, "link"))
-            let item = InboxItem(id: id, sender: sender, message: message, link: link, createdAt: now, read: false, readAt: nil,
-                                 rule: rule.qualifiedID)
-            if let i = profile.inbox.firstIndex(where: { $0.id == id }) { profile.inbox[i] = item } else { profile.inbox.append(item) }
+            let item = InboxItem(
+                id: id, sender: sender, message: message, link: link, createdAt: now, read: false, readAt: nil,
+                rule: rule.qualifiedID)
+            if let i = profile.inbox.firstIndex(where: { $0.id == id }) {
+                profile.inbox[i] = item
+            } else {
+                profile.inbox.append(item)
+            }
             var n = ValueMap()
             n[string: "id"] = .string(id)
             if let sender { n[string: "sender"] = .string(sender) }
             n[string: "message"] = .string(message)
             if let link { n[string: "link"] = .string(link) }
-            if !data.isEmpty { n[string: "data"] = .map(ValueMap(data.map { ($0.key, $0.value.evaluate(scope, field: "data." + $0.key, warnings: &w)) })) }
+            if !data.isEmpty {
+                n[string: "data"] = .map(
+                    ValueMap(data.map { ($0.key, $0.value.evaluate(scope, field: "data." + $0.key, warnings: &w)) }))
+            }
             fa.fields = [("notification", .map(n)), ("unread", .int(Int64(profile.unreadCount)))]
             scope.invalidateMemo()
         case .markRead(let idT):
@@ -402,14 +453,21 @@ public final class Engine {
                     profile.inbox[i].readAt = now
                 }
             }
-            fa.fields = [("notification", .map(ValueMap([("id", .string(id))]))), ("found", .bool(found)),
-                         ("unread", .int(Int64(profile.unreadCount)))]
+            fa.fields = [
+                ("notification", .map(ValueMap([("id", .string(id))]))), ("found", .bool(found)),
+                ("unread", .int(Int64(profile.unreadCount))),
+            ]
             scope.invalidateMemo()
         case .prompt(let p):
             fa.fields = [("permission", .string(p))]
         case .emit(let event, let payload):
-            fa.fields = [("event", .string(event)),
-                         ("payload", .map(ValueMap(payload.map { ($0.key, $0.value.evaluate(scope, field: "payload." + $0.key, warnings: &w)) })))]
+            fa.fields = [
+                ("event", .string(event)),
+                (
+                    "payload",
+                    .map(ValueMap(payload.map { ($0.key, $0.value.evaluate(scope, field: "payload." + $0.key, warnings: &w)) }))
+                ),
+            ]
         case .set(let attrs):
             // Every value is computed before any is applied, so `set: {a: …, b: ${user.a}}` reads the old `a`.
             let values = attrs.map { ($0.slot, $0.name, $0.value.evaluate(scope, field: $0.name, warnings: &w)) }
@@ -434,7 +492,9 @@ public final class Engine {
     // MARK: State
 
     /// Sets (or with `nil`, removes) an attribute, noting a change for `on_change` rules when the value differs.
-    private func applyAttribute(_ p: UserProfile, name: String, slot: Int?, value: Value?, changes: inout [(slot: Int, change: AttributeChange)]) {
+    private func applyAttribute(
+        _ p: UserProfile, name: String, slot: Int?, value: Value?, changes: inout [(slot: Int, change: AttributeChange)]
+    ) {
         guard let slot else {
             if let value {
                 if p.otherAttributes == nil { p.otherAttributes = ValueMap() }
@@ -476,7 +536,8 @@ public final class Engine {
             if case .event(_, let filter) = spec.source, !filter.isEmpty {
                 guard filter.allSatisfy({ f in e.properties[f.slot].map { Value.equal($0, f.value) } ?? false }) else { continue }
             }
-            p.history.record(series: s, at: e.timestamp, now: now, retentionMs: spec.retentionMs, keepsLifetime: spec.keepsLifetime)
+            p.history.record(
+                series: s, at: e.timestamp, now: now, retentionMs: spec.retentionMs, keepsLifetime: spec.keepsLifetime)
         }
     }
 

@@ -35,8 +35,10 @@ public struct Event: Sendable {
     public var traits: ValueMap
     public var context: ValueMap
 
-    public init(kind: Kind, name: String = "", userID: String, timestamp: Int64, messageID: String? = nil,
-                properties: ValueMap = ValueMap(), traits: ValueMap = ValueMap(), context: ValueMap = ValueMap()) {
+    public init(
+        kind: Kind, name: String = "", userID: String, timestamp: Int64, messageID: String? = nil,
+        properties: ValueMap = ValueMap(), traits: ValueMap = ValueMap(), context: ValueMap = ValueMap()
+    ) {
         self.kind = kind
         self.name = name
         self.userID = userID
@@ -67,9 +69,11 @@ public struct BoundEvent: Sendable {
     /// Every property, kept only when a rule reads `event.properties` as a whole.
     public var allProperties: ValueMap?
 
-    public init(kind: Event.Kind, nameID: Int32, name: String, userID: String, timestamp: Int64, messageID: String?,
-                properties: ContiguousArray<Value?>, context: ContiguousArray<Value?>,
-                traits: [(name: String, value: Value)] = [], allProperties: ValueMap? = nil) {
+    public init(
+        kind: Event.Kind, nameID: Int32, name: String, userID: String, timestamp: Int64, messageID: String?,
+        properties: ContiguousArray<Value?>, context: ContiguousArray<Value?>,
+        traits: [(name: String, value: Value)] = [], allProperties: ValueMap? = nil
+    ) {
         self.kind = kind
         self.nameID = nameID
         self.name = name

@@ -26,7 +26,8 @@ public enum Verdict: Sendable {
             return "\(clause) was false"
         case .limited(let hit): return "limit \(hit.summary)"
         case .lostTo(let rule, let p, let own):
-            return p == own ? "lost to \(rule) (same priority \(p); it is loaded first)" : "lost to \(rule) (priority \(p) over \(own))"
+            return p == own
+                ? "lost to \(rule) (same priority \(p); it is loaded first)" : "lost to \(rule) (priority \(p) over \(own))"
         case .globalLimited(let hit): return "global limit \(hit.summary)"
         case .cascadeLimit(let n): return "not evaluated: on_change chain deeper than \(n)"
         }

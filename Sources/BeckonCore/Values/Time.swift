@@ -212,7 +212,9 @@ public struct TimeDuration: Sendable, Hashable, Comparable, CustomStringConverti
                 fracNanos += Int64(d) * fscale
                 fscale /= 10
             }
-            if o { exact = false } else {
+            if o {
+                exact = false
+            } else {
                 let (s1, o3) = exactNanos.addingReportingOverflow(ip)
                 let (s2, o4) = s1.addingReportingOverflow(fracNanos)
                 if o3 || o4 { exact = false } else { exactNanos = s2 }
@@ -321,7 +323,9 @@ public struct Zone: Sendable, Hashable, CustomStringConvertible {
         var p = ASCIIScanner(name)
         var sign = 1
         if p.eat(UInt8(ascii: "+")) {
-        } else if p.eat(UInt8(ascii: "-")) { sign = -1 }
+        } else if p.eat(UInt8(ascii: "-")) {
+            sign = -1
+        }
         if let h = p.digits(2), p.eat(UInt8(ascii: ":")), let m = p.digits(2), p.atEnd {
             guard h <= 23 && m <= 59 else { return nil }
             self.init(kind: .fixed(sign * (h * 3600 + m * 60)), tz: nil)

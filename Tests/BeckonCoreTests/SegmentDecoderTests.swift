@@ -1,0 +1,88 @@
+import BeckonCore
+import Testing
+
+struct SegmentDecoderTests {
+    let rs: CompiledRuleSet
+
+    init() throws {
+        rs = try load(
+            campaign(
+                on: "on: Order Completed",
+                if: """
+                    event.properties.total > 10 && context.os.name == "iOS" && context.locale == "de" && user.plan == "pro"
+                    """))
+    }
+
+    @Test func readsARealSegmentTrackCall() throws {
+        let line = #"""
+            {"anonymousId":"507f191e","context":{"library":{"name":"analytics.js","version":"2.11.1"},"locale":"de","os":{"name":"iOS","version":"17.2"},"timezone":"Europe/Berlin","app":{"version":"3.2.0"}},"event":"Order Completed","integrations":{},"messageId":"ajs-f8ca1e4de5024d9430b3928bd8ac6b96","properties":{"total":30.5,"items":[{"sku":"a"}],"note":"caf\u00e9 \"quoted\""},"receivedAt":"2026-01-05T09:00:01.120Z","sentAt":"2026-01-05T09:00:00.999Z","timestamp":"2026-01-05T09:00:00.500+01:00","type":"track","userId":"97980cfea0067","originalTimestamp":"2026-01-05T09:00:00.400+01:00"}
+            """#
+        let e = try SegmentDecoder(ruleSet: rs).decode(line)
+        #expect(e.kind == .track)
+        #expect(e.name == "Order Completed")
+        #expect(e.nameID == rs.eventIDs["Order Completed"])
+        #expect(e.userID == "97980cfea0067")
+        #expect(e.messageID == "ajs-f8ca1e4de5024d9430b3928bd8ac6b96")
+        #expect(e.timestamp == t("2026-01-05T08:00:00.500Z"))
+        #expect(e.properties[rs.propertySlots["total"]!].map { same($0, .double(30.5)) } == true)
+        #expect(e.context[rs.contextSlots["locale"]!]?.stringValue == "de")
+        if case .map(let os)? = e.context[rs.contextSlots["os"]!] {
+            #expect(os[string: "name"]?.stringValue == "iOS")
+        } else {
+            Issue.record("context.os not decoded")
+        }
+    }
+
+    @Test func identifyTraitsAndAnonymousUsers() throws {
+        let e = try SegmentDecoder(ruleSet: rs).decode(
+            #"{"type":"identify","anonymousId":"anon-1","traits":{"plan":"pro","name":"Zoë","age":31,"tags":["a"]},"timestamp":"2026-01-05T09:00:00Z"}"#
+        )
+        #expect(e.kind == .identify)
+        #expect(e.userID == "anon-1")
+        #expect(e.traits.map(\.name) == ["plan", "name", "age", "tags"])
+        let engine = Engine(ruleSet: rs)
+        engine.process(e)
+        #expect(engine.profile(of: "anon-1")?.attributes[rs.attributeSlots["plan"]!]?.stringValue == "pro")
+        #expect(engine.profile(of: "anon-1")?.otherAttributes?[string: "name"]?.stringValue == "Zoë")
+    }
+
+    @Test func timestampFallsBackToOriginalTimestamp() throws {
+        let e = try SegmentDecoder(ruleSet: rs).decode(
+            #"{"type":"screen","name":"Home","userId":42,"originalTimestamp":"2026-01-05T09:00:00Z","sentAt":"2026-01-05T09:01:00Z"}"#
+        )
+        #expect(e.kind == .screen)
+        #expect(e.userID == "42")
+        #expect(e.timestamp == t("2026-01-05T09:00:00Z"))
+    }
+
+    @Test(arguments: [
+        (#"{"type":"track","userId":"u","timestamp":"2026-01-05T09:00:00Z"}"#, "a track event needs a non-empty 'event' name"),
+        (#"{"type":"track","event":"E","timestamp":"2026-01-05T09:00:00Z"}"#, "missing 'userId'"),
+        (#"{"type":"track","event":"E","userId":"u"}"#, "missing 'timestamp'"),
+        (#"{"type":"track","event":"E","userId":"u","timestamp":"5 Jan"}"#, "not an ISO-8601 time"),
+        (#"{"event":"E","userId":"u","timestamp":"2026-01-05T09:00:00Z"}"#, "missing 'type'"),
+        (#"{"type":"click","event":"E","userId":"u","timestamp":"2026-01-05T09:00:00Z"}"#, "unknown 'type' 'click'"),
+        (#"{"type":"track","event":"E","userId":"u","timestamp":"2026-01-05T09:00:00Z""#, "not closed"),
+        (#"{"type":"track","event":"E","userId":"u","timestamp":"2026-01-05T09:00:00Z"} x"#, "unexpected text after"),
+        (#"["type"]"#, "expected a JSON object"),
+        (
+            #"{"type":"track","event":"E","userId":"u","timestamp":"2026-01-05T09:00:00Z","properties":{"a":tru}}"#,
+            "invalid literal"
+        ),
+        (#"{"type":"track","event":"E\q","userId":"u","timestamp":"2026-01-05T09:00:00Z"}"#, "invalid escape"),
+    ])
+    func badLinesSayWhatIsWrong(_ line: String, _ message: String) {
+        do {
+            _ = try SegmentDecoder(ruleSet: rs).decode(line)
+            Issue.record("decoded a bad line: \(line)")
+        } catch {
+            #expect(error.message.contains(message), "\(error.message)")
+        }
+    }
+
+    @Test func deepNestingIsRejected() {
+        let deep = String(repeating: "[", count: 100) + String(repeating: "]", count: 100)
+        let line = #"{"type":"track","event":"E","userId":"u","timestamp":"2026-01-05T09:00:00Z","traits":{"x":"# + deep + "}}"
+        #expect(throws: DecodeError.self) { try SegmentDecoder(ruleSet: rs).decode(line) }
+    }
+}
