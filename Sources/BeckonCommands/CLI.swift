@@ -6,7 +6,7 @@ public struct BeckonCLI: ParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "beckon",
         abstract: "Rule-based marketing automation: check campaigns and see what they would fire.",
-        subcommands: [Validate.self, DryRun.self, Conformance.self])
+        subcommands: [Validate.self, DryRun.self, Conformance.self, Reference.self])
 
     public init() {}
 }
@@ -97,4 +97,22 @@ struct Conformance: ParsableCommand {
 extension BeckonCLI {
     /// Parses the process arguments and runs the command (the `beckon` executable's whole `main`).
     public static func runMain() { main() }
+}
+
+struct Reference: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print a reference page generated from the code (docs/reference/*.md).", shouldDisplay: false)
+
+    @Argument(help: "dsl or functions")
+    var page: String
+
+    func run() throws {
+        let console = StandardConsole()
+        switch page {
+        case "dsl": console.out(ReferenceDocs.dsl())
+        case "functions": console.out(ReferenceDocs.functions())
+        default: throw ValidationError("unknown page '\(page)'; pages: dsl, functions")
+        }
+        console.flush()
+    }
 }

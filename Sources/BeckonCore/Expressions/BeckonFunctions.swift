@@ -119,3 +119,23 @@ public enum URLParams {
         return String(decoding: out, as: UTF8.self)
     }
 }
+
+/// What the expression language offers, for generated documentation.
+public enum ExpressionLibrary {
+    /// Functions with a description, CEL's and Beckon's, by name.
+    public static var functions: [(name: String, doc: String)] {
+        Array(FunctionDecl.standard.values).filter { !$0.doc.isEmpty }.map { ($0.name, $0.doc) }
+            + FunctionDecl.beckon.values.map { ($0.name, $0.doc) }
+    }
+
+    /// Beckon's event-history functions.
+    public static let history: [(name: String, doc: String)] = [
+        ("count(name, window)", "how many times the event happened in the window (an int)"),
+        ("count(name, window, {prop: value})", "the same, counting only events whose properties equal the given values"),
+        ("seen(name)", "whether the event ever happened"),
+        ("first_seen(name)", "when it first happened (a timestamp), or `null`"),
+        ("last_seen(name)", "when it last happened (a timestamp), or `null`"),
+        ("days_since(name)", "whole days since it last happened; fails (the condition is false) if it never did"),
+        ("days_since(timestamp)", "whole days since a time (a timestamp or an RFC 3339 string)"),
+    ]
+}

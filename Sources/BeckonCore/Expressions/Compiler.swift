@@ -98,6 +98,8 @@ public final class ExprCompiler {
     public let checkTypes: Bool
     public private(set) var problems: [ExprProblem] = []
     private var locals: [(name: String, index: Int)] = []
+    /// The text being compiled (traced values name it).
+    private var source = ""
     private var localsInUse = 0
     private var maxLocals = 0
 
@@ -119,6 +121,9 @@ public final class ExprCompiler {
 
     public func compile(_ expr: Expr, source: String) -> CompiledExpr? {
         let before = problems.count
+        let outer = self.source
+        self.source = source
+        defer { self.source = outer }
         maxLocals = 0
         let node = compileNode(expr)
         guard problems.count == before else { return nil }
@@ -140,11 +145,15 @@ public final class ExprCompiler {
     private func traced(_ n: CompiledNode, _ span: SourceSpan) -> CompiledNode {
         guard tracing, n.constant == nil else { return n }
         let inner = n.eval
+        let src = source
         return CompiledNode(
             type: n.type,
             eval: { s in
+                guard let trace = s.trace else { return inner(s) }
+                trace.depth += 1
                 let v = inner(s)
-                s.trace?.record(span, v)
+                trace.depth -= 1
+                trace.record(src, span, v)
                 return v
             })
     }

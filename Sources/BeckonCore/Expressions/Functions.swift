@@ -729,19 +729,24 @@ extension FunctionDecl {
                 signatures: [Signature([.string], .duration), Signature([.duration], .duration), Signature([.int], .duration)],
                 impl: .unary(Conversions.toDuration), doc: "`duration(\"1h30m\")`: units h, m, s, ms, us, ns"))
 
-        let tsFields: [(String, TimeFunctions.Field, Bool)] = [
-            ("getFullYear", .fullYear, false), ("getMonth", .month, false), ("getDayOfYear", .dayOfYear, false),
-            ("getDayOfMonth", .dayOfMonth, false), ("getDate", .date, false), ("getDayOfWeek", .dayOfWeek, false),
-            ("getHours", .hours, true), ("getMinutes", .minutes, true), ("getSeconds", .seconds, true),
-            ("getMilliseconds", .milliseconds, true),
+        let tsFields: [(String, TimeFunctions.Field, Bool, String)] = [
+            ("getFullYear", .fullYear, false, "the year"), ("getMonth", .month, false, "the month, 0 = January"),
+            ("getDayOfYear", .dayOfYear, false, "the day of the year, 0-based"),
+            ("getDayOfMonth", .dayOfMonth, false, "the day of the month, 0-based"),
+            ("getDate", .date, false, "the day of the month, 1-based"),
+            ("getDayOfWeek", .dayOfWeek, false, "the weekday, 0 = Sunday"),
+            ("getHours", .hours, true, "the hour, 0–23 (of a duration: whole hours)"),
+            ("getMinutes", .minutes, true, "the minute (of a duration: whole minutes)"),
+            ("getSeconds", .seconds, true, "the second (of a duration: whole seconds)"),
+            ("getMilliseconds", .milliseconds, true, "the millisecond of the second"),
         ]
-        for (name, field, onDuration) in tsFields {
+        for (name, field, onDuration, what) in tsFields {
             var sigs = [Signature([], .int, receiver: .timestamp), Signature([.string], .int, receiver: .timestamp)]
             if onDuration { sigs.append(Signature([], .int, receiver: .duration)) }
             add(
                 FunctionDecl(
                     name: name, signatures: sigs, impl: .nary { TimeFunctions.get(field, $0) },
-                    doc: "calendar field of a timestamp, in UTC or the given zone (`'Europe/Berlin'`, `'+02:00'`)"))
+                    doc: "`t.\(name)()`, `t.\(name)('Europe/Berlin')`: \(what), in UTC or the given zone"))
         }
         return out
     }()

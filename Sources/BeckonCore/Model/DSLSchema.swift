@@ -85,6 +85,7 @@ public indirect enum ValueSchema: Sendable {
         case .enumeration(let xs): "one of " + xs.map { "'\($0)'" }.joined(separator: ", ")
         case .oneOrMany(let v): v.expectation + " or a list of them"
         case .list(.variant): "a list of actions"
+        case .list(.object(let o)): "a list of \(o.name)s"
         case .list(let v): "a list of " + v.expectation.replacingPrefix("a ", with: "")
         case .object(let o): "a map (\(o.name))"
         case .map: "a map"

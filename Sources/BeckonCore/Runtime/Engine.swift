@@ -202,7 +202,7 @@ public final class Engine {
         if let e = unit.end, now >= e { return .notLive("\(unit.kind.rawValue) ended at \(Timestamp(milliseconds: e))") }
         if let w = rule.whereExpr {
             let v = w.evaluate(scope)
-            if !v.isTrue { return .conditionFalse(clause: "where", value: v) }
+            if !v.isTrue { return .conditionFalse(clause: "where", value: v, why: why(rule.whereTraced)) }
         }
         var occurrence = 0
         if rule.limits.tracksOccurrences {
@@ -213,11 +213,11 @@ public final class Engine {
         }
         if let a = unit.audience {
             let v = scope.memoized(unit.audienceMemo) { a.evaluate($0) }
-            if !v.isTrue { return .conditionFalse(clause: "audience", value: v) }
+            if !v.isTrue { return .conditionFalse(clause: "audience", value: v, why: why(unit.audienceTraced)) }
         }
         if let c = rule.ifExpr {
             let v = c.evaluate(scope)
-            if !v.isTrue { return .conditionFalse(clause: "if", value: v) }
+            if !v.isTrue { return .conditionFalse(clause: "if", value: v, why: why(rule.ifTraced)) }
         }
         if !rule.limits.isEmpty {
             let rec = profile.record(for: rule.index) ?? RuleRecord(rule: rule.index)
@@ -228,6 +228,16 @@ public final class Engine {
             }
         }
         return nil
+    }
+
+    /// The values that made a condition false, from its traced twin (only when verdicts are recorded).
+    private func why(_ traced: CompiledExpr?) -> String? {
+        guard options.recordVerdicts, let traced else { return nil }
+        let trace = ExprTrace()
+        scope.trace = trace
+        _ = traced.evaluate(scope)
+        scope.trace = nil
+        return trace.summary()
     }
 
     /// The first limit that blocks a fire now, if any.

@@ -47,20 +47,73 @@ public final class EvalScope {
     static var constantFolding: EvalScope { EvalScope() }
 }
 
-/// The values of sub-expressions seen during one traced evaluation, for `explain`.
+/// The values of sub-expressions seen during one traced evaluation, for `explain` and dry-run's "why not".
 public final class ExprTrace {
     public struct Entry: Sendable {
+        /// The expression text the span is in (a rule's condition, or a segment it uses).
+        public var source: String
         public var span: SourceSpan
         public var value: Value
+        /// How many traced nodes enclose this one.
+        public var depth: Int
+
+        public var text: String {
+            let scalars = Array(source.unicodeScalars)
+            guard span.start >= 0, span.end <= scalars.count, span.start <= span.end else { return source }
+            return String(String.UnicodeScalarView(scalars[span.start..<span.end]))
+        }
     }
+
+    /// A traced node with the traced nodes inside it.
+    public struct Node: Sendable {
+        public var entry: Entry
+        public var children: [Node]
+    }
+
     public private(set) var entries: [Entry] = []
+    var depth = 0
 
     public init() {}
 
-    func record(_ span: SourceSpan, _ value: Value) { entries.append(Entry(span: span, value: value)) }
+    func record(_ source: String, _ span: SourceSpan, _ value: Value) {
+        entries.append(Entry(source: source, span: span, value: value, depth: depth))
+    }
 
-    /// The last value recorded for exactly this span.
-    public func value(at span: SourceSpan) -> Value? { entries.last(where: { $0.span == span })?.value }
+    /// The outermost traced nodes, each with what was inside it (entries are recorded children first).
+    public var roots: [Node] {
+        var stack: [Node] = []
+        for e in entries {
+            var children: [Node] = []
+            while let last = stack.last, last.entry.depth > e.depth {
+                children.insert(stack.removeLast(), at: 0)
+            }
+            stack.append(Node(entry: e, children: children))
+        }
+        return stack
+    }
+
+    /// One line: the values that decided, like `heavy_user = false (count("E_Opened_App", "7d") = 9)`.
+    public func summary(maxDepth: Int = 3) -> String {
+        func render(_ n: Node, _ level: Int) -> String {
+            var s = "\(n.entry.text) = \(ExprTrace.show(n.entry.value))"
+            let inner = n.children.filter { !ExprTrace.isLiteralText($0.entry.text) }
+            if level < maxDepth && !inner.isEmpty {
+                s += " (" + inner.map { render($0, level + 1) }.joined(separator: ", ") + ")"
+            }
+            return s
+        }
+        return roots.map { render($0, 1) }.joined(separator: "; ")
+    }
+
+    static func isLiteralText(_ t: String) -> Bool { t.first == "\"" || t.first == "'" || t.first?.isNumber == true }
+
+    static func show(_ v: Value) -> String {
+        switch v {
+        case .error(let e): "error: \(e.message)"
+        case .string(let s): "\"\(s)\""
+        default: JSONWriter.encode(v)
+        }
+    }
 }
 
 /// The change of one attribute, for `on_change` rules and the `change` variable.

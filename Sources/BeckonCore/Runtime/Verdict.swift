@@ -4,7 +4,8 @@ public enum Verdict: Sendable {
     /// The campaign has not started, has ended, or is disabled.
     case notLive(String)
     /// `where`, `audience` or `if` was false or failed (the value says which: `false` or an error).
-    case conditionFalse(clause: String, value: Value)
+    /// `why` lists the values that decided, when verdicts are recorded.
+    case conditionFalse(clause: String, value: Value, why: String?)
     /// One of the rule's limits blocked it.
     case limited(LimitHit)
     /// Another rule on the same surface won arbitration.
@@ -21,9 +22,10 @@ public enum Verdict: Sendable {
         switch self {
         case .fired: return "fired"
         case .notLive(let why): return why
-        case .conditionFalse(let clause, let v):
-            if case .error(let e) = v { return "\(clause) failed: \(e.message)" }
-            return "\(clause) was false"
+        case .conditionFalse(let clause, let v, let why):
+            let detail = why.map { $0.isEmpty ? "" : ": " + $0 } ?? ""
+            if case .error(let e) = v { return "\(clause) failed (\(e.message))" + detail }
+            return "\(clause) was false" + detail
         case .limited(let hit): return "limit \(hit.summary)"
         case .lostTo(let rule, let p, let own):
             return p == own
@@ -38,7 +40,7 @@ public enum Verdict: Sendable {
         switch self {
         case .fired: "fired"
         case .notLive: "not_live"
-        case .conditionFalse(let clause, _): clause
+        case .conditionFalse(let clause, _, _): clause
         case .limited(let hit): "limit:" + hit.key
         case .lostTo: "lost"
         case .globalLimited(let hit): "global_limit:" + hit.key

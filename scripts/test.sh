@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The test command (README, .ci/run): builds, runs the Swift tests, checks formatting, runs CEL conformance,
+# and validates and dry-runs everything shipped in rules/, campaigns/ and samples/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== swift build"
+swift build
+echo "== swift test"
+log=$(mktemp)
+if ! swift test > "$log" 2>&1; then
+  grep -E "✘|error:|fatal" "$log" | head -n 80
+  echo "swift test failed (full log: $log)"
+  exit 1
+fi
+grep -E "^✔ Test run|Executed .* tests" "$log" || true
+
+echo "== swift format lint"
+swift format lint --strict -r Sources Tests Package.swift
+
+beckon=".build/debug/beckon"
+echo "== CEL conformance"
+"$beckon" conformance cel Tests/Conformance/cel-spec/*.textproto | tail -n 1
+
+echo "== validate shipped rule sets and dry-run the samples"
+scripts/run-samples.sh --debug --quiet
+echo "all checks passed"
