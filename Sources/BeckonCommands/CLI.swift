@@ -11,12 +11,39 @@ public struct BeckonCLI: ParsableCommand {
     public init() {}
 }
 
-/// Exits with a runner's status (0 clean, 1 problems found).
-func finish(_ status: Int32) throws {
-    if status != 0 { throw ExitCode(status) }
+/// A command that writes to a ``Console`` and returns an exit status, so that tests can run it in-process.
+protocol ConsoleCommand: ParsableCommand {
+    func run(console: any Console) -> Int32
 }
 
-struct Validate: ParsableCommand {
+extension ConsoleCommand {
+    func run() throws {
+        let console = StandardConsole()
+        let status = run(console: console)
+        console.flush()
+        if status != 0 { throw ExitCode(status) }
+    }
+}
+
+extension BeckonCLI {
+    /// Parses `arguments` (without the program name) and runs the command against `console`.
+    /// Returns the exit status: 0 clean, 1 problems found, 64 usage error.
+    public static func run(_ arguments: [String], console: any Console) -> Int32 {
+        do {
+            let command = try parseAsRoot(arguments)
+            guard let c = command as? any ConsoleCommand else {
+                console.err("not a runnable command: \(arguments.joined(separator: " "))\n")
+                return 64
+            }
+            return c.run(console: console)
+        } catch {
+            console.err(fullMessage(for: error) + "\n")
+            return exitCode(for: error).rawValue
+        }
+    }
+}
+
+struct Validate: ConsoleCommand {
     static let configuration = CommandConfiguration(
         abstract: "Check rule files and report every problem with file:line:column.",
         discussion: "Exit status: 0 when there are no errors, 1 when there are, 64 on a usage error.")
@@ -24,15 +51,10 @@ struct Validate: ParsableCommand {
     @Argument(help: "Rule files or folders (searched for .yaml and .yml).")
     var paths: [String]
 
-    func run() throws {
-        let console = StandardConsole()
-        let status = ValidateRunner.run(paths: paths, console: console)
-        console.flush()
-        try finish(status)
-    }
+    func run(console: any Console) -> Int32 { ValidateRunner.run(paths: paths, console: console) }
 }
 
-struct DryRun: ParsableCommand {
+struct DryRun: ConsoleCommand {
     static let configuration = CommandConfiguration(
         commandName: "dry-run",
         abstract: "Run an event stream (Segment-spec JSON lines) through the rules and show what fires and why not.")
@@ -58,14 +80,12 @@ struct DryRun: ParsableCommand {
         }
     }
 
-    func run() throws {
-        let console = StandardConsole()
-        let status = DryRunRunner.run(
+    func run(console: any Console) -> Int32 {
+        DryRunRunner.run(
             DryRunRunner.Options(
-                paths: paths, events: events, format: DryRunRunner.Format(rawValue: format)!,
-                keepGoing: keepGoing, firedOnly: firedOnly), console: console)
-        console.flush()
-        try finish(status)
+                paths: paths, events: events, format: DryRunRunner.Format(rawValue: format)!, keepGoing: keepGoing,
+                firedOnly: firedOnly),
+            console: console)
     }
 }
 
@@ -74,7 +94,7 @@ struct Conformance: ParsableCommand {
         abstract: "Run conformance suites against Beckon's expression language.",
         subcommands: [CEL.self])
 
-    struct CEL: ParsableCommand {
+    struct CEL: ConsoleCommand {
         static let configuration = CommandConfiguration(
             commandName: "cel",
             abstract: "Run cel-spec simple-test files (protobuf text format); ends with passed=N failed=M skipped=K.")
@@ -85,12 +105,7 @@ struct Conformance: ParsableCommand {
         @Flag(name: .shortAndLong, help: "List every failure and the reasons tests were skipped.")
         var verbose = false
 
-        func run() throws {
-            let console = StandardConsole()
-            let status = ConformanceRunner.run(files: files, verbose: verbose, console: console)
-            console.flush()
-            try finish(status)
-        }
+        func run(console: any Console) -> Int32 { ConformanceRunner.run(files: files, verbose: verbose, console: console) }
     }
 }
 
@@ -99,20 +114,19 @@ extension BeckonCLI {
     public static func runMain() { main() }
 }
 
-struct Reference: ParsableCommand {
+struct Reference: ConsoleCommand {
     static let configuration = CommandConfiguration(
         abstract: "Print a reference page generated from the code (docs/reference/*.md).", shouldDisplay: false)
 
     @Argument(help: "dsl or functions")
     var page: String
 
-    func run() throws {
-        let console = StandardConsole()
-        switch page {
-        case "dsl": console.out(ReferenceDocs.dsl())
-        case "functions": console.out(ReferenceDocs.functions())
-        default: throw ValidationError("unknown page '\(page)'; pages: dsl, functions")
-        }
-        console.flush()
+    func validate() throws {
+        guard ["dsl", "functions"].contains(page) else { throw ValidationError("unknown page '\(page)'; pages: dsl, functions") }
+    }
+
+    func run(console: any Console) -> Int32 {
+        console.out(page == "dsl" ? ReferenceDocs.dsl() : ReferenceDocs.functions())
+        return 0
     }
 }

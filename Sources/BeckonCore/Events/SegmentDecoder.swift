@@ -144,7 +144,7 @@ public struct SegmentDecoder {
     /// RFC 3339 / ISO-8601 to ms since 1970; a number is taken as seconds (fractional allowed) since 1970.
     static func parseTime(_ s: String) -> Int64? {
         guard let t = Timestamp.parse(s) else { return nil }
-        guard t.seconds >= 0, t.seconds < 17_000_000_000 else { return nil }
+        guard t.seconds >= 0, t.seconds < 17_592_186_044 else { return nil }  // 1970 to 2527 (44-bit milliseconds)
         return t.milliseconds
     }
 }
