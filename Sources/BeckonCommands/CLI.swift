@@ -74,6 +74,12 @@ struct DryRun: ConsoleCommand {
     @Flag(name: .long, help: "Show only fired actions, not the rules that matched but did not fire.")
     var firedOnly = false
 
+    @Option(
+        name: .long,
+        help:
+            "After the last event, let time run to this instant (RFC 3339, or +7d after the last event) so delayed actions fire.")
+    var until: String?
+
     func validate() throws {
         guard DryRunRunner.Format(rawValue: format) != nil else {
             throw ValidationError("--format must be table or jsonl, not '\(format)'")
@@ -84,7 +90,7 @@ struct DryRun: ConsoleCommand {
         DryRunRunner.run(
             DryRunRunner.Options(
                 paths: paths, events: events, format: DryRunRunner.Format(rawValue: format)!, keepGoing: keepGoing,
-                firedOnly: firedOnly),
+                firedOnly: firedOnly, until: until),
             console: console)
     }
 }

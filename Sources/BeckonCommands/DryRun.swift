@@ -12,12 +12,19 @@ public enum DryRunRunner {
         public var format: Format = .table
         public var keepGoing = false
         public var firedOnly = false
-        public init(paths: [String], events: String, format: Format = .table, keepGoing: Bool = false, firedOnly: Bool = false) {
+        /// After the stream, let time run to this instant (RFC 3339, or `+DURATION` after the last event) so that
+        /// delayed actions due by then fire.
+        public var until: String?
+        public init(
+            paths: [String], events: String, format: Format = .table, keepGoing: Bool = false, firedOnly: Bool = false,
+            until: String? = nil
+        ) {
             self.paths = paths
             self.events = events
             self.format = format
             self.keepGoing = keepGoing
             self.firedOnly = firedOnly
+            self.until = until
         }
     }
 
@@ -71,6 +78,17 @@ public enum DryRunRunner {
             console.err("stopped at the first bad line; use --keep-going to skip bad lines and count them\n")
             return 1
         }
+        if let until = o.until {
+            guard let end = untilTime(until, last: engine.clock) else {
+                console.err("error: --until expects a timestamp like 2026-03-31T00:00:00Z or +7d, found '\(until)'\n")
+                return 64
+            }
+            let outcome = engine.advance(to: end)
+            switch o.format {
+            case .jsonl: for a in outcome.actions { console.out(a.json + "\n") }
+            case .table: table.print(outcome, firedOnly: o.firedOnly)
+            }
+        }
         let summary = Summary(engine: engine, badLines: badLines)
         if o.format == .table {
             console.out("\n" + summary.render())
@@ -98,7 +116,12 @@ final class TablePrinter {
                     k += 1
                 }
             } else if !firedOnly {
-                console.out("\(Timestamp(milliseconds: v.time))  \(v.userID)  ✗ \(v.qualifiedID)  \(v.verdict.summary)\n")
+                let mark: String
+                switch v.verdict {
+                case .scheduled, .quietHours(heldUntil: .some): mark = "⏲"
+                default: mark = "✗"
+                }
+                console.out("\(Timestamp(milliseconds: v.time))  \(v.userID)  \(mark) \(v.qualifiedID)  \(v.verdict.summary)\n")
             }
         }
         while k < actions.count {
@@ -115,6 +138,15 @@ final class TablePrinter {
 }
 
 extension DryRunRunner {
+    /// `--until`: an RFC 3339 time, or `+DURATION` after the last event's time.
+    static func untilTime(_ text: String, last: Int64) -> Int64? {
+        if text.hasPrefix("+") {
+            guard let ms = DSLDuration.parse(String(text.dropFirst())), last != Int64.min else { return nil }
+            return last + ms
+        }
+        return Timestamp.parse(text)?.milliseconds
+    }
+
     /// A one-line description of an action's own fields.
     static func detail(_ a: FiredAction) -> String {
         func str(_ v: Value?) -> String {
@@ -167,8 +199,10 @@ struct Summary {
     var headline: String {
         let s = engine.stats
         func n(_ k: Int, _ word: String) -> String { "\(k) \(word)\(k == 1 ? "" : "s")" }
+        let pending = engine.pendingCount
         return "\(n(s.events, "event")), \(n(engine.store.userCount, "user")), \(n(s.actions, "action")) fired"
             + " (bad lines \(badLines), duplicates \(s.duplicates), late \(s.late))"
+            + (pending > 0 ? "; \(n(pending, "delayed action")) still pending (use --until to let time pass)" : "")
     }
 
     func render() -> String {
@@ -180,8 +214,10 @@ struct Summary {
         out += "rule".padding(width) + "  triggered  fired  not fired\n"
         for r in rules {
             let i = Int(r.index)
-            let blocked = s.blocked[i].sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }
-                .map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+            var parts = s.blocked[i].sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }
+                .map { "\($0.key) \($0.value)" }
+            if s.scheduled[i] > 0 { parts.insert("scheduled \(s.scheduled[i])", at: 0) }
+            let blocked = parts.joined(separator: ", ")
             out +=
                 r.qualifiedID.padding(width) + "  " + String(s.triggered[i]).leftPadding(9) + "  "
                 + String(s.fired[i]).leftPadding(5) + "  " + (blocked.isEmpty ? "-" : blocked) + "\n"

@@ -3,15 +3,18 @@ import Foundation
 import Testing
 
 struct DryRunTests {
-    static let cases = ["default_browser", "bad_lines", "arbitration"]
+    static let cases = ["default_browser", "bad_lines", "arbitration", "timers"]
 
     func run(_ name: String, _ format: DryRunRunner.Format) -> (Int32, StringConsole) {
         let dir = Snapshot.fixtures.appendingPathComponent("dryrun/\(name)")
         let console = StringConsole()
+        // A fixture may let time run on after its events (`--until`).
+        let until = (try? String(contentsOf: dir.appendingPathComponent("until.txt"), encoding: .utf8))?
+            .trimmingCharacters(in: .whitespacesAndNewlines)
         let status = DryRunRunner.run(
             .init(
                 paths: [dir.appendingPathComponent("rules.yaml").path], events: dir.appendingPathComponent("events.jsonl").path,
-                format: format, keepGoing: true),
+                format: format, keepGoing: true, until: until),
             console: console)
         return (status, console)
     }

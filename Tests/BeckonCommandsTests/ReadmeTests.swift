@@ -56,7 +56,7 @@ struct ReadmeTests {
 struct DocExampleTests {
     static func examples() -> [String] {
         var out: [String] = []
-        for doc in ["README.md", "docs/guide.md", "docs/semantics.md", "docs/events.md"] {
+        for doc in ["README.md", "docs/guide.md", "docs/semantics.md", "docs/events.md", "docs/time.md"] {
             let text = (try? String(contentsOf: ReadmeTests.root.appendingPathComponent(doc), encoding: .utf8)) ?? ""
             var block: [String]?
             for line in text.components(separatedBy: "\n") {

@@ -2,20 +2,25 @@
 public enum HistoryWindow: Sendable, Hashable, CustomStringConvertible {
     /// The last `ms` milliseconds, now included: `(now - ms, now]`.
     case rolling(ms: Int64)
-    /// Since the start of the current calendar day, ISO week (Monday) or month in the user's time zone.
-    case calendar(CalendarUnit)
+    /// Since the start of the calendar day, ISO week (Monday) or month `count - 1` periods before the current one,
+    /// in the user's time zone: `calendar week` is this week so far, `7 calendar days` is today and the 6 days before.
+    case calendar(CalendarUnit, count: Int)
     /// Everything ever recorded.
     case lifetime
 
     public enum CalendarUnit: String, Sendable, Hashable { case day, week, month }
 
-    /// Parses `7d`, `24h`, `lifetime`, `calendar week`…
+    /// Parses `7d`, `24h`, `lifetime`, `calendar week`, `7 calendar days`…
     public static func parse(_ text: String) -> HistoryWindow? {
         let t = text.trimmingWhitespace().lowercased()
         if t == "lifetime" || t == "all" || t == "ever" { return .lifetime }
-        if t.hasPrefix("calendar ") || t.hasPrefix("calendar_") || t.hasPrefix("this ") {
-            let unit = t.split(whereSeparator: { $0 == " " || $0 == "_" }).last.map(String.init) ?? ""
-            return CalendarUnit(rawValue: unit).map(HistoryWindow.calendar)
+        let words = t.split(whereSeparator: { $0 == " " || $0 == "_" }).map(String.init)
+        if words.count == 2, words[0] == "calendar" || words[0] == "this", let unit = CalendarUnit(rawValue: words[1]) {
+            return .calendar(unit, count: 1)
+        }
+        if words.count == 3, let n = Int(words[0]), n >= 1, n <= 1000, words[1] == "calendar" {
+            let u = words[2].hasSuffix("s") ? String(words[2].dropLast()) : words[2]
+            if let unit = CalendarUnit(rawValue: u) { return .calendar(unit, count: n) }
         }
         if let ms = DSLDuration.parse(t), ms > 0 { return .rolling(ms: ms) }
         return nil
@@ -25,9 +30,9 @@ public enum HistoryWindow: Sendable, Hashable, CustomStringConvertible {
     var retentionMs: Int64 {
         switch self {
         case .rolling(let ms): ms
-        case .calendar(.day): 2 * 86_400_000
-        case .calendar(.week): 8 * 86_400_000
-        case .calendar(.month): 32 * 86_400_000
+        case .calendar(.day, let n): Int64(n + 1) * 86_400_000
+        case .calendar(.week, let n): Int64(n * 7 + 1) * 86_400_000
+        case .calendar(.month, let n): Int64(n * 31 + 1) * 86_400_000
         case .lifetime: 0
         }
     }
@@ -35,7 +40,8 @@ public enum HistoryWindow: Sendable, Hashable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .rolling(let ms): DSLDuration.format(ms)
-        case .calendar(let u): "calendar \(u.rawValue)"
+        case .calendar(let u, 1): "calendar \(u.rawValue)"
+        case .calendar(let u, let n): "\(n) calendar \(u.rawValue)s"
         case .lifetime: "lifetime"
         }
     }
@@ -45,27 +51,29 @@ public enum HistoryWindow: Sendable, Hashable, CustomStringConvertible {
         switch self {
         case .rolling(let ms): return now - ms + 1
         case .lifetime: return 0
-        case .calendar(let unit): return Calendars.periodStart(unit, now: now, zone: zone)
+        case .calendar(let unit, let n): return Calendars.periodStart(unit, now: now, zone: zone, back: n - 1)
         }
     }
 }
 
 /// Calendar periods in a zone, DST-correct: boundaries are local midnights converted back to UTC.
 enum Calendars {
-    static func periodStart(_ unit: HistoryWindow.CalendarUnit, now: Int64, zone: Zone) -> Int64 {
+    /// The start of the period containing `now`, or of the period `back` periods before it.
+    static func periodStart(_ unit: HistoryWindow.CalendarUnit, now: Int64, zone: Zone, back: Int = 0) -> Int64 {
         let (secs, _) = Civil.floorDivMod(now, 1000)
         let local = zone.local(fromUTC: secs)
         let (days, _) = Civil.floorDivMod(local, 86_400)
         var startDay = days
         switch unit {
-        case .day: break
+        case .day: startDay = days - Int64(back)
         case .week:
             // ISO weeks start on Monday; weekday() is 0 for Sunday.
             let wd = Civil.weekday(fromDays: days)
-            startDay = days - Int64((wd + 6) % 7)
+            startDay = days - Int64((wd + 6) % 7) - Int64(back) * 7
         case .month:
             let (y, m, _) = Civil.civil(fromDays: days)
-            startDay = Civil.days(fromCivil: y, m, 1)
+            let months = y * 12 + (m - 1) - back
+            startDay = Civil.days(fromCivil: months / 12, months % 12 + 1, 1)
         }
         return zone.utc(fromLocal: startDay * 86_400) * 1000
     }

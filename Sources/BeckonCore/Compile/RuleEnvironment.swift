@@ -48,10 +48,21 @@ final class SymbolTable {
     }
 
     /// The series of an event (with an optional property filter), kept for at least `retention` ms.
-    func eventSeries(_ eventID: Int32, filter: [(slot: Int, value: Value)], retention: Int64, lifetime: Bool) -> Int32 {
-        let key = "e\(eventID)|" + filter.map { "\($0.slot)=\(JSONWriter.encode($0.value))" }.joined(separator: ",")
+    func eventSeries(
+        _ eventID: Int32, filter: [(slot: Int, value: Value)], retention: Int64, lifetime: Bool, valueSlot: Int? = nil
+    ) -> Int32 {
+        let key =
+            "e\(eventID)|" + filter.map { "\($0.slot)=\(JSONWriter.encode($0.value))" }.joined(separator: ",")
+            + (valueSlot.map { "|v\($0)" } ?? "")
         return upsertSeries(
-            key, SeriesSpec(source: .event(eventID, filter: filter), retentionMs: retention, keepsLifetime: lifetime))
+            key,
+            SeriesSpec(
+                source: .event(eventID, filter: filter), retentionMs: retention, keepsLifetime: lifetime, valueSlot: valueSlot))
+    }
+
+    /// The series of every track and screen event (`"*"`).
+    func anyEventSeries(retention: Int64, lifetime: Bool) -> Int32 {
+        upsertSeries("any", SeriesSpec(source: .anyEvent, retentionMs: retention, keepsLifetime: lifetime))
     }
 
     func upsertSeries(_ key: String, _ spec: SeriesSpec) -> Int32 {
@@ -107,7 +118,8 @@ final class RuleEnvironment: ExpressionEnvironment {
     }
 
     var functionNames: [String] {
-        ["count", "last_seen", "first_seen", "seen", "days_since"] + Array(FunctionDecl.beckon.keys)
+        ["count", "last_seen", "first_seen", "seen", "days_since", "sum", "active_days", "average"]
+            + Array(FunctionDecl.beckon.keys)
     }
 
     // MARK: Variables
@@ -309,6 +321,9 @@ final class RuleEnvironment: ExpressionEnvironment {
             }
         case "days_since":
             return CustomFunction(usage: "days_since(\"Event Name\") or days_since(timestamp)", compile: compileDaysSince)
+        case "sum": return CustomFunction(usage: "sum(\"Event Name\", \"property\", \"7d\")", compile: compileSum)
+        case "active_days": return CustomFunction(usage: "active_days(\"Event Name\", \"30d\")", compile: compileActiveDays)
+        case "average": return CustomFunction(usage: "average(\"Event Name\", \"7d\")", compile: compileAverage)
         default: return nil
         }
     }
@@ -321,8 +336,50 @@ final class RuleEnvironment: ExpressionEnvironment {
         return s
     }
 
-    private func eventKey(_ name: String) -> String {
+    func eventKey(_ name: String) -> String {
         name.hasPrefix("screen:") ? name : BoundEvent.internKey(kind: .track, name: name)
+    }
+
+    /// The event name and window arguments shared by the history functions, checked at load time.
+    private func nameAndWindow(
+        _ nameArg: Expr, _ windowArg: Expr, _ c: ExprCompiler, usage: String, allowLifetime: Bool = true
+    ) throws(ExprProblem) -> (name: String, window: HistoryWindow) {
+        let name = try constantString(nameArg, c, what: "the event name", usage: usage)
+        let windowText = try constantString(windowArg, c, what: "the window", usage: usage)
+        guard let window = HistoryWindow.parse(windowText) else {
+            throw ExprProblem("'\(windowText)' is not a window; use \(DSL.windowDoc)", windowArg.span, id: "invalid_window")
+        }
+        if !allowLifetime && window == .lifetime {
+            throw ExprProblem(
+                "this function needs a rolling or calendar window, not lifetime", windowArg.span, id: "invalid_window")
+        }
+        if case .calendar = window { _ = symbols.zoneSlots }
+        return (name, window)
+    }
+
+    /// The series for an event name (`"*"`: every track and screen event).
+    private func series(
+        _ name: String, window: HistoryWindow, filter: [(slot: Int, value: Value)] = [], valueSlot: Int? = nil
+    ) -> Int32 {
+        if name == "*" { return symbols.anyEventSeries(retention: window.retentionMs, lifetime: window == .lifetime) }
+        let id = symbols.event(eventKey(name))
+        return symbols.eventSeries(
+            id, filter: filter, retention: window.retentionMs, lifetime: window == .lifetime, valueSlot: valueSlot)
+    }
+
+    /// The first millisecond of the window at evaluation time.
+    private static func windowStart(
+        _ window: HistoryWindow, _ s: EvalScope, _ p: UserProfile, _ zone: (attribute: Int, context: Int)?
+    ) -> Int64 {
+        if case .calendar = window, let zone {
+            return window.start(now: s.now, zone: RuleEnvironment.userZone(p, s.event, (zone.attribute, zone.context)))
+        }
+        return window.start(now: s.now, zone: .utc)
+    }
+
+    private func zoneIfCalendar(_ w: HistoryWindow) -> (attribute: Int, context: Int)? {
+        if case .calendar = w { return symbols.zoneSlots }
+        return nil
     }
 
     private func compileCount(_ args: [Expr], _ span: SourceSpan, _ c: ExprCompiler) throws(ExprProblem) -> CompiledNode {
@@ -332,11 +389,7 @@ final class RuleEnvironment: ExpressionEnvironment {
                 "count() takes an event name, a window and optionally a property filter, like \(usage)", span,
                 id: "expression_type")
         }
-        let name = try constantString(args[0], c, what: "the event name", usage: usage)
-        let windowText = try constantString(args[1], c, what: "the window", usage: usage)
-        guard let window = HistoryWindow.parse(windowText) else {
-            throw ExprProblem("'\(windowText)' is not a window; use \(DSL.windowDoc)", args[1].span, id: "invalid_window")
-        }
+        let (name, window) = try nameAndWindow(args[0], args[1], c, usage: usage)
         var filter: [(slot: Int, value: Value)] = []
         if args.count == 3 {
             let f = c.compileNode(args[2])
@@ -351,30 +404,106 @@ final class RuleEnvironment: ExpressionEnvironment {
                 }
                 filter.append((symbols.property(key), v))
             }
+            if name == "*" { throw ExprProblem("a filter needs an event name, not \"*\"", args[2].span, id: "expression_type") }
         }
-        let id = symbols.event(eventKey(name))
-        let series = symbols.eventSeries(id, filter: filter, retention: window.retentionMs, lifetime: window == .lifetime)
-        switch window {
-        case .lifetime:
+        let series = series(name, window: window, filter: filter)
+        if window == .lifetime {
             return CompiledNode(
                 type: .int, eval: { s in .int(Int64(s.profile?.history.lifetimeStat(series: series)?.count ?? 0)) })
-        case .rolling(let ms):
-            return CompiledNode(
-                type: .int,
-                eval: { s in
-                    .int(Int64(s.profile?.history.count(series: series, from: s.now - ms + 1, to: s.now) ?? 0))
-                })
-        case .calendar:
-            let zone = symbols.zoneSlots
-            return CompiledNode(
-                type: .int,
-                eval: { s in
-                    guard let p = s.profile else { return .int(0) }
-                    let start = window.start(
-                        now: s.now, zone: RuleEnvironment.userZone(p, s.event, (zone.attribute, zone.context)))
-                    return .int(Int64(p.history.count(series: series, from: start, to: s.now)))
-                })
         }
+        let zone = zoneIfCalendar(window)
+        return CompiledNode(
+            type: .int,
+            eval: { s in
+                guard let p = s.profile else { return .int(0) }
+                return .int(
+                    Int64(p.history.count(series: series, from: RuleEnvironment.windowStart(window, s, p, zone), to: s.now)))
+            })
+    }
+
+    private func compileSum(_ args: [Expr], _ span: SourceSpan, _ c: ExprCompiler) throws(ExprProblem) -> CompiledNode {
+        let usage = "sum(\"Order Completed\", \"total\", \"30d\")"
+        guard args.count == 3 else {
+            throw ExprProblem(
+                "sum() takes an event name, a numeric property and a window, like \(usage)", span, id: "expression_type")
+        }
+        let (name, window) = try nameAndWindow(args[0], args[2], c, usage: usage, allowLifetime: false)
+        let property = try constantString(args[1], c, what: "the property", usage: usage)
+        if name == "*" { throw ExprProblem("sum() needs an event name, not \"*\"", args[0].span, id: "expression_type") }
+        let series = series(name, window: window, valueSlot: symbols.property(property))
+        let zone = zoneIfCalendar(window)
+        return CompiledNode(
+            type: .double,
+            eval: { s in
+                guard let p = s.profile else { return .double(0) }
+                return .double(p.history.sum(series: series, from: RuleEnvironment.windowStart(window, s, p, zone), to: s.now))
+            })
+    }
+
+    private func compileActiveDays(_ args: [Expr], _ span: SourceSpan, _ c: ExprCompiler) throws(ExprProblem) -> CompiledNode {
+        let usage = "active_days(\"E_Opened_App\", \"30d\")"
+        guard args.count == 2 else {
+            throw ExprProblem(
+                "active_days() takes an event name (or \"*\") and a window, like \(usage)", span, id: "expression_type")
+        }
+        let (name, window) = try nameAndWindow(args[0], args[1], c, usage: usage, allowLifetime: false)
+        let series = series(name, window: window)
+        let zone = symbols.zoneSlots
+        return CompiledNode(
+            type: .int,
+            eval: { s in
+                guard let p = s.profile else { return .int(0) }
+                let z = RuleEnvironment.userZone(p, s.event, (zone.attribute, zone.context))
+                let from = RuleEnvironment.windowStart(window, s, p, zone)
+                var days = Set<Int64>()
+                for t in p.history.times(series: series, from: from, to: s.now) {
+                    days.insert(Civil.floorDivMod(z.local(fromUTC: Civil.floorDivMod(t, 1000).0), 86_400).0)
+                }
+                return .int(Int64(days.count))
+            })
+    }
+
+    private func compileAverage(_ args: [Expr], _ span: SourceSpan, _ c: ExprCompiler) throws(ExprProblem) -> CompiledNode {
+        let usage = "average(\"E_Opened_App\", \"28d\", \"7d\")"
+        guard args.count == 2 || args.count == 3 else {
+            throw ExprProblem(
+                "average() takes an event name, a window and optionally an interval (default a day), like \(usage)", span,
+                id: "expression_type")
+        }
+        let (name, window) = try nameAndWindow(args[0], args[1], c, usage: usage, allowLifetime: false)
+        var intervals: Double
+        switch window {
+        case .calendar(_, let n):
+            if args.count == 3 {
+                throw ExprProblem(
+                    "a calendar window is averaged per calendar period; leave out the interval", args[2].span,
+                    id: "invalid_window")
+            }
+            intervals = Double(n)
+        case .rolling(let ms):
+            var per: Int64 = 86_400_000
+            if args.count == 3 {
+                let text = try constantString(args[2], c, what: "the interval", usage: usage)
+                guard let p = DSLDuration.parse(text), p > 0, p <= ms else {
+                    throw ExprProblem(
+                        "the interval must be a duration no longer than the window, like 1d", args[2].span,
+                        id: "invalid_window")
+                }
+                per = p
+            }
+            intervals = Double(ms) / Double(per)
+        case .lifetime: intervals = 1
+        }
+        let series = series(name, window: window)
+        let zone = zoneIfCalendar(window)
+        let n = intervals
+        return CompiledNode(
+            type: .double,
+            eval: { s in
+                guard let p = s.profile else { return .double(0) }
+                return .double(
+                    Double(p.history.count(series: series, from: RuleEnvironment.windowStart(window, s, p, zone), to: s.now)) / n)
+            })
     }
 
     /// The user's zone: the `timezone` attribute, else the event's or last `context.timezone`, else UTC.

@@ -184,7 +184,9 @@ private struct Builder {
             CompiledUnit(
                 name: file.name.value, kind: file.kind, path: file.path, enabled: file.enabled,
                 start: file.start?.value.milliseconds, end: file.end?.value.milliseconds,
-                audience: audience, audienceTraced: audienceTraced, audienceMemo: symbols.memoSlot()))
+                audience: audience, audienceTraced: audienceTraced, audienceMemo: symbols.memoSlot(),
+                userLocalWindow: file.timezone?.value == .user))
+        if file.timezone?.value == .user { _ = symbols.zoneSlots }
 
         for spec in file.rules {
             if let r = compileRule(spec, file: file, unitIndex: unitIndex, index: Int32(rules.count), segments: segments) {
@@ -215,13 +217,23 @@ private struct Builder {
             }
             trigger = .change(attributeSlot: symbols.attribute(attr.value), from: from?.map(\.value), to: to?.map(\.value))
             triggerDescription = "change:" + attr.value
+        case .sequence(let steps, let within, let correlate):
+            let compiled = steps.map { step in
+                CompiledStep(
+                    eventID: symbols.event(BoundEvent.internKey(kind: .track, name: step.event.value)),
+                    whereExpr: condition(step.whereClause, "where", environment(segments, .whereClause)))
+            }
+            trigger = .sequence(
+                CompiledSequence(steps: compiled, withinMs: within, correlateSlot: correlate.map { symbols.property($0.value) }))
+            triggerDescription = "sequence:" + steps.map(\.event.value).joined(separator: " → ")
         }
         let whereExpr = condition(spec.whereClause, "where", environment(segments, .whereClause, change: isChange))
         let whereTraced = condition(
             spec.whereClause, "where", environment(segments, .whereClause, change: isChange, tracing: true))
         let ifExpr = condition(spec.ifClause, "if", environment(segments, .ifClause, change: isChange))
         let ifTraced = condition(spec.ifClause, "if", environment(segments, .ifClause, change: isChange, tracing: true))
-        let limitSpec = spec.limits.merged(over: file.defaultLimits)
+        var limitSpec = spec.limits.merged(over: file.defaultLimits)
+        if let r = spec.reprompt { limitSpec.perUser = Located(r.times, r.location) }
         let limits = CompiledLimits(limitSpec)
         if limits.rolling.contains(where: { $0.window == .month }) { _ = symbols.zoneSlots }
         if let perUser = limitSpec.perUser, let n = limitSpec.onOccurrence, perUser.value < 1 {
@@ -246,13 +258,42 @@ private struct Builder {
             fireSeries = symbols.upsertSeries(
                 "fires\(index)", SeriesSpec(source: .ruleFires(index), retentionMs: limits.retentionMs, keepsLifetime: false))
         }
+        let timing = compileTiming(spec, file: file, segments: segments, isChange: isChange)
         guard diagnostics.errorCount == before else { return nil }
         return CompiledRule(
             index: index, unit: unitIndex, id: spec.id.value, qualifiedID: file.name.value + "/" + spec.id.value,
             enabled: spec.enabled && file.enabled, trigger: trigger, triggerDescription: triggerDescription,
             whereExpr: whereExpr, whereTraced: whereTraced, ifExpr: ifExpr, ifTraced: ifTraced, limits: limits,
             priority: spec.priority?.value ?? file.defaultPriority ?? 0, surface: surface, actions: actions,
-            fireSeries: fireSeries, location: spec.location)
+            fireSeries: fireSeries, location: spec.location, timing: timing, reprompt: reprompt(spec.reprompt))
+    }
+
+    mutating func compileTiming(_ spec: RuleSpec, file: RuleFileSpec, segments: SegmentTable, isChange: Bool) -> CompiledTiming {
+        var t = CompiledTiming()
+        t.waitMs = spec.waitMs?.value
+        t.at = spec.at?.value
+        t.retrigger = spec.retrigger
+        t.recheck = spec.recheck
+        t.quietHours = spec.quietHours ?? file.defaultQuietHours
+        if t.at != nil || t.quietHours != nil { _ = symbols.zoneSlots }
+        for u in spec.unless {
+            let id = symbols.event(BoundEvent.internKey(kind: .track, name: u.event.value))
+            t.unless.append(
+                CompiledStep(eventID: id, whereExpr: condition(u.whereClause, "where", environment(segments, .whereClause))))
+        }
+        return t
+    }
+
+    /// `reprompt` becomes two history series: every `after` event, and those whose properties match `when`.
+    mutating func reprompt(_ r: RepromptSpec?) -> CompiledReprompt? {
+        guard let r else { return nil }
+        let id = symbols.event(BoundEvent.internKey(kind: .track, name: r.after.value))
+        let all = symbols.eventSeries(id, filter: [], retention: 0, lifetime: true)
+        let matching = symbols.eventSeries(
+            id, filter: r.when.map { (symbols.property($0.key), $0.value) }, retention: 0, lifetime: true)
+        return CompiledReprompt(
+            after: r.after.value, when: r.when.map { "\($0.key) = \(JSONWriter.encode($0.value))" }.joined(separator: ", "),
+            allSeries: all, matchingSeries: matching, waitMs: r.waitMs)
     }
 
     // MARK: Actions

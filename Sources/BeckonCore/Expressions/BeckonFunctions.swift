@@ -137,5 +137,13 @@ public enum ExpressionLibrary {
         ("last_seen(name)", "when it last happened (a timestamp), or `null`"),
         ("days_since(name)", "whole days since it last happened; fails (the condition is false) if it never did"),
         ("days_since(timestamp)", "whole days since a time (a timestamp or an RFC 3339 string)"),
+        ("sum(name, property, window)", "the sum of a numeric property over the event's occurrences in the window (a double)"),
+        (
+            "active_days(name, window)",
+            "on how many distinct days (user's zone) the event happened in the window; `\"*\"` is any event"
+        ),
+        ("average(name, window)", "occurrences per day in a rolling window, or per period in a calendar window (a double)"),
+        ("average(name, window, interval)", "occurrences per interval (`\"1h\"`, `\"7d\"`) in a rolling window"),
+        ("count(\"*\", window)", "every track and screen event of the user"),
     ]
 }

@@ -76,7 +76,7 @@ public indirect enum ValueSchema: Sendable {
         case .boolean: "true or false"
         case .duration: "a duration like 7d, 24h or 30m"
         case .timestamp: "a timestamp like 2026-01-01T00:00:00Z"
-        case .zone: "a time zone like Europe/Berlin or +02:00"
+        case .zone: "a time zone like Europe/Berlin, +02:00 or user"
         case .expression: "an expression"
         case .template: "text"
         case .anyValue: "a value"
@@ -101,8 +101,11 @@ extension String {
 
 /// The DSL, version 1.
 public enum DSL {
-    public static let windowDoc =
-        "a rolling window (`30m`, `24h`, `7d`, `2w`), `lifetime`, or a calendar window in the user's time zone (`calendar day`, `calendar week`, `calendar month`)"
+    public static let windowDoc = """
+        a rolling window (`30m`, `24h`, `7d`, `2w`), `lifetime`, or a calendar window in the user's time zone \
+        (`calendar day`, `calendar week`, `calendar month`: the current one so far; `7 calendar days`: today and the 6 days \
+        before)
+        """
 
     public static let limits = ObjectSchema(
         "limit",
@@ -206,6 +209,44 @@ public enum DSL {
         KeySchema("unset", .oneOrMany(.attributeName), doc: "remove user attributes", example: "pending_email"),
     ]
 
+    public static let quietHours = ObjectSchema(
+        "quiet_hours",
+        doc: "Local hours (user's zone) in which the rule's actions are not sent: held until the window ends, or dropped.",
+        keys: [
+            KeySchema("from", .text, required: true, doc: "start of the quiet window, `HH:MM` local time", example: "\"22:00\""),
+            KeySchema(
+                "to", .text, required: true,
+                doc: "end of the window (exclusive), `HH:MM`; may be earlier than `from` (over midnight)",
+                example: "\"08:00\""),
+            KeySchema(
+                "then", .enumeration(["hold", "drop"]), doc: "`hold` (default): send when the window ends; `drop`: do not send",
+                example: "hold"),
+        ])
+
+    static let eventStep = ObjectSchema(
+        "event step", doc: "An event with a condition on it.",
+        keys: [
+            KeySchema("event", .eventName, required: true, doc: "the event name", example: "Stamp Claimed"),
+            KeySchema(
+                "where", .expression, doc: "condition on that event (`event` is that event)",
+                example: "event.properties.stamp_id == \"welcome\""),
+        ])
+
+    static let reprompt = ObjectSchema(
+        "reprompt",
+        doc: """
+            "Ask again N days after a denial, at most K times" in one line: the rule fires only when the user's latest `after` \
+            event matched `when`, at least `wait` ago, and the rule has fired fewer than `times` times.
+            """,
+        keys: [
+            KeySchema("after", .eventName, required: true, doc: "the answer event", example: "Tracking Permission Answered"),
+            KeySchema(
+                "when", .map(key: .text, value: .anyValue), doc: "property values the latest answer must have",
+                example: "{ status: denied }"),
+            KeySchema("wait", .duration, required: true, doc: "least time since that answer", example: "14d"),
+            KeySchema("times", .integer(min: 1), required: true, doc: "most re-prompts in all", example: "3"),
+        ])
+
     public static let rule = ObjectSchema(
         "rule", doc: "When to do what, for one user.",
         keys: [
@@ -220,6 +261,15 @@ public enum DSL {
                 doc: """
                     trigger when this user attribute changes value (from `identify` traits or a `set` action)
                     """, example: "plan"),
+            KeySchema(
+                "sequence", .list(.either([.eventName, .object(eventStep)])),
+                doc:
+                    "trigger when these events happen in this order (others may come between), the last within `within` of the first",
+                example: "[Added To Cart, Checkout Started]"),
+            KeySchema("within", .duration, doc: "with `sequence`: the most time from the first step to the last", example: "1h"),
+            KeySchema(
+                "correlate", .text, doc: "with `sequence`: a property every step must share (`event.properties.NAME`)",
+                example: "cart_id"),
             KeySchema("from", .oneOrMany(.anyValue), doc: "with `on_change`: only when the old value is one of these"),
             KeySchema("to", .oneOrMany(.anyValue), doc: "with `on_change`: only when the new value is one of these"),
             KeySchema(
@@ -232,6 +282,34 @@ public enum DSL {
                     arbitration among message rules on one surface for one event: the larger number wins
                     """, example: "10"),
             KeySchema(
+                "wait", .duration,
+                doc: "delay the actions this long after the trigger (kept in state; fires when event time passes it)",
+                example: "24h"),
+            KeySchema(
+                "at", .text,
+                doc: """
+                    delay the actions to the next such local time in the user's zone (after `wait`, if both): `10:00`, \
+                    `weekday 10:00`, `monday 09:30`
+                    """, example: "\"weekday 10:00\""),
+            KeySchema(
+                "unless", .oneOrMany(.either([.eventName, .object(eventStep)])),
+                doc:
+                    "events that cancel a pending delayed action of this rule for the user (absence: \"if B has not happened within T\")",
+                example: "Stamp Claimed"),
+            KeySchema(
+                "retrigger", .enumeration(["keep", "restart", "add"]),
+                doc:
+                    "when the trigger happens again while an action is pending: `keep` it (default), `restart` the delay, or `add` another",
+                example: "restart"),
+            KeySchema(
+                "recheck", .boolean, doc: "re-evaluate `audience` and `if` when a delayed action comes due (default false)"),
+            KeySchema(
+                "quiet_hours", .object(quietHours), doc: "hours in which the actions wait or are dropped",
+                example: "{ from: \"22:00\", to: \"08:00\" }"),
+            KeySchema(
+                "reprompt", .object(reprompt), doc: "the re-prompt pattern in one line",
+                example: "{ after: Tracking Permission Answered, when: { status: denied }, wait: 14d, times: 3 }"),
+            KeySchema(
                 "do", .list(.variant(actions)), required: true, doc: "the actions, in order",
                 example: "[ { message: { surface: launch, title: Hello } } ]"),
         ])
@@ -241,6 +319,7 @@ public enum DSL {
         keys: [
             KeySchema("priority", .integer(min: 0), doc: "default priority"),
             KeySchema("limit", .object(limits), doc: "default limits; a rule's own `limit` keys override these one by one"),
+            KeySchema("quiet_hours", .object(quietHours), doc: "default quiet hours"),
         ])
 
     public static let ruleFile = ObjectSchema(
@@ -255,6 +334,10 @@ public enum DSL {
             KeySchema("ruleset", .identifier, doc: "the rule set's name (files in rules/)", example: "bossup_onboarding"),
             KeySchema("description", .text, doc: "what it is for"),
             KeySchema("enabled", .boolean, doc: "`false` turns every rule of the file off"),
+            KeySchema(
+                "timezone", .zone,
+                doc: "the zone of `start` and `end` when they are written without an offset; `user` means each user's own zone",
+                example: "Europe/Berlin"),
             KeySchema("start", .timestamp, doc: "first instant rules may fire (inclusive)", example: "2026-01-01T00:00:00Z"),
             KeySchema(
                 "end", .timestamp, doc: "instant from which rules no longer fire (exclusive)", example: "2026-02-01T00:00:00Z"),

@@ -174,6 +174,19 @@ public struct FileParser {
         return Located(t, s.location)
     }
 
+    /// A timestamp; without an offset it is read in `zone` (for `user`, as UTC wall-clock time, compared per user).
+    mutating func localTimestamp(_ node: SourceNode, _ key: String, _ zone: ZoneSpec?) -> Located<Timestamp>? {
+        guard let zone, let s = scalar(node, key, .timestamp), Timestamp.parse(s.text) == nil,
+            let wall = Timestamp.parse(s.text + "Z")
+        else { return timestamp(node, key) }
+        switch zone {
+        case .user: return Located(wall, s.location)
+        case .fixed(let z):
+            let utc = z.utc(fromLocal: wall.seconds)
+            return (try? Timestamp(seconds: utc, nanos: wall.nanos)).map { Located($0, s.location) }
+        }
+    }
+
     mutating func expression(_ node: SourceNode, _ key: String) -> ExpressionSource? {
         guard let s = scalar(node, key, .expression) else { return nil }
         if s.text.trimmingWhitespace().isEmpty {
@@ -356,11 +369,22 @@ public struct FileParser {
         var spec = RuleFileSpec(
             path: file, kind: kind, name: name ?? Located("unnamed", root.location), description: nil,
             enabled: true, start: nil, end: nil, audience: nil, segments: [], defaultPriority: nil,
-            defaultLimits: LimitSpec(), rules: [])
+            defaultLimits: LimitSpec(), defaultQuietHours: nil, timezone: nil, rules: [])
         if let d = k["description"] { spec.description = string(d.value, "description")?.value }
         if let e = k["enabled"] { spec.enabled = boolean(e.value, "enabled")?.value ?? true }
-        if let s = k["start"] { spec.start = timestamp(s.value, "start") }
-        if let e = k["end"] { spec.end = timestamp(e.value, "end") }
+        if let z = k["timezone"], let s = scalar(z.value, "timezone", .zone) {
+            if s.text == "user" {
+                spec.timezone = Located(.user, s.location)
+            } else if let zone = Zone(s.text) {
+                spec.timezone = Located(.fixed(zone), s.location)
+            } else {
+                diagnostics.error(
+                    .invalidValue, "unknown time zone '\(s.text)'", at: s.location,
+                    suggestion: "use an IANA name like Europe/Berlin, an offset like +02:00, or user")
+            }
+        }
+        if let s = k["start"] { spec.start = localTimestamp(s.value, "start", spec.timezone?.value) }
+        if let e = k["end"] { spec.end = localTimestamp(e.value, "end", spec.timezone?.value) }
         if let a = k["audience"] { spec.audience = expression(a.value, "audience") }
         if let s = k["segments"] {
             if case .mapping(let pairs, _) = s.value {
@@ -381,6 +405,7 @@ public struct FileParser {
         if let d = k["defaults"], let dk = keys(of: d.value, DSL.defaults, context: "defaults") {
             if let p = dk["priority"] { spec.defaultPriority = integer(p.value, "priority", min: 0)?.value }
             if let l = dk["limit"] { spec.defaultLimits = limits(l.value, context: "defaults.limit") }
+            if let q = dk["quiet_hours"] { spec.defaultQuietHours = quietHours(q.value) }
         }
         if let r = k["rules"] {
             guard case .sequence(let items, _) = r.value else {
@@ -449,11 +474,23 @@ public struct FileParser {
                 }
             }
         }
+        if let seq = k["sequence"] {
+            triggerKeys.append(seq.key)
+            if let t = sequence(seq.value, k, context: context) { triggers.append(t) }
+        } else {
+            for key in ["within", "correlate"] {
+                if let n = k[key] {
+                    diagnostics.error(
+                        .invalidTrigger, "'\(key)' only goes with `sequence`", at: n.key.location,
+                        suggestion: "add `sequence: [FIRST EVENT, NEXT EVENT]`, or remove '\(key)'")
+                }
+            }
+        }
         if triggers.isEmpty {
-            if k["on"] == nil && k["on_screen"] == nil && k["on_change"] == nil {
+            if k["on"] == nil && k["on_screen"] == nil && k["on_change"] == nil && k["sequence"] == nil {
                 diagnostics.error(
                     .missingKey, "\(context) has no trigger", at: id.location,
-                    suggestion: "add `on: EVENT`, `on_screen: SCREEN` or `on_change: ATTRIBUTE`")
+                    suggestion: "add `on: EVENT`, `on_screen: SCREEN`, `on_change: ATTRIBUTE` or `sequence: [A, B]`")
             }
             return nil
         }
@@ -475,7 +512,7 @@ public struct FileParser {
                     at: d.value.location, suggestion: "write `do:` then `  - message: {…}` on the next line")
             }
         }
-        return RuleSpec(
+        var spec = RuleSpec(
             id: id,
             description: k["description"].flatMap { string($0.value, "description")?.value },
             enabled: k["enabled"].flatMap { boolean($0.value, "enabled")?.value } ?? true,
@@ -486,6 +523,145 @@ public struct FileParser {
             priority: k["priority"].flatMap { integer($0.value, "priority", min: 0) },
             actions: actions,
             location: id.location)
+        timing(&spec, k)
+        return spec
+    }
+
+    /// `wait`, `at`, `unless`, `retrigger`, `recheck`, `quiet_hours`, `reprompt`.
+    mutating func timing(_ spec: inout RuleSpec, _ k: [String: (key: ScalarNode, value: SourceNode)]) {
+        spec.waitMs = k["wait"].flatMap { duration($0.value, "wait") }
+        if let a = k["at"], let s = scalar(a.value, "at", .text) {
+            if let at = AtSpec.parse(s.text) {
+                spec.at = Located(at, s.location)
+            } else {
+                diagnostics.error(
+                    .invalidValue, "'at' expects a local time like 10:00, weekday 10:00 or monday 09:30, found '\(s.text)'",
+                    at: s.location, suggestion: "write the time as HH:MM (24-hour), optionally after a day or 'weekday'")
+            }
+        }
+        let delayed = spec.waitMs != nil || spec.at != nil
+        if let u = k["unless"] {
+            let items: [SourceNode]
+            if case .sequence(let xs, _) = u.value { items = xs } else { items = [u.value] }
+            for item in items {
+                if let step = eventStep(item, "unless") {
+                    spec.unless.append(UnlessSpec(event: step.event, whereClause: step.whereClause))
+                }
+            }
+        }
+        if let r = k["retrigger"], let s = scalar(r.value, "retrigger", .text) {
+            if let p = RetriggerPolicy(rawValue: s.text) {
+                spec.retrigger = p
+            } else {
+                diagnostics.error(.invalidValue, "'retrigger' is keep, restart or add, not '\(s.text)'", at: s.location)
+            }
+        }
+        spec.recheck = k["recheck"].flatMap { boolean($0.value, "recheck")?.value } ?? false
+        spec.quietHours = k["quiet_hours"].flatMap { quietHours($0.value) }
+        let holds = spec.quietHours?.hold == true
+        for key in ["unless", "retrigger", "recheck"] where k[key] != nil && !delayed && !(key == "unless" && holds) {
+            diagnostics.error(
+                .invalidTrigger, "'\(key)' applies to delayed actions, and this rule has no `wait` or `at`",
+                at: k[key]!.key.location,
+                suggestion: "add `wait: 24h` (or `at: \"10:00\"`), or remove '\(key)'")
+        }
+        if let r = k["reprompt"], let rk = keys(of: r.value, DSL.reprompt, context: "reprompt"),
+            let after = rk["after"].flatMap({ string($0.value, "after") }),
+            let wait = rk["wait"].flatMap({ duration($0.value, "wait") }),
+            let times = rk["times"].flatMap({ integer($0.value, "times", min: 1) })
+        {
+            var when: [(key: String, value: Value)] = []
+            for pair in rk["when"].map({ valueMap($0.value, "when") }) ?? [] {
+                if case .literal(let lit) = pair.value {
+                    when.append((pair.key, lit))
+                } else {
+                    diagnostics.error(.invalidValue, "'when' takes plain values, not expressions", at: rk["when"]!.value.location)
+                }
+            }
+            if let p = spec.limits.perUser {
+                diagnostics.error(
+                    .invalidLimit, "'reprompt' already limits the rule to \(times.value) fires; remove limit.per_user",
+                    at: p.location)
+            }
+            spec.reprompt = RepromptSpec(
+                after: after, when: when, waitMs: wait.value, times: times.value, location: r.key.location)
+        }
+    }
+
+    /// A sequence trigger: `sequence: [A, B]` with `within` and optional `correlate`.
+    mutating func sequence(
+        _ node: SourceNode, _ k: [String: (key: ScalarNode, value: SourceNode)], context: String
+    ) -> TriggerSpec? {
+        guard case .sequence(let items, let loc) = node else {
+            diagnostics.error(
+                .wrongType, "'sequence' expects a list of events, found \(node.kindDescription)", at: node.location,
+                suggestion: "write `sequence: [Added To Cart, Checkout Started]`")
+            return nil
+        }
+        let steps = items.compactMap { eventStep($0, "sequence") }
+        guard steps.count == items.count else { return nil }
+        if steps.count < 2 {
+            diagnostics.error(
+                .invalidTrigger, "a sequence needs at least two steps", at: loc, suggestion: "for a single event, use `on:`")
+        }
+        guard let within = k["within"].flatMap({ duration($0.value, "within") }) else {
+            if k["within"] == nil {
+                diagnostics.error(
+                    .missingKey, "\(context) has a `sequence` but no `within`", at: loc,
+                    suggestion: "add `within: 1h`: the most time from the first step to the last")
+            }
+            return nil
+        }
+        let correlate = k["correlate"].flatMap { string($0.value, "correlate") }
+        return .sequence(steps: steps, withinMs: within.value, correlate: correlate)
+    }
+
+    /// An event name, or `{ event: NAME, where: EXPR }`.
+    mutating func eventStep(_ node: SourceNode, _ key: String) -> StepSpec? {
+        switch node {
+        case .scalar(let s) where !s.isNull:
+            return StepSpec(event: Located(s.text, s.location), whereClause: nil)
+        case .mapping:
+            guard let k = keys(of: node, DSL.eventStep, context: key), let ev = k["event"].flatMap({ string($0.value, "event") })
+            else { return nil }
+            return StepSpec(event: ev, whereClause: k["where"].flatMap { expression($0.value, "where") })
+        default:
+            diagnostics.error(
+                .wrongType, "'\(key)' expects an event name or { event: NAME, where: CONDITION }, found \(node.kindDescription)",
+                at: node.location)
+            return nil
+        }
+    }
+
+    mutating func quietHours(_ node: SourceNode) -> QuietHoursSpec? {
+        guard let k = keys(of: node, DSL.quietHours, context: "quiet_hours") else { return nil }
+        func minute(_ key: String) -> Int? {
+            guard let n = k[key], let s = scalar(n.value, key, .text) else { return nil }
+            let hm = s.text.split(separator: ":")
+            if hm.count == 2, hm[1].count == 2, let h = Int(hm[0]), let m = Int(hm[1]), (0...24).contains(h),
+                (0...59).contains(m),
+                h * 60 + m <= 1440
+            {
+                return h * 60 + m
+            }
+            diagnostics.error(.invalidValue, "'\(key)' expects a local time like 22:00, found '\(s.text)'", at: s.location)
+            return nil
+        }
+        guard let from = minute("from"), let to = minute("to") else { return nil }
+        var hold = true
+        if let t = k["then"], let s = scalar(t.value, "then", .text) {
+            switch s.text {
+            case "hold": hold = true
+            case "drop": hold = false
+            default: diagnostics.error(.invalidValue, "'then' is hold or drop, not '\(s.text)'", at: s.location)
+            }
+        }
+        if from == to {
+            diagnostics.error(
+                .invalidValue, "quiet hours from \(k["from"]!.value.scalar!.text) to the same time are empty", at: node.location)
+            return nil
+        }
+        return QuietHoursSpec(from: from % 1440, to: to % 1440, hold: hold, location: node.location)
     }
 
     mutating func limits(_ node: SourceNode, context: String) -> LimitSpec {

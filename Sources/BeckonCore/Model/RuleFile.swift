@@ -71,13 +71,118 @@ public struct RuleFileSpec: Sendable {
     public var segments: [(name: Located<String>, expression: ExpressionSource)]
     public var defaultPriority: Int?
     public var defaultLimits: LimitSpec
+    public var defaultQuietHours: QuietHoursSpec?
+    /// The zone of `start` and `end` when they have no offset: a fixed zone, or each user's own.
+    public var timezone: Located<ZoneSpec>?
     public var rules: [RuleSpec]
+}
+
+/// A zone named in a file: an IANA zone or offset, or `user` (each user's own zone).
+public enum ZoneSpec: Sendable, Hashable {
+    case fixed(Zone)
+    case user
+}
+
+/// `quiet_hours: { from: "22:00", to: "08:00", then: hold }`, in the user's zone.
+public struct QuietHoursSpec: Sendable, Hashable {
+    /// Minutes after local midnight.
+    public var from: Int
+    public var to: Int
+    public var hold: Bool
+    public var location: SourceLocation
+
+    /// Whether a local minute-of-day falls in the window (which may wrap past midnight).
+    public func contains(minute m: Int) -> Bool {
+        from <= to ? (m >= from && m < to) : (m >= from || m < to)
+    }
+
+    public static func == (a: QuietHoursSpec, b: QuietHoursSpec) -> Bool { a.from == b.from && a.to == b.to && a.hold == b.hold }
+    public func hash(into h: inout Hasher) {
+        h.combine(from)
+        h.combine(to)
+        h.combine(hold)
+    }
+}
+
+/// `at: "10:00"`, `at: "weekday 10:00"`, `at: "monday 09:30"`: the next such local time.
+public struct AtSpec: Sendable, Hashable {
+    /// Minutes after local midnight.
+    public var minute: Int
+    /// Allowed weekdays, 0 = Sunday; empty means every day.
+    public var days: Set<Int>
+    public var text: String
+
+    /// Parses `[next] [day|weekday|weekend|monday…sunday] HH:MM`.
+    public static func parse(_ text: String) -> AtSpec? {
+        var words = text.lowercased().split(separator: " ").map(String.init)
+        if words.first == "next" { words.removeFirst() }
+        guard let time = words.popLast(), words.count <= 1 else { return nil }
+        let hm = time.split(separator: ":")
+        guard hm.count == 2, let h = Int(hm[0]), let m = Int(hm[1]), (0...23).contains(h), (0...59).contains(m), hm[1].count == 2
+        else { return nil }
+        var days = Set<Int>()
+        if let w = words.first {
+            let names = ["sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday"]
+            switch w {
+            case "day", "daily": break
+            case "weekday": days = [1, 2, 3, 4, 5]
+            case "weekend": days = [0, 6]
+            default:
+                guard let d = names.firstIndex(of: w) ?? names.firstIndex(where: { $0.hasPrefix(w) && w.count >= 3 }) else {
+                    return nil
+                }
+                days = [d]
+            }
+        }
+        return AtSpec(minute: h * 60 + m, days: days, text: text)
+    }
+
+    /// The first instant at or after `ms` (UTC) whose local time in `zone` is this time on an allowed day.
+    public func next(atOrAfter ms: Int64, zone: Zone) -> Int64 {
+        let (secs, _) = Civil.floorDivMod(ms, 1000)
+        let local = zone.local(fromUTC: secs)
+        var (day, _) = Civil.floorDivMod(local, 86_400)
+        for _ in 0..<15 {
+            if days.isEmpty || days.contains(Civil.weekday(fromDays: day)) {
+                let candidate = zone.utc(fromLocal: day * 86_400 + Int64(minute) * 60) * 1000
+                if candidate >= ms { return candidate }
+            }
+            day += 1
+        }
+        return ms
+    }
+}
+
+/// An event that cancels a pending delayed action: `unless: Stamp Claimed`, or with a condition.
+public struct UnlessSpec: Sendable {
+    public var event: Located<String>
+    public var whereClause: ExpressionSource?
+}
+
+/// One step of a sequence trigger.
+public struct StepSpec: Sendable {
+    public var event: Located<String>
+    public var whereClause: ExpressionSource?
+}
+
+/// What a new trigger does while the rule already has a pending delayed action for the user.
+public enum RetriggerPolicy: String, Sendable { case keep, restart, add }
+
+/// `reprompt: { after: EVENT, when: {property: value}, wait: 14d, times: 3 }`.
+public struct RepromptSpec: Sendable {
+    public var after: Located<String>
+    public var when: [(key: String, value: Value)]
+    public var waitMs: Int64
+    public var times: Int
+    public var location: SourceLocation
 }
 
 public enum TriggerSpec: Sendable {
     case events([Located<String>])
     case screens([Located<String>])
     case change(attribute: Located<String>, from: [Located<Value>]?, to: [Located<Value>]?)
+    /// Steps in order, the last within `withinMs` of the first, optionally with equal `correlate` property values.
+    case sequence(steps: [StepSpec], withinMs: Int64, correlate: Located<String>?)
 }
 
 public struct LimitSpec: Sendable {
@@ -136,6 +241,15 @@ public struct RuleSpec: Sendable {
     public var priority: Located<Int>?
     public var actions: [Located<ActionSpec>]
     public var location: SourceLocation
+    /// Delay between trigger and action.
+    public var waitMs: Located<Int64>? = nil
+    public var at: Located<AtSpec>? = nil
+    public var unless: [UnlessSpec] = []
+    public var retrigger: RetriggerPolicy = .keep
+    /// Re-evaluate `audience` and `if` when a delayed action comes due.
+    public var recheck = false
+    public var quietHours: QuietHoursSpec? = nil
+    public var reprompt: RepromptSpec? = nil
 }
 
 public enum ActionSpec: Sendable {

@@ -18,9 +18,15 @@ public final class CompiledRuleSet: Sendable {
     let rulesByEvent: [[Int32]]
     /// `on_change` rule indices by attribute slot.
     let rulesByAttribute: [[Int32]]
+    /// Rules whose pending actions an event cancels (`unless`), by event id.
+    let cancelIndex: [[Int32]]
+    /// Sequence rules with a step on an event, by event id.
+    let sequenceIndex: [[Int32]]
     let series: [SeriesSpec]
     /// Event series to record, by event id.
     let seriesByEvent: [[Int32]]
+    /// Series that record every track and screen event.
+    let anyEventSeries: [Int32]
     let memoSlots: Int
     public let settings: EngineSettings
     /// Whether some rule reads `event.properties` as a whole map.
@@ -46,6 +52,18 @@ public final class CompiledRuleSet: Sendable {
             if case .events(let ids) = r.trigger { for id in ids { byEvent[Int(id)].append(r.index) } }
         }
         self.rulesByEvent = byEvent
+        var cancel = Array(repeating: [Int32](), count: eventNames.count)
+        var sequences = Array(repeating: [Int32](), count: eventNames.count)
+        for r in rules where r.enabled {
+            for u in r.timing.unless where !cancel[Int(u.eventID)].contains(r.index) { cancel[Int(u.eventID)].append(r.index) }
+            if case .sequence(let seq) = r.trigger {
+                for step in seq.steps where !sequences[Int(step.eventID)].contains(r.index) {
+                    sequences[Int(step.eventID)].append(r.index)
+                }
+            }
+        }
+        self.cancelIndex = cancel
+        self.sequenceIndex = sequences
         self.rulesByAttribute = rulesByAttribute
         self.series = series
         var sByEvent = Array(repeating: [Int32](), count: eventNames.count)
@@ -53,6 +71,9 @@ public final class CompiledRuleSet: Sendable {
             if case .event(let id, _) = s.source { sByEvent[Int(id)].append(Int32(i)) }
         }
         self.seriesByEvent = sByEvent
+        self.anyEventSeries = series.indices.filter { if case .anyEvent = series[$0].source { true } else { false } }.map {
+            Int32($0)
+        }
         self.memoSlots = memoSlots
         self.settings = settings
         self.needsAllProperties = needsAllProperties
@@ -97,11 +118,48 @@ public struct CompiledUnit: Sendable {
     let audience: CompiledExpr?
     let audienceTraced: CompiledExpr?
     let audienceMemo: Int
+    /// `start`/`end` are wall-clock times compared in each user's own zone (`timezone: user`).
+    public let userLocalWindow: Bool
 }
 
 public enum CompiledTrigger: Sendable {
     case events([Int32])
     case change(attributeSlot: Int, from: [Value]?, to: [Value]?)
+    case sequence(CompiledSequence)
+}
+
+/// An event, with an optional condition on it (a sequence step, an `unless` event).
+public struct CompiledStep: Sendable {
+    let eventID: Int32
+    let whereExpr: CompiledExpr?
+}
+
+public struct CompiledSequence: Sendable {
+    let steps: [CompiledStep]
+    public let withinMs: Int64
+    /// The property slot every step must share, if correlated.
+    let correlateSlot: Int?
+}
+
+/// Delays, cancellation and quiet hours of a rule.
+public struct CompiledTiming: Sendable {
+    public var waitMs: Int64?
+    public var at: AtSpec?
+    public var retrigger: RetriggerPolicy = .keep
+    public var recheck = false
+    public var quietHours: QuietHoursSpec?
+    var unless: [CompiledStep] = []
+
+    public var isDelayed: Bool { waitMs != nil || at != nil }
+}
+
+/// The re-prompt condition: the latest `after` event matched `when`, at least `wait` ago.
+struct CompiledReprompt: Sendable {
+    let after: String
+    let when: String
+    let allSeries: Int32
+    let matchingSeries: Int32
+    let waitMs: Int64
 }
 
 public struct CompiledLimits: Sendable {
@@ -160,6 +218,8 @@ public struct CompiledRule: Sendable {
     /// Series of its fire times, when it has rolling limits (else -1).
     let fireSeries: Int32
     public let location: SourceLocation
+    public let timing: CompiledTiming
+    let reprompt: CompiledReprompt?
 }
 
 /// A history series: occurrences of something, kept as long as the longest window that asks for it.
@@ -167,12 +227,16 @@ struct SeriesSpec: Sendable {
     enum Source: Sendable {
         /// Occurrences of an event, optionally only those whose properties equal the filter's values.
         case event(Int32, filter: [(slot: Int, value: Value)])
+        /// Occurrences of any track or screen event (`"*"`).
+        case anyEvent
         case ruleFires(Int32)
         case globalMessages
     }
     var source: Source
     var retentionMs: Int64
     var keepsLifetime: Bool
+    /// For `sum`: the property whose numeric values are kept.
+    var valueSlot: Int? = nil
 }
 
 /// Settings for an engine, from the settings file (or defaults).

@@ -1,3 +1,5 @@
+import HeapModule
+
 /// Runs a ``CompiledRuleSet`` over events, one user's state at a time, and returns the actions that fire.
 ///
 /// The engine reads time only from events. It is not thread-safe: use one engine per thread or actor, and give
@@ -24,14 +26,21 @@ public final class Engine {
         /// Per rule index: trigger matches, fires, and blocks by reason code.
         public var triggered: [Int] = []
         public var fired: [Int] = []
+        /// Delayed actions scheduled (they fire, or not, later).
+        public var scheduled: [Int] = []
         public var blocked: [[String: Int]] = []
     }
 
     public let ruleSet: CompiledRuleSet
     public let store: any StateStore
     public var options: Options
-    public private(set) var stats = Stats()
+    public internal(set) var stats = Stats()
     let scope = EvalScope()
+    /// Stream time: the latest event time seen. Delayed actions fire when it passes their due time.
+    public internal(set) var clock: Int64 = Int64.min
+    /// Due times of pending delayed actions, soonest first (entries of cancelled actions are skipped when popped).
+    var timers = Heap<TimerRef>()
+    var nextTimerID: UInt64 = 1
 
     public init(ruleSet: CompiledRuleSet, store: any StateStore = InMemoryStateStore(), options: Options = Options()) {
         self.ruleSet = ruleSet
@@ -41,6 +50,7 @@ public final class Engine {
         scope.ensureMemo(ruleSet.memoSlots)
         stats.triggered = Array(repeating: 0, count: ruleSet.rules.count)
         stats.fired = Array(repeating: 0, count: ruleSet.rules.count)
+        stats.scheduled = Array(repeating: 0, count: ruleSet.rules.count)
         stats.blocked = Array(repeating: [:], count: ruleSet.rules.count)
     }
 
@@ -56,16 +66,22 @@ public final class Engine {
     @discardableResult
     public func process(_ e: BoundEvent) -> EventOutcome {
         stats.events += 1
+        var out = EventOutcome(status: .processed, late: false, actions: [], verdicts: [])
+        // Time passes for everyone: delayed actions due by now fire first.
+        if e.timestamp > clock { clock = e.timestamp }
+        if let due = timers.min, due.due <= clock { advance(to: clock, into: &out) }
+
         let rs = ruleSet
         let profile = store.profile(for: e.userID, create: true) {
             UserProfile(userID: e.userID, attributeCount: rs.attributeNames.count, contextCount: rs.contextNames.count)
         }!
         if let mid = e.messageID, isDuplicate(profile, mid, e.timestamp) {
             stats.duplicates += 1
-            return EventOutcome(status: .duplicate, late: false, actions: [], verdicts: [])
+            out.status = .duplicate
+            return out
         }
-        let late = e.timestamp < profile.clock
-        if late { stats.late += 1 }
+        out.late = e.timestamp < profile.clock
+        if out.late { stats.late += 1 }
         let now = max(e.timestamp, profile.clock)
         profile.clock = now
         profile.eventCount &+= 1
@@ -73,13 +89,20 @@ public final class Engine {
         if e.kind != .identify { updateSession(profile, e, now) }
         for (slot, v) in e.context.enumerated() where v != nil { profile.context[slot] = v }
         if e.nameID >= 0 { recordHistory(profile, e, now) }
+        if e.kind != .identify {
+            for s in rs.anyEventSeries {
+                profile.history.record(
+                    series: s, at: e.timestamp, now: now, retentionMs: rs.series[Int(s)].retentionMs,
+                    keepsLifetime: rs.series[Int(s)].keepsLifetime)
+            }
+        }
 
-        var pending = Pending()
+        var round = RoundState()
         if e.kind == .identify {
             for (name, value) in e.traits {
                 applyAttribute(
                     profile, name: name, slot: rs.attributeSlots[name], value: value.isNullValue ? nil : value,
-                    changes: &pending.changes)
+                    changes: &round.changes)
             }
         }
 
@@ -87,18 +110,25 @@ public final class Engine {
         scope.profile = profile
         scope.now = now
         scope.change = nil
-        var out = EventOutcome(status: .processed, late: late, actions: [], verdicts: [])
+        scope.invalidateMemo()
         let triggerKey = e.messageID ?? "#\(profile.eventCount)"
         let triggerName = BoundEvent.internKey(kind: e.kind, name: e.name)
         if e.nameID >= 0 {
-            let candidates = rs.rulesByEvent[Int(e.nameID)]
+            let id = Int(e.nameID)
+            if !rs.cancelIndex[id].isEmpty && !profile.pending.isEmpty {
+                cancelPending(profile, e, now: now, rules: rs.cancelIndex[id], out: &out)
+            }
+            var candidates: [(Int32, AttributeChange?)] = rs.rulesByEvent[id].map { ($0, nil) }
+            if !rs.sequenceIndex[id].isEmpty {
+                candidates += advanceSequences(profile, e, now: now, rules: rs.sequenceIndex[id]).map { ($0, nil) }
+            }
             if !candidates.isEmpty {
                 runRound(
-                    candidates.map { ($0, nil) }, profile: profile, now: now, triggerKey: triggerKey,
-                    triggerName: triggerName, pending: &pending, out: &out)
+                    candidates, profile: profile, now: now, triggerKey: triggerKey, triggerName: triggerName,
+                    round: &round, out: &out)
             }
         }
-        cascade(profile: profile, now: now, triggerKey: triggerKey, pending: &pending, out: &out)
+        cascade(profile: profile, now: now, triggerKey: triggerKey, round: &round, out: &out)
         scope.event = nil
         scope.profile = nil
         stats.actions += out.actions.count
@@ -107,16 +137,16 @@ public final class Engine {
     }
 
     /// State changes collected while a round runs.
-    struct Pending {
+    struct RoundState {
         var changes: [(slot: Int, change: AttributeChange)] = []
     }
 
     /// Runs `on_change` rules for attribute changes, round after round, up to the cascade depth.
-    private func cascade(profile: UserProfile, now: Int64, triggerKey: String, pending: inout Pending, out: inout EventOutcome) {
+    func cascade(profile: UserProfile, now: Int64, triggerKey: String, round: inout RoundState, out: inout EventOutcome) {
         var depth = 0
-        while !pending.changes.isEmpty {
-            let changes = pending.changes
-            pending.changes = []
+        while !round.changes.isEmpty {
+            let changes = round.changes
+            round.changes = []
             var candidates: [(Int32, AttributeChange?)] = []
             for (slot, change) in changes where slot < ruleSet.rulesByAttribute.count {
                 for r in ruleSet.rulesByAttribute[slot] {
@@ -138,7 +168,7 @@ public final class Engine {
             }
             runRound(
                 candidates, profile: profile, now: now, triggerKey: triggerKey + "|\(depth)", triggerName: nil,
-                pending: &pending, out: &out)
+                round: &round, out: &out)
         }
     }
 
@@ -147,7 +177,7 @@ public final class Engine {
     /// Evaluates triggered rules against the same state, arbitrates, then fires the winners in order.
     private func runRound(
         _ triggered: [(Int32, AttributeChange?)], profile: UserProfile, now: Int64, triggerKey: String,
-        triggerName: String?, pending: inout Pending, out: inout EventOutcome
+        triggerName: String?, round: inout RoundState, out: inout EventOutcome
     ) {
         scope.invalidateMemo()
         var qualified: [(rule: Int32, change: AttributeChange?)] = []
@@ -162,29 +192,66 @@ public final class Engine {
             }
         }
         guard !qualified.isEmpty else { return }
-        if qualified.count > 1 {
-            qualified = arbitrate(qualified, profile: profile, now: now, triggerName: triggerName, out: &out)
-        }
-        for (r, change) in qualified {
-            let rule = ruleSet.rules[Int(r)]
-            let trig = triggerName ?? rule.triggerDescription
-            if rule.surface != nil, let g = ruleSet.settings.globalLimits,
-                let hit = check(
-                    g, record: profile.messages, series: ruleSet.settings.globalSeries, profile: profile, now: now, occurrence: 0)
-            {
-                note(r, .globalLimited(hit), now: now, userID: profile.userID, trigger: trig, out: &out)
-                continue
+        // Delayed rules do not show now, so they take no part in arbitration: they are scheduled.
+        var immediate: [(rule: Int32, change: AttributeChange?)] = []
+        for q in qualified {
+            let rule = ruleSet.rules[Int(q.rule)]
+            // An `at` time that is now already is not a delay.
+            if rule.timing.isDelayed, case let due = dueTime(rule, profile: profile, now: now), due > now {
+                schedule(
+                    rule, due: due, held: false, profile: profile, now: now, triggerKey: triggerKey,
+                    trigger: triggerName ?? rule.triggerDescription, change: q.change, out: &out)
+            } else {
+                immediate.append(q)
             }
+        }
+        if immediate.count > 1 {
+            immediate = arbitrate(immediate, profile: profile, now: now, triggerName: triggerName, out: &out)
+        }
+        for (r, change) in immediate {
+            let rule = ruleSet.rules[Int(r)]
             scope.change = change
-            fire(rule, profile: profile, now: now, triggerKey: triggerKey, trigger: trig, pending: &pending, out: &out)
-            note(r, .fired, now: now, userID: profile.userID, trigger: trig, out: &out)
+            deliver(
+                rule, profile: profile, now: now, triggerKey: triggerKey, trigger: triggerName ?? rule.triggerDescription,
+                round: &round, out: &out)
         }
     }
 
-    private func note(_ r: Int32, _ v: Verdict, now: Int64, userID: String, trigger: String, out: inout EventOutcome) {
-        stats.triggered[Int(r)] += 1
+    /// The last checks before actions go out, shared by immediate rules and delayed actions that came due:
+    /// quiet hours (hold or drop) and the global message cap; then the rule fires.
+    func deliver(
+        _ rule: CompiledRule, profile: UserProfile, now: Int64, triggerKey: String, trigger: String, round: inout RoundState,
+        out: inout EventOutcome
+    ) {
+        if let q = rule.timing.quietHours, let end = quietUntil(q, profile: profile, now: now) {
+            if q.hold {
+                schedule(
+                    rule, due: end, held: true, profile: profile, now: now, triggerKey: triggerKey, trigger: trigger,
+                    change: scope.change, out: &out)
+            } else {
+                note(rule.index, .quietHours(heldUntil: nil), now: now, userID: profile.userID, trigger: trigger, out: &out)
+            }
+            return
+        }
+        if rule.surface != nil, let g = ruleSet.settings.globalLimits,
+            let hit = check(
+                g, record: profile.messages, series: ruleSet.settings.globalSeries, profile: profile, now: now, occurrence: nil)
+        {
+            note(rule.index, .globalLimited(hit), now: now, userID: profile.userID, trigger: trigger, out: &out)
+            return
+        }
+        fire(rule, profile: profile, now: now, triggerKey: triggerKey, trigger: trigger, round: &round, out: &out)
+        note(rule.index, .fired, now: now, userID: profile.userID, trigger: trigger, out: &out)
+    }
+
+    func note(
+        _ r: Int32, _ v: Verdict, now: Int64, userID: String, trigger: String, out: inout EventOutcome, dueNow: Bool = false
+    ) {
+        // A delayed action coming due is the same trigger as when it was scheduled: counted once.
+        if !dueNow { stats.triggered[Int(r)] += 1 }
         switch v {
         case .fired: stats.fired[Int(r)] += 1
+        case .scheduled: stats.scheduled[Int(r)] += 1
         default: stats.blocked[Int(r)][v.code, default: 0] += 1
         }
         if options.recordVerdicts {
@@ -198,8 +265,7 @@ public final class Engine {
     /// `nil` when the rule qualifies; otherwise why not.
     private func evaluate(_ rule: CompiledRule, profile: UserProfile, now: Int64) -> Verdict? {
         let unit = ruleSet.units[Int(rule.unit)]
-        if let s = unit.start, now < s { return .notLive("\(unit.kind.rawValue) starts at \(Timestamp(milliseconds: s))") }
-        if let e = unit.end, now >= e { return .notLive("\(unit.kind.rawValue) ended at \(Timestamp(milliseconds: e))") }
+        if let why = notLive(unit, profile: profile, now: now) { return .notLive(why) }
         if let w = rule.whereExpr {
             let v = w.evaluate(scope)
             if !v.isTrue { return .conditionFalse(clause: "where", value: v, why: why(rule.whereTraced)) }
@@ -219,6 +285,9 @@ public final class Engine {
             let v = c.evaluate(scope)
             if !v.isTrue { return .conditionFalse(clause: "if", value: v, why: why(rule.ifTraced)) }
         }
+        if let rp = rule.reprompt, let why = repromptBlock(rp, profile: profile, now: now) {
+            return .conditionFalse(clause: "reprompt", value: .bool(false), why: why)
+        }
         if !rule.limits.isEmpty {
             let rec = profile.record(for: rule.index) ?? RuleRecord(rule: rule.index)
             if let hit = check(
@@ -226,6 +295,33 @@ public final class Engine {
             {
                 return .limited(hit)
             }
+        }
+        return nil
+    }
+
+    /// Why the file's `start`/`end` keep it from firing now, if they do.
+    func notLive(_ unit: CompiledUnit, profile: UserProfile, now: Int64) -> String? {
+        var t = now
+        var zone = ""
+        if unit.userLocalWindow {
+            let z = RuleEnvironment.userZone(profile, scope.event, zoneSlots)
+            t = z.local(fromUTC: Civil.floorDivMod(now, 1000).0) * 1000 + Civil.floorDivMod(now, 1000).1
+            zone = " (\(z) local time)"
+        }
+        if let s = unit.start, t < s { return "\(unit.kind.rawValue) starts at \(Timestamp(milliseconds: s))\(zone)" }
+        if let e = unit.end, t >= e { return "\(unit.kind.rawValue) ended at \(Timestamp(milliseconds: e))\(zone)" }
+        return nil
+    }
+
+    /// Why the re-prompt condition holds the rule back, if it does.
+    private func repromptBlock(_ rp: CompiledReprompt, profile: UserProfile, now: Int64) -> String? {
+        guard let all = profile.history.lifetimeStat(series: rp.allSeries) else { return "no \(rp.after) yet" }
+        guard let m = profile.history.lifetimeStat(series: rp.matchingSeries), m.last == all.last else {
+            return "the latest \(rp.after) was not \(rp.when)"
+        }
+        if now - m.last < rp.waitMs {
+            return
+                "\(DSLDuration.format(now - m.last)) since the latest \(rp.after) (\(rp.when)); needs \(DSLDuration.format(rp.waitMs))"
         }
         return nil
     }
@@ -241,15 +337,16 @@ public final class Engine {
     }
 
     /// The first limit that blocks a fire now, if any.
+    /// With `occurrence` nil (a delayed action coming due) the occurrence limits, decided at trigger time, are skipped.
     func check(
-        _ l: CompiledLimits, record rec: RuleRecord, series: Int32, profile: UserProfile, now: Int64, occurrence: Int
+        _ l: CompiledLimits, record rec: RuleRecord, series: Int32, profile: UserProfile, now: Int64, occurrence: Int?
     ) -> LimitHit? {
-        if let n = l.onOccurrence, occurrence != n {
+        if let n = l.onOccurrence, let occurrence, occurrence != n {
             return LimitHit(
                 key: "on_occurrence", count: occurrence, max: n, freesAt: nil,
                 detail: "this is occurrence \(occurrence); fires only on occurrence \(n)")
         }
-        if let n = l.everyOccurrence, occurrence % n != 0 {
+        if let n = l.everyOccurrence, let occurrence, occurrence % n != 0 {
             return LimitHit(
                 key: "every_occurrence", count: occurrence, max: n, freesAt: nil,
                 detail: "this is occurrence \(occurrence); fires on every \(n)th")
@@ -293,7 +390,7 @@ public final class Engine {
         return nil
     }
 
-    private var zoneSlots: (attribute: Int?, context: Int?) {
+    var zoneSlots: (attribute: Int?, context: Int?) {
         (ruleSet.attributeSlots["timezone"], ruleSet.contextSlots["timezone"])
     }
 
@@ -336,9 +433,9 @@ public final class Engine {
 
     // MARK: Firing
 
-    private func fire(
+    func fire(
         _ rule: CompiledRule, profile: UserProfile, now: Int64, triggerKey: String, trigger: String,
-        pending: inout Pending, out: inout EventOutcome
+        round: inout RoundState, out: inout EventOutcome
     ) {
         let sessionID = profile.session.id
         profile.withRecord(rule.index) { rec in
@@ -377,14 +474,14 @@ public final class Engine {
                 id: FiredAction.makeID(rule: rule.qualifiedID, action: i, user: profile.userID, trigger: triggerKey),
                 time: now, userID: profile.userID, unit: unit.name, unitKind: unit.kind, rule: rule.id,
                 trigger: trigger, kind: a.kind, fields: [])
-            perform(a, rule: rule, profile: profile, now: now, action: &fa, pending: &pending)
+            perform(a, rule: rule, profile: profile, now: now, action: &fa, round: &round)
             out.actions.append(fa)
         }
     }
 
     private func perform(
         _ a: ActionTemplate, rule: CompiledRule, profile: UserProfile, now: Int64, action fa: inout FiredAction,
-        pending: inout Pending
+        round: inout RoundState
     ) {
         var w: [String] = []
         defer { fa.warnings = w }
@@ -483,7 +580,7 @@ public final class Engine {
             let values = attrs.map { ($0.slot, $0.name, $0.value.evaluate(scope, field: $0.name, warnings: &w)) }
             var m = ValueMap()
             for (slot, name, v) in values {
-                applyAttribute(profile, name: name, slot: slot, value: v.isNullValue ? nil : v, changes: &pending.changes)
+                applyAttribute(profile, name: name, slot: slot, value: v.isNullValue ? nil : v, changes: &round.changes)
                 m[string: name] = v
             }
             fa.fields = [("attributes", .map(m))]
@@ -491,7 +588,7 @@ public final class Engine {
         case .unset(let names):
             var m = ValueMap()
             for (slot, name) in names {
-                applyAttribute(profile, name: name, slot: slot, value: nil, changes: &pending.changes)
+                applyAttribute(profile, name: name, slot: slot, value: nil, changes: &round.changes)
                 m[string: name] = .null
             }
             fa.fields = [("attributes", .map(m))]
@@ -545,6 +642,17 @@ public final class Engine {
             let spec = ruleSet.series[Int(s)]
             if case .event(_, let filter) = spec.source, !filter.isEmpty {
                 guard filter.allSatisfy({ f in e.properties[f.slot].map { Value.equal($0, f.value) } ?? false }) else { continue }
+            }
+            if let slot = spec.valueSlot {
+                let v: Double? =
+                    switch e.properties[slot] {
+                    case .int(let i)?: Double(i)
+                    case .uint(let u)?: Double(u)
+                    case .double(let d)?: d.isFinite ? d : nil
+                    default: nil
+                    }
+                if let v { p.history.recordValue(series: s, at: e.timestamp, value: v, now: now, retentionMs: spec.retentionMs) }
+                continue
             }
             p.history.record(
                 series: s, at: e.timestamp, now: now, retentionMs: spec.retentionMs, keepsLifetime: spec.keepsLifetime)

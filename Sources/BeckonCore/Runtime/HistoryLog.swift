@@ -11,6 +11,8 @@ public struct HistoryLog: Sendable {
 
     public private(set) var entries: ContiguousArray<UInt64> = []
     public private(set) var lifetime: ContiguousArray<LifetimeStat> = []
+    /// Numeric property values of series that `sum` reads, keyed like `entries`.
+    public private(set) var values: ContiguousArray<ValuedEntry> = []
 
     public init() {}
 
@@ -65,6 +67,46 @@ public struct HistoryLog: Sendable {
         }
     }
 
+    /// Records a numeric value at `ms` for `sum`, dropping values no window can reach any more.
+    public mutating func recordValue(series: Int32, at ms: Int64, value: Double, now: Int64, retentionMs: Int64) {
+        let k = HistoryLog.key(series, ms)
+        if let last = values.last, last.key <= k {
+            values.append(ValuedEntry(key: k, value: value))
+        } else {
+            values.insert(ValuedEntry(key: k, value: value), at: valuesBound(k &+ 1))
+        }
+        let cutoff = now - retentionMs
+        if cutoff > 0 {
+            let start = valuesBound(HistoryLog.key(series, 0))
+            let keep = valuesBound(HistoryLog.key(series, cutoff + 1))
+            if keep > start { values.removeSubrange(start..<keep) }
+        }
+    }
+
+    private func valuesBound(_ k: UInt64) -> Int {
+        var lo = 0
+        var hi = values.count
+        while lo < hi {
+            let mid = (lo + hi) >> 1
+            if values[mid].key < k { lo = mid + 1 } else { hi = mid }
+        }
+        return lo
+    }
+
+    /// The sum of `series`' values with time in `from...to`.
+    public func sum(series: Int32, from: Int64, to: Int64) -> Double {
+        guard to >= from else { return 0 }
+        let a = valuesBound(HistoryLog.key(series, max(0, from)))
+        let b = valuesBound(HistoryLog.key(series, to) &+ 1)
+        var total = 0.0
+        var i = a
+        while i < b {
+            total += values[i].value
+            i += 1
+        }
+        return total
+    }
+
     /// Occurrences of `series` with time in `from...to` (milliseconds, inclusive).
     public func count(series: Int32, from: Int64, to: Int64) -> Int {
         guard to >= from, !entries.isEmpty else { return 0 }
@@ -101,7 +143,9 @@ public struct HistoryLog: Sendable {
     }
 
     /// Heap bytes this log holds.
-    public var byteCount: Int { entries.capacity * 8 + lifetime.capacity * MemoryLayout<LifetimeStat>.stride }
+    public var byteCount: Int {
+        entries.capacity * 8 + lifetime.capacity * MemoryLayout<LifetimeStat>.stride + values.capacity * 16
+    }
 }
 
 /// Lifetime facts of one series for one user.
@@ -110,4 +154,10 @@ public struct LifetimeStat: Sendable, Hashable {
     public var count: UInt32
     public var first: Int64
     public var last: Int64
+}
+
+/// A time-keyed numeric value.
+public struct ValuedEntry: Sendable, Hashable {
+    public var key: UInt64
+    public var value: Double
 }

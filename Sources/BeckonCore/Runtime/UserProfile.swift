@@ -21,6 +21,10 @@ public final class UserProfile {
     /// Global in-app cap record (per-session and lifetime counters for `message` actions).
     public internal(set) var messages = RuleRecord(rule: -1)
     public internal(set) var inbox: [InboxItem] = []
+    /// Delayed actions waiting for their due time.
+    public internal(set) var pending: [PendingAction] = []
+    /// Partial matches of sequence triggers.
+    var sequences: [SequenceState] = []
     /// Recent messageIds (hashed) with their times, to drop duplicates.
     var recentMessageIDs: ContiguousArray<(hash: UInt64, time: Int64)> = []
 

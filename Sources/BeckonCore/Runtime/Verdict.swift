@@ -14,6 +14,14 @@ public enum Verdict: Sendable {
     case globalLimited(LimitHit)
     /// A chain of `set` → `on_change` went deeper than the settings allow.
     case cascadeLimit(Int)
+    /// The rule qualified; its actions wait until `due` (`wait`/`at`).
+    case scheduled(due: Int64)
+    /// The rule already has an action pending for the user (`retrigger: keep`).
+    case alreadyPending(due: Int64)
+    /// An `unless` event cancelled the pending action.
+    case cancelled(by: String, due: Int64)
+    /// Quiet hours: held until `heldUntil`, or dropped (`nil`).
+    case quietHours(heldUntil: Int64?)
 
     public var fired: Bool { if case .fired = self { true } else { false } }
 
@@ -22,6 +30,7 @@ public enum Verdict: Sendable {
         switch self {
         case .fired: return "fired"
         case .notLive(let why): return why
+        case .conditionFalse("reprompt", _, let why): return "reprompt: " + (why ?? "not due")
         case .conditionFalse(let clause, let v, let why):
             let detail = why.map { $0.isEmpty ? "" : ": " + $0 } ?? ""
             if case .error(let e) = v { return "\(clause) failed (\(e.message))" + detail }
@@ -32,6 +41,11 @@ public enum Verdict: Sendable {
                 ? "lost to \(rule) (same priority \(p); it is loaded first)" : "lost to \(rule) (priority \(p) over \(own))"
         case .globalLimited(let hit): return "global limit \(hit.summary)"
         case .cascadeLimit(let n): return "not evaluated: on_change chain deeper than \(n)"
+        case .scheduled(let due): return "scheduled for \(Timestamp(milliseconds: due))"
+        case .alreadyPending(let due): return "already pending (due at \(Timestamp(milliseconds: due)))"
+        case .cancelled(let by, let due): return "cancelled by \(by) (was due at \(Timestamp(milliseconds: due)))"
+        case .quietHours(let until):
+            return until.map { "quiet hours: held until \(Timestamp(milliseconds: $0))" } ?? "quiet hours: dropped"
         }
     }
 
@@ -45,6 +59,10 @@ public enum Verdict: Sendable {
         case .lostTo: "lost"
         case .globalLimited(let hit): "global_limit:" + hit.key
         case .cascadeLimit: "cascade_limit"
+        case .scheduled: "scheduled"
+        case .alreadyPending: "pending"
+        case .cancelled: "cancelled"
+        case .quietHours(let until): until == nil ? "quiet_hours" : "held"
         }
     }
 }

@@ -1,0 +1,259 @@
+import HeapModule
+
+/// A pending delayed action in the engine's queue. The action itself lives in the user's profile.
+struct TimerRef: Comparable, Sendable {
+    var due: Int64
+    var id: UInt64
+    var userID: String
+
+    static func < (a: TimerRef, b: TimerRef) -> Bool { a.due != b.due ? a.due < b.due : a.id < b.id }
+    static func == (a: TimerRef, b: TimerRef) -> Bool { a.id == b.id }
+}
+
+/// A delayed action kept in a user's state until its due time: a `wait`/`at` rule, or an action held by quiet hours.
+public struct PendingAction: Sendable {
+    public var id: UInt64
+    public var rule: Int32
+    /// When it fires (ms).
+    public var due: Int64
+    public var scheduledAt: Int64
+    /// Held by quiet hours (rather than delayed by `wait`/`at`).
+    public var held: Bool
+    var triggerKey: String
+    var trigger: String
+    /// The triggering event, which the actions' `${…}` fields see when they fire.
+    var event: BoundEvent?
+    var change: AttributeChange?
+}
+
+/// Partial matches of a sequence trigger for one user and correlation key: `best[k]` is the latest start time of a
+/// match that has reached step `k` (`Int64.min` for none).
+struct SequenceState: Sendable {
+    var rule: Int32
+    var key: String
+    var best: [Int64]
+}
+
+extension Engine {
+    /// Fires every delayed action due at or before `time`, in due order, and returns what happened.
+    ///
+    /// `process` calls this with each event's time; call it yourself to let time pass without events
+    /// (a service's clock, or `beckon dry-run --until`).
+    @discardableResult
+    public func advance(to time: Int64) -> EventOutcome {
+        var out = EventOutcome(status: .processed, late: false, actions: [], verdicts: [])
+        if time > clock { clock = time }
+        advance(to: time, into: &out)
+        stats.actions += out.actions.count
+        return out
+    }
+
+    func advance(to time: Int64, into out: inout EventOutcome) {
+        // Keep the caller's scope (an event may be mid-processing when its user's timers come due).
+        let saved = (scope.event, scope.profile, scope.now, scope.change)
+        defer { (scope.event, scope.profile, scope.now, scope.change) = saved }
+        while let top = timers.min, top.due <= time {
+            timers.removeMin()
+            guard
+                let profile = store.profile(
+                    for: top.userID, create: false, make: { UserProfile(userID: "", attributeCount: 0, contextCount: 0) }),
+                let i = profile.pending.firstIndex(where: { $0.id == top.id })
+            else { continue }
+            let p = profile.pending.remove(at: i)
+            fireDue(p, profile: profile, out: &out)
+            store.didUpdate(profile)
+        }
+    }
+
+    /// Pending delayed actions of every user, soonest first.
+    public var pendingCount: Int { store.allProfiles().reduce(0) { $0 + $1.pending.count } }
+
+    /// Re-reads pending actions from the store into the queue (after loading profiles from storage).
+    public func rebuildTimers() {
+        timers = Heap()
+        for p in store.allProfiles() {
+            for a in p.pending {
+                timers.insert(TimerRef(due: a.due, id: a.id, userID: p.userID))
+                nextTimerID = max(nextTimerID, a.id + 1)
+            }
+        }
+    }
+
+    /// When a delayed rule's actions are due: `wait` after now, then the next `at` time in the user's zone.
+    func dueTime(_ rule: CompiledRule, profile: UserProfile, now: Int64) -> Int64 {
+        var due = now + (rule.timing.waitMs ?? 0)
+        if let at = rule.timing.at {
+            due = at.next(atOrAfter: due, zone: RuleEnvironment.userZone(profile, scope.event, zoneSlots))
+        }
+        return due
+    }
+
+    /// The end of the quiet window `now` falls in, in the user's zone; `nil` when it is not quiet.
+    func quietUntil(_ q: QuietHoursSpec, profile: UserProfile, now: Int64) -> Int64? {
+        let zone = RuleEnvironment.userZone(profile, scope.event, zoneSlots)
+        let local = zone.local(fromUTC: Civil.floorDivMod(now, 1000).0)
+        let minute = Int(Civil.floorDivMod(local, 86_400).1 / 60)
+        guard q.contains(minute: minute) else { return nil }
+        return AtSpec(minute: q.to, days: [], text: "").next(atOrAfter: now, zone: zone)
+    }
+
+    /// Keeps a rule's actions for later, following its `retrigger` policy when one is already pending.
+    func schedule(
+        _ rule: CompiledRule, due: Int64, held: Bool, profile: UserProfile, now: Int64, triggerKey: String, trigger: String,
+        change: AttributeChange?, out: inout EventOutcome
+    ) {
+        let existing = profile.pending.filter { $0.rule == rule.index }
+        if let first = existing.first {
+            switch rule.timing.retrigger {
+            case .keep:
+                note(rule.index, .alreadyPending(due: first.due), now: now, userID: profile.userID, trigger: trigger, out: &out)
+                return
+            case .restart:
+                profile.pending.removeAll { $0.rule == rule.index }
+            case .add:
+                if existing.count >= Engine.maxPendingPerRule {
+                    note(
+                        rule.index, .alreadyPending(due: first.due), now: now, userID: profile.userID, trigger: trigger, out: &out
+                    )
+                    return
+                }
+            }
+        }
+        let id = nextTimerID
+        nextTimerID += 1
+        profile.pending.append(
+            PendingAction(
+                id: id, rule: rule.index, due: due, scheduledAt: now, held: held, triggerKey: triggerKey + "|t\(existing.count)",
+                trigger: trigger, event: scope.event, change: change))
+        timers.insert(TimerRef(due: due, id: id, userID: profile.userID))
+        let v: Verdict = held ? .quietHours(heldUntil: due) : .scheduled(due: due)
+        note(rule.index, v, now: now, userID: profile.userID, trigger: trigger, out: &out)
+    }
+
+    /// Most pending actions one rule may hold for one user with `retrigger: add`.
+    static let maxPendingPerRule = 16
+
+    /// Cancels this user's pending actions of rules whose `unless` matches the event.
+    func cancelPending(_ profile: UserProfile, _ e: BoundEvent, now: Int64, rules: [Int32], out: inout EventOutcome) {
+        for r in rules where profile.pending.contains(where: { $0.rule == r }) {
+            let rule = ruleSet.rules[Int(r)]
+            let matches = rule.timing.unless.contains { step in
+                step.eventID == e.nameID && (step.whereExpr.map { $0.evaluate(scope).isTrue } ?? true)
+            }
+            guard matches else { continue }
+            for p in profile.pending where p.rule == r {
+                note(
+                    r, .cancelled(by: e.name, due: p.due), now: now, userID: profile.userID, trigger: p.trigger, out: &out,
+                    dueNow: true)
+            }
+            profile.pending.removeAll { $0.rule == r }
+        }
+    }
+
+    /// A delayed action came due: the file must still be live, limits must still allow it (and with `recheck`,
+    /// `audience` and `if` must still hold); quiet hours and the global cap apply as for any action.
+    func fireDue(_ p: PendingAction, profile: UserProfile, out: inout EventOutcome) {
+        let rule = ruleSet.rules[Int(p.rule)]
+        let now = max(p.due, profile.clock)
+        profile.clock = now
+        scope.event = p.event
+        scope.profile = profile
+        scope.now = now
+        scope.change = p.change
+        scope.invalidateMemo()
+        let unit = ruleSet.units[Int(rule.unit)]
+        func block(_ v: Verdict) {
+            note(rule.index, v, now: now, userID: profile.userID, trigger: p.trigger, out: &out, dueNow: true)
+        }
+        if let why = notLive(unit, profile: profile, now: now) { return block(.notLive(why)) }
+        if rule.timing.recheck {
+            if let a = unit.audience, !a.evaluate(scope).isTrue {
+                return block(.conditionFalse(clause: "audience", value: a.evaluate(scope), why: nil))
+            }
+            if let c = rule.ifExpr {
+                let v = c.evaluate(scope)
+                if !v.isTrue { return block(.conditionFalse(clause: "if", value: v, why: nil)) }
+            }
+        }
+        if !rule.limits.isEmpty {
+            let rec = profile.record(for: rule.index) ?? RuleRecord(rule: rule.index)
+            if let hit = check(rule.limits, record: rec, series: rule.fireSeries, profile: profile, now: now, occurrence: nil) {
+                return block(.limited(hit))
+            }
+        }
+        var round = RoundState()
+        if let q = rule.timing.quietHours, let end = quietUntil(q, profile: profile, now: now) {
+            if q.hold {
+                schedule(
+                    rule, due: end, held: true, profile: profile, now: now, triggerKey: p.triggerKey, trigger: p.trigger,
+                    change: p.change, out: &out)
+                // The re-hold is the same trigger: do not count it twice.
+                stats.triggered[Int(rule.index)] -= 1
+            } else {
+                block(.quietHours(heldUntil: nil))
+            }
+            return
+        }
+        if rule.surface != nil, let g = ruleSet.settings.globalLimits,
+            let hit = check(
+                g, record: profile.messages, series: ruleSet.settings.globalSeries, profile: profile, now: now, occurrence: nil)
+        {
+            return block(.globalLimited(hit))
+        }
+        fire(rule, profile: profile, now: now, triggerKey: p.triggerKey, trigger: p.trigger, round: &round, out: &out)
+        block(.fired)
+        cascade(profile: profile, now: now, triggerKey: p.triggerKey, round: &round, out: &out)
+    }
+
+    /// Advances the user's partial matches of the sequence rules that have a step on this event; returns the rules
+    /// whose last step it completes (each match is consumed when it completes).
+    func advanceSequences(_ profile: UserProfile, _ e: BoundEvent, now: Int64, rules: [Int32]) -> [Int32] {
+        var completed: [Int32] = []
+        for r in rules {
+            let rule = ruleSet.rules[Int(r)]
+            guard rule.enabled, case .sequence(let seq) = rule.trigger else { continue }
+            var key = ""
+            if let slot = seq.correlateSlot {
+                guard let v = e.properties[slot], !v.isNullValue else { continue }
+                key = JSONWriter.encode(v)
+            }
+            let index = profile.sequences.firstIndex { $0.rule == r && $0.key == key }
+            var best = index.map { profile.sequences[$0].best } ?? Array(repeating: Int64.min, count: seq.steps.count)
+            // Steps from last to first, so one event never advances two steps of the same match.
+            for k in seq.steps.indices.reversed() where seq.steps[k].eventID == e.nameID {
+                if let w = seq.steps[k].whereExpr, !w.evaluate(scope).isTrue { continue }
+                if k == 0 {
+                    best[0] = now
+                } else if best[k - 1] != Int64.min && now - best[k - 1] < seq.withinMs {
+                    best[k] = max(best[k], best[k - 1])
+                }
+            }
+            // Drop partial matches that can no longer finish in time.
+            for k in best.indices where best[k] != Int64.min && now - best[k] >= seq.withinMs { best[k] = Int64.min }
+            if best.last != Int64.min {
+                completed.append(r)
+                if let index { profile.sequences.remove(at: index) }
+            } else if best.contains(where: { $0 != Int64.min }) {
+                if let index {
+                    profile.sequences[index].best = best
+                } else {
+                    profile.sequences.append(SequenceState(rule: r, key: key, best: best))
+                    let mine = profile.sequences.indices.filter { profile.sequences[$0].rule == r }
+                    if mine.count > Engine.maxSequenceKeys,
+                        let oldest = mine.min(by: {
+                            profile.sequences[$0].best.max()! < profile.sequences[$1].best.max()!
+                        })
+                    {
+                        profile.sequences.remove(at: oldest)
+                    }
+                }
+            } else if let index {
+                profile.sequences.remove(at: index)
+            }
+        }
+        return completed
+    }
+
+    /// Most correlation keys a sequence rule tracks per user (the stalest is forgotten first).
+    static let maxSequenceKeys = 32
+}
