@@ -12,6 +12,8 @@ final class SymbolTable {
     var seriesKeys: [String: Int32] = [:]
     var memoSlots = 0
     var needsAllProperties = false
+    /// The loaded tracking plans, merged; `nil` when none is loaded (then names are not checked).
+    var plan: PlanIndex?
 
     func event(_ key: String) -> Int32 {
         if let id = eventIDs[key] { return id }
@@ -81,6 +83,39 @@ final class SymbolTable {
     lazy var zoneSlots: (attribute: Int, context: Int) = (attribute("timezone"), context("timezone"))
 }
 
+/// The tracking plans loaded with the rules, indexed for name and type checks.
+final class PlanIndex {
+    var events: [String: [String: PlanField]] = [:]
+    var screens: Set<String> = []
+    var traits: [String: PlanField] = [:]
+    /// Attributes that flows keep their state in (declared by the flows, not the plan).
+    var flowAttributes: Set<String> = []
+
+    var allPropertyNames: [String] { Array(Set(events.values.flatMap(\.keys))) }
+
+    /// Whether an event key (`Name` or `screen:Name`) is in the plan.
+    func hasEvent(_ key: String) -> Bool {
+        if key == "*" { return true }
+        if key.hasPrefix("screen:") { return screens.isEmpty || screens.contains(String(key.dropFirst(7))) }
+        return events[key] != nil
+    }
+
+    func hasTrait(_ name: String) -> Bool { name == "id" || traits[name] != nil || flowAttributes.contains(name) }
+
+    /// A "did you mean" for an unknown name among `candidates`.
+    static func hint(_ name: String, _ candidates: [String]) -> String {
+        Suggest.nearest(name, in: candidates).map { "; did you mean '\($0)'?" } ?? ""
+    }
+
+    func unknownEvent(_ key: String) -> String {
+        "the tracking plan has no event '\(key)'" + PlanIndex.hint(key, Array(events.keys))
+    }
+
+    func unknownTrait(_ name: String) -> String {
+        "the tracking plan has no trait '\(name)'" + PlanIndex.hint(name, Array(traits.keys) + Array(flowAttributes))
+    }
+}
+
 /// Where an expression sits, which decides the variables it may use.
 enum ExpressionPlace {
     case audience, segment, whereClause, ifClause, action
@@ -104,13 +139,19 @@ final class RuleEnvironment: ExpressionEnvironment {
     let place: ExpressionPlace
     let hasChange: Bool
     let tracing: Bool
+    /// The events that can be `event` here (for property checks against the plan); `nil` when unknown.
+    let triggerEvents: [String]?
 
-    init(symbols: SymbolTable, segments: SegmentTable, place: ExpressionPlace, hasChange: Bool, tracing: Bool) {
+    init(
+        symbols: SymbolTable, segments: SegmentTable, place: ExpressionPlace, hasChange: Bool, tracing: Bool,
+        triggerEvents: [String]? = nil
+    ) {
         self.symbols = symbols
         self.segments = segments
         self.place = place
         self.hasChange = hasChange
         self.tracing = tracing
+        self.triggerEvents = triggerEvents
     }
 
     var variableNames: [String] {
@@ -152,8 +193,46 @@ final class RuleEnvironment: ExpressionEnvironment {
             span, id: "unknown_identifier", suggestion: hint)
     }
 
+    /// How to write `user.NAME` for a name (brackets when it is not an identifier).
+    static func userPath(_ name: String) -> String {
+        let plain =
+            name.unicodeScalars.allSatisfy { Lexer.isIdentStart($0) || Lexer.isDigit($0) }
+            && name.unicodeScalars.first.map(Lexer.isIdentStart) == true
+        return plain ? "user." + name : "user[\"\(name)\"]"
+    }
+
+    /// A property must be in the plan for every event that can trigger here (or, when unknown, for some event);
+    /// its declared type when all agree.
+    static func checkProperty(
+        _ key: String, _ plan: PlanIndex?, _ events: [String]?, _ span: SourceSpan
+    ) throws(ExprProblem) -> CELType {
+        guard let plan else { return .dyn }
+        let planned = (events ?? []).filter { plan.events[$0] != nil }
+        if planned.isEmpty {
+            guard plan.allPropertyNames.contains(key) else {
+                throw ExprProblem(
+                    "no event of the tracking plan has a property '\(key)'" + PlanIndex.hint(key, plan.allPropertyNames), span,
+                    id: "unknown_property",
+                    suggestion: Suggest.nearest(key, in: plan.allPropertyNames).map { "event.properties." + $0 })
+            }
+            return .dyn
+        }
+        var types: [CELType] = []
+        for e in planned {
+            let props = plan.events[e] ?? [:]
+            guard let f = props[key] else {
+                throw ExprProblem(
+                    "event '\(e)' has no property '\(key)' in the tracking plan" + PlanIndex.hint(key, Array(props.keys)), span,
+                    id: "unknown_property",
+                    suggestion: Suggest.nearest(key, in: Array(props.keys)).map { "event.properties." + $0 })
+            }
+            types.append(f.type.celType)
+        }
+        return CELType.join(types)
+    }
+
     private func eventVariable() -> VariableBinding {
-        VariableBinding(type: .dyn) { [symbols] path, testOnly, span throws(ExprProblem) in
+        VariableBinding(type: .dyn) { [symbols, triggerEvents] path, testOnly, span throws(ExprProblem) in
             guard let first = path.first else {
                 symbols.needsAllProperties = true
                 return ({ s in RuleEnvironment.eventMap(s) }, .map(.string, .dyn), 0)
@@ -171,6 +250,7 @@ final class RuleEnvironment: ExpressionEnvironment {
                     return ({ s in .map(s.event?.allProperties ?? ValueMap()) }, .map(.string, .dyn), 1)
                 }
                 let key = path[1]
+                let type = try RuleEnvironment.checkProperty(key, symbols.plan, triggerEvents, span)
                 let slot = symbols.property(key)
                 if testOnly && path.count == 2 {
                     return ({ s in .bool(s.event?.properties[slot] != nil) }, .bool, 2)
@@ -179,7 +259,7 @@ final class RuleEnvironment: ExpressionEnvironment {
                     { s in
                         if let v = s.event?.properties[slot] { return v }
                         return .error(.noSuchKey(key))
-                    }, .dyn, 2
+                    }, type, 2
                 )
             case "context":
                 let (ev, t, n) = try RuleEnvironment.contextSelect(symbols, Array(path.dropFirst()), testOnly, span)
@@ -212,7 +292,7 @@ final class RuleEnvironment: ExpressionEnvironment {
     }
 
     private func userVariable() -> VariableBinding {
-        VariableBinding(type: .map(.string, .dyn)) { [symbols] path, testOnly, _ in
+        VariableBinding(type: .map(.string, .dyn)) { [symbols] path, testOnly, span throws(ExprProblem) in
             guard let key = path.first else {
                 let names = symbols.attributeNames
                 return ({ s in RuleEnvironment.userMap(s, names) }, .map(.string, .dyn), 0)
@@ -220,6 +300,15 @@ final class RuleEnvironment: ExpressionEnvironment {
             if key == "id" {
                 if testOnly && path.count == 1 { return ({ _ in .bool(true) }, .bool, 1) }
                 return ({ s in .string(s.profile?.userID ?? "") }, .string, 1)
+            }
+            var type = CELType.dyn
+            if let plan = symbols.plan {
+                guard plan.hasTrait(key) else {
+                    throw ExprProblem(
+                        plan.unknownTrait(key), span, id: "unknown_trait",
+                        suggestion: Suggest.nearest(key, in: Array(plan.traits.keys)).map(RuleEnvironment.userPath))
+                }
+                type = plan.traits[key]?.type.celType ?? .map(.string, .dyn)
             }
             let slot = symbols.attribute(key)
             if testOnly && path.count == 1 {
@@ -229,7 +318,7 @@ final class RuleEnvironment: ExpressionEnvironment {
                 { s in
                     if let v = s.profile?.attributes[slot] { return v }
                     return .error(EvalError("user attribute '\(key)' is not set"))
-                }, .dyn, 1
+                }, type, 1
             )
         }
     }
@@ -340,11 +429,20 @@ final class RuleEnvironment: ExpressionEnvironment {
         name.hasPrefix("screen:") ? name : BoundEvent.internKey(kind: .track, name: name)
     }
 
+    /// An event name used in an expression must be in the plan, when one is loaded.
+    private func checkEvent(_ name: String, _ arg: Expr) throws(ExprProblem) {
+        guard let plan = symbols.plan, !plan.hasEvent(eventKey(name)) else { return }
+        throw ExprProblem(
+            plan.unknownEvent(name), arg.span, id: "unknown_event",
+            suggestion: Suggest.nearest(name, in: Array(plan.events.keys)).map { "\"\($0)\"" })
+    }
+
     /// The event name and window arguments shared by the history functions, checked at load time.
     private func nameAndWindow(
         _ nameArg: Expr, _ windowArg: Expr, _ c: ExprCompiler, usage: String, allowLifetime: Bool = true
     ) throws(ExprProblem) -> (name: String, window: HistoryWindow) {
         let name = try constantString(nameArg, c, what: "the event name", usage: usage)
+        try checkEvent(name, nameArg)
         let windowText = try constantString(windowArg, c, what: "the window", usage: usage)
         guard let window = HistoryWindow.parse(windowText) else {
             throw ExprProblem("'\(windowText)' is not a window; use \(DSL.windowDoc)", windowArg.span, id: "invalid_window")
@@ -528,6 +626,7 @@ final class RuleEnvironment: ExpressionEnvironment {
             throw ExprProblem("\(fn)() takes one event name, like \(usage)", span, id: "expression_type")
         }
         let name = try constantString(args[0], c, what: "the event name", usage: usage)
+        try checkEvent(name, args[0])
         let id = symbols.event(eventKey(name))
         let series = symbols.eventSeries(id, filter: [], retention: 0, lifetime: true)
         switch fn {
@@ -555,6 +654,7 @@ final class RuleEnvironment: ExpressionEnvironment {
         }
         let arg = c.compileNode(args[0])
         if let v = arg.constant, case .string(let name) = v, Timestamp.parse(name) == nil {
+            try checkEvent(name, args[0])
             let id = symbols.event(eventKey(name))
             let series = symbols.eventSeries(id, filter: [], retention: 0, lifetime: true)
             return CompiledNode(

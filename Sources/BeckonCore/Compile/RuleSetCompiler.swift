@@ -15,14 +15,19 @@ public enum RuleSetCompiler {
 private struct Builder {
     var diagnostics = DiagnosticBag()
     let symbols = SymbolTable()
+    /// Every flow of every file, by id (so that any file's rules may move users through it).
+    var flowSpecs: [String: FlowSpec] = [:]
+    var flows: [CompiledFlow] = []
 
     mutating func build(_ files: [ParsedFile]) -> CompiledRuleSet {
         var settings = EngineSettings()
         var settingsSeen: SettingsSpec?
         var ruleFiles: [RuleFileSpec] = []
+        var plans: [TrackingPlanSpec] = []
         for f in files {
             switch f {
             case .rules(let r): ruleFiles.append(r)
+            case .trackingPlan(let p): plans.append(p)
             case .settings(let s):
                 if let first = settingsSeen {
                     diagnostics.error(
@@ -33,7 +38,20 @@ private struct Builder {
                 settingsSeen = s
             }
         }
+        if !plans.isEmpty { symbols.plan = planIndex(plans) }
+        // Flows are known to every file before any rule is compiled.
+        for file in ruleFiles {
+            for f in file.flows {
+                if flowSpecs[f.id.value] != nil {
+                    diagnostics.error(.duplicateName, "flow '\(f.id.value)' is defined twice", at: f.id.location)
+                    continue
+                }
+                flowSpecs[f.id.value] = f
+                symbols.plan?.flowAttributes.insert(f.id.value)
+            }
+        }
         if let s = settingsSeen {
+            for e in s.sessionStartEvents { checkEvent(e) }
             settings.sessionStartEvents = Set(s.sessionStartEvents.map { symbols.event($0.value) })
             if let t = s.sessionTimeoutMs { settings.sessionTimeoutMs = t }
             if let d = s.dedupWindowMs { settings.dedupWindowMs = d }
@@ -78,7 +96,47 @@ private struct Builder {
             units: units, rules: rules, eventNames: symbols.eventNames, propertyNames: symbols.propertyNames,
             contextNames: symbols.contextNames, attributeNames: symbols.attributeNames,
             rulesByAttribute: byAttribute, series: symbols.series, memoSlots: symbols.memoSlots,
-            settings: settings, needsAllProperties: symbols.needsAllProperties)
+            settings: settings, needsAllProperties: symbols.needsAllProperties, flows: flows)
+    }
+
+    // MARK: Tracking plans
+
+    func planIndex(_ plans: [TrackingPlanSpec]) -> PlanIndex {
+        let index = PlanIndex()
+        for p in plans {
+            for e in p.events {
+                var props = index.events[e.name.value] ?? [:]
+                for f in e.properties { props[f.name.value] = f }
+                index.events[e.name.value] = props
+            }
+            for sc in p.screens { index.screens.insert(sc.value) }
+            for t in p.traits { index.traits[t.name.value] = t }
+        }
+        return index
+    }
+
+    /// An event named in YAML (a trigger, an `unless`, a goal…) must be in the plan, when one is loaded.
+    mutating func checkEvent(_ name: Located<String>, screen: Bool = false) {
+        guard let plan = symbols.plan else { return }
+        let key = screen ? "screen:" + name.value : name.value
+        guard !plan.hasEvent(key) else { return }
+        let candidates = screen ? Array(plan.screens) : Array(plan.events.keys)
+        diagnostics.error(
+            .unknownEvent,
+            screen
+                ? "the tracking plan has no screen '\(name.value)'" + PlanIndex.hint(name.value, candidates)
+                : plan.unknownEvent(name.value), at: name.location,
+            suggestion: Suggest.nearest(name.value, in: candidates).map { "replace it with '\($0)'" }
+                ?? "add it to the tracking plan's `events`, or fix the name")
+    }
+
+    /// An attribute named in YAML (`on_change`, `set`, `unset`) must be a trait of the plan, when one is loaded.
+    mutating func checkTrait(_ name: Located<String>) {
+        guard let plan = symbols.plan, !plan.hasTrait(name.value) else { return }
+        diagnostics.error(
+            .unknownTrait, plan.unknownTrait(name.value), at: name.location,
+            suggestion: Suggest.nearest(name.value, in: Array(plan.traits.keys)).map { "replace it with '\($0)'" }
+                ?? "add it to the tracking plan's `traits`")
     }
 
     // MARK: Expressions
@@ -100,7 +158,8 @@ private struct Builder {
     static func help(_ p: ExprProblem, in text: String) -> String? {
         guard let s = p.suggestion else { return nil }
         let scalars = Array(text.unicodeScalars)
-        guard p.span.start >= 0, p.span.end <= scalars.count, p.span.start < p.span.end, !s.contains(" ") else { return s }
+        guard p.span.start >= 0, p.span.end <= scalars.count, p.span.start < p.span.end, !s.contains(" ") || s.first == "\""
+        else { return s }
         var fixed = String.UnicodeScalarView(scalars[..<p.span.start])
         // For a call, replace only the name before '('.
         var end = p.span.end
@@ -132,9 +191,10 @@ private struct Builder {
     }
 
     func environment(
-        _ segments: SegmentTable, _ place: ExpressionPlace, change: Bool = false, tracing: Bool = false
+        _ segments: SegmentTable, _ place: ExpressionPlace, change: Bool = false, tracing: Bool = false, events: [String]? = nil
     ) -> RuleEnvironment {
-        RuleEnvironment(symbols: symbols, segments: segments, place: place, hasChange: change, tracing: tracing)
+        RuleEnvironment(
+            symbols: symbols, segments: segments, place: place, hasChange: change, tracing: tracing, triggerEvents: events)
     }
 
     // MARK: Files
@@ -180,20 +240,78 @@ private struct Builder {
         }
         let audience = condition(file.audience, "audience", environment(segments, .audience))
         let audienceTraced = condition(file.audience, "audience", environment(segments, .audience, tracing: true))
-        units.append(
-            CompiledUnit(
-                name: file.name.value, kind: file.kind, path: file.path, enabled: file.enabled,
-                start: file.start?.value.milliseconds, end: file.end?.value.milliseconds,
-                audience: audience, audienceTraced: audienceTraced, audienceMemo: symbols.memoSlot(),
-                userLocalWindow: file.timezone?.value == .user))
+        for f in file.flows where flowSpecs[f.id.value]?.location == f.location {
+            flows.append(compileFlow(f, segments: segments))
+        }
         if file.timezone?.value == .user { _ = symbols.zoneSlots }
-
+        let firstRule = rules.count
         for spec in file.rules {
             if let r = compileRule(spec, file: file, unitIndex: unitIndex, index: Int32(rules.count), segments: segments) {
                 rules.append(r)
             }
         }
+        let goals = file.goals.map { compileGoal($0, file: file, rules: rules[firstRule...], segments: segments) }
+        units.append(
+            CompiledUnit(
+                name: file.name.value, kind: file.kind, path: file.path, enabled: file.enabled,
+                start: file.start?.value.milliseconds, end: file.end?.value.milliseconds,
+                audience: audience, audienceTraced: audienceTraced, audienceMemo: symbols.memoSlot(),
+                userLocalWindow: file.timezone?.value == .user, goals: goals))
         diagnostics.append(contentsOf: segmentDiagnostics)
+    }
+
+    mutating func compileGoal(
+        _ g: GoalSpec, file: RuleFileSpec, rules: ArraySlice<CompiledRule>, segments: SegmentTable
+    ) -> CompiledGoal {
+        checkEvent(g.event)
+        var exposure: Int32?
+        if let e = g.exposure {
+            if let r = rules.first(where: { $0.id == e.value }) {
+                exposure = r.index
+            } else {
+                diagnostics.error(
+                    .unknownIdentifier,
+                    "goal '\(g.id.value)' is exposed by rule '\(e.value)', which this file does not have"
+                        + PlanIndex.hint(e.value, rules.map(\.id)), at: e.location)
+            }
+        }
+        let id = symbols.event(BoundEvent.internKey(kind: .track, name: g.event.value))
+        return CompiledGoal(
+            id: g.id.value, description: g.description, event: g.event.value, eventID: id,
+            whereExpr: condition(g.whereClause, "where", environment(segments, .whereClause, events: [g.event.value])),
+            withinMs: g.withinMs.value, exposureRule: exposure)
+    }
+
+    mutating func compileFlow(_ f: FlowSpec, segments: SegmentTable) -> CompiledFlow {
+        let env = environment(segments, .action)
+        var steps: [CompiledFlowStep] = []
+        let ids = f.steps.map(\.id.value)
+        var barrier = false
+        for st in f.steps {
+            if !st.back { barrier = true }
+            steps.append(
+                CompiledFlowStep(
+                    id: st.id.value, skipIf: condition(st.skipIf, "skip_if", environment(segments, .ifClause)),
+                    noBackFromHere: barrier, params: values(st.params, env)))
+        }
+        var migrations: [Int: (table: [String: String], otherwise: String?)] = [:]
+        for m in f.migrations {
+            for (_, new) in m.steps where !ids.contains(new.value) {
+                diagnostics.error(
+                    .unknownFlow, "flow '\(f.id.value)' has no step '\(new.value)'" + PlanIndex.hint(new.value, ids),
+                    at: new.location)
+            }
+            if let o = m.otherwise, !ids.contains(o.value) {
+                diagnostics.error(
+                    .unknownFlow, "flow '\(f.id.value)' has no step '\(o.value)'" + PlanIndex.hint(o.value, ids), at: o.location)
+            }
+            migrations[m.from.value] = (
+                Dictionary(m.steps.map { ($0.old, $0.new.value) }, uniquingKeysWith: { a, _ in a }), m.otherwise?.value
+            )
+        }
+        return CompiledFlow(
+            id: f.id.value, version: f.version.value, stateSlot: symbols.attribute(f.id.value), params: values(f.params, env),
+            steps: steps, finish: f.finish?.value, migrations: migrations)
     }
 
     mutating func compileRule(
@@ -203,11 +321,15 @@ private struct Builder {
         var trigger: CompiledTrigger
         var triggerDescription: String
         var isChange = false
+        var triggerEvents: [String]?
         switch spec.trigger {
         case .events(let names):
+            for n in names { checkEvent(n) }
+            triggerEvents = names.map(\.value)
             trigger = .events(names.map { symbols.event(BoundEvent.internKey(kind: .track, name: $0.value)) })
             triggerDescription = names.map(\.value).joined(separator: " | ")
         case .screens(let names):
+            for n in names { checkEvent(n, screen: true) }
             trigger = .events(names.map { symbols.event(BoundEvent.internKey(kind: .screen, name: $0.value)) })
             triggerDescription = names.map { "screen:" + $0.value }.joined(separator: " | ")
         case .change(let attr, let from, let to):
@@ -215,25 +337,32 @@ private struct Builder {
             if let bad = FileParser.reservedAttribute(attr.value) {
                 diagnostics.error(.invalidTrigger, bad, at: attr.location)
             }
+            checkTrait(attr)
             trigger = .change(attributeSlot: symbols.attribute(attr.value), from: from?.map(\.value), to: to?.map(\.value))
             triggerDescription = "change:" + attr.value
         case .sequence(let steps, let within, let correlate):
+            for st in steps { checkEvent(st.event) }
+            triggerEvents = steps.last.map { [$0.event.value] }
             let compiled = steps.map { step in
                 CompiledStep(
                     eventID: symbols.event(BoundEvent.internKey(kind: .track, name: step.event.value)),
-                    whereExpr: condition(step.whereClause, "where", environment(segments, .whereClause)))
+                    whereExpr: condition(
+                        step.whereClause, "where", environment(segments, .whereClause, events: [step.event.value])))
             }
             trigger = .sequence(
                 CompiledSequence(steps: compiled, withinMs: within, correlateSlot: correlate.map { symbols.property($0.value) }))
             triggerDescription = "sequence:" + steps.map(\.event.value).joined(separator: " → ")
         }
-        let whereExpr = condition(spec.whereClause, "where", environment(segments, .whereClause, change: isChange))
+        let ev = triggerEvents
+        let whereExpr = condition(spec.whereClause, "where", environment(segments, .whereClause, change: isChange, events: ev))
         let whereTraced = condition(
-            spec.whereClause, "where", environment(segments, .whereClause, change: isChange, tracing: true))
-        let ifExpr = condition(spec.ifClause, "if", environment(segments, .ifClause, change: isChange))
-        let ifTraced = condition(spec.ifClause, "if", environment(segments, .ifClause, change: isChange, tracing: true))
+            spec.whereClause, "where", environment(segments, .whereClause, change: isChange, tracing: true, events: ev))
+        let ifExpr = condition(spec.ifClause, "if", environment(segments, .ifClause, change: isChange, events: ev))
+        let ifTraced = condition(
+            spec.ifClause, "if", environment(segments, .ifClause, change: isChange, tracing: true, events: ev))
         var limitSpec = spec.limits.merged(over: file.defaultLimits)
-        if let r = spec.reprompt { limitSpec.perUser = Located(r.times, r.location) }
+        if let r = spec.reprompt, let times = r.times { limitSpec.perUser = Located(times, r.location) }
+        if let r = spec.reprompt { checkEvent(r.after) }
         let limits = CompiledLimits(limitSpec)
         if limits.rolling.contains(where: { $0.window == .month }) { _ = symbols.zoneSlots }
         if let perUser = limitSpec.perUser, let n = limitSpec.onOccurrence, perUser.value < 1 {
@@ -242,7 +371,7 @@ private struct Builder {
 
         var actions: [ActionTemplate] = []
         var surface: String?
-        let actionEnv = environment(segments, .action, change: isChange)
+        let actionEnv = environment(segments, .action, change: isChange, events: ev)
         for a in spec.actions {
             if case .message(let m) = a.value {
                 if surface != nil {
@@ -277,9 +406,12 @@ private struct Builder {
         t.quietHours = spec.quietHours ?? file.defaultQuietHours
         if t.at != nil || t.quietHours != nil { _ = symbols.zoneSlots }
         for u in spec.unless {
+            checkEvent(u.event)
             let id = symbols.event(BoundEvent.internKey(kind: .track, name: u.event.value))
             t.unless.append(
-                CompiledStep(eventID: id, whereExpr: condition(u.whereClause, "where", environment(segments, .whereClause))))
+                CompiledStep(
+                    eventID: id,
+                    whereExpr: condition(u.whereClause, "where", environment(segments, .whereClause, events: [u.event.value]))))
         }
         return t
     }
@@ -357,9 +489,27 @@ private struct Builder {
         case .prompt(let p): return .prompt(p)
         case .emit(let event, let payload): return .emit(event: event, payload: values(payload, env))
         case .set(let attrs):
+            for a in attrs { checkTrait(a.attribute) }
             return .set(attrs.map { (symbols.attribute($0.attribute.value), $0.attribute.value, value($0.value, env)) })
         case .unset(let names):
+            for n in names { checkTrait(n) }
             return .unset(names.map { (symbols.attribute($0.value), $0.value) })
+        case .flow(let f):
+            if let id = f.flow.literal {
+                if let spec = flowSpecs[id] {
+                    if let step = f.step?.literal, !spec.steps.contains(where: { $0.id.value == step }) {
+                        let ids = spec.steps.map(\.id.value)
+                        diagnostics.error(
+                            .unknownFlow, "flow '\(id)' has no step '\(step)'" + PlanIndex.hint(step, ids), at: f.step!.location)
+                    }
+                } else {
+                    diagnostics.error(
+                        .unknownFlow, "no flow named '\(id)' is loaded" + PlanIndex.hint(id, Array(flowSpecs.keys)),
+                        at: f.flow.location,
+                        suggestion: "define it under `flows:` in a rule file, or fix the name")
+                }
+            }
+            return .flow(verb: f.verb, flow: template(f.flow, env), step: f.step.map { template($0, env) })
         }
     }
 }

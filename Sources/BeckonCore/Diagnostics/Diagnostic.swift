@@ -77,13 +77,18 @@ public struct DiagnosticID: RawRepresentable, Sendable, Hashable, ExpressibleByS
     public static let unreadableFile: DiagnosticID = "unreadable_file"
     public static let noRuleFiles: DiagnosticID = "no_rule_files"
     public static let duplicateSettings: DiagnosticID = "duplicate_settings"
+    public static let unknownEvent: DiagnosticID = "unknown_event"
+    public static let unknownProperty: DiagnosticID = "unknown_property"
+    public static let unknownTrait: DiagnosticID = "unknown_trait"
+    public static let unknownFlow: DiagnosticID = "unknown_flow"
 
     /// Every class `validate` reports; each has a fixture under Tests/BeckonCommandsTests/Fixtures/diagnostics.
     public static let all: [DiagnosticID] = [
         .yamlSyntax, .unknownKey, .missingKey, .duplicateKey, .wrongType, .invalidValue, .invalidDuration, .invalidTimestamp,
         .invalidWindow, .unsupportedVersion, .duplicateRuleID, .duplicateName, .invalidIdentifier, .expressionSyntax,
         .expressionType, .unknownIdentifier, .unknownFunction, .segmentCycle, .invalidRegex, .invalidLimit, .invalidAction,
-        .invalidTrigger, .invalidSchedule, .limitExceeded, .unreadableFile, .noRuleFiles, .duplicateSettings,
+        .invalidTrigger, .invalidSchedule, .limitExceeded, .unreadableFile, .noRuleFiles, .duplicateSettings, .unknownEvent,
+        .unknownProperty, .unknownTrait, .unknownFlow,
     ]
 }
 

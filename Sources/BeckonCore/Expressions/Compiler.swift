@@ -683,6 +683,11 @@ public enum Suggest {
             let limit = max(1, min(3, (max(word.count, c.count) + 2) / 4))
             if d <= limit, best == nil || d < best!.1 || (d == best!.1 && c < best!.0) { best = (c, d) }
         }
+        if best == nil && lw.count >= 3 {
+            // A shortened name: `stamp` for `stamp_id`.
+            let prefixed = Set(candidates).filter { $0.lowercased().hasPrefix(lw) && $0.count - word.count <= 6 }.sorted()
+            if prefixed.count == 1 { return prefixed[0] }
+        }
         return best?.0
     }
 

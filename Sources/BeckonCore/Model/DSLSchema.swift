@@ -207,7 +207,108 @@ public enum DSL {
                 set user attributes; values may be `${expressions}`; a change can trigger `on_change` rules
                 """, example: "{ att_status: \"${event.properties.status}\" }"),
         KeySchema("unset", .oneOrMany(.attributeName), doc: "remove user attributes", example: "pending_email"),
+        KeySchema(
+            "flow", .object(flowAction),
+            doc: "start a flow, resume it at its first unfinished step, or complete a step and show the next one",
+            example: "{ complete: employee_onboarding, step: \"${event.properties.step}\" }"),
     ]
+
+    static let flowAction = ObjectSchema(
+        "flow action", doc: "Moves a user through a flow; shows (as a `screen` action) the step they land on.",
+        keys: [
+            KeySchema("start", .template, doc: "start (or restart) this flow at its first step", example: "employee_onboarding"),
+            KeySchema(
+                "resume", .template, doc: "show this flow's first unfinished step, if the user is in it",
+                example: "employee_onboarding"),
+            KeySchema(
+                "complete", .template, doc: "mark `step` of this flow done and show the next unfinished step",
+                example: "employee_onboarding"),
+            KeySchema("step", .template, doc: "with `complete`: the step id", example: "\"${event.properties.step}\""),
+        ])
+
+    static let flowStep = ObjectSchema(
+        "flow step", doc: "A step of a flow: its screen, and when it is left out.",
+        keys: [
+            KeySchema("id", .identifier, required: true, doc: "the step id, also the screen's route id", example: "company_code"),
+            KeySchema(
+                "skip_if", .expression, doc: "leave the step out (and do not count it) when this holds",
+                example: "has(user.company_id)"),
+            KeySchema("back", .boolean, doc: "`false`: from this step on, screens disallow going back"),
+            KeySchema("params", .map(key: .text, value: .anyValue), doc: "params for this step's screen"),
+        ])
+
+    static let flowMigration = ObjectSchema(
+        "flow migration", doc: "Where users whose state is from an older version of the flow resume.",
+        keys: [
+            KeySchema("from", .integer(min: 1), required: true, doc: "the older version", example: "1"),
+            KeySchema(
+                "steps", .map(key: .text, value: .identifier), required: true, doc: "old step id → new step id",
+                example: "{ email: account_setup, password: account_setup }"),
+            KeySchema("otherwise", .identifier, doc: "the new step for old steps not in the table (default: the first step)"),
+        ])
+
+    public static let flow = ObjectSchema(
+        "flow",
+        doc: """
+            A versioned sequence of screens. Each user's place in it is kept in the attribute named like the flow \
+            (`user.FLOW.step`, `.completed`, `.done`, `.version`). Screens carry `params.step` and `params.total` \
+            counted over the steps not skipped.
+            """,
+        keys: [
+            KeySchema("id", .identifier, required: true, doc: "the flow's name", example: "employee_onboarding"),
+            KeySchema("version", .integer(min: 1), required: true, doc: "the flow's version", example: "2"),
+            KeySchema("description", .text, doc: "what it is for"),
+            KeySchema(
+                "params", .map(key: .text, value: .anyValue), doc: "params added to every step's screen",
+                example: "{ theme: light }"),
+            KeySchema("steps", .list(.either([.identifier, .object(flowStep)])), required: true, doc: "the steps, in order"),
+            KeySchema("finish", .identifier, doc: "a screen to show when the last step is done", example: "completion"),
+            KeySchema("migrate", .list(.object(flowMigration)), doc: "how users on older versions are placed in this one"),
+        ])
+
+    public static let goal = ObjectSchema(
+        "goal", doc: "What success means: an event within a window after a user is exposed (first fire of the file's rules).",
+        keys: [
+            KeySchema("id", .identifier, required: true, doc: "the goal's name", example: "claimed_within_24h"),
+            KeySchema("description", .text, doc: "what it measures"),
+            KeySchema("event", .eventName, required: true, doc: "the goal event", example: "Stamp Claimed"),
+            KeySchema(
+                "where", .expression, doc: "condition on the goal event", example: "event.properties.stamp_id == \"welcome\""),
+            KeySchema("within", .duration, required: true, doc: "the window after exposure", example: "24h"),
+            KeySchema(
+                "exposure", .identifier, doc: "the rule whose first fire exposes a user (default: any rule of the file)",
+                example: "welcome_notification"),
+        ])
+
+    static let planField = ObjectSchema(
+        "property", doc: "A property or trait: its type and, optionally, the only values it takes.",
+        keys: [
+            KeySchema("type", .enumeration(PlanType.allCases.map(\.rawValue)), doc: "its type", example: "string"),
+            KeySchema("values", .list(.anyValue), doc: "the values it takes", example: "[authorized, denied]"),
+            KeySchema("description", .text, doc: "what it is"),
+        ])
+
+    static let planEvent = ObjectSchema(
+        "event", doc: "An event of the plan.",
+        keys: [
+            KeySchema("description", .text, doc: "when the app sends it"),
+            KeySchema("properties", .map(key: .text, value: .object(planField)), doc: "its properties"),
+        ])
+
+    public static let trackingPlanFile = ObjectSchema(
+        "tracking plan file",
+        doc: """
+            The events an app sends and the traits its users have. When a plan is loaded with rules, `validate` rejects \
+            event, property and trait names the plan lacks, and uses the declared types to check expressions.
+            """,
+        keys: [
+            KeySchema("version", .integer(min: 1), required: true, doc: "the DSL version; must be 1", example: "1"),
+            KeySchema("tracking_plan", .identifier, required: true, doc: "the plan's name", example: "bossup"),
+            KeySchema("description", .text, doc: "what it covers"),
+            KeySchema("events", .map(key: .eventName, value: .object(planEvent)), required: true, doc: "track events by name"),
+            KeySchema("screens", .list(.eventName), doc: "screen names sent with `screen` calls"),
+            KeySchema("traits", .map(key: .attributeName, value: .object(planField)), doc: "user traits and attributes by name"),
+        ])
 
     public static let quietHours = ObjectSchema(
         "quiet_hours",
@@ -236,7 +337,8 @@ public enum DSL {
         "reprompt",
         doc: """
             "Ask again N days after a denial, at most K times" in one line: the rule fires only when the user's latest `after` \
-            event matched `when`, at least `wait` ago, and the rule has fired fewer than `times` times.
+            event matched `when`, at least `wait` ago, the rule itself last fired at least `wait` ago, and it has fired \
+            fewer than `times` times.
             """,
         keys: [
             KeySchema("after", .eventName, required: true, doc: "the answer event", example: "Tracking Permission Answered"),
@@ -244,7 +346,7 @@ public enum DSL {
                 "when", .map(key: .text, value: .anyValue), doc: "property values the latest answer must have",
                 example: "{ status: denied }"),
             KeySchema("wait", .duration, required: true, doc: "least time since that answer", example: "14d"),
-            KeySchema("times", .integer(min: 1), required: true, doc: "most re-prompts in all", example: "3"),
+            KeySchema("times", .integer(min: 1), doc: "most re-prompts in all (default: no cap)", example: "3"),
         ])
 
     public static let rule = ObjectSchema(
@@ -352,6 +454,8 @@ public enum DSL {
                     named conditions, usable by name in every expression of the file
                     """, example: "{ heavy_user: 'count(\"E_Opened_App\", \"7d\") >= 10' }"),
             KeySchema("defaults", .object(defaults), doc: "defaults for every rule"),
+            KeySchema("goals", .list(.object(goal)), doc: "what success means, for `beckon report`"),
+            KeySchema("flows", .list(.object(flow)), doc: "multi-step flows the rules move users through"),
             KeySchema("rules", .list(.object(rule)), required: true, doc: "the rules"),
         ])
 

@@ -20,6 +20,7 @@ public struct FileParser {
             }
         }
         if root["settings"] != nil { return settingsFile(root).map(ParsedFile.settings) }
+        if root["tracking_plan"] != nil { return trackingPlan(root).map(ParsedFile.trackingPlan) }
         return ruleFile(root).map(ParsedFile.rules)
     }
 
@@ -407,6 +408,8 @@ public struct FileParser {
             if let l = dk["limit"] { spec.defaultLimits = limits(l.value, context: "defaults.limit") }
             if let q = dk["quiet_hours"] { spec.defaultQuietHours = quietHours(q.value) }
         }
+        if let g = k["goals"] { spec.goals = goals(g.value) }
+        if let f = k["flows"] { spec.flows = flows(f.value) }
         if let r = k["rules"] {
             guard case .sequence(let items, _) = r.value else {
                 diagnostics.error(
@@ -567,9 +570,9 @@ public struct FileParser {
         }
         if let r = k["reprompt"], let rk = keys(of: r.value, DSL.reprompt, context: "reprompt"),
             let after = rk["after"].flatMap({ string($0.value, "after") }),
-            let wait = rk["wait"].flatMap({ duration($0.value, "wait") }),
-            let times = rk["times"].flatMap({ integer($0.value, "times", min: 1) })
+            let wait = rk["wait"].flatMap({ duration($0.value, "wait") })
         {
+            let times = rk["times"].flatMap { integer($0.value, "times", min: 1) }
             var when: [(key: String, value: Value)] = []
             for pair in rk["when"].map({ valueMap($0.value, "when") }) ?? [] {
                 if case .literal(let lit) = pair.value {
@@ -578,13 +581,13 @@ public struct FileParser {
                     diagnostics.error(.invalidValue, "'when' takes plain values, not expressions", at: rk["when"]!.value.location)
                 }
             }
-            if let p = spec.limits.perUser {
+            if let p = spec.limits.perUser, let times {
                 diagnostics.error(
                     .invalidLimit, "'reprompt' already limits the rule to \(times.value) fires; remove limit.per_user",
                     at: p.location)
             }
             spec.reprompt = RepromptSpec(
-                after: after, when: when, waitMs: wait.value, times: times.value, location: r.key.location)
+                after: after, when: when, waitMs: wait.value, times: times?.value, location: r.key.location)
         }
     }
 
@@ -782,6 +785,28 @@ public struct FileParser {
                 if let bad = FileParser.reservedAttribute(n.value) { diagnostics.error(.invalidAction, bad, at: n.location) }
             }
             return Located(.unset(names), key.location)
+        case "flow":
+            guard let k = keys(of: value, DSL.flowAction, context: "flow") else { return nil }
+            let verbs = ["start", "resume", "complete"].filter { k[$0] != nil }
+            guard verbs.count == 1, let verb = FlowActionSpec.Verb(rawValue: verbs[0]),
+                let flow = templateValue(k[verbs[0]]!.value, verbs[0])
+            else {
+                diagnostics.error(
+                    .invalidAction, "a flow action needs exactly one of start, resume or complete", at: key.location,
+                    suggestion: "write `flow: { resume: my_flow }`")
+                return nil
+            }
+            let step = k["step"].flatMap { templateValue($0.value, "step") }
+            if verb == .complete && step == nil {
+                diagnostics.error(
+                    .missingKey, "`complete` needs the `step` that was completed", at: key.location,
+                    suggestion: "add `step: \"${event.properties.step}\"`")
+                return nil
+            }
+            if verb != .complete, let st = k["step"] {
+                diagnostics.error(.invalidAction, "`step` only goes with `complete`", at: st.key.location)
+            }
+            return Located(.flow(FlowActionSpec(verb: verb, flow: flow, step: step)), key.location)
         default:
             let hint = Suggest.nearest(key.text, in: DSL.actions.map(\.name))
             diagnostics.error(
@@ -864,5 +889,162 @@ public struct FileParser {
         }
         spec.dedupWindowMs = k["dedup_window"].flatMap { duration($0.value, "dedup_window")?.value }
         return spec
+    }
+
+    // MARK: Goals and flows
+
+    mutating func goals(_ node: SourceNode) -> [GoalSpec] {
+        guard case .sequence(let items, _) = node else {
+            diagnostics.error(.wrongType, "'goals' expects a list of goals, found \(node.kindDescription)", at: node.location)
+            return []
+        }
+        var out: [GoalSpec] = []
+        for item in items {
+            guard let k = keys(of: item, DSL.goal, context: "goal"), let id = k["id"].flatMap({ identifier($0.value, "id") }),
+                let ev = k["event"].flatMap({ string($0.value, "event") }),
+                let within = k["within"].flatMap({ duration($0.value, "within") })
+            else { continue }
+            if out.contains(where: { $0.id.value == id.value }) {
+                diagnostics.error(.duplicateName, "goal '\(id.value)' is defined twice", at: id.location)
+                continue
+            }
+            out.append(
+                GoalSpec(
+                    id: id, description: k["description"].flatMap { string($0.value, "description")?.value }, event: ev,
+                    whereClause: k["where"].flatMap { expression($0.value, "where") }, withinMs: within,
+                    exposure: k["exposure"].flatMap { identifier($0.value, "exposure") }))
+        }
+        return out
+    }
+
+    mutating func flows(_ node: SourceNode) -> [FlowSpec] {
+        guard case .sequence(let items, _) = node else {
+            diagnostics.error(.wrongType, "'flows' expects a list of flows, found \(node.kindDescription)", at: node.location)
+            return []
+        }
+        var out: [FlowSpec] = []
+        for item in items {
+            guard let k = keys(of: item, DSL.flow, context: "flow"), let id = k["id"].flatMap({ identifier($0.value, "id") }),
+                let version = k["version"].flatMap({ integer($0.value, "version", min: 1) }), let stepsNode = k["steps"]
+            else { continue }
+            var steps: [FlowStepSpec] = []
+            if case .sequence(let xs, _) = stepsNode.value {
+                for x in xs {
+                    if case .scalar = x {
+                        if let sid = identifier(x, "step") {
+                            steps.append(FlowStepSpec(id: sid, skipIf: nil, back: true, params: []))
+                        }
+                        continue
+                    }
+                    guard let sk = keys(of: x, DSL.flowStep, context: "flow step"),
+                        let sid = sk["id"].flatMap({ identifier($0.value, "id") })
+                    else { continue }
+                    steps.append(
+                        FlowStepSpec(
+                            id: sid, skipIf: sk["skip_if"].flatMap { expression($0.value, "skip_if") },
+                            back: sk["back"].flatMap { boolean($0.value, "back")?.value } ?? true,
+                            params: sk["params"].map { valueMap($0.value, "params") } ?? []))
+                }
+            } else {
+                diagnostics.error(
+                    .wrongType, "'steps' expects a list of steps, found \(stepsNode.value.kindDescription)",
+                    at: stepsNode.value.location)
+            }
+            var seen = Set<String>()
+            for st in steps where !seen.insert(st.id.value).inserted {
+                diagnostics.error(.duplicateName, "step '\(st.id.value)' appears twice in flow '\(id.value)'", at: st.id.location)
+            }
+            if steps.isEmpty { diagnostics.error(.invalidValue, "flow '\(id.value)' has no steps", at: stepsNode.key.location) }
+            var migrations: [FlowMigrationSpec] = []
+            if let m = k["migrate"] {
+                if case .sequence(let ms, _) = m.value {
+                    for mi in ms {
+                        guard let mk = keys(of: mi, DSL.flowMigration, context: "flow migration"),
+                            let from = mk["from"].flatMap({ integer($0.value, "from", min: 1) })
+                        else { continue }
+                        if from.value >= version.value {
+                            diagnostics.error(
+                                .invalidValue, "a migration is from a version older than \(version.value), not \(from.value)",
+                                at: from.location)
+                        }
+                        var table: [(old: String, new: Located<String>)] = []
+                        if case .mapping(let pairs, _)? = mk["steps"]?.value {
+                            for (oldKey, newNode) in pairs {
+                                if let n = identifier(newNode, oldKey.text) { table.append((oldKey.text, n)) }
+                            }
+                        }
+                        migrations.append(
+                            FlowMigrationSpec(
+                                from: from, steps: table, otherwise: mk["otherwise"].flatMap { identifier($0.value, "otherwise") }
+                            ))
+                    }
+                } else {
+                    diagnostics.error(.wrongType, "'migrate' expects a list of migrations", at: m.value.location)
+                }
+            }
+            out.append(
+                FlowSpec(
+                    id: id, version: version, description: k["description"].flatMap { string($0.value, "description")?.value },
+                    params: k["params"].map { valueMap($0.value, "params") } ?? [], steps: steps,
+                    finish: k["finish"].flatMap { identifier($0.value, "finish") }, migrations: migrations, location: id.location)
+            )
+        }
+        return out
+    }
+
+    // MARK: Tracking plans
+
+    mutating func trackingPlan(_ root: SourceNode) -> TrackingPlanSpec? {
+        guard let k = keys(of: root, DSL.trackingPlanFile, context: "the tracking plan") else { return nil }
+        version(k)
+        guard let name = k["tracking_plan"].flatMap({ identifier($0.value, "tracking_plan") }) else { return nil }
+        var plan = TrackingPlanSpec(path: file, name: name, events: [], screens: [], traits: [])
+        if case .mapping(let pairs, _)? = k["events"]?.value {
+            for (ek, ev) in pairs {
+                var props: [PlanField] = []
+                var description: String?
+                if !(ev.scalar?.isNull ?? false), let evk = keys(of: ev, DSL.planEvent, context: "event '\(ek.text)'") {
+                    description = evk["description"].flatMap { string($0.value, "description")?.value }
+                    if case .mapping(let ps, _)? = evk["properties"]?.value {
+                        for (pk, pv) in ps { if let f = planField(pk, pv) { props.append(f) } }
+                    }
+                }
+                plan.events.append((Located(ek.text, ek.location), props, description))
+            }
+        }
+        if let sc = k["screens"] { plan.screens = oneOrMany(sc.value, "screens") ?? [] }
+        if case .mapping(let pairs, _)? = k["traits"]?.value {
+            for (tk, tv) in pairs { if let f = planField(tk, tv) { plan.traits.append(f) } }
+        }
+        return plan
+    }
+
+    mutating func planField(_ key: ScalarNode, _ node: SourceNode) -> PlanField? {
+        let typeHint = "types: " + PlanType.allCases.map(\.rawValue).joined(separator: ", ")
+        if case .scalar(let s) = node {
+            if s.isNull { return PlanField(name: Located(key.text, key.location), type: .any, values: nil, description: nil) }
+            // Short form: `url: string`.
+            guard let t = PlanType(rawValue: s.text) else {
+                diagnostics.error(.invalidValue, "unknown type '\(s.text)'", at: s.location, suggestion: typeHint)
+                return nil
+            }
+            return PlanField(name: Located(key.text, key.location), type: t, values: nil, description: nil)
+        }
+        guard let k = keys(of: node, DSL.planField, context: "'\(key.text)'") else { return nil }
+        var type = PlanType.any
+        if let tn = k["type"], let s = scalar(tn.value, "type", .text) {
+            if let t = PlanType(rawValue: s.text) {
+                type = t
+            } else {
+                diagnostics.error(.invalidValue, "unknown type '\(s.text)'", at: s.location, suggestion: typeHint)
+            }
+        }
+        var values: [Value]?
+        if let vn = k["values"], case .list(let vs) = value(vn.value) {
+            values = vs.compactMap { if case .literal(let v) = $0 { v } else { nil } }
+        }
+        return PlanField(
+            name: Located(key.text, key.location), type: type, values: values,
+            description: k["description"].flatMap { string($0.value, "description")?.value })
     }
 }

@@ -75,6 +75,8 @@ public struct RuleFileSpec: Sendable {
     /// The zone of `start` and `end` when they have no offset: a fixed zone, or each user's own.
     public var timezone: Located<ZoneSpec>?
     public var rules: [RuleSpec]
+    public var goals: [GoalSpec] = []
+    public var flows: [FlowSpec] = []
 }
 
 /// A zone named in a file: an IANA zone or offset, or `user` (each user's own zone).
@@ -173,7 +175,8 @@ public struct RepromptSpec: Sendable {
     public var after: Located<String>
     public var when: [(key: String, value: Value)]
     public var waitMs: Int64
-    public var times: Int
+    /// Most re-prompts in all (`nil`: no cap).
+    public var times: Int?
     public var location: SourceLocation
 }
 
@@ -262,6 +265,8 @@ public enum ActionSpec: Sendable {
     case emit(event: String, payload: [(key: String, value: ValueSource)])
     case set([(attribute: Located<String>, value: ValueSource)])
     case unset([Located<String>])
+    /// `flow: { start | resume | complete: FLOW, step: … }`.
+    case flow(FlowActionSpec)
 
     public var kind: String {
         switch self {
@@ -274,8 +279,18 @@ public enum ActionSpec: Sendable {
         case .emit: "emit"
         case .set: "set"
         case .unset: "unset"
+        case .flow: "flow"
         }
     }
+}
+
+public struct FlowActionSpec: Sendable {
+    public enum Verb: String, Sendable { case start, resume, complete }
+    public var verb: Verb
+    /// The flow's id (may be a `${…}` template).
+    public var flow: TemplateSource
+    /// With `complete`: the step that was completed.
+    public var step: TemplateSource?
 }
 
 public struct MessageSpec: Sendable {
@@ -317,4 +332,83 @@ public struct SettingsSpec: Sendable {
 public enum ParsedFile: Sendable {
     case rules(RuleFileSpec)
     case settings(SettingsSpec)
+    case trackingPlan(TrackingPlanSpec)
+}
+
+/// The kind of value a tracking plan declares for a property or trait.
+public enum PlanType: String, Sendable, CaseIterable {
+    case string, int, number, bool, timestamp, object, list, any
+
+    /// The static type expressions see.
+    public var celType: CELType {
+        switch self {
+        case .string, .timestamp: .string
+        case .int: .int
+        case .bool: .bool
+        case .object: .map(.string, .dyn)
+        case .list: .list(.dyn)
+        case .number, .any: .dyn
+        }
+    }
+}
+
+/// A property of an event, or a trait, in a tracking plan.
+public struct PlanField: Sendable {
+    public var name: Located<String>
+    public var type: PlanType
+    /// The only values it takes, when the plan lists them.
+    public var values: [Value]?
+    public var description: String?
+}
+
+/// An app's tracking plan: the events it sends with their properties, and the traits of its users.
+public struct TrackingPlanSpec: Sendable {
+    public var path: String
+    public var name: Located<String>
+    public var events: [(name: Located<String>, properties: [PlanField], description: String?)]
+    public var screens: [Located<String>]
+    public var traits: [PlanField]
+}
+
+/// A goal: an event (optionally with a condition) within a window after a user is exposed to the file's rules.
+public struct GoalSpec: Sendable {
+    public var id: Located<String>
+    public var description: String?
+    public var event: Located<String>
+    public var whereClause: ExpressionSource?
+    public var withinMs: Located<Int64>
+    /// The rule whose first fire exposes the user (default: any rule of the file).
+    public var exposure: Located<String>?
+}
+
+/// A versioned multi-step flow (an onboarding): each step a screen, with progress, skips and migrations.
+public struct FlowSpec: Sendable {
+    public var id: Located<String>
+    public var version: Located<Int>
+    public var description: String?
+    /// Params added to every step's screen (`theme: dark`).
+    public var params: [(key: String, value: ValueSource)]
+    public var steps: [FlowStepSpec]
+    /// A screen shown once the last step is completed.
+    public var finish: Located<String>?
+    public var migrations: [FlowMigrationSpec]
+    public var location: SourceLocation
+}
+
+public struct FlowStepSpec: Sendable {
+    public var id: Located<String>
+    /// The step is left out (and not counted) when this holds.
+    public var skipIf: ExpressionSource?
+    /// `false`: from this step on, the screens disallow going back.
+    public var back: Bool
+    public var params: [(key: String, value: ValueSource)]
+}
+
+/// How a user whose flow state is from an older version is placed in this one.
+public struct FlowMigrationSpec: Sendable {
+    public var from: Located<Int>
+    /// Old step id → new step id.
+    public var steps: [(old: String, new: Located<String>)]
+    /// The new step for old steps the table does not name (default: the first step).
+    public var otherwise: Located<String>?
 }

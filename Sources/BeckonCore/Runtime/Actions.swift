@@ -139,6 +139,7 @@ enum ActionTemplate: Sendable {
     case emit(event: String, payload: [(key: String, value: CompiledValue)])
     case set([(slot: Int?, name: String, value: CompiledValue)])
     case unset([(slot: Int?, name: String)])
+    case flow(verb: FlowActionSpec.Verb, flow: CompiledValue, step: CompiledValue?)
 
     var kind: String {
         switch self {
@@ -151,6 +152,7 @@ enum ActionTemplate: Sendable {
         case .emit: "emit"
         case .set: "set"
         case .unset: "unset"
+        case .flow: "screen"
         }
     }
 }

@@ -31,12 +31,16 @@ public final class CompiledRuleSet: Sendable {
     public let settings: EngineSettings
     /// Whether some rule reads `event.properties` as a whole map.
     public let needsAllProperties: Bool
+    public let flows: [CompiledFlow]
+    public let flowIndex: [String: Int]
 
     init(
         units: [CompiledUnit], rules: [CompiledRule], eventNames: [String], propertyNames: [String],
         contextNames: [String], attributeNames: [String], rulesByAttribute: [[Int32]], series: [SeriesSpec],
-        memoSlots: Int, settings: EngineSettings, needsAllProperties: Bool
+        memoSlots: Int, settings: EngineSettings, needsAllProperties: Bool, flows: [CompiledFlow] = []
     ) {
+        self.flows = flows
+        self.flowIndex = Dictionary(uniqueKeysWithValues: flows.enumerated().map { ($1.id, $0) })
         self.units = units
         self.rules = rules
         self.eventNames = eventNames
@@ -120,6 +124,42 @@ public struct CompiledUnit: Sendable {
     let audienceMemo: Int
     /// `start`/`end` are wall-clock times compared in each user's own zone (`timezone: user`).
     public let userLocalWindow: Bool
+    public let goals: [CompiledGoal]
+}
+
+/// A goal of a campaign or rule set, for reports.
+public struct CompiledGoal: Sendable {
+    public let id: String
+    public let description: String?
+    public let event: String
+    let eventID: Int32
+    let whereExpr: CompiledExpr?
+    public let withinMs: Int64
+    /// The rule whose first fire exposes a user; `nil`: the first fire of any rule of the file.
+    public let exposureRule: Int32?
+}
+
+/// A versioned flow, compiled.
+public struct CompiledFlow: Sendable {
+    public let id: String
+    public let version: Int
+    /// The attribute that holds each user's place in the flow.
+    let stateSlot: Int
+    let params: [(key: String, value: CompiledValue)]
+    let steps: [CompiledFlowStep]
+    public let finish: String?
+    /// From version → (old step → new step, the step for unmapped old steps).
+    let migrations: [Int: (table: [String: String], otherwise: String?)]
+
+    public var stepIDs: [String] { steps.map(\.id) }
+}
+
+struct CompiledFlowStep: Sendable {
+    let id: String
+    let skipIf: CompiledExpr?
+    /// Back navigation is disallowed from here on.
+    let noBackFromHere: Bool
+    let params: [(key: String, value: CompiledValue)]
 }
 
 public enum CompiledTrigger: Sendable {

@@ -285,7 +285,7 @@ public final class Engine {
             let v = c.evaluate(scope)
             if !v.isTrue { return .conditionFalse(clause: "if", value: v, why: why(rule.ifTraced)) }
         }
-        if let rp = rule.reprompt, let why = repromptBlock(rp, profile: profile, now: now) {
+        if let rp = rule.reprompt, let why = repromptBlock(rp, rule: rule.index, profile: profile, now: now) {
             return .conditionFalse(clause: "reprompt", value: .bool(false), why: why)
         }
         if !rule.limits.isEmpty {
@@ -314,7 +314,7 @@ public final class Engine {
     }
 
     /// Why the re-prompt condition holds the rule back, if it does.
-    private func repromptBlock(_ rp: CompiledReprompt, profile: UserProfile, now: Int64) -> String? {
+    private func repromptBlock(_ rp: CompiledReprompt, rule: Int32, profile: UserProfile, now: Int64) -> String? {
         guard let all = profile.history.lifetimeStat(series: rp.allSeries) else { return "no \(rp.after) yet" }
         guard let m = profile.history.lifetimeStat(series: rp.matchingSeries), m.last == all.last else {
             return "the latest \(rp.after) was not \(rp.when)"
@@ -322,6 +322,10 @@ public final class Engine {
         if now - m.last < rp.waitMs {
             return
                 "\(DSLDuration.format(now - m.last)) since the latest \(rp.after) (\(rp.when)); needs \(DSLDuration.format(rp.waitMs))"
+        }
+        // Asking again counts as a prompt too: wait as long after the rule's own last ask.
+        if let rec = profile.record(for: rule), rec.lastFire != Int64.min, now - rec.lastFire < rp.waitMs {
+            return "asked again \(DSLDuration.format(now - rec.lastFire)) ago; needs \(DSLDuration.format(rp.waitMs))"
         }
         return nil
     }
@@ -568,13 +572,9 @@ public final class Engine {
         case .prompt(let p):
             fa.fields = [("permission", .string(p))]
         case .emit(let event, let payload):
-            fa.fields = [
-                ("event", .string(event)),
-                (
-                    "payload",
-                    .map(ValueMap(payload.map { ($0.key, $0.value.evaluate(scope, field: "payload." + $0.key, warnings: &w)) }))
-                ),
-            ]
+            // Fields that come out null (an unknown email, a missing click id) are left out of the payload.
+            let m = ValueMap(payload.map { ($0.key, $0.value.evaluate(scope, field: "payload." + $0.key, warnings: &w)) })
+            fa.fields = [("event", .string(event)), ("payload", Engine.withoutNulls(.map(m)))]
         case .set(let attrs):
             // Every value is computed before any is applied, so `set: {a: …, b: ${user.a}}` reads the old `a`.
             let values = attrs.map { ($0.slot, $0.name, $0.value.evaluate(scope, field: $0.name, warnings: &w)) }
@@ -585,6 +585,10 @@ public final class Engine {
             }
             fa.fields = [("attributes", .map(m))]
             scope.invalidateMemo()
+        case .flow(let verb, let flowT, let stepT):
+            let id = text(eval(flowT, "flow")) ?? ""
+            let step = stepT.flatMap { text(eval($0, "step")) }
+            performFlow(verb, id: id, step: step, profile: profile, now: now, action: &fa, warnings: &w, round: &round)
         case .unset(let names):
             var m = ValueMap()
             for (slot, name) in names {
@@ -599,7 +603,7 @@ public final class Engine {
     // MARK: State
 
     /// Sets (or with `nil`, removes) an attribute, noting a change for `on_change` rules when the value differs.
-    private func applyAttribute(
+    func applyAttribute(
         _ p: UserProfile, name: String, slot: Int?, value: Value?, changes: inout [(slot: Int, change: AttributeChange)]
     ) {
         guard let slot else {
@@ -682,4 +686,15 @@ public final class Engine {
 
 extension Value {
     var isNullValue: Bool { if case .null = self { true } else { false } }
+}
+
+extension Engine {
+    /// A map or list with null members removed, at every depth.
+    static func withoutNulls(_ v: Value) -> Value {
+        switch v {
+        case .map(let m): .map(ValueMap(m.entries.filter { !$0.value.isNullValue }.map { ($0.key, withoutNulls($0.value)) }))
+        case .list(let xs): .list(xs.map(withoutNulls))
+        default: v
+        }
+    }
 }
