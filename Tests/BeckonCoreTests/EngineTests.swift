@@ -520,6 +520,16 @@ struct ActionTests {
         #expect(p.attributes[rs.attributeSlots["plan"]!] == nil)
     }
 
+    @Test func settingNullRemovesTheAttribute() throws {
+        let rs = try load(
+            campaign(actions: "    do:\n      - set: { plan: \"${null}\", kept: 1 }\n      - deep_link: \"${string(has(user.plan))}\"\n"))
+        let engine = Engine(ruleSet: rs)
+        _ = engine.process(identify(at: "2026-01-05T08:00:00Z", [("plan", "pro")]))
+        let out = engine.process(track("Opened", at: "2026-01-05T09:00:00Z")).actions
+        #expect(out.last?["url"]?.stringValue == "false")
+        #expect(engine.profile(of: "u1")?.attributes[rs.attributeSlots["plan"]!] == nil)
+    }
+
     @Test func aFailedFieldIsNullWithAWarning() throws {
         let a = try #require(try one("screen: { id: s, params: { name: \"${user.first_name}\" } }").first)
         #expect(a.json.contains(#""params":{"name":null}"#))

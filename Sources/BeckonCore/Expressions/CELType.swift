@@ -91,6 +91,8 @@ struct TypeBindings {
     var bound: [String: CELType] = [:]
 
     mutating func assign(_ param: CELType, _ arg: CELType) -> Bool {
+        // null goes wherever a value may be missing (CEL's nullable types): it binds nothing.
+        if arg == .null, case .param = param { return true }
         switch (param, arg) {
         case (.dyn, _), (.error, _), (_, .error), (_, .dyn):
             if case .param(let p) = param, bound[p] == nil { bound[p] = .dyn }

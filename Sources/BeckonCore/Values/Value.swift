@@ -91,14 +91,14 @@ extension Value {
     }
 }
 
+// Not ExpressibleByNilLiteral: `cond ? nil : value` must stay an Optional's nil, never `.null`.
 extension Value: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByBooleanLiteral,
-    ExpressibleByFloatLiteral, ExpressibleByNilLiteral, ExpressibleByArrayLiteral
+    ExpressibleByFloatLiteral, ExpressibleByArrayLiteral
 {
     public init(stringLiteral value: String) { self = .string(value) }
     public init(integerLiteral value: Int64) { self = .int(value) }
     public init(booleanLiteral value: Bool) { self = .bool(value) }
     public init(floatLiteral value: Double) { self = .double(value) }
-    public init(nilLiteral: ()) { self = .null }
     public init(arrayLiteral elements: Value...) { self = .list(elements) }
 }
 
