@@ -522,7 +522,9 @@ struct ActionTests {
 
     @Test func settingNullRemovesTheAttribute() throws {
         let rs = try load(
-            campaign(actions: "    do:\n      - set: { plan: \"${null}\", kept: 1 }\n      - deep_link: \"${string(has(user.plan))}\"\n"))
+            campaign(
+                actions:
+                    "    do:\n      - set: { plan: \"${null}\", kept: 1 }\n      - deep_link: \"${string(has(user.plan))}\"\n"))
         let engine = Engine(ruleSet: rs)
         _ = engine.process(identify(at: "2026-01-05T08:00:00Z", [("plan", "pro")]))
         let out = engine.process(track("Opened", at: "2026-01-05T09:00:00Z")).actions

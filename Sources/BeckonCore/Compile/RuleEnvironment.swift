@@ -217,18 +217,19 @@ final class RuleEnvironment: ExpressionEnvironment {
             }
             return .dyn
         }
-        var types: [CELType] = []
-        for e in planned {
-            let props = plan.events[e] ?? [:]
-            guard let f = props[key] else {
-                throw ExprProblem(
-                    "event '\(e)' has no property '\(key)' in the tracking plan" + PlanIndex.hint(key, Array(props.keys)), span,
-                    id: "unknown_property",
-                    suggestion: Suggest.nearest(key, in: Array(props.keys)).map { "event.properties." + $0 })
-            }
-            types.append(f.type.celType)
+        // With several trigger events, the property must belong to at least one of them (a guard like
+        // `event.name == "A" || event.properties.x` is common); its type counts only where declared.
+        let types = planned.compactMap { plan.events[$0]?[key]?.type.celType }
+        guard !types.isEmpty else {
+            let props = Array(Set(planned.flatMap { plan.events[$0].map { Array($0.keys) } ?? [] }))
+            let which =
+                planned.count == 1
+                ? "event '\(planned[0])' has" : "none of " + planned.map { "'\($0)'" }.joined(separator: ", ") + " has"
+            throw ExprProblem(
+                "\(which) no property '\(key)' in the tracking plan" + PlanIndex.hint(key, props), span,
+                id: "unknown_property", suggestion: Suggest.nearest(key, in: props).map { "event.properties." + $0 })
         }
-        return CELType.join(types)
+        return types.count == planned.count ? CELType.join(types) : .dyn
     }
 
     private func eventVariable() -> VariableBinding {

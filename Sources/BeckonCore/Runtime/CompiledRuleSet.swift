@@ -224,7 +224,7 @@ public struct CompiledLimits: Sendable {
             && everyOccurrence == nil
     }
 
-    var tracksOccurrences: Bool { onOccurrence != nil || everyOccurrence != nil }
+    public var tracksOccurrences: Bool { onOccurrence != nil || everyOccurrence != nil }
 
     /// How long fire times must be kept for the rolling limits.
     var retentionMs: Int64 {

@@ -84,7 +84,7 @@ extension Engine {
             params[string: "version"] = .int(Int64(flow.version))
             params[string: "step"] = .int(Int64(next + 1))
             params[string: "total"] = .int(Int64(applicable.count))
-            params[string: "back"] = .bool(next > 0 && !st.noBackFromHere)
+            params[string: "back"] = .bool(!st.noBackFromHere)
             for (k, v) in flow.params { params[string: k] = v.evaluate(scope, field: "params." + k, warnings: &w) }
             for (k, v) in st.params { params[string: k] = v.evaluate(scope, field: "params." + k, warnings: &w) }
             fa.kind = "screen"

@@ -167,12 +167,12 @@ extension Engine {
         }
         if let why = notLive(unit, profile: profile, now: now) { return block(.notLive(why)) }
         if rule.timing.recheck {
-            if let a = unit.audience, !a.evaluate(scope).isTrue {
-                return block(.conditionFalse(clause: "audience", value: a.evaluate(scope), why: nil))
+            if let a = unit.audience, case let v = a.evaluate(scope), !v.isTrue {
+                return block(.conditionFalse(clause: "audience", value: v, why: why(unit.audienceTraced)))
             }
             if let c = rule.ifExpr {
                 let v = c.evaluate(scope)
-                if !v.isTrue { return block(.conditionFalse(clause: "if", value: v, why: nil)) }
+                if !v.isTrue { return block(.conditionFalse(clause: "if", value: v, why: why(rule.ifTraced))) }
             }
         }
         if !rule.limits.isEmpty {

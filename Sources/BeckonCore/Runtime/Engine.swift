@@ -331,7 +331,7 @@ public final class Engine {
     }
 
     /// The values that made a condition false, from its traced twin (only when verdicts are recorded).
-    private func why(_ traced: CompiledExpr?) -> String? {
+    func why(_ traced: CompiledExpr?) -> String? {
         guard options.recordVerdicts, let traced else { return nil }
         let trace = ExprTrace()
         scope.trace = trace
@@ -353,7 +353,7 @@ public final class Engine {
         if let n = l.everyOccurrence, let occurrence, occurrence % n != 0 {
             return LimitHit(
                 key: "every_occurrence", count: occurrence, max: n, freesAt: nil,
-                detail: "this is occurrence \(occurrence); fires on every \(n)th")
+                detail: "this is occurrence \(occurrence); fires on every \(Engine.ordinal(n))")
         }
         if let n = l.perUser, Int(rec.fires) >= n {
             return LimitHit(
@@ -689,6 +689,19 @@ extension Value {
 }
 
 extension Engine {
+    /// 1st, 2nd, 3rd, 4th, 11th, 21st…
+    static func ordinal(_ n: Int) -> String {
+        let suffix: String
+        switch (n % 10, n % 100) {
+        case (_, 11...13): suffix = "th"
+        case (1, _): suffix = "st"
+        case (2, _): suffix = "nd"
+        case (3, _): suffix = "rd"
+        default: suffix = "th"
+        }
+        return "\(n)\(suffix)"
+    }
+
     /// A map or list with null members removed, at every depth.
     static func withoutNulls(_ v: Value) -> Value {
         switch v {
