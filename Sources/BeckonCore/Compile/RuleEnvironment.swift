@@ -732,11 +732,14 @@ final class SegmentTable {
             entries[name]?.compiled[tracing] = failed
             return failed
         }
-        let slot = symbols.memoSlot()
         let result: (Eval, CELType)
         if let c = compiled.constant {
             result = ({ _ in c }, compiled.type)
+        } else if tracing {
+            // A traced evaluation records what is inside the segment every time: no memo.
+            result = ({ s in compiled.evaluate(s) }, compiled.type)
         } else {
+            let slot = symbols.memoSlot()
             result = ({ s in s.memoized(slot) { compiled.evaluate($0) } }, compiled.type)
         }
         entries[name]?.compiled[tracing] = result

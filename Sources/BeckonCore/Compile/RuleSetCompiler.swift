@@ -256,7 +256,7 @@ private struct Builder {
                 name: file.name.value, kind: file.kind, path: file.path, enabled: file.enabled,
                 start: file.start?.value.milliseconds, end: file.end?.value.milliseconds,
                 audience: audience, audienceTraced: audienceTraced, audienceMemo: symbols.memoSlot(),
-                userLocalWindow: file.timezone?.value == .user, goals: goals))
+                userLocalWindow: file.timezone?.value == .user, goals: goals, holdout: file.holdout?.value ?? 0))
         diagnostics.append(contentsOf: segmentDiagnostics)
     }
 

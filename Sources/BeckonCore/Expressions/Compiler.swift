@@ -142,7 +142,7 @@ public final class ExprCompiler {
         }
     }
 
-    private func traced(_ n: CompiledNode, _ span: SourceSpan) -> CompiledNode {
+    private func traced(_ n: CompiledNode, _ span: SourceSpan, op: String? = nil) -> CompiledNode {
         guard tracing, n.constant == nil else { return n }
         let inner = n.eval
         let src = source
@@ -153,7 +153,7 @@ public final class ExprCompiler {
                 trace.depth += 1
                 let v = inner(s)
                 trace.depth -= 1
-                trace.record(src, span, v)
+                trace.record(src, span, v, op: op)
                 return v
             })
     }
@@ -379,7 +379,7 @@ public final class ExprCompiler {
         if ExprCompiler.operatorNames[fn] != nil && !["_<_", "_<=_", "_>_", "_>=_", "_==_", "_!=_", "@in"].contains(fn) {
             return folded
         }
-        return traced(folded, span)
+        return traced(folded, span, op: ExprCompiler.operatorNames[fn])
     }
 
     private func makeCall(_ impl: FunctionDecl.Impl, _ evals: [Eval]) -> Eval {

@@ -455,6 +455,12 @@ public enum DSL {
                     """, example: "{ heavy_user: 'count(\"E_Opened_App\", \"7d\") >= 10' }"),
             KeySchema("defaults", .object(defaults), doc: "defaults for every rule"),
             KeySchema("goals", .list(.object(goal)), doc: "what success means, for `beckon report`"),
+            KeySchema(
+                "holdout", .text,
+                doc: """
+                    a share of users held back as a control group (`10%`), chosen by user id: their fires are recorded as \
+                    `held_back` and their actions are not sent
+                    """, example: "10%"),
             KeySchema("flows", .list(.object(flow)), doc: "multi-step flows the rules move users through"),
             KeySchema("rules", .list(.object(rule)), required: true, doc: "the rules"),
         ])

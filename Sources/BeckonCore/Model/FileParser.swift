@@ -409,6 +409,16 @@ public struct FileParser {
             if let q = dk["quiet_hours"] { spec.defaultQuietHours = quietHours(q.value) }
         }
         if let g = k["goals"] { spec.goals = goals(g.value) }
+        if let h = k["holdout"], let s = scalar(h.value, "holdout", .text) {
+            let text = s.text.trimmingWhitespace()
+            let share = text.hasSuffix("%") ? Double(text.dropLast()).map { $0 / 100 } : Double(text)
+            if let share, share >= 0, share < 1 {
+                spec.holdout = Located(share, s.location)
+            } else {
+                diagnostics.error(
+                    .invalidValue, "'holdout' expects a share like 10% or 0.1 (less than all users), found '\(s.text)'", at: s.location)
+            }
+        }
         if let f = k["flows"] { spec.flows = flows(f.value) }
         if let r = k["rules"] {
             guard case .sequence(let items, _) = r.value else {

@@ -77,6 +77,8 @@ public struct RuleFileSpec: Sendable {
     public var rules: [RuleSpec]
     public var goals: [GoalSpec] = []
     public var flows: [FlowSpec] = []
+    /// The share of users (0 ≤ share < 1) held back as a control group.
+    public var holdout: Located<Double>? = nil
 }
 
 /// A zone named in a file: an IANA zone or offset, or `user` (each user's own zone).

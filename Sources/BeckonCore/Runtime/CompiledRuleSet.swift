@@ -1,3 +1,5 @@
+import Crypto
+
 /// Loaded, checked and compiled rules: immutable, `Sendable`, indexed by event name.
 ///
 /// Built by ``RuleSetCompiler``; run by ``Engine``. Attribute, property and context names are resolved to
@@ -22,6 +24,8 @@ public final class CompiledRuleSet: Sendable {
     let cancelIndex: [[Int32]]
     /// Sequence rules with a step on an event, by event id.
     let sequenceIndex: [[Int32]]
+    /// Goals whose event is this one, by event id.
+    let goalsByEvent: [[(unit: Int32, goal: Int)]]
     let series: [SeriesSpec]
     /// Event series to record, by event id.
     let seriesByEvent: [[Int32]]
@@ -68,6 +72,11 @@ public final class CompiledRuleSet: Sendable {
         }
         self.cancelIndex = cancel
         self.sequenceIndex = sequences
+        var goals = Array(repeating: [(unit: Int32, goal: Int)](), count: eventNames.count)
+        for (u, unit) in units.enumerated() {
+            for (g, goal) in unit.goals.enumerated() { goals[Int(goal.eventID)].append((Int32(u), g)) }
+        }
+        self.goalsByEvent = goals
         self.rulesByAttribute = rulesByAttribute
         self.series = series
         var sByEvent = Array(repeating: [Int32](), count: eventNames.count)
@@ -125,6 +134,25 @@ public struct CompiledUnit: Sendable {
     /// `start`/`end` are wall-clock times compared in each user's own zone (`timezone: user`).
     public let userLocalWindow: Bool
     public let goals: [CompiledGoal]
+    /// Share of users held back (0: none).
+    public let holdout: Double
+
+    /// Whether a user is in this file's holdout: a stable hash of the file's name and the user id.
+    public func isHeldOut(_ userID: String) -> Bool {
+        guard holdout > 0 else { return false }
+        return Holdout.fraction(unit: name, user: userID) < holdout
+    }
+}
+
+enum Holdout {
+    /// A stable number in [0, 1) for a user and file (SHA-256, so it is the same on every machine and run).
+    static func fraction(unit: String, user: String) -> Double {
+        var h = SHA256()
+        h.update(data: Array("holdout:\(unit):\(user)".utf8))
+        let bytes = Array(h.finalize().prefix(8))
+        let n = bytes.reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        return Double(n >> 11) / Double(1 << 53)
+    }
 }
 
 /// A goal of a campaign or rule set, for reports.

@@ -200,8 +200,8 @@ extension Engine {
         {
             return block(.globalLimited(hit))
         }
-        fire(rule, profile: profile, now: now, triggerKey: p.triggerKey, trigger: p.trigger, round: &round, out: &out)
-        block(.fired)
+        let sent = fire(rule, profile: profile, now: now, triggerKey: p.triggerKey, trigger: p.trigger, round: &round, out: &out)
+        block(sent ? .fired : .heldBack)
         cascade(profile: profile, now: now, triggerKey: p.triggerKey, round: &round, out: &out)
     }
 

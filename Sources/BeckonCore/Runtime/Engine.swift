@@ -14,7 +14,15 @@ public final class Engine {
     public struct Options: Sendable {
         /// Keep a ``RuleVerdict`` for every rule whose trigger matched, fired or not (dry-run, explain).
         public var recordVerdicts = false
-        public init(recordVerdicts: Bool = false) { self.recordVerdicts = recordVerdicts }
+        /// Also keep every condition's values in the verdicts (`beckon explain`).
+        public var explain = false
+        /// Report goal events in ``EventOutcome/goalHits`` (`beckon report`).
+        public var trackGoals = false
+        public init(recordVerdicts: Bool = false, explain: Bool = false, trackGoals: Bool = false) {
+            self.recordVerdicts = recordVerdicts || explain
+            self.explain = explain
+            self.trackGoals = trackGoals
+        }
     }
 
     /// Counters over everything processed.
@@ -28,6 +36,8 @@ public final class Engine {
         public var fired: [Int] = []
         /// Delayed actions scheduled (they fire, or not, later).
         public var scheduled: [Int] = []
+        /// Fires recorded for users in a holdout (no actions sent).
+        public var heldBack: [Int] = []
         public var blocked: [[String: Int]] = []
     }
 
@@ -41,6 +51,8 @@ public final class Engine {
     /// Due times of pending delayed actions, soonest first (entries of cancelled actions are skipped when popped).
     var timers = Heap<TimerRef>()
     var nextTimerID: UInt64 = 1
+    /// With `explain`: the conditions of rules evaluated in this round, until their verdict is noted.
+    var clauseBuffer: [Int32: [ClauseTrace]] = [:]
 
     public init(ruleSet: CompiledRuleSet, store: any StateStore = InMemoryStateStore(), options: Options = Options()) {
         self.ruleSet = ruleSet
@@ -51,6 +63,7 @@ public final class Engine {
         stats.triggered = Array(repeating: 0, count: ruleSet.rules.count)
         stats.fired = Array(repeating: 0, count: ruleSet.rules.count)
         stats.scheduled = Array(repeating: 0, count: ruleSet.rules.count)
+        stats.heldBack = Array(repeating: 0, count: ruleSet.rules.count)
         stats.blocked = Array(repeating: [:], count: ruleSet.rules.count)
     }
 
@@ -129,6 +142,15 @@ public final class Engine {
             }
         }
         cascade(profile: profile, now: now, triggerKey: triggerKey, round: &round, out: &out)
+        if options.trackGoals && e.nameID >= 0 {
+            for (u, g) in rs.goalsByEvent[Int(e.nameID)] {
+                let goal = rs.units[Int(u)].goals[g]
+                scope.event = e
+                if goal.whereExpr.map({ $0.evaluate(scope).isTrue }) ?? true {
+                    out.goalHits.append(GoalHit(unit: u, goal: g, userID: e.userID, time: now))
+                }
+            }
+        }
         scope.event = nil
         scope.profile = nil
         stats.actions += out.actions.count
@@ -240,8 +262,8 @@ public final class Engine {
             note(rule.index, .globalLimited(hit), now: now, userID: profile.userID, trigger: trigger, out: &out)
             return
         }
-        fire(rule, profile: profile, now: now, triggerKey: triggerKey, trigger: trigger, round: &round, out: &out)
-        note(rule.index, .fired, now: now, userID: profile.userID, trigger: trigger, out: &out)
+        let sent = fire(rule, profile: profile, now: now, triggerKey: triggerKey, trigger: trigger, round: &round, out: &out)
+        note(rule.index, sent ? .fired : .heldBack, now: now, userID: profile.userID, trigger: trigger, out: &out)
     }
 
     func note(
@@ -251,6 +273,7 @@ public final class Engine {
         if !dueNow { stats.triggered[Int(r)] += 1 }
         switch v {
         case .fired: stats.fired[Int(r)] += 1
+        case .heldBack: stats.heldBack[Int(r)] += 1
         case .scheduled: stats.scheduled[Int(r)] += 1
         default: stats.blocked[Int(r)][v.code, default: 0] += 1
         }
@@ -258,7 +281,7 @@ public final class Engine {
             out.verdicts.append(
                 RuleVerdict(
                     rule: r, qualifiedID: ruleSet.rules[Int(r)].qualifiedID, time: now, userID: userID,
-                    trigger: trigger, verdict: v))
+                    trigger: trigger, verdict: v, clauses: clauseBuffer.removeValue(forKey: r) ?? []))
         }
     }
 
@@ -268,6 +291,7 @@ public final class Engine {
         if let why = notLive(unit, profile: profile, now: now) { return .notLive(why) }
         if let w = rule.whereExpr {
             let v = w.evaluate(scope)
+            explainClause(rule.index, "where", v, rule.whereTraced)
             if !v.isTrue { return .conditionFalse(clause: "where", value: v, why: why(rule.whereTraced)) }
         }
         var occurrence = 0
@@ -279,14 +303,21 @@ public final class Engine {
         }
         if let a = unit.audience {
             let v = scope.memoized(unit.audienceMemo) { a.evaluate($0) }
+            explainClause(rule.index, "audience", v, unit.audienceTraced)
             if !v.isTrue { return .conditionFalse(clause: "audience", value: v, why: why(unit.audienceTraced)) }
         }
         if let c = rule.ifExpr {
             let v = c.evaluate(scope)
+            explainClause(rule.index, "if", v, rule.ifTraced)
             if !v.isTrue { return .conditionFalse(clause: "if", value: v, why: why(rule.ifTraced)) }
         }
-        if let rp = rule.reprompt, let why = repromptBlock(rp, rule: rule.index, profile: profile, now: now) {
-            return .conditionFalse(clause: "reprompt", value: .bool(false), why: why)
+        if let rp = rule.reprompt {
+            let block = repromptBlock(rp, rule: rule.index, profile: profile, now: now)
+            if options.explain {
+                clauseBuffer[rule.index, default: []].append(
+                    ClauseTrace(clause: "reprompt", passed: block == nil, detail: block ?? "due: the latest \(rp.after) was \(rp.when), long enough ago"))
+            }
+            if let block { return .conditionFalse(clause: "reprompt", value: .bool(false), why: block) }
         }
         if !rule.limits.isEmpty {
             let rec = profile.record(for: rule.index) ?? RuleRecord(rule: rule.index)
@@ -328,6 +359,21 @@ public final class Engine {
             return "asked again \(DSLDuration.format(now - rec.lastFire)) ago; needs \(DSLDuration.format(rp.waitMs))"
         }
         return nil
+    }
+
+    /// With `explain`, keeps a condition's result and the values behind it for the verdict.
+    private func explainClause(_ r: Int32, _ clause: String, _ v: Value, _ traced: CompiledExpr?) {
+        guard options.explain else { return }
+        var detail = ""
+        if let traced {
+            let trace = ExprTrace()
+            scope.trace = trace
+            _ = traced.evaluate(scope)
+            scope.trace = nil
+            detail = trace.summary()
+        }
+        if case .error(let e) = v { detail = "failed: \(e.message)" + (detail.isEmpty ? "" : "; " + detail) }
+        clauseBuffer[r, default: []].append(ClauseTrace(clause: clause, passed: v.isTrue, detail: detail))
     }
 
     /// The values that made a condition false, from its traced twin (only when verdicts are recorded).
@@ -437,10 +483,12 @@ public final class Engine {
 
     // MARK: Firing
 
+    /// Records the fire and runs the actions; `false` when the user is held back (nothing was sent).
+    @discardableResult
     func fire(
         _ rule: CompiledRule, profile: UserProfile, now: Int64, triggerKey: String, trigger: String,
         round: inout RoundState, out: inout EventOutcome
-    ) {
+    ) -> Bool {
         let sessionID = profile.session.id
         profile.withRecord(rule.index) { rec in
             rec.fires &+= 1
@@ -473,6 +521,15 @@ public final class Engine {
             }
         }
         let unit = ruleSet.units[Int(rule.unit)]
+        if unit.isHeldOut(profile.userID) {
+            // The control group: the fire is recorded (and counts for limits and reports), nothing is sent.
+            out.actions.append(
+                FiredAction(
+                    id: FiredAction.makeID(rule: rule.qualifiedID, action: -1, user: profile.userID, trigger: triggerKey),
+                    time: now, userID: profile.userID, unit: unit.name, unitKind: unit.kind, rule: rule.id, trigger: trigger,
+                    kind: "held_back", fields: [("actions", .list(rule.actions.map { .string($0.kind) }))]))
+            return false
+        }
         for (i, a) in rule.actions.enumerated() {
             var fa = FiredAction(
                 id: FiredAction.makeID(rule: rule.qualifiedID, action: i, user: profile.userID, trigger: triggerKey),
@@ -481,6 +538,7 @@ public final class Engine {
             perform(a, rule: rule, profile: profile, now: now, action: &fa, round: &round)
             out.actions.append(fa)
         }
+        return true
     }
 
     private func perform(

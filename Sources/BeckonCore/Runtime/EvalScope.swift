@@ -56,6 +56,8 @@ public final class ExprTrace {
         public var value: Value
         /// How many traced nodes enclose this one.
         public var depth: Int
+        /// The operator, for comparisons (`>=`, `==`, `in`…).
+        public var op: String?
 
         public var text: String {
             let scalars = Array(source.unicodeScalars)
@@ -75,8 +77,8 @@ public final class ExprTrace {
 
     public init() {}
 
-    func record(_ source: String, _ span: SourceSpan, _ value: Value) {
-        entries.append(Entry(source: source, span: span, value: value, depth: depth))
+    func record(_ source: String, _ span: SourceSpan, _ value: Value, op: String? = nil) {
+        entries.append(Entry(source: source, span: span, value: value, depth: depth, op: op))
     }
 
     /// The outermost traced nodes, each with what was inside it (entries are recorded children first).
@@ -95,8 +97,20 @@ public final class ExprTrace {
     /// One line: the values that decided, like `heavy_user = false (count("E_Opened_App", "7d") = 9)`.
     public func summary(maxDepth: Int = 3) -> String {
         func render(_ n: Node, _ level: Int) -> String {
-            var s = "\(n.entry.text) = \(ExprTrace.show(n.entry.value))"
             let inner = n.children.filter { !ExprTrace.isLiteralText($0.entry.text) }
+            // A comparison with one computed side reads as "count(…) = 9, needs >= 10".
+            if let op = n.entry.op, inner.count == 1, case .bool = n.entry.value {
+                let child = inner[0]
+                let text = n.entry.text
+                if text.hasPrefix(child.entry.text) {
+                    var rest = text.dropFirst(child.entry.text.count).trimmingPrefix(while: { $0 == " " })
+                    if rest.hasPrefix(op) {
+                        rest = rest.dropFirst(op.count).trimmingPrefix(while: { $0 == " " })
+                        return render(child, level) + ", needs \(op) \(rest)"
+                    }
+                }
+            }
+            var s = "\(n.entry.text) = \(ExprTrace.show(n.entry.value))"
             if level < maxDepth && !inner.isEmpty {
                 s += " (" + inner.map { render($0, level + 1) }.joined(separator: ", ") + ")"
             }
@@ -121,4 +135,8 @@ public struct AttributeChange: Sendable {
     public var attribute: String
     public var from: Value
     public var to: Value
+}
+
+extension Substring {
+    func trimmingPrefix(while p: (Character) -> Bool) -> Substring { self.drop(while: p) }
 }

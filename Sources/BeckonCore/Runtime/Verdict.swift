@@ -22,6 +22,8 @@ public enum Verdict: Sendable {
     case cancelled(by: String, due: Int64)
     /// Quiet hours: held until `heldUntil`, or dropped (`nil`).
     case quietHours(heldUntil: Int64?)
+    /// The user is in the file's holdout: the fire is recorded (`held_back`), the actions are not sent.
+    case heldBack
 
     public var fired: Bool { if case .fired = self { true } else { false } }
 
@@ -46,6 +48,7 @@ public enum Verdict: Sendable {
         case .cancelled(let by, let due): return "cancelled by \(by) (was due at \(Timestamp(milliseconds: due)))"
         case .quietHours(let until):
             return until.map { "quiet hours: held until \(Timestamp(milliseconds: $0))" } ?? "quiet hours: dropped"
+        case .heldBack: return "held back (holdout group)"
         }
     }
 
@@ -63,6 +66,7 @@ public enum Verdict: Sendable {
         case .alreadyPending: "pending"
         case .cancelled: "cancelled"
         case .quietHours(let until): until == nil ? "quiet_hours" : "held"
+        case .heldBack: "held_back"
         }
     }
 }
@@ -92,6 +96,24 @@ public struct RuleVerdict: Sendable {
     public var userID: String
     public var trigger: String
     public var verdict: Verdict
+    /// With ``Engine/Options/explain``: each condition evaluated, with the values it saw.
+    public var clauses: [ClauseTrace] = []
+}
+
+/// One condition of a rule as `explain` shows it: `if  false  heavy_user = false (count(…) = 9, needs >= 10)`.
+public struct ClauseTrace: Sendable {
+    /// `where`, `audience`, `if`, `reprompt`.
+    public var clause: String
+    public var passed: Bool
+    public var detail: String
+}
+
+/// A user reaching a goal event (for reports), with ``Engine/Options/trackGoals``.
+public struct GoalHit: Sendable {
+    public var unit: Int32
+    public var goal: Int
+    public var userID: String
+    public var time: Int64
 }
 
 /// What processing one event did.
@@ -103,4 +125,6 @@ public struct EventOutcome: Sendable {
     public var actions: [FiredAction]
     /// Verdicts of the rules whose trigger matched, when ``Engine/Options/recordVerdicts`` is on.
     public var verdicts: [RuleVerdict]
+    /// Goal events reached, when ``Engine/Options/trackGoals`` is on.
+    public var goalHits: [GoalHit] = []
 }
