@@ -6,7 +6,7 @@ public struct BeckonCLI: ParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "beckon",
         abstract: "Rule-based marketing automation: check campaigns and see what they would fire.",
-        subcommands: [Validate.self, DryRun.self, Conformance.self, Reference.self])
+        subcommands: [Validate.self, DryRun.self, Explain.self, Conformance.self, Reference.self])
 
     public init() {}
 }
@@ -134,5 +134,38 @@ struct Reference: ConsoleCommand {
     func run(console: any Console) -> Int32 {
         console.out(page == "dsl" ? ReferenceDocs.dsl() : ReferenceDocs.functions())
         return 0
+    }
+}
+
+struct Explain: ConsoleCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show, for each of one user's events, why each rule fired or did not, with the values it saw.")
+
+    @Argument(help: "Rule files or folders.")
+    var paths: [String]
+
+    @Option(name: .long, help: "Newline-delimited JSON events, or - for standard input.")
+    var events: String
+
+    @Option(name: .long, help: "The user (userId or anonymousId).")
+    var user: String
+
+    @Option(name: .long, help: "Only this rule (its id, or campaign/id); also lists the events that do not trigger it.")
+    var rule: String?
+
+    @Option(name: .long, help: "text or json.")
+    var format: String = "text"
+
+    @Option(name: .long, help: "Let time run to this instant after the stream (RFC 3339 or +7d), so delayed actions come due.")
+    var until: String?
+
+    func validate() throws {
+        guard ExplainRunner.Format(rawValue: format) != nil else { throw ValidationError("--format must be text or json, not '\(format)'") }
+    }
+
+    func run(console: any Console) -> Int32 {
+        ExplainRunner.run(
+            .init(paths: paths, events: events, user: user, rule: rule, format: ExplainRunner.Format(rawValue: format)!, until: until),
+            console: console)
     }
 }

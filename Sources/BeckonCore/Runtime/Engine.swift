@@ -326,8 +326,37 @@ public final class Engine {
             {
                 return .limited(hit)
             }
+            if options.explain {
+                clauseBuffer[rule.index, default: []].append(
+                    ClauseTrace(clause: "limits", passed: true, detail: limitStatus(rule, rec, profile: profile, now: now, occurrence: occurrence)))
+            }
         }
         return nil
+    }
+
+    /// How much room each limit has left, for `explain`: "per_user 1 of 3 used; per_week 0 of 1".
+    private func limitStatus(_ rule: CompiledRule, _ rec: RuleRecord, profile: UserProfile, now: Int64, occurrence: Int) -> String {
+        let l = rule.limits
+        var parts: [String] = []
+        if let n = l.onOccurrence { parts.append("occurrence \(occurrence) (fires on \(Engine.ordinal(n)))") }
+        if let n = l.everyOccurrence { parts.append("occurrence \(occurrence) (fires on every \(Engine.ordinal(n)))") }
+        if let n = l.perUser { parts.append("per_user \(rec.fires) of \(n) used") }
+        if let n = l.perSession { parts.append("per_session \(rec.firesInSession(profile.session.id)) of \(n)") }
+        for (window, max) in l.rolling {
+            let from: Int64
+            switch window {
+            case .fixed(let ms, _): from = now - ms + 1
+            case .month: from = Calendars.monthBefore(now, zone: RuleEnvironment.userZone(profile, scope.event, zoneSlots)) + 1
+            }
+            parts.append("\(window.key) \(profile.history.count(series: rule.fireSeries, from: from, to: now)) of \(max)")
+        }
+        if let cd = l.cooldownMs {
+            parts.append(
+                rec.lastFire == Int64.min
+                    ? "cooldown \(DSLDuration.format(cd)) (never fired)"
+                    : "cooldown \(DSLDuration.format(cd)) (last fired \(Timestamp(milliseconds: rec.lastFire)))")
+        }
+        return parts.joined(separator: "; ")
     }
 
     /// Why the file's `start`/`end` keep it from firing now, if they do.

@@ -1,0 +1,214 @@
+import BeckonCore
+import BeckonYAML
+
+/// `beckon explain PATH... --events FILE --user ID [--rule ID]`: for each of one user's events, every candidate
+/// rule's verdict with the values its conditions saw, the limit that blocked it and when it frees up, the rival it
+/// lost to, and the delayed actions scheduled, fired or cancelled.
+public enum ExplainRunner {
+    public enum Format: String, Sendable { case text, json }
+
+    public struct Options: Sendable {
+        public var paths: [String]
+        public var events: String
+        public var user: String
+        public var rule: String?
+        public var format: Format = .text
+        public var until: String?
+        public init(paths: [String], events: String, user: String, rule: String? = nil, format: Format = .text, until: String? = nil) {
+            self.paths = paths
+            self.events = events
+            self.user = user
+            self.rule = rule
+            self.format = format
+            self.until = until
+        }
+    }
+
+    /// What happened at one of the user's events (or when time ran on at the end).
+    struct Step {
+        var time: Int64
+        var title: String
+        var event: BoundEvent?
+        var outcome: EventOutcome
+        /// Events of the user that did not trigger the rule asked about (`--rule`).
+        var notTriggered: String?
+    }
+
+    public static func run(_ o: Options, console: any Console) -> Int32 {
+        let loaded = RuleLoader.load(paths: o.paths)
+        guard let ruleSet = loaded.ruleSet else {
+            console.err(loaded.rendered())
+            return 1
+        }
+        var ruleIndex: Int32?
+        if let r = o.rule {
+            guard let rule = ruleSet.rule(named: r) else {
+                let hint = Suggest.nearest(r, in: ruleSet.rules.map(\.id)).map { "; did you mean '\($0)'?" } ?? ""
+                console.err("error: no rule '\(r)' in the loaded files\(hint)\n")
+                return 64
+            }
+            ruleIndex = rule.index
+        }
+        guard let reader = LineReader(path: o.events) else {
+            console.err("error: cannot open events file '\(o.events)'\n")
+            return 1
+        }
+        let engine = Engine(ruleSet: ruleSet, options: .init(explain: true))
+        let decoder = SegmentDecoder(ruleSet: ruleSet)
+        var steps: [Step] = []
+        var streamEnd = Int64.min
+        var bad = 0
+        reader.forEachLine { line in
+            guard !line.isEmpty, let e = try? decoder.decode(line) else {
+                if !line.isEmpty { bad += 1 }
+                return true
+            }
+            streamEnd = max(streamEnd, e.timestamp)
+            guard e.userID == o.user else { return true }
+            let due = engine.advance(to: e.timestamp)
+            if !due.verdicts.isEmpty || !due.actions.isEmpty {
+                steps.append(Step(time: e.timestamp, title: "time passes", event: nil, outcome: due))
+            }
+            let outcome = engine.process(e)
+            var step = Step(time: e.timestamp, title: describe(e), event: e, outcome: outcome)
+            if let r = ruleIndex, !outcome.verdicts.contains(where: { $0.rule == r }) {
+                step.notTriggered = "does not trigger \(ruleSet.rules[Int(r)].qualifiedID) (it waits for \(ruleSet.rules[Int(r)].triggerDescription))"
+            }
+            steps.append(step)
+            return true
+        }
+        var end = streamEnd
+        if let u = o.until {
+            guard let t = DryRunRunner.untilTime(u, last: streamEnd) else {
+                console.err("error: --until expects a timestamp or +DURATION, found '\(u)'\n")
+                return 64
+            }
+            end = max(end, t)
+        }
+        if end != Int64.min {
+            let due = engine.advance(to: end)
+            if !due.verdicts.isEmpty || !due.actions.isEmpty {
+                steps.append(Step(time: end, title: "time passes (to \(Timestamp(milliseconds: end)))", event: nil, outcome: due))
+            }
+        }
+        let pending = engine.profile(of: o.user)?.pending ?? []
+        if steps.isEmpty {
+            console.err("no events for user '\(o.user)' in \(o.events)\n")
+            return 1
+        }
+        switch o.format {
+        case .text: console.out(text(steps, pending: pending, ruleSet: ruleSet, rule: ruleIndex, user: o.user))
+        case .json: console.out(json(steps, pending: pending, ruleSet: ruleSet, rule: ruleIndex, user: o.user) + "\n")
+        }
+        return 0
+    }
+
+    static func describe(_ e: BoundEvent) -> String {
+        var s = e.kind == .identify ? "identify" : (e.kind == .track ? e.name : "\(e.kind) \(e.name)")
+        if e.kind == .identify { s += " " + e.traits.map { "\($0.name)=\(JSONWriter.encode($0.value))" }.joined(separator: ", ") }
+        if let id = e.messageID { s += "  (messageId \(id))" }
+        return s
+    }
+
+    static func glyph(_ v: Verdict) -> String {
+        switch v {
+        case .fired: "✓"
+        case .scheduled, .quietHours(heldUntil: .some): "⏲"
+        case .heldBack: "◌"
+        default: "✗"
+        }
+    }
+
+    static func text(_ steps: [Step], pending: [PendingAction], ruleSet: CompiledRuleSet, rule: Int32?, user: String) -> String {
+        var out = "user \(user)\(rule.map { ", rule \(ruleSet.rules[Int($0)].qualifiedID)" } ?? "")\n"
+        for step in steps {
+            let verdicts = step.outcome.verdicts.filter { rule == nil || $0.rule == rule }
+            if rule != nil && verdicts.isEmpty && step.notTriggered == nil { continue }
+            out += "\n\(Timestamp(milliseconds: step.time))  \(step.title)\n"
+            if step.outcome.status == .duplicate { out += "  duplicate messageId: dropped\n" }
+            if step.outcome.late { out += "  late: evaluated at the user's clock\n" }
+            if let n = step.notTriggered { out += "  \(n)\n" }
+            if rule == nil && verdicts.isEmpty && step.outcome.status != .duplicate { out += "  no rule is triggered by this event\n" }
+            for v in verdicts {
+                // When time passes, each delayed action has its own time.
+                let when = step.event == nil ? "\(Timestamp(milliseconds: v.time))  " : ""
+                out += "  \(when)\(glyph(v.verdict)) \(v.qualifiedID)  \(v.verdict.summary)\n"
+                for c in v.clauses {
+                    out += "      \(c.clause.padding(8)) \(c.passed ? "true " : "false")  \(c.detail)\n"
+                }
+                if v.verdict.fired {
+                    for a in step.outcome.actions where a.unit + "/" + a.rule == v.qualifiedID {
+                        out += "      → \(a.kind)  \(DryRunRunner.detail(a))\n"
+                    }
+                }
+            }
+        }
+        let mine = pending.filter { rule == nil || $0.rule == rule }
+        if !mine.isEmpty {
+            out += "\npending\n"
+            for p in mine {
+                out += "  ⏲ \(ruleSet.rules[Int(p.rule)].qualifiedID)  due at \(Timestamp(milliseconds: p.due))\(p.held ? " (held by quiet hours)" : "")\n"
+            }
+        }
+        return out
+    }
+
+    static func json(_ steps: [Step], pending: [PendingAction], ruleSet: CompiledRuleSet, rule: Int32?, user: String) -> String {
+        var items: [Value] = []
+        for step in steps {
+            let verdicts = step.outcome.verdicts.filter { rule == nil || $0.rule == rule }
+            if rule != nil && verdicts.isEmpty && step.notTriggered == nil { continue }
+            var m = ValueMap()
+            m[string: "time"] = .string(Timestamp(milliseconds: step.time).description)
+            if let e = step.event {
+                m[string: "type"] = .string(e.kind.description)
+                if e.kind != .identify { m[string: "event"] = .string(e.name) }
+                if let id = e.messageID { m[string: "messageId"] = .string(id) }
+            } else {
+                m[string: "type"] = .string("time")
+            }
+            if step.outcome.status == .duplicate { m[string: "duplicate"] = .bool(true) }
+            if step.outcome.late { m[string: "late"] = .bool(true) }
+            if let n = step.notTriggered { m[string: "not_triggered"] = .string(n) }
+            m[string: "verdicts"] = .list(
+                verdicts.map { v in
+                    var vm = ValueMap()
+                    vm[string: "time"] = .string(Timestamp(milliseconds: v.time).description)
+                    vm[string: "rule"] = .string(v.qualifiedID)
+                    vm[string: "verdict"] = .string(v.verdict.code)
+                    vm[string: "summary"] = .string(v.verdict.summary)
+                    vm[string: "conditions"] = .list(
+                        v.clauses.map {
+                            .map(ValueMap([("clause", .string($0.clause)), ("passed", .bool($0.passed)), ("values", .string($0.detail))]))
+                        })
+                    if v.verdict.fired {
+                        vm[string: "actions"] = .list(
+                            step.outcome.actions.filter { $0.unit + "/" + $0.rule == v.qualifiedID }.map { a in
+                                var am = ValueMap()
+                                am[string: "id"] = .string(a.id)
+                                am[string: "action"] = .string(a.kind)
+                                for (k, val) in a.fields { am[string: k] = val }
+                                return .map(am)
+                            })
+                    }
+                    return .map(vm)
+                })
+            items.append(.map(m))
+        }
+        let mine = pending.filter { rule == nil || $0.rule == rule }
+        let root = ValueMap([
+            ("user", .string(user)), ("steps", .list(items)),
+            (
+                "pending",
+                .list(
+                    mine.map {
+                        .map(ValueMap([
+                            ("rule", .string(ruleSet.rules[Int($0.rule)].qualifiedID)),
+                            ("due", .string(Timestamp(milliseconds: $0.due).description)), ("held", .bool($0.held)),
+                        ]))
+                    })
+            ),
+        ])
+        return JSONWriter.encode(.map(root))
+    }
+}
