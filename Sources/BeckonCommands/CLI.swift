@@ -6,7 +6,7 @@ public struct BeckonCLI: ParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "beckon",
         abstract: "Rule-based marketing automation: check campaigns and see what they would fire.",
-        subcommands: [Validate.self, DryRun.self, Explain.self, Conformance.self, Reference.self])
+        subcommands: [Validate.self, DryRun.self, Explain.self, Test.self, Conformance.self, Reference.self])
 
     public init() {}
 }
@@ -160,12 +160,30 @@ struct Explain: ConsoleCommand {
     var until: String?
 
     func validate() throws {
-        guard ExplainRunner.Format(rawValue: format) != nil else { throw ValidationError("--format must be text or json, not '\(format)'") }
+        guard ExplainRunner.Format(rawValue: format) != nil else {
+            throw ValidationError("--format must be text or json, not '\(format)'")
+        }
     }
 
     func run(console: any Console) -> Int32 {
         ExplainRunner.run(
-            .init(paths: paths, events: events, user: user, rule: rule, format: ExplainRunner.Format(rawValue: format)!, until: until),
+            .init(
+                paths: paths, events: events, user: user, rule: rule, format: ExplainRunner.Format(rawValue: format)!,
+                until: until),
             console: console)
     }
+}
+
+struct Test: ConsoleCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the campaign tests (files with `tests:`) found under the paths.",
+        discussion: "Exit status: 0 when every case passes, 1 when one fails or a test file has errors.")
+
+    @Argument(help: "Test files, or folders searched for them.")
+    var paths: [String]
+
+    @Option(name: .long, help: "Only the cases whose name contains this text.")
+    var filter: String?
+
+    func run(console: any Console) -> Int32 { TestRunner.run(paths: paths, filter: filter, console: console) }
 }

@@ -14,7 +14,9 @@ public enum ExplainRunner {
         public var rule: String?
         public var format: Format = .text
         public var until: String?
-        public init(paths: [String], events: String, user: String, rule: String? = nil, format: Format = .text, until: String? = nil) {
+        public init(
+            paths: [String], events: String, user: String, rule: String? = nil, format: Format = .text, until: String? = nil
+        ) {
             self.paths = paths
             self.events = events
             self.user = user
@@ -32,6 +34,52 @@ public enum ExplainRunner {
         var outcome: EventOutcome
         /// Events of the user that did not trigger the rule asked about (`--rule`).
         var notTriggered: String?
+    }
+
+    /// Runs one user's events through a fresh engine with explain traces on, and keeps a ``Step`` for each event
+    /// (and for each time timers came due in between). Other users' events are skipped: users do not share state.
+    struct Tracer {
+        let ruleSet: CompiledRuleSet
+        let user: String
+        let rule: Int32?
+        let engine: Engine
+        private(set) var steps: [Step] = []
+        /// The latest event time of the whole stream, any user's.
+        private(set) var streamEnd = Int64.min
+
+        init(ruleSet: CompiledRuleSet, user: String, rule: Int32?) {
+            self.ruleSet = ruleSet
+            self.user = user
+            self.rule = rule
+            self.engine = Engine(ruleSet: ruleSet, options: .init(explain: true))
+        }
+
+        mutating func feed(_ e: BoundEvent) {
+            streamEnd = max(streamEnd, e.timestamp)
+            guard e.userID == user else { return }
+            let due = engine.advance(to: e.timestamp)
+            if !due.verdicts.isEmpty || !due.actions.isEmpty {
+                steps.append(Step(time: e.timestamp, title: "time passes", event: nil, outcome: due))
+            }
+            let outcome = engine.process(e)
+            var step = Step(time: e.timestamp, title: ExplainRunner.describe(e), event: e, outcome: outcome)
+            if let r = rule, !outcome.verdicts.contains(where: { $0.rule == r }) {
+                let rule = ruleSet.rules[Int(r)]
+                step.notTriggered = "does not trigger \(rule.qualifiedID) (it waits for \(rule.triggerDescription))"
+            }
+            steps.append(step)
+        }
+
+        /// Lets time run to `end` so that delayed actions due by then fire.
+        mutating func finish(at end: Int64) {
+            guard end != Int64.min else { return }
+            let due = engine.advance(to: end)
+            if !due.verdicts.isEmpty || !due.actions.isEmpty {
+                steps.append(Step(time: end, title: "time passes (to \(Timestamp(milliseconds: end)))", event: nil, outcome: due))
+            }
+        }
+
+        var pending: [PendingAction] { engine.profile(of: user)?.pending ?? [] }
     }
 
     public static func run(_ o: Options, console: any Console) -> Int32 {
@@ -53,45 +101,23 @@ public enum ExplainRunner {
             console.err("error: cannot open events file '\(o.events)'\n")
             return 1
         }
-        let engine = Engine(ruleSet: ruleSet, options: .init(explain: true))
+        var tracer = Tracer(ruleSet: ruleSet, user: o.user, rule: ruleIndex)
         let decoder = SegmentDecoder(ruleSet: ruleSet)
-        var steps: [Step] = []
-        var streamEnd = Int64.min
-        var bad = 0
         reader.forEachLine { line in
-            guard !line.isEmpty, let e = try? decoder.decode(line) else {
-                if !line.isEmpty { bad += 1 }
-                return true
-            }
-            streamEnd = max(streamEnd, e.timestamp)
-            guard e.userID == o.user else { return true }
-            let due = engine.advance(to: e.timestamp)
-            if !due.verdicts.isEmpty || !due.actions.isEmpty {
-                steps.append(Step(time: e.timestamp, title: "time passes", event: nil, outcome: due))
-            }
-            let outcome = engine.process(e)
-            var step = Step(time: e.timestamp, title: describe(e), event: e, outcome: outcome)
-            if let r = ruleIndex, !outcome.verdicts.contains(where: { $0.rule == r }) {
-                step.notTriggered = "does not trigger \(ruleSet.rules[Int(r)].qualifiedID) (it waits for \(ruleSet.rules[Int(r)].triggerDescription))"
-            }
-            steps.append(step)
+            if let e = try? decoder.decode(line) { tracer.feed(e) }
             return true
         }
-        var end = streamEnd
+        var end = tracer.streamEnd
         if let u = o.until {
-            guard let t = DryRunRunner.untilTime(u, last: streamEnd) else {
+            guard let t = DryRunRunner.untilTime(u, last: tracer.streamEnd) else {
                 console.err("error: --until expects a timestamp or +DURATION, found '\(u)'\n")
                 return 64
             }
             end = max(end, t)
         }
-        if end != Int64.min {
-            let due = engine.advance(to: end)
-            if !due.verdicts.isEmpty || !due.actions.isEmpty {
-                steps.append(Step(time: end, title: "time passes (to \(Timestamp(milliseconds: end)))", event: nil, outcome: due))
-            }
-        }
-        let pending = engine.profile(of: o.user)?.pending ?? []
+        tracer.finish(at: end)
+        let steps = tracer.steps
+        let pending = tracer.pending
         if steps.isEmpty {
             console.err("no events for user '\(o.user)' in \(o.events)\n")
             return 1
@@ -128,7 +154,9 @@ public enum ExplainRunner {
             if step.outcome.status == .duplicate { out += "  duplicate messageId: dropped\n" }
             if step.outcome.late { out += "  late: evaluated at the user's clock\n" }
             if let n = step.notTriggered { out += "  \(n)\n" }
-            if rule == nil && verdicts.isEmpty && step.outcome.status != .duplicate { out += "  no rule is triggered by this event\n" }
+            if rule == nil && verdicts.isEmpty && step.outcome.status != .duplicate {
+                out += "  no rule is triggered by this event\n"
+            }
             for v in verdicts {
                 // When time passes, each delayed action has its own time.
                 let when = step.event == nil ? "\(Timestamp(milliseconds: v.time))  " : ""
@@ -147,7 +175,8 @@ public enum ExplainRunner {
         if !mine.isEmpty {
             out += "\npending\n"
             for p in mine {
-                out += "  ⏲ \(ruleSet.rules[Int(p.rule)].qualifiedID)  due at \(Timestamp(milliseconds: p.due))\(p.held ? " (held by quiet hours)" : "")\n"
+                out +=
+                    "  ⏲ \(ruleSet.rules[Int(p.rule)].qualifiedID)  due at \(Timestamp(milliseconds: p.due))\(p.held ? " (held by quiet hours)" : "")\n"
             }
         }
         return out
@@ -179,7 +208,10 @@ public enum ExplainRunner {
                     vm[string: "summary"] = .string(v.verdict.summary)
                     vm[string: "conditions"] = .list(
                         v.clauses.map {
-                            .map(ValueMap([("clause", .string($0.clause)), ("passed", .bool($0.passed)), ("values", .string($0.detail))]))
+                            .map(
+                                ValueMap([
+                                    ("clause", .string($0.clause)), ("passed", .bool($0.passed)), ("values", .string($0.detail)),
+                                ]))
                         })
                     if v.verdict.fired {
                         vm[string: "actions"] = .list(
@@ -202,10 +234,11 @@ public enum ExplainRunner {
                 "pending",
                 .list(
                     mine.map {
-                        .map(ValueMap([
-                            ("rule", .string(ruleSet.rules[Int($0.rule)].qualifiedID)),
-                            ("due", .string(Timestamp(milliseconds: $0.due).description)), ("held", .bool($0.held)),
-                        ]))
+                        .map(
+                            ValueMap([
+                                ("rule", .string(ruleSet.rules[Int($0.rule)].qualifiedID)),
+                                ("due", .string(Timestamp(milliseconds: $0.due).description)), ("held", .bool($0.held)),
+                            ]))
                     })
             ),
         ])

@@ -16,6 +16,8 @@ public struct LoadResult: Sendable {
     /// File contents by path, for rendering source lines under diagnostics.
     public var sources: [String: String]
     public var ruleCount: Int
+    /// The campaign test files among the files read (`tests:`), for `beckon test`.
+    public var testSuites: [TestSuiteSpec] = []
 
     public var errorCount: Int { diagnostics.count(where: { $0.severity == .error }) }
     public var warningCount: Int { diagnostics.count(where: { $0.severity == .warning }) }
@@ -31,6 +33,40 @@ public struct LoadResult: Sendable {
 public enum RuleLoader {
     /// Loads everything under `paths`. Files load in path order, which is also the tie-break order of rules.
     public static func load(paths: [String]) -> LoadResult {
+        let (texts, diagnostics) = read(paths: paths)
+        var result = load(texts: texts)
+        result.diagnostics = diagnostics + result.diagnostics
+        return result
+    }
+
+    /// Finds the campaign test files (`tests:`) under `paths` and parses them; other files are not compiled.
+    public static func loadTests(paths: [String]) -> LoadResult {
+        var (texts, diagnostics) = read(paths: paths)
+        var suites: [TestSuiteSpec] = []
+        var sources: [String: String] = [:]
+        for (path, text) in texts {
+            let (node, yamlProblems) = YAMLLoader.parse(text, path: path)
+            guard let node else {
+                diagnostics += yamlProblems
+                sources[path] = text
+                continue
+            }
+            guard node["tests"] != nil else { continue }
+            sources[path] = text
+            diagnostics += yamlProblems
+            var parser = FileParser(file: path)
+            if case .tests(let t)? = parser.parse(node) { suites.append(t) }
+            diagnostics += parser.diagnostics.items
+        }
+        texts = texts.filter { sources[$0.path] != nil }
+        let hasErrors = diagnostics.contains { $0.severity == .error }
+        return LoadResult(
+            ruleSet: nil, diagnostics: diagnostics, files: texts.map(\.path), sources: sources, ruleCount: 0,
+            testSuites: hasErrors ? [] : suites)
+    }
+
+    /// Reads the `.yaml` files named by `paths` (files, or folders searched recursively), each once.
+    static func read(paths: [String]) -> (texts: [(path: String, text: String)], diagnostics: [Diagnostic]) {
         var diagnostics: [Diagnostic] = []
         var files: [String] = []
         for p in paths {
@@ -74,9 +110,7 @@ public enum RuleLoader {
                     .noRuleFiles, "no .yaml files found in \(paths.joined(separator: ", "))",
                     at: SourceLocation(file: paths.first ?? ".", position: SourcePosition(line: 1, column: 1))))
         }
-        var result = load(texts: texts)
-        result.diagnostics = diagnostics + result.diagnostics
-        return result
+        return (texts, diagnostics)
     }
 
     /// Loads files given as (path, contents) pairs, in that order.
@@ -98,9 +132,10 @@ public enum RuleLoader {
         let (set, compileProblems) = RuleSetCompiler.compile(parsed)
         diagnostics += compileProblems
         let hasErrors = diagnostics.contains { $0.severity == .error }
+        let suites = parsed.compactMap { if case .tests(let t) = $0 { t } else { nil } }
         return LoadResult(
             ruleSet: hasErrors ? nil : set, diagnostics: diagnostics, files: texts.map(\.path), sources: sources,
-            ruleCount: ruleCount)
+            ruleCount: ruleCount, testSuites: suites)
     }
 
     static func yamlFiles(under dir: String) -> [String] {

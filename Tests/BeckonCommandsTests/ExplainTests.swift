@@ -15,21 +15,28 @@ struct ExplainTests {
     }
 
     static let cases = [
-        Case(name: "firefox_alice", rules: "campaigns/firefox", events: "samples/firefox/default_browser.jsonl", user: "alice",
-             rule: "prompt_default_browser"),
-        Case(name: "stampbook_noa", rules: "rules/stampbook", events: "samples/stampbook/claim_before_opening.jsonl", user: "noa"),
-        Case(name: "timers_a", rules: "Tests/BeckonCommandsTests/Fixtures/dryrun/timers/rules.yaml",
-             events: "Tests/BeckonCommandsTests/Fixtures/dryrun/timers/events.jsonl", user: "a", until: "+3d"),
-        Case(name: "bossup_reprompt", rules: "rules/bossup", events: "samples/bossup/ios_facebook_denied_reprompt.jsonl", user: "ben",
-             rule: "reprompt_tracking"),
+        Case(
+            name: "firefox_alice", rules: "campaigns/firefox", events: "samples/firefox/default_browser.jsonl", user: "alice",
+            rule: "prompt_default_browser"),
+        Case(
+            name: "stampbook_noa", rules: "rules/stampbook", events: "samples/stampbook/claim_before_opening.jsonl", user: "noa"),
+        Case(
+            name: "timers_a", rules: "Tests/BeckonCommandsTests/Fixtures/dryrun/timers/rules.yaml",
+            events: "Tests/BeckonCommandsTests/Fixtures/dryrun/timers/events.jsonl", user: "a", until: "+3d"),
+        Case(
+            name: "bossup_reprompt", rules: "rules/bossup", events: "samples/bossup/ios_facebook_denied_reprompt.jsonl",
+            user: "ben",
+            rule: "reprompt_tracking"),
     ]
 
     func run(_ c: Case, _ format: ExplainRunner.Format) -> (Int32, String) {
         let root = SeedRuleSetTests.root
         let console = StringConsole()
         let status = ExplainRunner.run(
-            .init(paths: [root.appendingPathComponent(c.rules).path], events: root.appendingPathComponent(c.events).path, user: c.user,
-                  rule: c.rule, format: format, until: c.until),
+            .init(
+                paths: [root.appendingPathComponent(c.rules).path], events: root.appendingPathComponent(c.events).path,
+                user: c.user,
+                rule: c.rule, format: format, until: c.until),
             console: console)
         return (status, console.stdout + console.stderr)
     }
@@ -53,8 +60,10 @@ struct ExplainTests {
         let root = SeedRuleSetTests.root
         let console = StringConsole()
         let status = ExplainRunner.run(
-            .init(paths: [root.appendingPathComponent("rules/stampbook").path],
-                  events: root.appendingPathComponent("samples/stampbook/not_claimed.jsonl").path, user: "oli", rule: "welcome_notifcation"),
+            .init(
+                paths: [root.appendingPathComponent("rules/stampbook").path],
+                events: root.appendingPathComponent("samples/stampbook/not_claimed.jsonl").path, user: "oli",
+                rule: "welcome_notifcation"),
             console: console)
         #expect(status == 64)
         #expect(console.stderr.contains("did you mean 'welcome_notification'?"))

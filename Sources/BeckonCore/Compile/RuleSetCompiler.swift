@@ -28,6 +28,7 @@ private struct Builder {
             switch f {
             case .rules(let r): ruleFiles.append(r)
             case .trackingPlan(let p): plans.append(p)
+            case .tests: break  // run by `beckon test`, not part of the rules
             case .settings(let s):
                 if let first = settingsSeen {
                     diagnostics.error(
@@ -96,7 +97,10 @@ private struct Builder {
             units: units, rules: rules, eventNames: symbols.eventNames, propertyNames: symbols.propertyNames,
             contextNames: symbols.contextNames, attributeNames: symbols.attributeNames,
             rulesByAttribute: byAttribute, series: symbols.series, memoSlots: symbols.memoSlots,
-            settings: settings, needsAllProperties: symbols.needsAllProperties, flows: flows)
+            settings: settings, needsAllProperties: symbols.needsAllProperties, flows: flows,
+            plan: symbols.plan.map {
+                PlanNames(events: Set($0.events.keys), screens: $0.screens, traits: Set($0.traits.keys).union($0.flowAttributes))
+            })
     }
 
     // MARK: Tracking plans

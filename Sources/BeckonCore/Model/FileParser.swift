@@ -1,7 +1,7 @@
 /// Reads a ``SourceNode`` tree into the rule-file model, checking it against ``DSL``'s schema.
 /// Reports every problem it finds (unknown keys with "did you mean", wrong types, bad durations…) and goes on.
 public struct FileParser {
-    public private(set) var diagnostics = DiagnosticBag()
+    public internal(set) var diagnostics = DiagnosticBag()
     let file: String
 
     public init(file: String) { self.file = file }
@@ -21,6 +21,7 @@ public struct FileParser {
         }
         if root["settings"] != nil { return settingsFile(root).map(ParsedFile.settings) }
         if root["tracking_plan"] != nil { return trackingPlan(root).map(ParsedFile.trackingPlan) }
+        if root["tests"] != nil { return testSuite(root).map(ParsedFile.tests) }
         return ruleFile(root).map(ParsedFile.rules)
     }
 
@@ -416,7 +417,8 @@ public struct FileParser {
                 spec.holdout = Located(share, s.location)
             } else {
                 diagnostics.error(
-                    .invalidValue, "'holdout' expects a share like 10% or 0.1 (less than all users), found '\(s.text)'", at: s.location)
+                    .invalidValue, "'holdout' expects a share like 10% or 0.1 (less than all users), found '\(s.text)'",
+                    at: s.location)
             }
         }
         if let f = k["flows"] { spec.flows = flows(f.value) }

@@ -335,6 +335,7 @@ public enum ParsedFile: Sendable {
     case rules(RuleFileSpec)
     case settings(SettingsSpec)
     case trackingPlan(TrackingPlanSpec)
+    case tests(TestSuiteSpec)
 }
 
 /// The kind of value a tracking plan declares for a property or trait.

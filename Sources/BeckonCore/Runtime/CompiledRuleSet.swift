@@ -37,12 +37,15 @@ public final class CompiledRuleSet: Sendable {
     public let needsAllProperties: Bool
     public let flows: [CompiledFlow]
     public let flowIndex: [String: Int]
+    /// The names the tracking plans declare, when plans were loaded (for checking test streams).
+    public let plan: PlanNames?
 
     init(
         units: [CompiledUnit], rules: [CompiledRule], eventNames: [String], propertyNames: [String],
         contextNames: [String], attributeNames: [String], rulesByAttribute: [[Int32]], series: [SeriesSpec],
-        memoSlots: Int, settings: EngineSettings, needsAllProperties: Bool, flows: [CompiledFlow] = []
+        memoSlots: Int, settings: EngineSettings, needsAllProperties: Bool, flows: [CompiledFlow] = [], plan: PlanNames? = nil
     ) {
+        self.plan = plan
         self.flows = flows
         self.flowIndex = Dictionary(uniqueKeysWithValues: flows.enumerated().map { ($1.id, $0) })
         self.units = units
@@ -319,4 +322,19 @@ public struct EngineSettings: Sendable {
     public var maxCascadeDepth: Int = 8
     /// Series of all message fires, for the global cap's rolling windows (-1 if none).
     var globalSeries: Int32 = -1
+}
+
+/// The event, screen and trait names of the loaded tracking plans.
+public struct PlanNames: Sendable {
+    public var events: Set<String>
+    /// Empty when the plans declare no screens (then any screen is allowed).
+    public var screens: Set<String>
+    /// Traits, with the attributes flows keep their state in.
+    public var traits: Set<String>
+
+    /// Whether an event key (`Name` or `screen:Name`) is declared.
+    public func has(event key: String) -> Bool {
+        if key.hasPrefix("screen:") { return screens.isEmpty || screens.contains(String(key.dropFirst(7))) }
+        return events.contains(key)
+    }
 }

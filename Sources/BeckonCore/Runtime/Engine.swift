@@ -315,7 +315,9 @@ public final class Engine {
             let block = repromptBlock(rp, rule: rule.index, profile: profile, now: now)
             if options.explain {
                 clauseBuffer[rule.index, default: []].append(
-                    ClauseTrace(clause: "reprompt", passed: block == nil, detail: block ?? "due: the latest \(rp.after) was \(rp.when), long enough ago"))
+                    ClauseTrace(
+                        clause: "reprompt", passed: block == nil,
+                        detail: block ?? "due: the latest \(rp.after) was \(rp.when), long enough ago"))
             }
             if let block { return .conditionFalse(clause: "reprompt", value: .bool(false), why: block) }
         }
@@ -328,14 +330,17 @@ public final class Engine {
             }
             if options.explain {
                 clauseBuffer[rule.index, default: []].append(
-                    ClauseTrace(clause: "limits", passed: true, detail: limitStatus(rule, rec, profile: profile, now: now, occurrence: occurrence)))
+                    ClauseTrace(
+                        clause: "limits", passed: true,
+                        detail: limitStatus(rule, rec, profile: profile, now: now, occurrence: occurrence)))
             }
         }
         return nil
     }
 
     /// How much room each limit has left, for `explain`: "per_user 1 of 3 used; per_week 0 of 1".
-    private func limitStatus(_ rule: CompiledRule, _ rec: RuleRecord, profile: UserProfile, now: Int64, occurrence: Int) -> String {
+    private func limitStatus(_ rule: CompiledRule, _ rec: RuleRecord, profile: UserProfile, now: Int64, occurrence: Int) -> String
+    {
         let l = rule.limits
         var parts: [String] = []
         if let n = l.onOccurrence { parts.append("occurrence \(occurrence) (fires on \(Engine.ordinal(n)))") }

@@ -1,0 +1,144 @@
+import BeckonCommands
+import Foundation
+import Testing
+
+/// `beckon test`: the shipped campaign tests pass, and a failing test says what was expected, what came and why.
+struct TestRunnerTests {
+    func run(_ paths: [String], filter: String? = nil) -> (Int32, String) {
+        let console = StringConsole()
+        let status = TestRunner.run(paths: paths, filter: filter, console: console)
+        return (status, Snapshot.relative(console.stdout + console.stderr))
+    }
+
+    @Test(arguments: ["rules/bossup", "rules/stampbook", "rules/ops", "campaigns/firefox"])
+    func shippedTestsPass(_ folder: String) {
+        let (status, out) = run([SeedRuleSetTests.root.appendingPathComponent(folder).path])
+        #expect(status == 0, "\(out)")
+        #expect(out.contains(" 0 failed"))
+        #expect(!out.contains(" 0 cases"))
+    }
+
+    @Test func failingFixtureReportsEachKindOfFailure() {
+        let (status, out) = run([Snapshot.fixtures.appendingPathComponent("tests/failing.test.yaml").path])
+        #expect(status == 1)
+        #expect(out.contains("5 cases: 1 passed, 4 failed"))
+        Snapshot.assert(out, named: "tests/failing.txt")
+    }
+
+    @Test func mistakesInEventsAndExpectationsPointAtTheirPlace() {
+        let (status, out) = run([Snapshot.fixtures.appendingPathComponent("tests/broken_cases.test.yaml").path])
+        #expect(status == 1)
+        Snapshot.assert(out, named: "tests/broken_cases.txt")
+    }
+
+    @Test func schemaErrorsStopBeforeAnythingRuns() {
+        let (status, out) = run([Snapshot.fixtures.appendingPathComponent("tests/schema_error").path])
+        #expect(status == 1)
+        #expect(out.contains("bad.test.yaml:7:5: error: unknown key 'expcet' in test case; did you mean 'expect'?"))
+        #expect(out.contains("test case 'no events' has no events"))
+        #expect(out.contains("nothing was run"))
+    }
+
+    @Test func filterRunsOnlyMatchingCases() {
+        let (status, out) = run([Snapshot.fixtures.appendingPathComponent("tests/failing.test.yaml").path], filter: "PASSES")
+        #expect(status == 0)
+        #expect(out.contains("1 case: 1 passed, 0 failed"))
+        let (none, _) = run([Snapshot.fixtures.appendingPathComponent("tests/failing.test.yaml").path], filter: "no such case")
+        #expect(none == 1)
+    }
+
+    @Test func foldersWithoutTestsAreAnError() {
+        let (status, out) = run([Snapshot.fixtures.appendingPathComponent("dryrun/timers").path])
+        #expect(status == 1)
+        #expect(out.contains("no test files"))
+    }
+
+    /// Writes a rule set and a test file to a temporary folder and runs the test.
+    func runInline(rules: String, test: String) throws -> (Int32, String) {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("beckon-test-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try rules.write(to: dir.appendingPathComponent("rules.yaml"), atomically: true, encoding: .utf8)
+        try test.write(to: dir.appendingPathComponent("rules.test.yaml"), atomically: true, encoding: .utf8)
+        let console = StringConsole()
+        let status = TestRunner.run(paths: [dir.path], console: console)
+        return (status, console.stdout + console.stderr)
+    }
+
+    static let rules = """
+        version: 1
+        ruleset: shop
+        rules:
+          - id: thanks
+            on: Order Completed
+            where: event.properties.total >= 100
+            do:
+              - message: { surface: banner, title: Thanks, buttons: [{ label: A }, { label: B }, { label: C }] }
+          - id: welcome
+            on: Signed Up
+            do:
+              - notify: { id: hi, message: Hello }
+        """
+
+    @Test func matchingIsAnOrderedSubsetOfFields() throws {
+        let test = """
+            version: 1
+            tests: shop
+            cases:
+              - name: lists match as ordered subsequences, numbers by value, maps by key
+                events:
+                  - { user: u, event: Signed Up, at: 2026-01-01T00:00:00Z }
+                  - { user: u, event: Order Completed, after: 1h, properties: { total: 120.0 } }
+                  - { user: u, event: Order Completed, after: 1h, properties: { total: 99 } }
+                expect:
+                  - { rule: welcome, notification: { id: hi } }
+                  - { rule: thanks, at: 2026-01-01T01:00:00Z, message: { buttons: [{ label: A }, { label: C }] } }
+                expect_none:
+                  - { rule: thanks, at: 2026-01-01T02:00:00Z }
+                exact: true
+              - name: out of order fails
+                events:
+                  - { user: u, event: Signed Up, at: 2026-01-01T00:00:00Z }
+                  - { user: u, event: Order Completed, after: 1h, properties: { total: 100 } }
+                expect:
+                  - { rule: thanks }
+                  - { rule: welcome }
+              - name: list items out of order fail
+                events:
+                  - { user: u, event: Order Completed, at: 2026-01-01T00:00:00Z, properties: { total: 100 } }
+                expect:
+                  - { rule: thanks, message: { buttons: [{ label: C }, { label: A }] } }
+            """
+        let (status, out) = try runInline(rules: Self.rules, test: test)
+        #expect(status == 1)
+        #expect(out.contains("✓ lists match as ordered subsequences"))
+        #expect(out.contains("✗ out of order fails"))
+        #expect(out.contains("2 ✗ { rule: welcome }  did not come"))
+        #expect(out.contains("✗ list items out of order fail"))
+        #expect(out.contains("message is {"))
+        #expect(out.contains("3 cases: 1 passed, 2 failed"))
+    }
+
+    @Test func repeatAfterAndSegmentEventsBuildTheStream() throws {
+        let test = """
+            version: 1
+            tests: shop
+            cases:
+              - name: repeat spaces events by every; after counts from the last of them; Segment objects pass through
+                users: { u: {} }
+                events:
+                  - { event: Order Completed, at: 2026-01-01T00:00:00Z, repeat: 3, every: 1d, properties: { total: 100 } }
+                  - { event: Order Completed, after: 2h, properties: { total: 100 } }
+                  - { type: track, userId: u, event: Signed Up, timestamp: "2026-01-10T00:00:00Z" }
+                expect:
+                  - { rule: thanks, at: 2026-01-01T00:00:00Z }
+                  - { rule: thanks, at: 2026-01-02T00:00:00Z }
+                  - { rule: thanks, at: 2026-01-03T00:00:00Z }
+                  - { rule: thanks, at: 2026-01-03T02:00:00Z }
+                  - { rule: welcome, at: 2026-01-10T00:00:00Z }
+                exact: true
+            """
+        let (status, out) = try runInline(rules: Self.rules, test: test)
+        #expect(status == 0, "\(out)")
+    }
+}
