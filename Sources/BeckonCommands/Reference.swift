@@ -52,7 +52,33 @@ public enum ReferenceDocs {
             section(b, "Button (an item of `message.buttons`)")
         }
         section(DSL.settingsFile, "Settings file (`settings:`)")
-        if case .object(let s)? = DSL.settingsFile.key("sessions")?.type { section(s, "`sessions:`") }
+        section(DSL.trackingPlanFile, "Tracking plan file (`tracking_plan:`)")
+        section(DSL.testFile, "Test file (`tests:`)")
+        // Every other map reachable from the file kinds, in the order they are first met.
+        for file in DSL.files {
+            for o in nestedObjects(file) { section(o, "`\(o.name)`") }
+        }
+        return out
+    }
+
+    /// The object schemas under `o`, depth first, each once.
+    static func nestedObjects(_ o: ObjectSchema) -> [ObjectSchema] {
+        var out: [ObjectSchema] = []
+        var seen = Set<ObjectIdentifier>()
+        func visit(_ v: ValueSchema) {
+            switch v {
+            case .object(let x):
+                guard seen.insert(ObjectIdentifier(x)).inserted else { return }
+                out.append(x)
+                for k in x.keys { visit(k.type) }
+            case .oneOrMany(let x), .list(let x): visit(x)
+            case .map(_, let x): visit(x)
+            case .variant(let ks): for k in ks { visit(k.type) }
+            case .either(let xs): for x in xs { visit(x) }
+            default: break
+            }
+        }
+        for k in o.keys { visit(k.type) }
         return out
     }
 

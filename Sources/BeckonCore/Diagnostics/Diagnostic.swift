@@ -82,6 +82,20 @@ public struct DiagnosticID: RawRepresentable, Sendable, Hashable, ExpressibleByS
     public static let unknownTrait: DiagnosticID = "unknown_trait"
     public static let unknownFlow: DiagnosticID = "unknown_flow"
 
+    // Analysis warnings: the rules load, but some part of them cannot do what it says.
+    public static let neverTrue: DiagnosticID = "never_true"
+    public static let shadowedRule: DiagnosticID = "shadowed_rule"
+    public static let limitNeverBinds: DiagnosticID = "limit_never_binds"
+    public static let limitAlwaysBinds: DiagnosticID = "limit_always_binds"
+    public static let deepLinkScheme: DiagnosticID = "deep_link_scheme"
+    public static let delayOutlivesCampaign: DiagnosticID = "delay_outlives_campaign"
+
+    /// The analysis warnings; a rule or a file silences them with `silence: [id]`. Each has a fixture under
+    /// Tests/BeckonCommandsTests/Fixtures/analysis.
+    public static let analysis: [DiagnosticID] = [
+        .neverTrue, .shadowedRule, .limitNeverBinds, .limitAlwaysBinds, .deepLinkScheme, .delayOutlivesCampaign,
+    ]
+
     /// Every class `validate` reports; each has a fixture under Tests/BeckonCommandsTests/Fixtures/diagnostics.
     public static let all: [DiagnosticID] = [
         .yamlSyntax, .unknownKey, .missingKey, .duplicateKey, .wrongType, .invalidValue, .invalidDuration, .invalidTimestamp,

@@ -412,6 +412,9 @@ public enum DSL {
                 "reprompt", .object(reprompt), doc: "the re-prompt pattern in one line",
                 example: "{ after: Tracking Permission Answered, when: { status: denied }, wait: 14d, times: 3 }"),
             KeySchema(
+                "silence", .oneOrMany(.identifier), doc: "analysis warnings not to report for this rule (their ids)",
+                example: "[shadowed_rule]"),
+            KeySchema(
                 "do", .list(.variant(actions)), required: true, doc: "the actions, in order",
                 example: "[ { message: { surface: launch, title: Hello } } ]"),
         ])
@@ -454,6 +457,9 @@ public enum DSL {
                     named conditions, usable by name in every expression of the file
                     """, example: "{ heavy_user: 'count(\"E_Opened_App\", \"7d\") >= 10' }"),
             KeySchema("defaults", .object(defaults), doc: "defaults for every rule"),
+            KeySchema(
+                "silence", .oneOrMany(.identifier), doc: "analysis warnings not to report for any rule of this file (their ids)",
+                example: "[limit_never_binds]"),
             KeySchema("goals", .list(.object(goal)), doc: "what success means, for `beckon report`"),
             KeySchema(
                 "holdout", .text,
@@ -492,9 +498,18 @@ public enum DSL {
                     a cap on `message` actions across all rules and files: e.g. at most 1 per session, 3 per day
                     """, example: "{ per_session: 1, per_day: 3 }"),
             KeySchema(
+                "deep_link_schemes", .list(.text),
+                doc: """
+                    the URL schemes the app opens (`firefox`, `https`, `app-settings`); `validate` warns of deep links \
+                    with any other
+                    """, example: "[firefox, https]"),
+            KeySchema(
                 "dedup_window", .duration,
                 doc: """
                     how long a `messageId` is remembered, so that an event sent twice is processed once (default 7d)
                     """, example: "7d"),
         ])
+
+    /// Every kind of file: rules, settings, tracking plans, tests.
+    public static let files: [ObjectSchema] = [ruleFile, settingsFile, trackingPlanFile, testFile]
 }

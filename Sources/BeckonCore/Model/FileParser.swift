@@ -422,6 +422,7 @@ public struct FileParser {
             }
         }
         if let f = k["flows"] { spec.flows = flows(f.value) }
+        spec.silence = k["silence"].flatMap { silence($0.value) } ?? []
         if let r = k["rules"] {
             guard case .sequence(let items, _) = r.value else {
                 diagnostics.error(
@@ -539,7 +540,22 @@ public struct FileParser {
             actions: actions,
             location: id.location)
         timing(&spec, k)
+        spec.silence = k["silence"].flatMap { silence($0.value) } ?? []
         return spec
+    }
+
+    /// `silence: [ids]`: each must be the id of an analysis warning.
+    mutating func silence(_ node: SourceNode) -> [Located<String>]? {
+        guard let ids = oneOrMany(node, "silence") else { return nil }
+        for id in ids where !DiagnosticID.analysis.contains(DiagnosticID(rawValue: id.value)) {
+            let names = DiagnosticID.analysis.map(\.rawValue)
+            diagnostics.error(
+                .invalidValue,
+                "'\(id.value)' is not an analysis warning"
+                    + (Suggest.nearest(id.value, in: names).map { "; did you mean '\($0)'?" } ?? ""),
+                at: id.location, suggestion: "the warnings that can be silenced: " + names.joined(separator: ", "))
+        }
+        return ids
     }
 
     /// `wait`, `at`, `unless`, `retrigger`, `recheck`, `quiet_hours`, `reprompt`.
@@ -900,6 +916,7 @@ public struct FileParser {
             }
         }
         spec.dedupWindowMs = k["dedup_window"].flatMap { duration($0.value, "dedup_window")?.value }
+        spec.deepLinkSchemes = k["deep_link_schemes"].flatMap { oneOrMany($0.value, "deep_link_schemes") }
         return spec
     }
 

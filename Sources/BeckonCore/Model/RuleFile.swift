@@ -79,6 +79,8 @@ public struct RuleFileSpec: Sendable {
     public var flows: [FlowSpec] = []
     /// The share of users (0 ≤ share < 1) held back as a control group.
     public var holdout: Located<Double>? = nil
+    /// Analysis warnings not reported for any rule of the file.
+    public var silence: [Located<String>] = []
 }
 
 /// A zone named in a file: an IANA zone or offset, or `user` (each user's own zone).
@@ -255,6 +257,8 @@ public struct RuleSpec: Sendable {
     public var recheck = false
     public var quietHours: QuietHoursSpec? = nil
     public var reprompt: RepromptSpec? = nil
+    /// Analysis warnings not reported for this rule.
+    public var silence: [Located<String>] = []
 }
 
 public enum ActionSpec: Sendable {
@@ -328,6 +332,8 @@ public struct SettingsSpec: Sendable {
     public var globalLimits: LimitSpec = LimitSpec()
     public var globalLimitsLocation: SourceLocation?
     public var dedupWindowMs: Int64?
+    /// The URL schemes deep links may use, when declared.
+    public var deepLinkSchemes: [Located<String>]?
 }
 
 /// A parsed file of any kind.
