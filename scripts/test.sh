@@ -23,7 +23,7 @@ echo "== CEL conformance"
 "$beckon" conformance cel Tests/Conformance/cel-spec/*.textproto | tail -n 1
 
 echo "== campaign tests"
-"$beckon" test rules campaigns | tail -n 1
+"$beckon" test rules campaigns examples | tail -n 1
 
 echo "== validate shipped rule sets and dry-run the samples"
 scripts/run-samples.sh --debug --quiet

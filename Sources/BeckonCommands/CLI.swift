@@ -6,7 +6,7 @@ public struct BeckonCLI: ParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "beckon",
         abstract: "Rule-based marketing automation: check campaigns and see what they would fire.",
-        subcommands: [Validate.self, DryRun.self, Explain.self, Test.self, Conformance.self, Reference.self])
+        subcommands: [Validate.self, DryRun.self, Explain.self, Test.self, ReportCommand.self, Conformance.self, Reference.self])
 
     public init() {}
 }
@@ -186,4 +186,40 @@ struct Test: ConsoleCommand {
     var filter: String?
 
     func run(console: any Console) -> Int32 { TestRunner.run(paths: paths, filter: filter, console: console) }
+}
+
+struct ReportCommand: ConsoleCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "report",
+        abstract: "Measure a stream: per rule what its triggers came to; per campaign exposure, goals, treatment against holdout."
+    )
+
+    @Argument(help: "Rule files or folders.")
+    var paths: [String]
+
+    @Option(name: .long, help: "Newline-delimited JSON events, or - for standard input.")
+    var events: String
+
+    @Option(name: .long, help: "text or json.")
+    var format: String = "text"
+
+    @Option(name: .long, help: "Also write a self-contained HTML page with charts to this file.")
+    var html: String?
+
+    @Option(
+        name: .long,
+        help: "Let time run to this instant after the stream (RFC 3339 or +7d): delayed actions come due, windows close.")
+    var until: String?
+
+    func validate() throws {
+        guard ReportRunner.Format(rawValue: format) != nil else {
+            throw ValidationError("--format must be text or json, not '\(format)'")
+        }
+    }
+
+    func run(console: any Console) -> Int32 {
+        ReportRunner.run(
+            .init(paths: paths, events: events, format: ReportRunner.Format(rawValue: format)!, html: html, until: until),
+            console: console)
+    }
 }

@@ -10,7 +10,7 @@ struct TestRunnerTests {
         return (status, Snapshot.relative(console.stdout + console.stderr))
     }
 
-    @Test(arguments: ["rules/bossup", "rules/stampbook", "rules/ops", "campaigns/firefox"])
+    @Test(arguments: ["rules/bossup", "rules/stampbook", "rules/ops", "campaigns/firefox", "examples/stampbook_reminder"])
     func shippedTestsPass(_ folder: String) {
         let (status, out) = run([SeedRuleSetTests.root.appendingPathComponent(folder).path])
         #expect(status == 0, "\(out)")

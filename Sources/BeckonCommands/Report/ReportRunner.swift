@@ -1,0 +1,211 @@
+import BeckonCore
+import BeckonYAML
+import Foundation
+
+/// `beckon report PATH... --events FILE [--format text|json] [--html FILE]`: per rule, what its triggers came to;
+/// per campaign and rule set, exposure and each goal's conversion, time to goal, and treatment against holdout.
+public enum ReportRunner {
+    public enum Format: String, Sendable { case text, json }
+
+    public struct Options: Sendable {
+        public var paths: [String]
+        public var events: String
+        public var format: Format = .text
+        public var html: String?
+        public var until: String?
+        public init(paths: [String], events: String, format: Format = .text, html: String? = nil, until: String? = nil) {
+            self.paths = paths
+            self.events = events
+            self.format = format
+            self.html = html
+            self.until = until
+        }
+    }
+
+    public static func run(_ o: Options, console: any Console) -> Int32 {
+        let loaded = RuleLoader.load(paths: o.paths)
+        guard let ruleSet = loaded.ruleSet else {
+            console.err(loaded.rendered())
+            return 1
+        }
+        guard let reader = LineReader(path: o.events) else {
+            console.err("error: cannot open events file '\(o.events)'\n")
+            return 1
+        }
+        let builder = ReportBuilder(ruleSet: ruleSet)
+        let decoder = SegmentDecoder(ruleSet: ruleSet)
+        let progress = Progress(console: console, total: reader.fileSize)
+        var bad = 0
+        reader.forEachLine { line in
+            if line.isEmpty || line.allSatisfy({ $0 == 32 || $0 == 9 }) { return true }
+            do throws(DecodeError) {
+                builder.process(try decoder.decode(line))
+            } catch {
+                bad += 1
+                if bad <= 10 { console.err("\(o.events):\(reader.lineNumber): bad event: \(error.message) (skipped)\n") }
+            }
+            progress.tick(events: builder.engine.stats.events, bytes: reader.bytesRead)
+            return true
+        }
+        progress.finish()
+        if bad > 10 { console.err("\(bad) bad lines skipped in all\n") }
+        var end = builder.last
+        if let u = o.until {
+            guard let t = DryRunRunner.untilTime(u, last: builder.last ?? Int64.min) else {
+                console.err("error: --until expects a timestamp or +DURATION, found '\(u)'\n")
+                return 64
+            }
+            end = max(end ?? t, t)
+        }
+        if let end { builder.finish(at: end) }
+        let report = builder.report(paths: o.paths, eventsFile: o.events, badLines: bad, end: end)
+        switch o.format {
+        case .text: console.out(text(report))
+        case .json: console.out(JSONWriter.encode(json(report)) + "\n")
+        }
+        if let path = o.html {
+            do {
+                try ReportHTML.page(report).write(toFile: path, atomically: true, encoding: .utf8)
+            } catch {
+                console.err("error: cannot write \(path): \(error.localizedDescription)\n")
+                return 1
+            }
+        }
+        return 0
+    }
+
+    // MARK: Text
+
+    static func percent(_ x: Double?) -> String {
+        guard let x else { return "-" }
+        return String(format: "%.1f%%", x * 100)
+    }
+
+    static func points(_ x: Double) -> String { String(format: "%+.1f", x * 100) }
+
+    static func time(_ ms: Int64?) -> String { ms.map(HumanDuration.format) ?? "-" }
+
+    static func text(_ r: Report) -> String {
+        var out = "report: \(r.paths.joined(separator: " ")) on \(r.eventsFile)\n"
+        out += "\(r.events) events, \(r.users) users"
+        if let f = r.first, let l = r.last { out += ", \(Timestamp(milliseconds: f)) to \(Timestamp(milliseconds: l))" }
+        if let e = r.end, e != r.last { out += ", observed until \(Timestamp(milliseconds: e))" }
+        out += " (bad lines \(r.badLines), duplicates \(r.duplicates))\n"
+        for u in r.units {
+            let holdout = u.holdout > 0 ? "holdout \(percent(u.holdout))" : "no holdout"
+            out += "\n\(u.kind) \(u.name) (\(holdout)): \(u.usersTriggered) users triggered a rule, "
+            out +=
+                u.holdout > 0
+                ? "\(u.exposed.treatment) exposed, \(u.exposed.holdout) held back\n" : "\(u.exposed.treatment) exposed\n"
+            let width = max(4, u.rules.map(\.id.count).max() ?? 4)
+            out += "  " + "rule".padding(width) + "  triggered  fired  held back  scheduled  not fired\n"
+            for row in u.rules {
+                let not = row.suppressed.map { "\($0.reason) \($0.count)" }.joined(separator: ", ")
+                out +=
+                    "  " + row.id.padding(width) + "  " + String(row.triggered).leftPadding(9) + "  "
+                    + String(row.fired).leftPadding(5)
+                    + "  " + String(row.heldBack).leftPadding(9) + "  " + String(row.scheduled).leftPadding(9) + "  "
+                    + (not.isEmpty ? "-" : not) + "\n"
+            }
+            for g in u.goals {
+                out += "\n  goal \(g.id)" + (g.description.map { ": \($0)" } ?? "") + "\n"
+                out +=
+                    "    \(g.event) within \(DSLDuration.format(g.withinMs)) of exposure (\(g.exposureRule.map { "first fire of \($0)" } ?? "first fire of any rule"))\n"
+                out += "    group      exposed  full window  converted  rate    95% CI           median    p90\n"
+                func line(_ name: String, _ x: GroupResult) -> String {
+                    let ci = x.interval.map { "[\(percent($0.low)), \(percent($0.high))]" } ?? "-"
+                    return "    " + name.padding(9) + "  " + String(x.exposed).leftPadding(7) + "  "
+                        + String(x.complete).leftPadding(11) + "  "
+                        + String(x.converted).leftPadding(9) + "  " + percent(x.rate).padding(6) + "  " + ci.padding(15) + "  "
+                        + time(x.median).padding(8) + "  " + time(x.p90) + "\n"
+                }
+                out += line("treatment", g.treatment)
+                if let h = g.holdout { out += line("holdout", h) }
+                if let d = g.difference {
+                    out += "    difference: \(points(d.estimate)) points, 95% CI [\(points(d.low)), \(points(d.high))]"
+                    out +=
+                        d.low > 0
+                        ? " (the campaign helps)\n"
+                        : d.high < 0 ? " (the campaign hurts)\n" : " (not distinguishable from no effect)\n"
+                } else if g.holdout != nil {
+                    out += "    difference: - (a group has no user with a full window yet)\n"
+                }
+            }
+        }
+        return out
+    }
+
+    // MARK: JSON
+
+    static func json(_ r: Report) -> Value {
+        func time(_ t: Int64?) -> Value { t.map { .string(Timestamp(milliseconds: $0).description) } ?? .null }
+        func num(_ x: Double?) -> Value { x.map { .double(($0 * 1e6).rounded() / 1e6) } ?? .null }
+        func group(_ g: GroupResult) -> Value {
+            .map(
+                ValueMap([
+                    ("exposed", .int(Int64(g.exposed))), ("full_window", .int(Int64(g.complete))),
+                    ("converted", .int(Int64(g.converted))), ("rate", num(g.rate)),
+                    ("ci95", g.interval.map { .list([num($0.low), num($0.high)]) } ?? .null),
+                    ("median_ms", g.median.map { .int($0) } ?? .null), ("p90_ms", g.p90.map { .int($0) } ?? .null),
+                    (
+                        "by_day",
+                        .list(
+                            g.byDay.keys.sorted().map { d in
+                                let v = g.byDay[d]!
+                                return .map(
+                                    ValueMap([
+                                        ("day", .string(String(Timestamp(milliseconds: d * 86_400_000).description.prefix(10)))),
+                                        ("full_window", .int(Int64(v.complete))), ("converted", .int(Int64(v.converted))),
+                                    ]))
+                            })
+                    ),
+                ]))
+        }
+        let units: [Value] = r.units.map { u in
+            .map(
+                ValueMap([
+                    ("name", .string(u.name)), ("kind", .string(u.kind)), ("holdout", num(u.holdout)),
+                    ("users_triggered", .int(Int64(u.usersTriggered))), ("exposed", .int(Int64(u.exposed.treatment))),
+                    ("held_back", .int(Int64(u.exposed.holdout))),
+                    (
+                        "rules",
+                        .list(
+                            u.rules.map { row in
+                                .map(
+                                    ValueMap([
+                                        ("rule", .string(row.id)), ("triggered", .int(Int64(row.triggered))),
+                                        ("fired", .int(Int64(row.fired))), ("held_back", .int(Int64(row.heldBack))),
+                                        ("scheduled", .int(Int64(row.scheduled))),
+                                        ("not_fired", .map(ValueMap(row.suppressed.map { ($0.reason, .int(Int64($0.count))) }))),
+                                    ]))
+                            })
+                    ),
+                    (
+                        "goals",
+                        .list(
+                            u.goals.map { g in
+                                var m = ValueMap([
+                                    ("goal", .string(g.id)), ("event", .string(g.event)), ("within_ms", .int(g.withinMs)),
+                                    ("exposure", g.exposureRule.map { .string($0) } ?? .null), ("treatment", group(g.treatment)),
+                                    ("holdout", g.holdout.map(group) ?? .null),
+                                ])
+                                if let d = g.difference {
+                                    m[string: "difference"] = .map(
+                                        ValueMap([("estimate", num(d.estimate)), ("ci95", .list([num(d.low), num(d.high)]))]))
+                                } else {
+                                    m[string: "difference"] = .null
+                                }
+                                return .map(m)
+                            })
+                    ),
+                ]))
+        }
+        return .map(
+            ValueMap([
+                ("rules", .list(r.paths.map { .string($0) })), ("events_file", .string(r.eventsFile)),
+                ("events", .int(Int64(r.events))), ("users", .int(Int64(r.users))), ("bad_lines", .int(Int64(r.badLines))),
+                ("duplicates", .int(Int64(r.duplicates))), ("first", time(r.first)), ("last", time(r.last)),
+                ("observed_until", time(r.end)), ("units", .list(units)),
+            ]))
+    }
+}

@@ -1,0 +1,146 @@
+import Foundation
+import Testing
+
+@testable import BeckonCommands
+
+/// `beckon report`: golden text and JSON, hand-checked numbers on a small fixture, the statistics, the HTML page.
+struct ReportTests {
+    static let small = Snapshot.fixtures.appendingPathComponent("report/small")
+    static let root = SeedRuleSetTests.root
+
+    func run(
+        _ paths: [String], events: String, format: ReportRunner.Format = .text, html: String? = nil, until: String? = nil
+    )
+        -> (Int32, String)
+    {
+        let console = StringConsole()
+        let status = ReportRunner.run(
+            .init(paths: paths, events: events, format: format, html: html, until: until), console: console)
+        let out = (console.stdout + console.stderr).replacingOccurrences(of: Self.root.path + "/", with: "")
+        return (status, Snapshot.relative(out))
+    }
+
+    func smallJSON(until: String? = nil) throws -> [String: Any] {
+        let (status, out) = run(
+            [Self.small.path], events: Self.small.appendingPathComponent("events.jsonl").path, format: .json, until: until)
+        #expect(status == 0)
+        return try #require(try JSONSerialization.jsonObject(with: Data(out.utf8)) as? [String: Any])
+    }
+
+    func goal(_ report: [String: Any]) throws -> [String: Any] {
+        let unit = try #require((report["units"] as? [[String: Any]])?.first)
+        return try #require((unit["goals"] as? [[String: Any]])?.first)
+    }
+
+    /// Treatment ann, ivy, kit, pam; holdout bob, cat (by the hash). ann buys 5 h after her first nudge (and her
+    /// second open is not a second exposure); ivy buys after 25 h, outside the day; kit bought only before; pam's
+    /// day is not over when the stream ends. bob buys after 2 h, cat never.
+    @Test func countsFollowTheDefinitions() throws {
+        let g = try goal(try smallJSON())
+        let t = try #require(g["treatment"] as? [String: Any])
+        #expect(t["exposed"] as? Int == 4)
+        #expect(t["full_window"] as? Int == 3)
+        #expect(t["converted"] as? Int == 1)
+        #expect(t["median_ms"] as? Int == 5 * 3_600_000)
+        let h = try #require(g["holdout"] as? [String: Any])
+        #expect(h["exposed"] as? Int == 2)
+        #expect(h["full_window"] as? Int == 2)
+        #expect(h["converted"] as? Int == 1)
+        #expect(h["median_ms"] as? Int == 2 * 3_600_000)
+        let d = try #require(g["difference"] as? [String: Any])
+        #expect(abs((d["estimate"] as? Double ?? 0) - (1.0 / 3 - 0.5)) < 1e-6)
+    }
+
+    @Test func untilClosesMoreWindows() throws {
+        let t = try #require(try goal(try smallJSON(until: "+1d"))["treatment"] as? [String: Any])
+        #expect(t["full_window"] as? Int == 4)
+        #expect(t["converted"] as? Int == 2)
+    }
+
+    @Test func smallGoldenText() {
+        let (status, out) = run([Self.small.path], events: Self.small.appendingPathComponent("events.jsonl").path)
+        #expect(status == 0)
+        Snapshot.assert(out, named: "report/small.txt")
+    }
+
+    static let stampbook = ["rules/stampbook", "examples/stampbook_reminder"]
+    static let launchMonth = "examples/stampbook_reminder/launch_month.jsonl"
+
+    /// Seed 002's goals, and the reminder experiment's treatment against holdout.
+    @Test(arguments: [ReportRunner.Format.text, .json])
+    func stampbookGolden(_ format: ReportRunner.Format) throws {
+        let (status, out) = run(
+            Self.stampbook.map { Self.root.appendingPathComponent($0).path },
+            events: Self.root.appendingPathComponent(Self.launchMonth).path,
+            format: format)
+        #expect(status == 0)
+        #expect(out.contains("claimed_welcome_within_24h"))
+        if format == .json { #expect((try? JSONSerialization.jsonObject(with: Data(out.utf8))) != nil) }
+        Snapshot.assert(out, named: "report/stampbook.\(format == .json ? "json" : "txt")")
+    }
+
+    @Test func htmlIsOneSelfContainedPage() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("beckon-report-\(UUID().uuidString).html")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let (status, _) = run(
+            Self.stampbook.map { Self.root.appendingPathComponent($0).path },
+            events: Self.root.appendingPathComponent(Self.launchMonth).path,
+            html: file.path)
+        #expect(status == 0)
+        let html = try String(contentsOf: file, encoding: .utf8)
+        #expect(html.hasPrefix("<!DOCTYPE html>"))
+        for fetch in ["<script", "<link", " src=", "url(", "@import"] {
+            #expect(!html.contains(fetch), "page would fetch: \(fetch)")
+        }
+        // Every http URL is the SVG namespace, which is a name, not a fetch.
+        let urls = html.components(separatedBy: "http").dropFirst().filter { !$0.hasPrefix("://www.w3.org/2000/svg") }
+        #expect(urls.isEmpty)
+        // A funnel per file, and two charts per goal (5 goals).
+        #expect(html.components(separatedBy: "<svg").count - 1 == 2 + 2 * 5)
+        #expect(html.contains("Treatment − holdout"))
+    }
+
+    @Test func badLinesAreCountedNotFatal() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("beckon-report-\(UUID().uuidString).jsonl")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let good = try String(contentsOf: Self.small.appendingPathComponent("events.jsonl"), encoding: .utf8)
+        try ("{not json\n" + good).write(to: file, atomically: true, encoding: .utf8)
+        let (status, out) = run([Self.small.path], events: file.path)
+        #expect(status == 0)
+        #expect(out.contains(":1: bad event:"))
+        #expect(out.contains("bad lines 1"))
+    }
+}
+
+struct StatisticsTests {
+    @Test func wilsonMatchesPublishedValues() throws {
+        // Newcombe (1998a), table I: 81/263 → 0.2553 to 0.3662; 0/10 → 0 to 0.2775.
+        let a = try #require(Statistics.wilson(81, 263))
+        #expect(abs(a.low - 0.2553) < 5e-5 && abs(a.high - 0.3662) < 5e-5)
+        let b = try #require(Statistics.wilson(0, 10))
+        #expect(b.low == 0 && abs(b.high - 0.2775) < 5e-5)
+        #expect(Statistics.wilson(0, 0) == nil)
+    }
+
+    @Test func newcombeMatchesPublishedValues() throws {
+        // Newcombe (1998b), example (a): 56/70 − 48/80 → 0.0524 to 0.3339 by the hybrid score method.
+        let d = try #require(Statistics.difference(56, 70, 48, 80))
+        #expect(abs(d.estimate - 0.2) < 1e-9)
+        #expect(abs(d.low - 0.0524) < 5e-5 && abs(d.high - 0.3339) < 5e-5)
+        #expect(Statistics.difference(1, 2, 0, 0) == nil)
+    }
+
+    @Test func quantilesInterpolate() {
+        #expect(Statistics.quantile([1, 2, 3, 4], 0.5) == 3)  // 2.5, rounded half away from zero
+        #expect(Statistics.quantile([10, 20, 30, 40, 50, 60, 70, 80, 90, 100], 0.9) == 91)
+        #expect(Statistics.quantile([7], 0.9) == 7)
+        #expect(Statistics.quantile([], 0.5) == nil)
+    }
+
+    @Test func durationsReadWell() {
+        #expect(HumanDuration.format(45_000) == "45s")
+        #expect(HumanDuration.format(12 * 60_000) == "12m")
+        #expect(HumanDuration.format((5 * 60 + 12) * 60_000) == "5h 12m")
+        #expect(HumanDuration.format(51 * 3_600_000) == "2d 3h")
+    }
+}
