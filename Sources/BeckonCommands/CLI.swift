@@ -6,7 +6,10 @@ public struct BeckonCLI: ParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "beckon",
         abstract: "Rule-based marketing automation: check campaigns and see what they would fire.",
-        subcommands: [Validate.self, DryRun.self, Explain.self, Test.self, ReportCommand.self, Conformance.self, Reference.self])
+        subcommands: [
+            Validate.self, DryRun.self, Explain.self, Test.self, ReportCommand.self, Schema.self, Conformance.self,
+            Reference.self,
+        ])
 
     public init() {}
 }
@@ -221,5 +224,16 @@ struct ReportCommand: ConsoleCommand {
         ReportRunner.run(
             .init(paths: paths, events: events, format: ReportRunner.Format(rawValue: format)!, html: html, until: until),
             console: console)
+    }
+}
+
+struct Schema: ConsoleCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print the JSON Schema of Beckon's YAML files, for editors (yaml-language-server and others).",
+        discussion: "The repository ships it as schema/beckon.schema.json; see docs/guide.md, \"Editor support\".")
+
+    func run(console: any Console) -> Int32 {
+        console.out(JSONWriter.pretty(JSONSchemaExport.schema()) + "\n")
+        return 0
     }
 }

@@ -276,6 +276,19 @@ public struct JSONWriter {
         w.value(v)
         return w.output
     }
+
+    /// Indented two spaces a level, keys in their order: for files people read and diff.
+    public static func pretty(_ v: Value, indent: String = "") -> String {
+        let inner = indent + "  "
+        switch v {
+        case .map(let m) where !m.isEmpty:
+            let members = m.entries.map { inner + encode($0.key) + ": " + pretty($0.value, indent: inner) }
+            return "{\n" + members.joined(separator: ",\n") + "\n" + indent + "}"
+        case .list(let xs) where !xs.isEmpty:
+            return "[\n" + xs.map { inner + pretty($0, indent: inner) }.joined(separator: ",\n") + "\n" + indent + "]"
+        default: return encode(v)
+        }
+    }
 }
 
 enum Base64 {
