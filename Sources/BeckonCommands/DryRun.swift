@@ -226,24 +226,28 @@ struct Summary {
     }
 }
 
-/// A progress line on standard error, only when it is a terminal.
-final class Progress {
+/// A progress line on standard error, only when it is a terminal: events done, events per second, and with a known
+/// file size the share read and the time left. Rewritten in place at most four times a second; cleared at the end.
+public final class Progress {
     let console: any Console
     let total: Int?
     let enabled: Bool
     var last: UInt64 = 0
     let started: UInt64
+    let clock: () -> UInt64
 
-    init(console: any Console, total: Int?) {
+    public init(console: any Console, total: Int?, clock: @escaping () -> UInt64 = Clock.nanoseconds) {
         self.console = console
         self.total = total
+        self.clock = clock
         enabled = console.errIsTerminal
-        started = Clock.nanoseconds()
+        started = clock()
     }
 
-    func tick(events: Int, bytes: Int) {
+    /// Call once per event (or line); looks at the clock only every 4096th.
+    public func tick(events: Int, bytes: Int) {
         guard enabled, events & 0xFFF == 0 else { return }
-        let now = Clock.nanoseconds()
+        let now = clock()
         guard now - last > 250_000_000 else { return }
         last = now
         let secs = Double(now - started) / 1e9
@@ -257,7 +261,7 @@ final class Progress {
         console.err(s + "   ")
     }
 
-    func finish() { if enabled && last != 0 { console.err("\r" + String(repeating: " ", count: 70) + "\r") } }
+    public func finish() { if enabled && last != 0 { console.err("\r" + String(repeating: " ", count: 70) + "\r") } }
 }
 
 extension String {

@@ -103,10 +103,13 @@ public enum ExplainRunner {
         }
         var tracer = Tracer(ruleSet: ruleSet, user: o.user, rule: ruleIndex)
         let decoder = SegmentDecoder(ruleSet: ruleSet)
+        let progress = Progress(console: console, total: reader.fileSize)
         reader.forEachLine { line in
             if let e = try? decoder.decode(line) { tracer.feed(e) }
+            progress.tick(events: reader.lineNumber, bytes: reader.bytesRead)
             return true
         }
+        progress.finish()
         var end = tracer.streamEnd
         if let u = o.until {
             guard let t = DryRunRunner.untilTime(u, last: tracer.streamEnd) else {

@@ -51,3 +51,31 @@ struct DryRunTests {
                 "dryrun/bad_lines/events.jsonl:3: bad event: missing 'userId' (or 'anonymousId')"))
     }
 }
+
+/// The progress line: only on a terminal, with rate, share and time left, cleared at the end.
+struct ProgressTests {
+    final class FakeClock: @unchecked Sendable {
+        var now: UInt64 = 0
+    }
+
+    @Test func showsRateShareAndTimeLeftOnATerminal() {
+        let console = StringConsole(errIsTerminal: true)
+        let clock = FakeClock()
+        let progress = Progress(console: console, total: 1000, clock: { clock.now })
+        clock.now = 2_000_000_000
+        progress.tick(events: 4095, bytes: 100)  // not a 4096th event: no look at the clock
+        #expect(console.stderr.isEmpty)
+        progress.tick(events: 4096, bytes: 250)
+        #expect(console.stderr.contains("4096 events, 2048 events/s, 25%, ETA 6s"))
+        progress.finish()
+        #expect(console.stderr.hasSuffix("\r"))
+    }
+
+    @Test func silentWhenNotATerminal() {
+        let console = StringConsole()
+        let progress = Progress(console: console, total: 1000, clock: { 5_000_000_000 })
+        progress.tick(events: 4096, bytes: 250)
+        progress.finish()
+        #expect(console.stderr.isEmpty)
+    }
+}

@@ -7,8 +7,8 @@
 #endif
 
 /// Wall-clock readings for progress lines and benchmarks only; the engine never reads the clock.
-enum Clock {
-    static func nanoseconds() -> UInt64 {
+public enum Clock {
+    public static func nanoseconds() -> UInt64 {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
         return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)

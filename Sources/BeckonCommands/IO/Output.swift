@@ -57,10 +57,11 @@ public final class StandardConsole: Console {
 public final class StringConsole: Console {
     public private(set) var stdout = ""
     public private(set) var stderr = ""
-    public init() {}
+    /// Whether to act as if standard error were a terminal (progress lines are written only to one).
+    public let errIsTerminal: Bool
+    public init(errIsTerminal: Bool = false) { self.errIsTerminal = errIsTerminal }
     public func out(_ s: String) { stdout += s }
     public func err(_ s: String) { stderr += s }
-    public var errIsTerminal: Bool { false }
 }
 
 /// Reads a file (or standard input for `-`) line by line in large chunks; memory stays flat however long it is.
