@@ -33,10 +33,12 @@ let package = Package(
         // YAML text -> BeckonCore's source tree, keeping every line and column.
         .target(name: "BeckonYAML", dependencies: ["BeckonCore", .product(name: "Yams", package: "Yams")]),
         // The commands behind the CLI, as a library so they can be tested in-process.
+        // Counts malloc calls for `beckon bench` (a C shim over glibc's allocator).
+        .target(name: "BeckonAllocCount"),
         .target(
             name: "BeckonCommands",
             dependencies: [
-                "BeckonCore", "BeckonYAML",
+                "BeckonCore", "BeckonYAML", "BeckonAllocCount",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -54,6 +56,6 @@ let package = Package(
     ]
 )
 
-for target in package.targets {
+for target in package.targets where target.name != "BeckonAllocCount" {
     target.swiftSettings = (target.swiftSettings ?? []) + strict
 }

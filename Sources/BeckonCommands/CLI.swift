@@ -7,7 +7,7 @@ public struct BeckonCLI: ParsableCommand {
         commandName: "beckon",
         abstract: "Rule-based marketing automation: check campaigns and see what they would fire.",
         subcommands: [
-            Validate.self, DryRun.self, Explain.self, Test.self, ReportCommand.self, Schema.self, Conformance.self,
+            Validate.self, DryRun.self, Explain.self, Test.self, ReportCommand.self, Schema.self, Bench.self, Conformance.self,
             Reference.self,
         ])
 
@@ -235,5 +235,48 @@ struct Schema: ConsoleCommand {
     func run(console: any Console) -> Int32 {
         console.out(JSONWriter.pretty(JSONSchemaExport.schema()) + "\n")
         return 0
+    }
+}
+
+struct Bench: ConsoleCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Measure the engine on the shared benchmark workload (users.ndjson, events.ndjson, rules.json).",
+        discussion: """
+            Translates rules.json to Beckon YAML and loads it through the normal loader, feeds users as identify and \
+            events as track, and reports events/s in process and end to end, peak RSS, state bytes per user, \
+            allocations per event, the cost of 5,000 rules against 50, 10,000 rules' compile time, and fires per rule. \
+            With $BENCH_RESULTS/results/ref.json present (or --reference), exits 1 unless every rule's fires equal it.
+            """)
+
+    @Option(name: .long, help: "The workload directory (../shared/bench/gen_workload.py --out).")
+    var workload: String
+
+    @Option(name: .long, help: "text or json.")
+    var format: String = "text"
+
+    @Option(name: .long, help: "The reference result to compare fires with (bench.py ref writes results/ref.json).")
+    var reference: String?
+
+    @Option(name: .long, help: "Rules in the scaling run (0 to skip).")
+    var scaleRules = 5000
+
+    @Option(name: .long, help: "Rules in the compile-time run (0 to skip).")
+    var compileRules = 10_000
+
+    @Option(name: .long, help: "In-process runs to take the best of.")
+    var repeats = 3
+
+    func validate() throws {
+        guard BenchRunner.Format(rawValue: format) != nil else {
+            throw ValidationError("--format must be text or json, not '\(format)'")
+        }
+    }
+
+    func run(console: any Console) -> Int32 {
+        var o = BenchRunner.Options(workload: workload, format: BenchRunner.Format(rawValue: format)!, reference: reference)
+        o.scaleRules = scaleRules
+        o.compileRules = compileRules
+        o.repeats = repeats
+        return BenchRunner.run(o, console: console)
     }
 }

@@ -444,3 +444,38 @@ struct JSONScanner {
         try members { (p, _) throws(DecodeError) in try p.skipValue(depth: depth) }
     }
 }
+
+/// Any JSON text as a ``Value`` (numbers without a fraction or exponent are `int`), with the decoder's depth limit.
+public enum JSONValue {
+    public static func parse(_ text: String) throws(DecodeError) -> Value {
+        var s = text
+        let result: Result<Value, DecodeError> = s.withUTF8 { buf in
+            var p = JSONScanner(buf)
+            do throws(DecodeError) {
+                let v = try p.value(depth: 0)
+                p.skipSpace()
+                guard p.atEnd else { throw p.error("unexpected text after the JSON value") }
+                return .success(v)
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try result.get()
+    }
+}
+
+extension JSONValue {
+    /// The top-level members of a JSON object line, each as its key and the byte range of its raw value.
+    public static func members(_ line: UnsafeBufferPointer<UInt8>) throws(DecodeError) -> [(key: String, range: Range<Int>)] {
+        var p = JSONScanner(line)
+        var out: [(key: String, range: Range<Int>)] = []
+        try p.expect(UInt8(ascii: "{"))
+        try p.members { (p, key) throws(DecodeError) in
+            p.skipSpace()
+            let start = p.i
+            try p.skipValue(depth: 0)
+            out.append((key, start..<p.i))
+        }
+        return out
+    }
+}

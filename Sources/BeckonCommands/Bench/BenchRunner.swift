@@ -1,0 +1,290 @@
+import BeckonAllocCount
+import BeckonCore
+import BeckonYAML
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `beckon bench --workload DIR [--format json]`: runs the shared benchmark workload through the engine and measures
+/// it — events per second in process (events decoded beforehand) and end to end (a JSON-lines file decoded,
+/// evaluated and the actions written as JSON), peak RSS, heap bytes of state per user, allocations per event, the
+/// fires per rule (to compare with the reference), the cost of 5,000 rules against 50, and how long 10,000 rules
+/// take to load and compile. Everything runs on one thread.
+public enum BenchRunner {
+    public enum Format: String, Sendable { case text, json }
+
+    public struct Options: Sendable {
+        public var workload: String
+        public var format: Format = .text
+        /// Rule counts for the scaling run and the compile-time run.
+        public var scaleRules = 5000
+        public var compileRules = 10_000
+        /// In-process runs to take the best of.
+        public var repeats = 3
+        /// The reference's result (`bench.py ref` writes `results/ref.json`), to compare fires with.
+        public var reference: String?
+        public init(workload: String, format: Format = .text, reference: String? = nil) {
+            self.workload = workload
+            self.format = format
+            self.reference = reference
+        }
+    }
+
+    struct Result {
+        var users = 0
+        var events = 0
+        var rules = 0
+        var compileMs = 0.0
+        var inProcess = 0.0
+        var endToEnd = 0.0
+        var peakRSSKB = 0
+        var stateBytesPerUser = 0.0
+        var allocationsPerEvent = 0.0
+        var fires: [(String, Int)] = []
+        var scaleRules = 0
+        var scaleInProcess = 0.0
+        var compileRules = 0
+        var compileManyMs = 0.0
+        var reference: (path: String, matches: Bool, diff: [(String, Int, Int)])?
+    }
+
+    public static func run(_ o: Options, console: any Console) -> Int32 {
+        do {
+            let r = try measure(o, console: console)
+            switch o.format {
+            case .text: console.out(text(r))
+            case .json: console.out(JSONWriter.encode(json(r)) + "\n")
+            }
+            if let ref = r.reference, !ref.matches { return 1 }
+            return 0
+        } catch {
+            console.err("error: \(error)\n")
+            return 1
+        }
+    }
+
+    static func now() -> Double { Double(Clock.nanoseconds()) / 1e9 }
+
+    static func load(_ yaml: String) throws -> (CompiledRuleSet, Double) {
+        let t0 = now()
+        let loaded = RuleLoader.load(texts: [("bench.yaml", yaml)])
+        let t = now() - t0
+        guard let set = loaded.ruleSet else {
+            throw BenchWorkload.Problem(description: "the translated rules do not load:\n" + loaded.rendered())
+        }
+        return (set, t * 1000)
+    }
+
+    static func measure(_ o: Options, console: any Console) throws -> Result {
+        var r = Result()
+        let workload = try BenchWorkload(dir: o.workload)
+        let (rules, compileMs) = try load(try workload.rulesYAML())
+        r.rules = rules.rules.count
+        r.compileMs = compileMs
+        let segment = NSTemporaryDirectory() + "beckon-bench-\(getpid()).jsonl"
+        defer { try? FileManager.default.removeItem(atPath: segment) }
+        (r.users, r.events) = try workload.writeSegment(to: segment)
+        console.err("bench: \(r.users) users, \(r.events) events, \(r.rules) rules\n")
+
+        // End to end: file → decode → evaluate → actions as JSON (to /dev/null).
+        do {
+            let engine = Engine(ruleSet: rules)
+            let decoder = SegmentDecoder(ruleSet: rules)
+            guard let reader = LineReader(path: segment) else {
+                throw BenchWorkload.Problem(description: "cannot read \(segment)")
+            }
+            let sink = NullSink()
+            var t0 = 0.0
+            var failure: String?
+            reader.forEachLine { line in
+                if reader.lineNumber == r.users + 1 { t0 = now() }
+                do throws(DecodeError) {
+                    let outcome = engine.process(try decoder.decode(line))
+                    for a in outcome.actions { sink.write(a.json) }
+                } catch {
+                    failure = "\(segment):\(reader.lineNumber): \(error)"
+                    return false
+                }
+                return true
+            }
+            sink.flush()
+            if let failure { throw BenchWorkload.Problem(description: failure) }
+            r.endToEnd = Double(r.events) / (now() - t0)
+            r.peakRSSKB = peakRSS()
+            r.fires = rules.rules.map { ($0.id, engine.stats.fired[Int($0.index)]) }
+        }
+
+        // In process: events decoded beforehand.
+        var (users, events) = try decode(segment, users: r.users, rules: rules)
+        var best = 0.0
+        for run in 0..<max(1, o.repeats) {
+            let heapBefore = heapInUse()
+            let engine = Engine(ruleSet: rules)
+            for u in users { _ = engine.process(u) }
+            let allocs0 = beckon_alloc_count()
+            let t0 = now()
+            for e in events { _ = engine.process(e) }
+            let dt = now() - t0
+            let allocs = beckon_alloc_count() - allocs0
+            best = max(best, Double(r.events) / dt)
+            if run == 0 {
+                r.allocationsPerEvent = Double(allocs) / Double(max(1, r.events))
+                r.stateBytesPerUser = Double(heapInUse() - heapBefore) / Double(max(1, r.users))
+            }
+        }
+        r.inProcess = best
+        users = []
+        events = []
+
+        // Many rules spread over event names the stream does not send.
+        if o.scaleRules > r.rules {
+            let (many, _) = try load(try workload.rulesYAML(extra: o.scaleRules - r.rules))
+            let (u, e) = try decode(segment, users: r.users, rules: many)
+            var bestMany = 0.0
+            for _ in 0..<max(1, o.repeats) {
+                let engine = Engine(ruleSet: many)
+                for x in u { _ = engine.process(x) }
+                let t0 = now()
+                for x in e { _ = engine.process(x) }
+                bestMany = max(bestMany, Double(r.events) / (now() - t0))
+            }
+            r.scaleRules = many.rules.count
+            r.scaleInProcess = bestMany
+        }
+        if o.compileRules > 0 {
+            let (many, ms) = try load(try workload.rulesYAML(extra: max(0, o.compileRules - r.rules)))
+            r.compileRules = many.rules.count
+            r.compileManyMs = ms
+        }
+        if let path = o.reference ?? defaultReference(), FileManager.default.fileExists(atPath: path) {
+            r.reference = try compare(r.fires, with: path)
+        }
+        return r
+    }
+
+    /// `$BENCH_RESULTS/results/ref.json` (where `../shared/bench/run.sh` leaves the reference), if present.
+    static func defaultReference() -> String? {
+        let base = ProcessInfo.processInfo.environment["BENCH_RESULTS"] ?? "/tmp/beckon-bench"
+        return (base as NSString).appendingPathComponent("results/ref.json")
+    }
+
+    static func compare(
+        _ fires: [(String, Int)], with path: String
+    ) throws -> (path: String, matches: Bool, diff: [(String, Int, Int)]) {
+        guard let data = FileManager.default.contents(atPath: path),
+            case .map(let m) = try JSONValue.parse(String(decoding: data, as: UTF8.self)),
+            case .map(let ref)? = m[string: "fires"]
+        else { throw BenchWorkload.Problem(description: "\(path) has no `fires` object") }
+        var expected: [String: Int] = [:]
+        for (k, v) in ref.entries { if case .string(let id) = k, case .int(let n) = v { expected[id] = Int(n) } }
+        var diff: [(String, Int, Int)] = []
+        let got = Dictionary(fires, uniquingKeysWith: +)
+        for id in Set(expected.keys).union(got.keys.filter { got[$0]! > 0 }).sorted()
+        where expected[id, default: 0] != got[id, default: 0] {
+            diff.append((id, expected[id, default: 0], got[id, default: 0]))
+        }
+        return (path, diff.isEmpty, diff)
+    }
+
+    static func decode(_ path: String, users: Int, rules: CompiledRuleSet) throws -> ([BoundEvent], [BoundEvent]) {
+        let decoder = SegmentDecoder(ruleSet: rules)
+        guard let reader = LineReader(path: path) else { throw BenchWorkload.Problem(description: "cannot read \(path)") }
+        var u: [BoundEvent] = []
+        var e: [BoundEvent] = []
+        u.reserveCapacity(users)
+        var failure: String?
+        reader.forEachLine { line in
+            do throws(DecodeError) {
+                let x = try decoder.decode(line)
+                if reader.lineNumber <= users { u.append(x) } else { e.append(x) }
+            } catch {
+                failure = "\(path):\(reader.lineNumber): \(error)"
+                return false
+            }
+            return true
+        }
+        if let failure { throw BenchWorkload.Problem(description: failure) }
+        return (u, e)
+    }
+
+    static func peakRSS() -> Int { beckon_peak_rss_kb() }
+
+    /// Heap bytes in use (glibc's `mallinfo2().uordblks`).
+    static func heapInUse() -> Int { Int(beckon_heap_in_use()) }
+
+    // MARK: Output
+
+    static func rate(_ x: Double) -> String {
+        x >= 1e6 ? String(format: "%.2fM", x / 1e6) : String(format: "%.0fk", x / 1e3)
+    }
+
+    static func text(_ r: Result) -> String {
+        var out =
+            "workload: \(r.users) users, \(r.events) events, \(r.rules) rules (one thread; \(ProcessInfo.processInfo.activeProcessorCount) cores)\n"
+        out += "in process:   \(rate(r.inProcess)) events/s (events decoded beforehand; best of runs)\n"
+        out += "end to end:   \(rate(r.endToEnd)) events/s (JSON lines → decode → evaluate → actions as JSON)\n"
+        out += "peak RSS:     \(r.peakRSSKB / 1024) MB after the end-to-end run\n"
+        out += String(
+            format: "state:        %.0f bytes per user (heap in use after − before, %d users)\n", r.stateBytesPerUser, r.users)
+        out += String(format: "allocations:  %.2f per event\n", r.allocationsPerEvent)
+        out += String(format: "load+compile: %.1f ms for %d rules", r.compileMs, r.rules)
+        if r.compileRules > 0 { out += String(format: "; %.0f ms for %d rules", r.compileManyMs, r.compileRules) }
+        out += "\n"
+        if r.scaleRules > 0 {
+            out += String(
+                format: "rule count:   %@ events/s with %d rules (%.2f× the time of %d rules)\n", rate(r.scaleInProcess),
+                r.scaleRules,
+                r.inProcess / r.scaleInProcess, r.rules)
+        }
+        out += "fires:        " + r.fires.map { "\($0.0) \($0.1)" }.joined(separator: ", ") + "\n"
+        if let ref = r.reference {
+            out +=
+                ref.matches
+                ? "reference:    every rule's fires equal \(ref.path)\n"
+                : "reference:    DIFFERS from \(ref.path): "
+                    + ref.diff.map { "\($0.0) ref \($0.1) got \($0.2)" }.joined(separator: ", ") + "\n"
+        }
+        return out
+    }
+
+    static func json(_ r: Result) -> Value {
+        func d(_ x: Double) -> Value { .double((x * 100).rounded() / 100) }
+        var m = ValueMap([
+            ("users", .int(Int64(r.users))), ("events", .int(Int64(r.events))), ("rules", .int(Int64(r.rules))),
+            ("cores", .int(Int64(ProcessInfo.processInfo.activeProcessorCount))),
+            ("events_per_s_in_process", .int(Int64(r.inProcess))), ("events_per_s_end_to_end", .int(Int64(r.endToEnd))),
+            ("peak_rss_kb", .int(Int64(r.peakRSSKB))), ("state_bytes_per_user", d(r.stateBytesPerUser)),
+            ("allocations_per_event", d(r.allocationsPerEvent)), ("compile_ms", d(r.compileMs)),
+            ("scale_rules", .int(Int64(r.scaleRules))), ("events_per_s_in_process_scaled", .int(Int64(r.scaleInProcess))),
+            ("compile_rules", .int(Int64(r.compileRules))), ("compile_ms_many", d(r.compileManyMs)),
+            ("fires", .map(ValueMap(r.fires.map { ($0.0, .int(Int64($0.1))) }))),
+        ])
+        if let ref = r.reference {
+            m[string: "matches_reference"] = .bool(ref.matches)
+            m[string: "reference"] = .string(ref.path)
+        }
+        return .map(m)
+    }
+}
+
+/// Collects output lines and writes them to /dev/null in large blocks: the cost of producing actions, not of a disk.
+final class NullSink {
+    private var buffer: [UInt8] = []
+    private let fd = open("/dev/null", O_WRONLY)
+
+    init() { buffer.reserveCapacity(1 << 16) }
+    deinit { close(fd) }
+
+    func write(_ s: String) {
+        buffer.append(contentsOf: s.utf8)
+        buffer.append(10)
+        if buffer.count >= 1 << 16 { flush() }
+    }
+
+    func flush() {
+        buffer.withUnsafeBytes { _ = Glibc.write(fd, $0.baseAddress, $0.count) }
+        buffer.removeAll(keepingCapacity: true)
+    }
+}
