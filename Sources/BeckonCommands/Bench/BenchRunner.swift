@@ -83,7 +83,7 @@ public enum BenchRunner {
         let (rules, compileMs) = try load(try workload.rulesYAML())
         r.rules = rules.rules.count
         r.compileMs = compileMs
-        let segment = NSTemporaryDirectory() + "beckon-bench-\(getpid()).jsonl"
+        let segment = NSTemporaryDirectory() + "beckon-bench-\(UUID().uuidString).jsonl"
         defer { try? FileManager.default.removeItem(atPath: segment) }
         (r.users, r.events) = try workload.writeSegment(to: segment)
         console.err("bench: \(r.users) users, \(r.events) events, \(r.rules) rules\n")
@@ -159,7 +159,7 @@ public enum BenchRunner {
             r.compileManyMs = ms
         }
         if let path = o.reference ?? defaultReference(), FileManager.default.fileExists(atPath: path) {
-            r.reference = try compare(r.fires, with: path)
+            r.reference = try compare(r.fires, events: r.events, with: path, explicit: o.reference != nil)
         }
         return r
     }
@@ -170,13 +170,19 @@ public enum BenchRunner {
         return (base as NSString).appendingPathComponent("results/ref.json")
     }
 
+    /// Compares fires with a reference result; `nil` when the default reference is of another workload (its event
+    /// count differs), an error when an explicit one is.
     static func compare(
-        _ fires: [(String, Int)], with path: String
-    ) throws -> (path: String, matches: Bool, diff: [(String, Int, Int)]) {
+        _ fires: [(String, Int)], events: Int, with path: String, explicit: Bool
+    ) throws -> (path: String, matches: Bool, diff: [(String, Int, Int)])? {
         guard let data = FileManager.default.contents(atPath: path),
             case .map(let m) = try JSONValue.parse(String(decoding: data, as: UTF8.self)),
             case .map(let ref)? = m[string: "fires"]
         else { throw BenchWorkload.Problem(description: "\(path) has no `fires` object") }
+        if case .int(let n)? = m[string: "events"], Int(n) != events {
+            if explicit { throw BenchWorkload.Problem(description: "\(path) is the result of \(n) events, not \(events)") }
+            return nil
+        }
         var expected: [String: Int] = [:]
         for (k, v) in ref.entries { if case .string(let id) = k, case .int(let n) = v { expected[id] = Int(n) } }
         var diff: [(String, Int, Int)] = []

@@ -12,6 +12,15 @@ final class SymbolTable {
     var seriesKeys: [String: Int32] = [:]
     var memoSlots = 0
     var needsAllProperties = false
+    var surfaceIDs: [String: Int32] = [:]
+
+    /// The id of a message surface (interned).
+    func surface(_ name: String) -> Int32 {
+        if let id = surfaceIDs[name] { return id }
+        let id = Int32(surfaceIDs.count)
+        surfaceIDs[name] = id
+        return id
+    }
     /// The loaded tracking plans, merged; `nil` when none is loaded (then names are not checked).
     var plan: PlanIndex?
 

@@ -404,7 +404,8 @@ private struct Builder {
             index: index, unit: unitIndex, id: spec.id.value, qualifiedID: file.name.value + "/" + spec.id.value,
             enabled: spec.enabled && file.enabled, trigger: trigger, triggerDescription: triggerDescription,
             whereExpr: whereExpr, whereTraced: whereTraced, ifExpr: ifExpr, ifTraced: ifTraced, limits: limits,
-            priority: spec.priority?.value ?? file.defaultPriority ?? 0, surface: surface, actions: actions,
+            priority: spec.priority?.value ?? file.defaultPriority ?? 0, surface: surface,
+            surfaceID: surface.map { symbols.surface($0) } ?? -1, actions: actions,
             fireSeries: fireSeries, location: spec.location, timing: timing, reprompt: reprompt(spec.reprompt))
     }
 

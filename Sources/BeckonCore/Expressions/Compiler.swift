@@ -2,7 +2,7 @@
 public typealias Eval = @Sendable (EvalScope) -> Value
 
 /// A checked and compiled expression: closures built once at load time, never re-parsed per event.
-public struct CompiledExpr: Sendable {
+public final class CompiledExpr: Sendable {
     /// The text it was compiled from.
     public let source: String
     /// The statically inferred type.
@@ -12,6 +12,14 @@ public struct CompiledExpr: Sendable {
     let eval: Eval
     /// Comprehension variables it needs in ``EvalScope/locals``.
     let localsNeeded: Int
+
+    init(source: String, type: CELType, constant: Value?, eval: @escaping Eval, localsNeeded: Int) {
+        self.source = source
+        self.type = type
+        self.constant = constant
+        self.eval = eval
+        self.localsNeeded = localsNeeded
+    }
 
     @inline(__always) public func evaluate(_ scope: EvalScope) -> Value {
         if scope.locals.count < localsNeeded { scope.ensureLocals(localsNeeded) }

@@ -6,7 +6,12 @@ import Crypto
 /// (its `messageId`, or the user's event count when it has none), so replaying a stream gives the same ids and a
 /// consumer can drop an action it has already seen.
 public struct FiredAction: Sendable {
-    public var id: String
+    /// Computed when asked for (a SHA-256), so that a service that does not use ids does not pay for them.
+    public var id: String { FiredAction.makeID(rule: qualifiedRule, action: actionIndex, user: userID, trigger: triggerKey) }
+    /// `unit/rule`, the action's place in the rule's `do` (-1 for `held_back`), and the trigger's key: what `id` hashes.
+    let qualifiedRule: String
+    let actionIndex: Int
+    let triggerKey: String
     /// Milliseconds since 1970: when it fires (the triggering event's time, or a timer's due time).
     public var time: Int64
     public var userID: String

@@ -123,7 +123,7 @@ public final class CompiledRuleSet: Sendable {
 }
 
 /// A campaign or rule set after compilation.
-public struct CompiledUnit: Sendable {
+public final class CompiledUnit: Sendable {
     public let name: String
     public let kind: UnitKind
     public let path: String
@@ -139,6 +139,24 @@ public struct CompiledUnit: Sendable {
     public let goals: [CompiledGoal]
     /// Share of users held back (0: none).
     public let holdout: Double
+
+    init(
+        name: String, kind: UnitKind, path: String, enabled: Bool, start: Int64?, end: Int64?, audience: CompiledExpr?,
+        audienceTraced: CompiledExpr?, audienceMemo: Int, userLocalWindow: Bool, goals: [CompiledGoal], holdout: Double
+    ) {
+        self.name = name
+        self.kind = kind
+        self.path = path
+        self.enabled = enabled
+        self.start = start
+        self.end = end
+        self.audience = audience
+        self.audienceTraced = audienceTraced
+        self.audienceMemo = audienceMemo
+        self.userLocalWindow = userLocalWindow
+        self.goals = goals
+        self.holdout = holdout
+    }
 
     /// Whether a user is in this file's holdout: a stable hash of the file's name and the user id.
     public func isHeldOut(_ userID: String) -> Bool {
@@ -268,7 +286,7 @@ public struct CompiledLimits: Sendable {
     }
 }
 
-public struct CompiledRule: Sendable {
+public final class CompiledRule: Sendable {
     public let index: Int32
     public let unit: Int32
     public let id: String
@@ -285,12 +303,43 @@ public struct CompiledRule: Sendable {
     public let priority: Int
     /// The surface of its `message` action, if it has one: rules on the same surface are arbitrated.
     public let surface: String?
+    /// `surface` interned within the rule set (-1: none), for arbitration without string compares.
+    let surfaceID: Int32
     let actions: [ActionTemplate]
     /// Series of its fire times, when it has rolling limits (else -1).
     let fireSeries: Int32
     public let location: SourceLocation
     public let timing: CompiledTiming
     let reprompt: CompiledReprompt?
+
+    init(
+        index: Int32, unit: Int32, id: String, qualifiedID: String, enabled: Bool, trigger: CompiledTrigger,
+        triggerDescription: String, whereExpr: CompiledExpr?, whereTraced: CompiledExpr?, ifExpr: CompiledExpr?,
+        ifTraced: CompiledExpr?, limits: CompiledLimits, priority: Int, surface: String?, surfaceID: Int32,
+        actions: [ActionTemplate], fireSeries: Int32, location: SourceLocation, timing: CompiledTiming,
+        reprompt: CompiledReprompt?
+    ) {
+        self.index = index
+        self.unit = unit
+        self.id = id
+        self.qualifiedID = qualifiedID
+        self.enabled = enabled
+        self.trigger = trigger
+        self.triggerDescription = triggerDescription
+        self.whereExpr = whereExpr
+        self.whereTraced = whereTraced
+        self.ifExpr = ifExpr
+        self.ifTraced = ifTraced
+        self.limits = limits
+        self.priority = priority
+        self.surface = surface
+        self.surfaceID = surfaceID
+        self.actions = actions
+        self.fireSeries = fireSeries
+        self.location = location
+        self.timing = timing
+        self.reprompt = reprompt
+    }
 }
 
 /// A history series: occurrences of something, kept as long as the longest window that asks for it.

@@ -38,7 +38,21 @@ public final class Engine {
         public var scheduled: [Int] = []
         /// Fires recorded for users in a holdout (no actions sent).
         public var heldBack: [Int] = []
-        public var blocked: [[String: Int]] = []
+        /// Per rule index: verdicts that were not fires, by ``Verdict/code`` (`where`, `limit:per_day`, `lost`…).
+        public var blocked: [[String: Int]] {
+            blockCounts.indices.map { r in
+                var m = otherBlocks[r]
+                for (i, n) in blockCounts[r].enumerated() where n > 0 { m[Verdict.blockCodes[i], default: 0] += n }
+                return m
+            }
+        }
+        /// Counts by index in ``Verdict/blockCodes`` (no string is built to count a block).
+        var blockCounts: [ContiguousArray<Int>] = []
+        var otherBlocks: [[String: Int]] = []
+
+        mutating func block(_ r: Int, _ v: Verdict) {
+            if let i = v.blockIndex { blockCounts[r][i] += 1 } else { otherBlocks[r][v.code, default: 0] += 1 }
+        }
     }
 
     public let ruleSet: CompiledRuleSet
@@ -64,7 +78,9 @@ public final class Engine {
         stats.fired = Array(repeating: 0, count: ruleSet.rules.count)
         stats.scheduled = Array(repeating: 0, count: ruleSet.rules.count)
         stats.heldBack = Array(repeating: 0, count: ruleSet.rules.count)
-        stats.blocked = Array(repeating: [:], count: ruleSet.rules.count)
+        stats.blockCounts = Array(
+            repeating: ContiguousArray(repeating: 0, count: Verdict.blockCodes.count), count: ruleSet.rules.count)
+        stats.otherBlocks = Array(repeating: [:], count: ruleSet.rules.count)
     }
 
     /// Processes a general event (binds it to the rule set first).
@@ -131,14 +147,18 @@ public final class Engine {
             if !rs.cancelIndex[id].isEmpty && !profile.pending.isEmpty {
                 cancelPending(profile, e, now: now, rules: rs.cancelIndex[id], out: &out)
             }
-            var candidates: [(Int32, AttributeChange?)] = rs.rulesByEvent[id].map { ($0, nil) }
-            if !rs.sequenceIndex[id].isEmpty {
-                candidates += advanceSequences(profile, e, now: now, rules: rs.sequenceIndex[id]).map { ($0, nil) }
-            }
-            if !candidates.isEmpty {
-                runRound(
-                    candidates, profile: profile, now: now, triggerKey: triggerKey, triggerName: triggerName,
-                    round: &round, out: &out)
+            let completed =
+                rs.sequenceIndex[id].isEmpty ? [] : advanceSequences(profile, e, now: now, rules: rs.sequenceIndex[id])
+            let direct = rs.rulesByEvent[id]
+            let n = direct.count + completed.count
+            if n > 0 {
+                withUnsafeTemporaryAllocation(of: Candidate.self, capacity: n) { buf in
+                    for (i, r) in direct.enumerated() { buf[i] = Candidate(rule: r, change: -1) }
+                    for (i, r) in completed.enumerated() { buf[direct.count + i] = Candidate(rule: r, change: -1) }
+                    runRound(
+                        UnsafeBufferPointer(buf), changes: [], profile: profile, now: now, triggerKey: triggerKey,
+                        triggerName: triggerName, round: &round, out: &out)
+                }
             }
         }
         cascade(profile: profile, now: now, triggerKey: triggerKey, round: &round, out: &out)
@@ -169,73 +189,92 @@ public final class Engine {
         while !round.changes.isEmpty {
             let changes = round.changes
             round.changes = []
-            var candidates: [(Int32, AttributeChange?)] = []
-            for (slot, change) in changes where slot < ruleSet.rulesByAttribute.count {
+            var candidates: [Candidate] = []
+            for (k, (slot, change)) in changes.enumerated() where slot < ruleSet.rulesByAttribute.count {
                 for r in ruleSet.rulesByAttribute[slot] {
                     guard case .change(_, let from, let to) = ruleSet.rules[Int(r)].trigger else { continue }
                     if let from, !from.contains(where: { Value.equal($0, change.from) }) { continue }
                     if let to, !to.contains(where: { Value.equal($0, change.to) }) { continue }
-                    candidates.append((r, change))
+                    candidates.append(Candidate(rule: r, change: Int32(k)))
                 }
             }
             guard !candidates.isEmpty else { return }
             depth += 1
             if depth > ruleSet.settings.maxCascadeDepth {
-                for (r, _) in candidates {
+                for c in candidates {
                     note(
-                        r, .cascadeLimit(ruleSet.settings.maxCascadeDepth), now: now, userID: profile.userID, trigger: "change",
-                        out: &out)
+                        c.rule, .cascadeLimit(ruleSet.settings.maxCascadeDepth), now: now, userID: profile.userID,
+                        trigger: "change", out: &out)
                 }
                 return
             }
-            runRound(
-                candidates, profile: profile, now: now, triggerKey: triggerKey + "|\(depth)", triggerName: nil,
-                round: &round, out: &out)
+            let changeValues = changes.map(\.change)
+            candidates.withUnsafeBufferPointer { buf in
+                runRound(
+                    buf, changes: changeValues, profile: profile, now: now, triggerKey: triggerKey + "|\(depth)",
+                    triggerName: nil,
+                    round: &round, out: &out)
+            }
         }
     }
 
     // MARK: Rounds
 
+    /// A triggered rule, with the index of the attribute change that triggered it (-1: an event).
+    struct Candidate {
+        var rule: Int32
+        var change: Int32
+    }
+
     /// Evaluates triggered rules against the same state, arbitrates, then fires the winners in order.
+    /// Works in stack buffers: a round allocates nothing unless something fires.
     private func runRound(
-        _ triggered: [(Int32, AttributeChange?)], profile: UserProfile, now: Int64, triggerKey: String,
-        triggerName: String?, round: inout RoundState, out: inout EventOutcome
+        _ triggered: UnsafeBufferPointer<Candidate>, changes: [AttributeChange], profile: UserProfile, now: Int64,
+        triggerKey: String, triggerName: String?, round: inout RoundState, out: inout EventOutcome
     ) {
         scope.invalidateMemo()
-        var qualified: [(rule: Int32, change: AttributeChange?)] = []
-        for (r, change) in triggered {
-            let rule = ruleSet.rules[Int(r)]
-            scope.change = change
-            let trig = triggerName ?? rule.triggerDescription
-            if let v = evaluate(rule, profile: profile, now: now) {
-                note(r, v, now: now, userID: profile.userID, trigger: trig, out: &out)
-            } else {
-                qualified.append((r, change))
+        withUnsafeTemporaryAllocation(of: Candidate.self, capacity: triggered.count) { buf in
+            var n = 0
+            for c in triggered {
+                let rule = ruleSet.rules[Int(c.rule)]
+                scope.change = c.change >= 0 ? changes[Int(c.change)] : nil
+                if let v = evaluate(rule, profile: profile, now: now) {
+                    note(c.rule, v, now: now, userID: profile.userID, trigger: triggerName ?? rule.triggerDescription, out: &out)
+                } else {
+                    buf[n] = c
+                    n += 1
+                }
             }
-        }
-        guard !qualified.isEmpty else { return }
-        // Delayed rules do not show now, so they take no part in arbitration: they are scheduled.
-        var immediate: [(rule: Int32, change: AttributeChange?)] = []
-        for q in qualified {
-            let rule = ruleSet.rules[Int(q.rule)]
-            // An `at` time that is now already is not a delay.
-            if rule.timing.isDelayed, case let due = dueTime(rule, profile: profile, now: now), due > now {
-                schedule(
-                    rule, due: due, held: false, profile: profile, now: now, triggerKey: triggerKey,
-                    trigger: triggerName ?? rule.triggerDescription, change: q.change, out: &out)
-            } else {
-                immediate.append(q)
+            guard n > 0 else { return }
+            // Delayed rules do not show now, so they take no part in arbitration: they are scheduled.
+            var m = 0
+            for k in 0..<n {
+                let q = buf[k]
+                let rule = ruleSet.rules[Int(q.rule)]
+                scope.change = q.change >= 0 ? changes[Int(q.change)] : nil
+                // An `at` time that is now already is not a delay.
+                if rule.timing.isDelayed, case let due = dueTime(rule, profile: profile, now: now), due > now {
+                    schedule(
+                        rule, due: due, held: false, profile: profile, now: now, triggerKey: triggerKey,
+                        trigger: triggerName ?? rule.triggerDescription, change: scope.change, out: &out)
+                } else {
+                    buf[m] = q
+                    m += 1
+                }
             }
-        }
-        if immediate.count > 1 {
-            immediate = arbitrate(immediate, profile: profile, now: now, triggerName: triggerName, out: &out)
-        }
-        for (r, change) in immediate {
-            let rule = ruleSet.rules[Int(r)]
-            scope.change = change
-            deliver(
-                rule, profile: profile, now: now, triggerKey: triggerKey, trigger: triggerName ?? rule.triggerDescription,
-                round: &round, out: &out)
+            if m > 1 {
+                m = arbitrate(
+                    UnsafeMutableBufferPointer(rebasing: buf[0..<m]), profile: profile, now: now, triggerName: triggerName,
+                    out: &out)
+            }
+            for k in 0..<m {
+                let q = buf[k]
+                let rule = ruleSet.rules[Int(q.rule)]
+                scope.change = q.change >= 0 ? changes[Int(q.change)] : nil
+                deliver(
+                    rule, profile: profile, now: now, triggerKey: triggerKey, trigger: triggerName ?? rule.triggerDescription,
+                    round: &round, out: &out)
+            }
         }
     }
 
@@ -275,7 +314,7 @@ public final class Engine {
         case .fired: stats.fired[Int(r)] += 1
         case .heldBack: stats.heldBack[Int(r)] += 1
         case .scheduled: stats.scheduled[Int(r)] += 1
-        default: stats.blocked[Int(r)][v.code, default: 0] += 1
+        default: stats.block(Int(r), v)
         }
         if options.recordVerdicts {
             out.verdicts.append(
@@ -426,25 +465,18 @@ public final class Engine {
         _ l: CompiledLimits, record rec: RuleRecord, series: Int32, profile: UserProfile, now: Int64, occurrence: Int?
     ) -> LimitHit? {
         if let n = l.onOccurrence, let occurrence, occurrence != n {
-            return LimitHit(
-                key: "on_occurrence", count: occurrence, max: n, freesAt: nil,
-                detail: "this is occurrence \(occurrence); fires only on occurrence \(n)")
+            return LimitHit(key: "on_occurrence", count: occurrence, max: n, freesAt: nil)
         }
         if let n = l.everyOccurrence, let occurrence, occurrence % n != 0 {
-            return LimitHit(
-                key: "every_occurrence", count: occurrence, max: n, freesAt: nil,
-                detail: "this is occurrence \(occurrence); fires on every \(Engine.ordinal(n))")
+            return LimitHit(key: "every_occurrence", count: occurrence, max: n, freesAt: nil)
         }
         if let n = l.perUser, Int(rec.fires) >= n {
-            return LimitHit(
-                key: "per_user", count: Int(rec.fires), max: n, freesAt: nil, detail: "\(rec.fires) of \(n) fires used")
+            return LimitHit(key: "per_user", count: Int(rec.fires), max: n, freesAt: nil)
         }
         if let n = l.perSession {
             let c = rec.firesInSession(profile.session.id)
             if c >= n {
-                return LimitHit(
-                    key: "per_session", count: c, max: n, freesAt: nil,
-                    detail: "\(c) of \(n) in this session; frees in the next session")
+                return LimitHit(key: "per_session", count: c, max: n, freesAt: nil)
             }
         }
         for (window, max) in l.rolling {
@@ -463,13 +495,11 @@ public final class Engine {
                     case .month: frees = nil
                     }
                 }
-                return LimitHit(key: window.key, count: c, max: max, freesAt: frees, detail: "\(c) of \(max) in the window")
+                return LimitHit(key: window.key, count: c, max: max, freesAt: frees)
             }
         }
         if let cd = l.cooldownMs, rec.lastFire != Int64.min, now - rec.lastFire < cd {
-            return LimitHit(
-                key: "cooldown", count: 1, max: 1, freesAt: rec.lastFire + cd,
-                detail: "last fired at \(Timestamp(milliseconds: rec.lastFire)), cooldown \(DSLDuration.format(cd))")
+            return LimitHit(key: "cooldown", count: 1, max: 1, freesAt: rec.lastFire + cd, lastFire: rec.lastFire, cooldownMs: cd)
         }
         return nil
     }
@@ -478,39 +508,46 @@ public final class Engine {
         (ruleSet.attributeSlots["timezone"], ruleSet.contextSlots["timezone"])
     }
 
-    /// Keeps, per surface, the rule with the largest priority (ties: the one loaded first); notes the others.
+    /// Keeps, per surface, the rule with the largest priority (ties: the one loaded first) and notes the others as
+    /// lost; sorts the kept ones into fire order (larger priority first, then load order). Returns how many are kept,
+    /// at the front of `q`.
     private func arbitrate(
-        _ q: [(rule: Int32, change: AttributeChange?)], profile: UserProfile, now: Int64, triggerName: String?,
+        _ q: UnsafeMutableBufferPointer<Candidate>, profile: UserProfile, now: Int64, triggerName: String?,
         out: inout EventOutcome
-    ) -> [(rule: Int32, change: AttributeChange?)] {
-        var winners: [String: Int32] = [:]
-        for (r, _) in q {
-            guard let surface = ruleSet.rules[Int(r)].surface else { continue }
-            if let w = winners[surface] {
-                let a = ruleSet.rules[Int(r)]
-                let b = ruleSet.rules[Int(w)]
-                if a.priority > b.priority || (a.priority == b.priority && a.index < b.index) { winners[surface] = r }
-            } else {
-                winners[surface] = r
-            }
+    ) -> Int {
+        let rules = ruleSet.rules
+        func wins(_ a: CompiledRule, over b: CompiledRule) -> Bool {
+            a.priority > b.priority || (a.priority == b.priority && a.index < b.index)
         }
-        var kept: [(rule: Int32, change: AttributeChange?)] = []
-        for (r, c) in q {
-            let rule = ruleSet.rules[Int(r)]
-            if let surface = rule.surface, let w = winners[surface], w != r {
-                let winner = ruleSet.rules[Int(w)]
+        var kept = 0
+        for i in 0..<q.count {
+            let rule = rules[Int(q[i].rule)]
+            var winner: CompiledRule?
+            if rule.surfaceID >= 0 {
+                for j in 0..<q.count where j != i {
+                    let other = rules[Int(q[j].rule)]
+                    if other.surfaceID == rule.surfaceID, wins(other, over: winner ?? rule) { winner = other }
+                }
+            }
+            if let winner {
                 note(
-                    r, .lostTo(rule: winner.qualifiedID, priority: winner.priority, ownPriority: rule.priority), now: now,
+                    rule.index, .lostTo(rule: winner.qualifiedID, priority: winner.priority, ownPriority: rule.priority),
+                    now: now,
                     userID: profile.userID, trigger: triggerName ?? rule.triggerDescription, out: &out)
             } else {
-                kept.append((r, c))
+                q[kept] = q[i]
+                kept += 1
             }
         }
-        // Fire order: larger priority first, then load order.
-        kept.sort { a, b in
-            let x = ruleSet.rules[Int(a.rule)]
-            let y = ruleSet.rules[Int(b.rule)]
-            return x.priority != y.priority ? x.priority > y.priority : x.index < y.index
+        // Insertion sort: rounds are small, and this allocates nothing.
+        for i in 1..<max(1, kept) {
+            let x = q[i]
+            var j = i
+            while j > 0, wins(rules[Int(x.rule)], over: rules[Int(q[j - 1].rule)]) {
+                q[j] = q[j - 1]
+                j -= 1
+            }
+            q[j] = x
         }
         return kept
     }
@@ -559,15 +596,15 @@ public final class Engine {
             // The control group: the fire is recorded (and counts for limits and reports), nothing is sent.
             out.actions.append(
                 FiredAction(
-                    id: FiredAction.makeID(rule: rule.qualifiedID, action: -1, user: profile.userID, trigger: triggerKey),
-                    time: now, userID: profile.userID, unit: unit.name, unitKind: unit.kind, rule: rule.id, trigger: trigger,
+                    qualifiedRule: rule.qualifiedID, actionIndex: -1, triggerKey: triggerKey, time: now, userID: profile.userID,
+                    unit: unit.name, unitKind: unit.kind, rule: rule.id, trigger: trigger,
                     kind: "held_back", fields: [("actions", .list(rule.actions.map { .string($0.kind) }))]))
             return false
         }
         for (i, a) in rule.actions.enumerated() {
             var fa = FiredAction(
-                id: FiredAction.makeID(rule: rule.qualifiedID, action: i, user: profile.userID, trigger: triggerKey),
-                time: now, userID: profile.userID, unit: unit.name, unitKind: unit.kind, rule: rule.id,
+                qualifiedRule: rule.qualifiedID, actionIndex: i, triggerKey: triggerKey, time: now, userID: profile.userID,
+                unit: unit.name, unitKind: unit.kind, rule: rule.id,
                 trigger: trigger, kind: a.kind, fields: [])
             perform(a, rule: rule, profile: profile, now: now, action: &fa, round: &round)
             out.actions.append(fa)

@@ -71,15 +71,82 @@ public enum Verdict: Sendable {
     }
 }
 
-/// A limit that blocked a fire, with the counts behind it.
+extension Verdict {
+    static let limitKeys = [
+        "on_occurrence", "every_occurrence", "per_user", "per_session", "per_minute", "per_hour", "per_day", "per_week",
+        "per_month", "cooldown",
+    ]
+    static let plainCodes = [
+        "not_live", "where", "if", "audience", "reprompt", "lost", "cascade_limit", "pending", "cancelled", "quiet_hours",
+        "held",
+    ]
+    /// The codes of verdicts that are not fires, in a fixed order: ``blockIndex`` counts them without strings.
+    static let blockCodes = plainCodes + limitKeys.map { "limit:" + $0 } + limitKeys.map { "global_limit:" + $0 }
+
+    /// The index of ``code`` in ``blockCodes`` (`nil` for fires, and for a code not in the table).
+    var blockIndex: Int? {
+        func limit(_ key: String) -> Int? {
+            switch key {
+            case "on_occurrence": 0
+            case "every_occurrence": 1
+            case "per_user": 2
+            case "per_session": 3
+            case "per_minute": 4
+            case "per_hour": 5
+            case "per_day": 6
+            case "per_week": 7
+            case "per_month": 8
+            case "cooldown": 9
+            default: nil
+            }
+        }
+        let n = Verdict.plainCodes.count
+        switch self {
+        case .fired, .scheduled, .heldBack: return nil
+        case .notLive: return 0
+        case .conditionFalse(let clause, _, _):
+            switch clause {
+            case "where": return 1
+            case "if": return 2
+            case "audience": return 3
+            case "reprompt": return 4
+            default: return nil
+            }
+        case .lostTo: return 5
+        case .cascadeLimit: return 6
+        case .alreadyPending: return 7
+        case .cancelled: return 8
+        case .quietHours(let until): return until == nil ? 9 : 10
+        case .limited(let hit): return limit(hit.key).map { n + $0 }
+        case .globalLimited(let hit): return limit(hit.key).map { n + Verdict.limitKeys.count + $0 }
+        }
+    }
+}
+
+/// A limit that blocked a fire, with the counts behind it. The words (`detail`) are made only when asked for, so
+/// that blocking costs no allocation.
 public struct LimitHit: Sendable {
     /// `per_user`, `per_session`, `per_day`, `cooldown`, `on_occurrence`…
     public var key: String
+    /// The count that reached the limit (the occurrence, for occurrence limits).
     public var count: Int
     public var max: Int
     /// When the limit next lets a fire through (ms), if it ever does by time alone.
     public var freesAt: Int64?
-    public var detail: String
+    /// For `cooldown`: the last fire and the cooldown (ms).
+    var lastFire: Int64 = 0
+    var cooldownMs: Int64 = 0
+
+    public var detail: String {
+        switch key {
+        case "on_occurrence": "this is occurrence \(count); fires only on occurrence \(max)"
+        case "every_occurrence": "this is occurrence \(count); fires on every \(Engine.ordinal(max))"
+        case "per_user": "\(count) of \(max) fires used"
+        case "per_session": "\(count) of \(max) in this session; frees in the next session"
+        case "cooldown": "last fired at \(Timestamp(milliseconds: lastFire)), cooldown \(DSLDuration.format(cooldownMs))"
+        default: "\(count) of \(max) in the window"
+        }
+    }
 
     public var summary: String {
         var s = "\(key) reached (\(detail))"
