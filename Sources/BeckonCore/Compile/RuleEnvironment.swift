@@ -324,10 +324,11 @@ final class RuleEnvironment: ExpressionEnvironment {
             if testOnly && path.count == 1 {
                 return ({ s in .bool(s.profile?.attributes[slot] != nil) }, .bool, 1)
             }
+            let missing = Value.error(EvalError("user attribute '\(key)' is not set"))
             return (
                 { s in
                     if let v = s.profile?.attributes[slot] { return v }
-                    return .error(EvalError("user attribute '\(key)' is not set"))
+                    return missing
                 }, type, 1
             )
         }

@@ -382,7 +382,7 @@ public final class ExprCompiler {
                 throw ExprProblem(err.message, (target != nil ? args[0] : args[1]).span, id: "invalid_regex")
             }
         }
-        let n = CompiledNode(type: resultType, eval: makeCall(decl.impl, nodes.map(\.eval)))
+        let n = CompiledNode(type: resultType, eval: makeCall(decl.impl, nodes))
         let folded = decl.pure ? fold(n, nodes, span) : n
         if ExprCompiler.operatorNames[fn] != nil && !["_<_", "_<=_", "_>_", "_>=_", "_==_", "_!=_", "@in"].contains(fn) {
             return folded
@@ -390,16 +390,19 @@ public final class ExprCompiler {
         return traced(folded, span, op: ExprCompiler.operatorNames[fn])
     }
 
-    private func makeCall(_ impl: FunctionDecl.Impl, _ evals: [Eval]) -> Eval {
-        switch (impl, evals.count) {
+    /// Takes the nodes, not `[Eval]`: closures kept in an array are stored at the most general abstraction and every
+    /// call would go through reabstraction thunks.
+    private func makeCall(_ impl: FunctionDecl.Impl, _ nodes: [CompiledNode]) -> Eval {
+        switch (impl, nodes.count) {
         case (.unary(let f), 1):
-            let a = evals[0]
+            let a = nodes[0].eval
             return { s in f(a(s)) }
         case (.binary(let f), 2):
-            let a = evals[0]
-            let b = evals[1]
+            let a = nodes[0].eval
+            let b = nodes[1].eval
             return { s in f(a(s), b(s)) }
         case (.nary(let f), _):
+            let evals = nodes.map(\.eval)
             return { s in f(evals.map { $0(s) }) }
         default:
             return { _ in .error(.noSuchOverload) }

@@ -37,6 +37,8 @@ public final class CompiledRuleSet: Sendable {
     public let needsAllProperties: Bool
     public let flows: [CompiledFlow]
     public let flowIndex: [String: Int]
+    /// Per unit: no start, end or audience, so its rules need not look at it while evaluating.
+    let plainUnits: [Bool]
     /// The names the tracking plans declare, when plans were loaded (for checking test streams).
     public let plan: PlanNames?
 
@@ -46,6 +48,7 @@ public final class CompiledRuleSet: Sendable {
         memoSlots: Int, settings: EngineSettings, needsAllProperties: Bool, flows: [CompiledFlow] = [], plan: PlanNames? = nil
     ) {
         self.plan = plan
+        self.plainUnits = units.map { $0.start == nil && $0.end == nil && $0.audience == nil }
         self.flows = flows
         self.flowIndex = Dictionary(uniqueKeysWithValues: flows.enumerated().map { ($1.id, $0) })
         self.units = units
@@ -243,12 +246,20 @@ public struct CompiledTiming: Sendable {
 }
 
 /// The re-prompt condition: the latest `after` event matched `when`, at least `wait` ago.
-struct CompiledReprompt: Sendable {
+final class CompiledReprompt: Sendable {
     let after: String
     let when: String
     let allSeries: Int32
     let matchingSeries: Int32
     let waitMs: Int64
+
+    init(after: String, when: String, allSeries: Int32, matchingSeries: Int32, waitMs: Int64) {
+        self.after = after
+        self.when = when
+        self.allSeries = allSeries
+        self.matchingSeries = matchingSeries
+        self.waitMs = waitMs
+    }
 }
 
 public struct CompiledLimits: Sendable {

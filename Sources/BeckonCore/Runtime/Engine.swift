@@ -237,7 +237,7 @@ public final class Engine {
             var n = 0
             for c in triggered {
                 let rule = ruleSet.rules[Int(c.rule)]
-                scope.change = c.change >= 0 ? changes[Int(c.change)] : nil
+                if c.change >= 0 { scope.change = changes[Int(c.change)] }
                 if let v = evaluate(rule, profile: profile, now: now) {
                     note(c.rule, v, now: now, userID: profile.userID, trigger: triggerName ?? rule.triggerDescription, out: &out)
                 } else {
@@ -251,7 +251,7 @@ public final class Engine {
             for k in 0..<n {
                 let q = buf[k]
                 let rule = ruleSet.rules[Int(q.rule)]
-                scope.change = q.change >= 0 ? changes[Int(q.change)] : nil
+                if q.change >= 0 { scope.change = changes[Int(q.change)] }
                 // An `at` time that is now already is not a delay.
                 if rule.timing.isDelayed, case let due = dueTime(rule, profile: profile, now: now), due > now {
                     schedule(
@@ -270,7 +270,7 @@ public final class Engine {
             for k in 0..<m {
                 let q = buf[k]
                 let rule = ruleSet.rules[Int(q.rule)]
-                scope.change = q.change >= 0 ? changes[Int(q.change)] : nil
+                if q.change >= 0 { scope.change = changes[Int(q.change)] }
                 deliver(
                     rule, profile: profile, now: now, triggerKey: triggerKey, trigger: triggerName ?? rule.triggerDescription,
                     round: &round, out: &out)
@@ -305,8 +305,10 @@ public final class Engine {
         note(rule.index, sent ? .fired : .heldBack, now: now, userID: profile.userID, trigger: trigger, out: &out)
     }
 
+    /// Counts a verdict, and records it when verdicts are recorded. The user and trigger are read only then.
     func note(
-        _ r: Int32, _ v: Verdict, now: Int64, userID: String, trigger: String, out: inout EventOutcome, dueNow: Bool = false
+        _ r: Int32, _ v: Verdict, now: Int64, userID: @autoclosure () -> String, trigger: @autoclosure () -> String,
+        out: inout EventOutcome, dueNow: Bool = false
     ) {
         // A delayed action coming due is the same trigger as when it was scheduled: counted once.
         if !dueNow { stats.triggered[Int(r)] += 1 }
@@ -319,15 +321,15 @@ public final class Engine {
         if options.recordVerdicts {
             out.verdicts.append(
                 RuleVerdict(
-                    rule: r, qualifiedID: ruleSet.rules[Int(r)].qualifiedID, time: now, userID: userID,
-                    trigger: trigger, verdict: v, clauses: clauseBuffer.removeValue(forKey: r) ?? []))
+                    rule: r, qualifiedID: ruleSet.rules[Int(r)].qualifiedID, time: now, userID: userID(),
+                    trigger: trigger(), verdict: v, clauses: clauseBuffer.removeValue(forKey: r) ?? []))
         }
     }
 
     /// `nil` when the rule qualifies; otherwise why not.
     private func evaluate(_ rule: CompiledRule, profile: UserProfile, now: Int64) -> Verdict? {
-        let unit = ruleSet.units[Int(rule.unit)]
-        if let why = notLive(unit, profile: profile, now: now) { return .notLive(why) }
+        let unit: CompiledUnit? = ruleSet.plainUnits[Int(rule.unit)] ? nil : ruleSet.units[Int(rule.unit)]
+        if let unit, let why = notLive(unit, profile: profile, now: now) { return .notLive(why) }
         if let w = rule.whereExpr {
             let v = w.evaluate(scope)
             explainClause(rule.index, "where", v, rule.whereTraced)
@@ -340,7 +342,7 @@ public final class Engine {
                 return Int(rec.occurrences)
             }
         }
-        if let a = unit.audience {
+        if let unit, let a = unit.audience {
             let v = scope.memoized(unit.audienceMemo) { a.evaluate($0) }
             explainClause(rule.index, "audience", v, unit.audienceTraced)
             if !v.isTrue { return .conditionFalse(clause: "audience", value: v, why: why(unit.audienceTraced)) }
