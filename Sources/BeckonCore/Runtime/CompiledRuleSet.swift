@@ -316,6 +316,8 @@ public final class CompiledRule: Sendable {
     public let surface: String?
     /// `surface` interned within the rule set (-1: none), for arbitration without string compares.
     let surfaceID: Int32
+    /// Whether fires are recorded per user (limits and re-prompts read the record).
+    var keepsRecord: Bool { !limits.isEmpty || reprompt != nil }
     let actions: [ActionTemplate]
     /// Series of its fire times, when it has rolling limits (else -1).
     let fireSeries: Int32

@@ -563,14 +563,17 @@ public final class Engine {
         round: inout RoundState, out: inout EventOutcome
     ) -> Bool {
         let sessionID = profile.session.id
-        profile.withRecord(rule.index) { rec in
-            rec.fires &+= 1
-            rec.lastFire = now
-            if rec.sessionID != sessionID {
-                rec.sessionID = sessionID
-                rec.sessionFires = 0
+        // Only limits and re-prompts read a rule's record: a rule with neither keeps no state per user.
+        if rule.keepsRecord {
+            profile.withRecord(rule.index) { rec in
+                rec.fires &+= 1
+                rec.lastFire = now
+                if rec.sessionID != sessionID {
+                    rec.sessionID = sessionID
+                    rec.sessionFires = 0
+                }
+                rec.sessionFires &+= 1
             }
-            rec.sessionFires &+= 1
         }
         if rule.fireSeries >= 0 {
             profile.history.record(

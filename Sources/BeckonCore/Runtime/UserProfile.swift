@@ -6,8 +6,6 @@ public final class UserProfile {
     public let userID: String
     /// Attributes the loaded rules read, by ``CompiledRuleSet/attributeSlots``.
     public internal(set) var attributes: ContiguousArray<Value?>
-    /// Attributes no loaded rule reads (kept so the profile stays complete).
-    public internal(set) var otherAttributes: ValueMap?
     /// Last value seen of each context field the rules read (server-side events often lack context).
     public internal(set) var context: ContiguousArray<Value?>
     /// The latest time processed for this user; never moves back.
@@ -16,17 +14,53 @@ public final class UserProfile {
     public internal(set) var eventCount: UInt32 = 0
     public internal(set) var session = Session()
     public internal(set) var history = HistoryLog()
-    /// Fire records of the rules this user has triggered, sorted by rule index.
+    /// Fire records of the rules with limits or re-prompts this user has triggered, sorted by rule index.
     public internal(set) var records: ContiguousArray<RuleRecord> = []
-    /// Global in-app cap record (per-session and lifetime counters for `message` actions).
-    public internal(set) var messages = RuleRecord(rule: -1)
-    public internal(set) var inbox: [InboxItem] = []
-    /// Delayed actions waiting for their due time.
-    public internal(set) var pending: [PendingAction] = []
-    /// Partial matches of sequence triggers.
-    var sequences: [SequenceState] = []
     /// Recent messageIds (hashed) with their times, to drop duplicates.
     var recentMessageIDs: ContiguousArray<(hash: UInt64, time: Int64)> = []
+    /// What most users never need (an inbox, timers, partial sequences, the global cap's record, attributes no rule
+    /// reads), allocated on first use: a profile stays small for the users who need none of it.
+    private var extras: Extras?
+
+    final class Extras {
+        var otherAttributes: ValueMap?
+        var messages = RuleRecord(rule: -1)
+        var inbox: [InboxItem] = []
+        var pending: [PendingAction] = []
+        var sequences: [SequenceState] = []
+    }
+
+    private func ensureExtras() -> Extras {
+        if let e = extras { return e }
+        let e = Extras()
+        extras = e
+        return e
+    }
+
+    /// Attributes no loaded rule reads (kept so the profile stays complete).
+    public internal(set) var otherAttributes: ValueMap? {
+        get { extras?.otherAttributes }
+        _modify { yield &ensureExtras().otherAttributes }
+    }
+    /// Global in-app cap record (per-session and lifetime counters for `message` actions).
+    public internal(set) var messages: RuleRecord {
+        get { extras?.messages ?? RuleRecord(rule: -1) }
+        _modify { yield &ensureExtras().messages }
+    }
+    public internal(set) var inbox: [InboxItem] {
+        get { extras?.inbox ?? [] }
+        _modify { yield &ensureExtras().inbox }
+    }
+    /// Delayed actions waiting for their due time.
+    public internal(set) var pending: [PendingAction] {
+        get { extras?.pending ?? [] }
+        _modify { yield &ensureExtras().pending }
+    }
+    /// Partial matches of sequence triggers.
+    var sequences: [SequenceState] {
+        get { extras?.sequences ?? [] }
+        _modify { yield &ensureExtras().sequences }
+    }
 
     public init(userID: String, attributeCount: Int, contextCount: Int) {
         self.userID = userID
@@ -76,7 +110,7 @@ public final class UserProfile {
         var n = 16 + MemoryLayout<UserProfile>.size
         n += attributes.capacity * valueStride + context.capacity * valueStride
         n += history.byteCount + records.capacity * MemoryLayout<RuleRecord>.stride
-        n += recentMessageIDs.capacity * 16 + inbox.count * 96
+        n += recentMessageIDs.capacity * 16 + inbox.count * 96 + (extras == nil ? 0 : 96)
         return n
     }
 }
