@@ -67,6 +67,11 @@ public struct SegmentDecoder {
             case "messageId": messageID = try p.idString(for: "messageId")
             case "timestamp":
                 let start = p.i
+                if let raw = p.plainStringBytes(), let ms = SegmentDecoder.parseTime(bytes: raw) {
+                    timestamp = ms
+                    return
+                }
+                p.i = start
                 let t = try p.string(for: "timestamp")
                 guard let ms = SegmentDecoder.parseTime(t) else {
                     throw DecodeError("'timestamp' is not an ISO-8601 time: '\(t)'", column: start + 1)
@@ -143,7 +148,12 @@ public struct SegmentDecoder {
 
     /// RFC 3339 / ISO-8601 to ms since 1970; a number is taken as seconds (fractional allowed) since 1970.
     static func parseTime(_ s: String) -> Int64? {
-        guard let t = Timestamp.parse(s) else { return nil }
+        var s = s
+        return s.withUTF8 { parseTime(bytes: $0) }
+    }
+
+    static func parseTime(bytes: UnsafeBufferPointer<UInt8>) -> Int64? {
+        guard let t = Timestamp.parse(bytes: bytes) else { return nil }
         guard t.seconds >= 0, t.seconds < 17_592_186_044 else { return nil }  // 1970 to 2527 (44-bit milliseconds)
         return t.milliseconds
     }
@@ -244,6 +254,24 @@ struct JSONScanner {
     }
 
     /// A string at `i` (which is a quote), unescaped.
+    /// The bytes of a string value with no escapes, without making a `String` (`nil`, and nothing consumed, otherwise).
+    mutating func plainStringBytes() -> UnsafeBufferPointer<UInt8>? {
+        skipSpace()
+        guard peek() == UInt8(ascii: "\"") else { return nil }
+        var k = i + 1
+        while k < b.count {
+            let c = b[k]
+            if c == UInt8(ascii: "\"") {
+                let out = UnsafeBufferPointer(rebasing: b[(i + 1)..<k])
+                i = k + 1
+                return out
+            }
+            if c == UInt8(ascii: "\\") || c < 32 { return nil }
+            k += 1
+        }
+        return nil
+    }
+
     mutating func rawString() throws(DecodeError) -> String {
         i += 1
         let start = i

@@ -44,6 +44,31 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
     public var description: String {
         let (days, secs) = Civil.floorDivMod(seconds, 86_400)
         let (y, m, d) = Civil.civil(fromDays: days)
+        if nanos == 0, (0...9999).contains(y) {
+            // The common case in one allocation: 2009-02-13T23:31:30Z.
+            return String(unsafeUninitializedCapacity: 20) { buf in
+                func put(_ v: Int64, _ width: Int, at i: Int) {
+                    var v = v
+                    for k in stride(from: i + width - 1, through: i, by: -1) {
+                        buf[k] = UInt8(48 + v % 10)
+                        v /= 10
+                    }
+                }
+                put(Int64(y), 4, at: 0)
+                buf[4] = UInt8(ascii: "-")
+                put(Int64(m), 2, at: 5)
+                buf[7] = UInt8(ascii: "-")
+                put(Int64(d), 2, at: 8)
+                buf[10] = UInt8(ascii: "T")
+                put(secs / 3600, 2, at: 11)
+                buf[13] = UInt8(ascii: ":")
+                put((secs % 3600) / 60, 2, at: 14)
+                buf[16] = UInt8(ascii: ":")
+                put(secs % 60, 2, at: 17)
+                buf[19] = UInt8(ascii: "Z")
+                return 20
+            }
+        }
         var out = Civil.pad(y, 4) + "-" + Civil.pad(m, 2) + "-" + Civil.pad(d, 2) + "T"
         out += Civil.pad(secs / 3600, 2) + ":" + Civil.pad((secs % 3600) / 60, 2) + ":" + Civil.pad(secs % 60, 2)
         out += Civil.fraction(nanos)
@@ -53,7 +78,13 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
     /// Parses RFC 3339 (`2026-01-05T09:00:00Z`, `…09:00:00.250+01:00`); also accepts a lower-case `t`/`z`
     /// and a space between date and time. Returns `nil` when the text is not a timestamp.
     public static func parse(_ text: String) -> Timestamp? {
-        var p = ASCIIScanner(text)
+        var t = text
+        return t.withUTF8 { parse(bytes: $0) }
+    }
+
+    /// ``parse(_:)`` over UTF-8 bytes (the event decoder parses timestamps in place, without making a string).
+    public static func parse(bytes: UnsafeBufferPointer<UInt8>) -> Timestamp? {
+        var p = ASCIIScanner(bytes)
         guard let y = p.digits(4), p.eat(UInt8(ascii: "-")), let mo = p.digits(2), p.eat(UInt8(ascii: "-")),
             let d = p.digits(2)
         else { return nil }
@@ -320,7 +351,7 @@ public struct Zone: Sendable, Hashable, CustomStringConvertible {
             self = .utc
             return
         }
-        var p = ASCIIScanner(name)
+        var p = ASCIIScanner(Array(name.utf8))
         var sign = 1
         if p.eat(UInt8(ascii: "+")) {
         } else if p.eat(UInt8(ascii: "-")) {
@@ -385,10 +416,10 @@ public struct Zone: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// A tiny forward scanner over ASCII bytes.
-struct ASCIIScanner {
-    let bytes: [UInt8]
+struct ASCIIScanner<Bytes: RandomAccessCollection<UInt8>> where Bytes.Index == Int {
+    let bytes: Bytes
     var i = 0
-    init(_ s: String) { bytes = Array(s.utf8) }
+    init(_ b: Bytes) { bytes = b }
     var atEnd: Bool { i == bytes.count }
     func peek() -> UInt8? { i < bytes.count ? bytes[i] : nil }
     mutating func advance() { i += 1 }
