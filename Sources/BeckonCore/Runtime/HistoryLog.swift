@@ -10,9 +10,36 @@ public struct HistoryLog: Sendable {
     public static let maxSeries = 1 << 20
 
     public private(set) var entries: ContiguousArray<UInt64> = []
-    public private(set) var lifetime: ContiguousArray<LifetimeStat> = []
+    /// Lifetime facts and numeric values live in a side object made on first use (copied on write): most users'
+    /// logs need neither, and the log stays two words smaller.
+    private var side: Side?
+
+    final class Side: @unchecked Sendable {
+        var lifetime: ContiguousArray<LifetimeStat> = []
+        var values: ContiguousArray<ValuedEntry> = []
+        init() {}
+        init(_ other: Side) {
+            lifetime = other.lifetime
+            values = other.values
+        }
+    }
+
+    private mutating func uniqueSide() -> Side {
+        if side != nil && isKnownUniquelyReferenced(&side!) { return side! }
+        let s = side.map(Side.init) ?? Side()
+        side = s
+        return s
+    }
+
+    public private(set) var lifetime: ContiguousArray<LifetimeStat> {
+        get { side?.lifetime ?? [] }
+        _modify { yield &uniqueSide().lifetime }
+    }
     /// Numeric property values of series that `sum` reads, keyed like `entries`.
-    public private(set) var values: ContiguousArray<ValuedEntry> = []
+    public private(set) var values: ContiguousArray<ValuedEntry> {
+        get { side?.values ?? [] }
+        _modify { yield &uniqueSide().values }
+    }
 
     public init() {}
 
@@ -52,38 +79,41 @@ public struct HistoryLog: Sendable {
     }
 
     private mutating func bumpLifetime(_ series: Int32, _ ms: Int64) {
+        let side = uniqueSide()
         var lo = 0
-        var hi = lifetime.count
+        var hi = side.lifetime.count
         while lo < hi {
             let mid = (lo + hi) >> 1
-            if lifetime[mid].series < series { lo = mid + 1 } else { hi = mid }
+            if side.lifetime[mid].series < series { lo = mid + 1 } else { hi = mid }
         }
-        if lo < lifetime.count && lifetime[lo].series == series {
-            lifetime[lo].count &+= 1
-            lifetime[lo].first = min(lifetime[lo].first, ms)
-            lifetime[lo].last = max(lifetime[lo].last, ms)
+        if lo < side.lifetime.count && side.lifetime[lo].series == series {
+            side.lifetime[lo].count &+= 1
+            side.lifetime[lo].first = min(side.lifetime[lo].first, ms)
+            side.lifetime[lo].last = max(side.lifetime[lo].last, ms)
         } else {
-            lifetime.insert(LifetimeStat(series: series, count: 1, first: ms, last: ms), at: lo)
+            side.lifetime.insert(LifetimeStat(series: series, count: 1, first: ms, last: ms), at: lo)
         }
     }
 
     /// Records a numeric value at `ms` for `sum`, dropping values no window can reach any more.
     public mutating func recordValue(series: Int32, at ms: Int64, value: Double, now: Int64, retentionMs: Int64) {
         let k = HistoryLog.key(series, ms)
-        if let last = values.last, last.key <= k {
-            values.append(ValuedEntry(key: k, value: value))
+        let side = uniqueSide()
+        if let last = side.values.last, last.key <= k {
+            side.values.append(ValuedEntry(key: k, value: value))
         } else {
-            values.insert(ValuedEntry(key: k, value: value), at: valuesBound(k &+ 1))
+            side.values.insert(ValuedEntry(key: k, value: value), at: valuesBound(k &+ 1))
         }
         let cutoff = now - retentionMs
         if cutoff > 0 {
             let start = valuesBound(HistoryLog.key(series, 0))
             let keep = valuesBound(HistoryLog.key(series, cutoff + 1))
-            if keep > start { values.removeSubrange(start..<keep) }
+            if keep > start { side.values.removeSubrange(start..<keep) }
         }
     }
 
     private func valuesBound(_ k: UInt64) -> Int {
+        let values = self.values
         var lo = 0
         var hi = values.count
         while lo < hi {
@@ -98,6 +128,7 @@ public struct HistoryLog: Sendable {
         guard to >= from else { return 0 }
         let a = valuesBound(HistoryLog.key(series, max(0, from)))
         let b = valuesBound(HistoryLog.key(series, to) &+ 1)
+        let values = self.values
         var total = 0.0
         var i = a
         while i < b {
@@ -133,6 +164,7 @@ public struct HistoryLog: Sendable {
     }
 
     public func lifetimeStat(series: Int32) -> LifetimeStat? {
+        let lifetime = self.lifetime
         var lo = 0
         var hi = lifetime.count
         while lo < hi {

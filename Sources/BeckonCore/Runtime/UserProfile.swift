@@ -10,9 +10,10 @@ public final class UserProfile {
     public internal(set) var context: ContiguousArray<Value?>
     /// The latest time processed for this user; never moves back.
     public internal(set) var clock: Int64 = Int64.min
-    /// Events processed for this user (a key for action ids when an event has no messageId).
-    public internal(set) var eventCount: UInt32 = 0
     public internal(set) var session = Session()
+    /// Events processed for this user (a key for action ids when an event has no messageId). Declared after
+    /// `session`, whose last field it packs beside.
+    public internal(set) var eventCount: UInt32 = 0
     public internal(set) var history = HistoryLog()
     /// Fire records of the rules with limits or re-prompts this user has triggered, sorted by rule index.
     public internal(set) var records: ContiguousArray<RuleRecord> = []
@@ -69,10 +70,10 @@ public final class UserProfile {
     }
 
     public struct Session: Sendable, Hashable {
-        /// 0 before the first event; increments with each new session.
-        public var id: UInt32 = 0
         public var start: Int64 = 0
         public var lastActivity: Int64 = Int64.min
+        /// 0 before the first event; increments with each new session.
+        public var id: UInt32 = 0
     }
 
     func recordIndex(_ rule: Int32) -> Int? {
