@@ -118,23 +118,10 @@ public enum BenchRunner {
 
         // In process: events decoded beforehand.
         var (users, events) = try decode(segment, users: r.users, rules: rules)
-        var best = 0.0
-        for run in 0..<max(1, o.repeats) {
-            let heapBefore = heapInUse()
-            let engine = Engine(ruleSet: rules)
-            for u in users { _ = engine.process(u) }
-            let allocs0 = beckon_alloc_count()
-            let t0 = now()
-            for e in events { _ = engine.process(e) }
-            let dt = now() - t0
-            let allocs = beckon_alloc_count() - allocs0
-            best = max(best, Double(r.events) / dt)
-            if run == 0 {
-                r.allocationsPerEvent = Double(allocs) / Double(max(1, r.events))
-                r.stateBytesPerUser = Double(heapInUse() - heapBefore) / Double(max(1, r.users))
-            }
-        }
-        r.inProcess = best
+        let first = inProcess(rules, users: users, events: events, repeats: o.repeats)
+        r.inProcess = first.best
+        r.allocationsPerEvent = Double(first.allocations) / Double(max(1, r.events))
+        r.stateBytesPerUser = Double(first.heapBytes) / Double(max(1, r.users))
         users = []
         events = []
 
@@ -142,16 +129,8 @@ public enum BenchRunner {
         if o.scaleRules > r.rules {
             let (many, _) = try load(try workload.rulesYAML(extra: o.scaleRules - r.rules))
             let (u, e) = try decode(segment, users: r.users, rules: many)
-            var bestMany = 0.0
-            for _ in 0..<max(1, o.repeats) {
-                let engine = Engine(ruleSet: many)
-                for x in u { _ = engine.process(x) }
-                let t0 = now()
-                for x in e { _ = engine.process(x) }
-                bestMany = max(bestMany, Double(r.events) / (now() - t0))
-            }
             r.scaleRules = many.rules.count
-            r.scaleInProcess = bestMany
+            r.scaleInProcess = inProcess(many, users: u, events: e, repeats: o.repeats).best
         }
         if o.compileRules > 0 {
             let (many, ms) = try load(try workload.rulesYAML(extra: max(0, o.compileRules - r.rules)))
@@ -162,6 +141,29 @@ public enum BenchRunner {
             r.reference = try compare(r.fires, events: r.events, with: path, explicit: o.reference != nil)
         }
         return r
+    }
+
+    /// Runs the decoded users then events through fresh engines `repeats` times: the best events/s, and from the
+    /// first run the allocations during the events and the heap the engine's state holds at the end.
+    static func inProcess(
+        _ rules: CompiledRuleSet, users: [BoundEvent], events: [BoundEvent], repeats: Int
+    ) -> (best: Double, allocations: UInt64, heapBytes: Int) {
+        var out = (best: 0.0, allocations: UInt64(0), heapBytes: 0)
+        for run in 0..<max(1, repeats) {
+            let heapBefore = heapInUse()
+            let engine = Engine(ruleSet: rules)
+            for u in users { _ = engine.process(u) }
+            let allocs0 = beckon_alloc_count()
+            let t0 = now()
+            for e in events { _ = engine.process(e) }
+            let dt = now() - t0
+            out.best = max(out.best, Double(events.count) / dt)
+            if run == 0 {
+                out.allocations = beckon_alloc_count() - allocs0
+                out.heapBytes = heapInUse() - heapBefore
+            }
+        }
+        return out
     }
 
     /// `$BENCH_RESULTS/results/ref.json` (where `../shared/bench/run.sh` leaves the reference), if present.

@@ -564,32 +564,14 @@ public final class Engine {
     ) -> Bool {
         let sessionID = profile.session.id
         // Only limits and re-prompts read a rule's record: a rule with neither keeps no state per user.
-        if rule.keepsRecord {
-            profile.withRecord(rule.index) { rec in
-                rec.fires &+= 1
-                rec.lastFire = now
-                if rec.sessionID != sessionID {
-                    rec.sessionID = sessionID
-                    rec.sessionFires = 0
-                }
-                rec.sessionFires &+= 1
-            }
-        }
+        if rule.keepsRecord { profile.withRecord(rule.index) { $0.noteFire(at: now, session: sessionID) } }
         if rule.fireSeries >= 0 {
             profile.history.record(
                 series: rule.fireSeries, at: now, now: now,
                 retentionMs: ruleSet.series[Int(rule.fireSeries)].retentionMs, keepsLifetime: false)
         }
         if rule.surface != nil {
-            var m = profile.messages
-            m.fires &+= 1
-            m.lastFire = now
-            if m.sessionID != sessionID {
-                m.sessionID = sessionID
-                m.sessionFires = 0
-            }
-            m.sessionFires &+= 1
-            profile.messages = m
+            profile.messages.noteFire(at: now, session: sessionID)
             let g = ruleSet.settings.globalSeries
             if g >= 0 {
                 profile.history.record(
@@ -799,11 +781,7 @@ public final class Engine {
 
     /// Remembers `messageID`; `true` if it was seen within the dedup window.
     private func isDuplicate(_ p: UserProfile, _ id: String, _ time: Int64) -> Bool {
-        var h: UInt64 = 0xcbf2_9ce4_8422_2325
-        for b in id.utf8 {
-            h ^= UInt64(b)
-            h = h &* 0x100_0000_01b3
-        }
+        let h = FNV1a.hash(id)
         let s = ruleSet.settings
         let horizon = max(time, p.clock) - s.dedupWindowMs
         if let firstKept = p.recentMessageIDs.firstIndex(where: { $0.time > horizon }) {

@@ -25,11 +25,7 @@ public final class InMemoryStateStore: StateStore {
     public init() {}
 
     @inline(__always) private func hash(_ id: String) -> Int {
-        var h: UInt64 = 0xcbf2_9ce4_8422_2325 ^ seed
-        for b in id.utf8 {
-            h ^= UInt64(b)
-            h = h &* 0x100_0000_01b3
-        }
+        var h = FNV1a.hash(id, basis: FNV1a.offsetBasis ^ seed)
         // fmix64 (MurmurHash3's finaliser): spreads the low bits the mask keeps.
         h ^= h >> 33
         h = h &* 0xff51_afd7_ed55_8ccd
@@ -74,5 +70,19 @@ public final class InMemoryStateStore: StateStore {
             while slots[i] != nil { i = (i + 1) & mask }
             slots[i] = p
         }
+    }
+}
+
+/// 64-bit FNV-1a over UTF-8: a fast, stable hash of short ids (messageIds for de-duplication, user ids for the store).
+enum FNV1a {
+    static let offsetBasis: UInt64 = 0xcbf2_9ce4_8422_2325
+
+    @inline(__always) static func hash(_ s: String, basis: UInt64 = offsetBasis) -> UInt64 {
+        var h = basis
+        for b in s.utf8 {
+            h ^= UInt64(b)
+            h = h &* 0x100_0000_01b3
+        }
+        return h
     }
 }

@@ -129,6 +129,17 @@ public struct RuleRecord: Sendable, Hashable {
     public init(rule: Int32) { self.rule = rule }
 
     func firesInSession(_ id: UInt32) -> Int { sessionID == id ? Int(sessionFires) : 0 }
+
+    /// Counts a fire at `now` in session `session`.
+    mutating func noteFire(at now: Int64, session: UInt32) {
+        fires &+= 1
+        lastFire = now
+        if sessionID != session {
+            sessionID = session
+            sessionFires = 0
+        }
+        sessionFires &+= 1
+    }
 }
 
 /// An item in a user's inbox.
