@@ -266,6 +266,9 @@ struct Bench: ConsoleCommand {
     @Option(name: .long, help: "In-process runs to take the best of.")
     var repeats = 3
 
+    @Flag(name: .long, help: .hidden)
+    var noEndToEnd = false
+
     func validate() throws {
         guard BenchRunner.Format(rawValue: format) != nil else {
             throw ValidationError("--format must be text or json, not '\(format)'")
@@ -277,6 +280,7 @@ struct Bench: ConsoleCommand {
         o.scaleRules = scaleRules
         o.compileRules = compileRules
         o.repeats = repeats
+        o.endToEnd = !noEndToEnd
         return BenchRunner.run(o, console: console)
     }
 }

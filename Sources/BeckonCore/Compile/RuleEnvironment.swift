@@ -242,7 +242,7 @@ final class RuleEnvironment: ExpressionEnvironment {
     }
 
     private func eventVariable() -> VariableBinding {
-        VariableBinding(type: .dyn) { [symbols, triggerEvents] path, testOnly, span throws(ExprProblem) in
+        var b = VariableBinding(type: .dyn) { [symbols, triggerEvents] path, testOnly, span throws(ExprProblem) in
             guard let first = path.first else {
                 symbols.needsAllProperties = true
                 return ({ s in RuleEnvironment.eventMap(s) }, .map(.string, .dyn), 0)
@@ -288,6 +288,10 @@ final class RuleEnvironment: ExpressionEnvironment {
                     "event", first, ["name", "type", "timestamp", "messageId", "properties", "context", "traits"], span)
             }
         }
+        b.operand = { [symbols] path in
+            path.count == 2 && path[0] == "properties" ? .property(symbols.property(path[1])) : nil
+        }
+        return b
     }
 
     static func eventMap(_ s: EvalScope) -> Value {
@@ -302,7 +306,7 @@ final class RuleEnvironment: ExpressionEnvironment {
     }
 
     private func userVariable() -> VariableBinding {
-        VariableBinding(type: .map(.string, .dyn)) { [symbols] path, testOnly, span throws(ExprProblem) in
+        var b = VariableBinding(type: .map(.string, .dyn)) { [symbols] path, testOnly, span throws(ExprProblem) in
             guard let key = path.first else {
                 let names = symbols.attributeNames
                 return ({ s in RuleEnvironment.userMap(s, names) }, .map(.string, .dyn), 0)
@@ -332,6 +336,8 @@ final class RuleEnvironment: ExpressionEnvironment {
                 }, type, 1
             )
         }
+        b.operand = { [symbols] path in path.count == 1 && path[0] != "id" ? .attribute(symbols.attribute(path[0])) : nil }
+        return b
     }
 
     static func userMap(_ s: EvalScope, _ names: [String]) -> Value {
@@ -517,17 +523,21 @@ final class RuleEnvironment: ExpressionEnvironment {
         }
         let series = series(name, window: window, filter: filter)
         if window == .lifetime {
-            return CompiledNode(
+            var node = CompiledNode(
                 type: .int, eval: { s in .int(Int64(s.profile?.history.lifetimeStat(series: series)?.count ?? 0)) })
+            node.operand = .lifetimeCount(series: series)
+            return node
         }
         let zone = zoneIfCalendar(window)
-        return CompiledNode(
+        var node = CompiledNode(
             type: .int,
             eval: { s in
                 guard let p = s.profile else { return .int(0) }
                 return .int(
                     Int64(p.history.count(series: series, from: RuleEnvironment.windowStart(window, s, p, zone), to: s.now)))
             })
+        if case .rolling(let ms) = window { node.operand = .count(series: series, windowMs: ms) }
+        return node
     }
 
     private func compileSum(_ args: [Expr], _ span: SourceSpan, _ c: ExprCompiler) throws(ExprProblem) -> CompiledNode {

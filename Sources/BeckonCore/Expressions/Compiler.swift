@@ -12,13 +12,19 @@ public final class CompiledExpr: Sendable {
     let eval: Eval
     /// Comprehension variables it needs in ``EvalScope/locals``.
     let localsNeeded: Int
+    /// The same condition as a flat conjunction of tests, when it is one (decides truth without the closures).
+    let predicate: Predicate?
 
-    init(source: String, type: CELType, constant: Value?, eval: @escaping Eval, localsNeeded: Int) {
+    init(
+        source: String, type: CELType, constant: Value?, eval: @escaping Eval, localsNeeded: Int,
+        predicate: Predicate? = nil
+    ) {
         self.source = source
         self.type = type
         self.constant = constant
         self.eval = eval
         self.localsNeeded = localsNeeded
+        self.predicate = predicate
     }
 
     @inline(__always) public func evaluate(_ scope: EvalScope) -> Value {
@@ -44,6 +50,8 @@ public struct VariableBinding {
     /// Compiles `name.path…`. Returns the evaluator, its type, and how many path elements it consumed
     /// (the rest are compiled as ordinary field selections). With `testOnly`, the whole path is a `has()` test.
     public var select: (_ path: [String], _ testOnly: Bool, _ span: SourceSpan) throws(ExprProblem) -> (Eval, CELType, Int)
+    /// The slot a whole path reads, when it reads one (``Predicate`` tests it without the closure).
+    var operand: ((_ path: [String]) -> Predicate.Operand?)?
 
     public init(
         type: CELType,
@@ -81,6 +89,10 @@ public struct CompiledNode {
     public var type: CELType
     public var eval: Eval
     public var constant: Value?
+    /// What it reads, when it is a slot or a count (the left side of a ``Predicate`` test).
+    var operand: Predicate.Operand?
+    /// The condition it computes as a flat conjunction of tests, when it is one.
+    var predicate: Predicate?
 
     public init(type: CELType, eval: @escaping Eval, constant: Value? = nil) {
         self.type = type
@@ -137,7 +149,7 @@ public final class ExprCompiler {
         guard problems.count == before else { return nil }
         return CompiledExpr(
             source: source, type: node.type, constant: node.constant, eval: node.eval,
-            localsNeeded: maxLocals)
+            localsNeeded: maxLocals, predicate: tracing || node.constant != nil ? nil : Predicate.truth(node))
     }
 
     public func report(_ p: ExprProblem) { problems.append(p) }
@@ -293,7 +305,11 @@ public final class ExprCompiler {
             }
             if let v = environment.variable(name) {
                 let (ev, t, consumed) = try v.select(path, testOnly, e.span)
-                if consumed == path.count { return CompiledNode(type: t, eval: ev) }
+                if consumed == path.count {
+                    var node = CompiledNode(type: t, eval: ev)
+                    if !testOnly { node.operand = v.operand?(path) }
+                    return node
+                }
                 // Compile the remaining fields as ordinary selections on the variable's value.
                 var node = CompiledNode(type: t, eval: ev)
                 for (k, f) in path.enumerated().dropFirst(consumed) {
@@ -383,7 +399,8 @@ public final class ExprCompiler {
             }
         }
         let n = CompiledNode(type: resultType, eval: makeCall(decl.impl, nodes))
-        let folded = decl.pure ? fold(n, nodes, span) : n
+        var folded = decl.pure ? fold(n, nodes, span) : n
+        if !tracing && folded.constant == nil { folded.predicate = Predicate.comparison(fn, nodes) }
         if ExprCompiler.operatorNames[fn] != nil && !["_<_", "_<=_", "_>_", "_>=_", "_==_", "_!=_", "@in"].contains(fn) {
             return folded
         }
@@ -445,7 +462,7 @@ public final class ExprCompiler {
         }
         let a = ops[0].eval
         let b = ops[1].eval
-        let node: CompiledNode
+        var node: CompiledNode
         if isAnd {
             node = CompiledNode(
                 type: .bool,
@@ -472,6 +489,9 @@ public final class ExprCompiler {
                     if case .error = r { return r }
                     return .error(.noSuchOverload)
                 })
+        }
+        if isAnd && !tracing, let l = Predicate.truth(ops[0]), let r = Predicate.truth(ops[1]) {
+            node.predicate = Predicate(terms: l.terms + r.terms)
         }
         // Fold only when the outcome is decided by constants (false && x, true || x) or both are constant.
         if let c = ops[0].constant, c.isTrue != isAnd, case .bool = c { return .constant(c) }

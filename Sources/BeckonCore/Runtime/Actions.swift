@@ -7,11 +7,11 @@ import Crypto
 /// consumer can drop an action it has already seen.
 public struct FiredAction: Sendable {
     /// Computed when asked for (a SHA-256), so that a service that does not use ids does not pay for them.
-    public var id: String { FiredAction.makeID(rule: qualifiedRule, action: actionIndex, user: userID, trigger: triggerKey) }
+    public var id: String { FiredAction.makeID(rule: qualifiedRule, action: actionIndex, user: userID, trigger: triggerKey.text) }
     /// `unit/rule`, the action's place in the rule's `do` (-1 for `held_back`), and the trigger's key: what `id` hashes.
     let qualifiedRule: String
     let actionIndex: Int
-    let triggerKey: String
+    let triggerKey: TriggerKey
     /// Milliseconds since 1970: when it fires (the triggering event's time, or a timer's due time).
     public var time: Int64
     public var userID: String
@@ -60,6 +60,22 @@ public struct FiredAction: Sendable {
             h.update(data: [0])
         }
         return Hex.encode(h.finalize().prefix(16))
+    }
+}
+
+/// The trigger part of an action id: the event's messageId, or `#N` (the user's event count) when it has none, then
+/// `|depth` for attribute-change rounds and `|tK` for timers. Made into text only when an id is asked for.
+struct TriggerKey: Sendable {
+    var messageID: String?
+    var eventCount: UInt32
+    var suffix = ""
+
+    var text: String { (messageID ?? "#\(eventCount)") + suffix }
+
+    func appending(_ s: String) -> TriggerKey {
+        var k = self
+        k.suffix += s
+        return k
     }
 }
 

@@ -317,7 +317,10 @@ public final class CompiledRule: Sendable {
     /// `surface` interned within the rule set (-1: none), for arbitration without string compares.
     let surfaceID: Int32
     /// Whether fires are recorded per user (limits and re-prompts read the record).
-    var keepsRecord: Bool { !limits.isEmpty || reprompt != nil }
+    let keepsRecord: Bool
+    /// `limits` is not empty; it counts trigger occurrences (kept so evaluating need not copy `limits` to ask).
+    let hasLimits: Bool
+    let tracksOccurrences: Bool
     let actions: [ActionTemplate]
     /// Series of its fire times, when it has rolling limits (else -1).
     let fireSeries: Int32
@@ -352,6 +355,9 @@ public final class CompiledRule: Sendable {
         self.location = location
         self.timing = timing
         self.reprompt = reprompt
+        hasLimits = !limits.isEmpty
+        tracksOccurrences = limits.tracksOccurrences
+        keepsRecord = !limits.isEmpty || reprompt != nil
     }
 }
 

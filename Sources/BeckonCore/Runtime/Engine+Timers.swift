@@ -19,7 +19,7 @@ public struct PendingAction: Sendable {
     public var scheduledAt: Int64
     /// Held by quiet hours (rather than delayed by `wait`/`at`).
     public var held: Bool
-    var triggerKey: String
+    var triggerKey: TriggerKey
     var trigger: String
     /// The triggering event, which the actions' `${…}` fields see when they fire.
     var event: BoundEvent?
@@ -99,7 +99,7 @@ extension Engine {
 
     /// Keeps a rule's actions for later, following its `retrigger` policy when one is already pending.
     func schedule(
-        _ rule: CompiledRule, due: Int64, held: Bool, profile: UserProfile, now: Int64, triggerKey: String, trigger: String,
+        _ rule: CompiledRule, due: Int64, held: Bool, profile: UserProfile, now: Int64, triggerKey: TriggerKey, trigger: String,
         change: AttributeChange?, out: inout EventOutcome
     ) {
         let existing = profile.pending.filter { $0.rule == rule.index }
@@ -123,7 +123,7 @@ extension Engine {
         nextTimerID += 1
         profile.pending.append(
             PendingAction(
-                id: id, rule: rule.index, due: due, scheduledAt: now, held: held, triggerKey: triggerKey + "|t\(existing.count)",
+                id: id, rule: rule.index, due: due, scheduledAt: now, held: held, triggerKey: triggerKey.appending("|t\(existing.count)"),
                 trigger: trigger, event: scope.event, change: change))
         timers.insert(TimerRef(due: due, id: id, userID: profile.userID))
         let v: Verdict = held ? .quietHours(heldUntil: due) : .scheduled(due: due)

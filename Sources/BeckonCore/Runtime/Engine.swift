@@ -140,7 +140,7 @@ public final class Engine {
         scope.now = now
         scope.change = nil
         scope.invalidateMemo()
-        let triggerKey = e.messageID ?? "#\(profile.eventCount)"
+        let triggerKey = TriggerKey(messageID: e.messageID, eventCount: profile.eventCount)
         let triggerName = BoundEvent.internKey(kind: e.kind, name: e.name)
         if e.nameID >= 0 {
             let id = Int(e.nameID)
@@ -184,7 +184,7 @@ public final class Engine {
     }
 
     /// Runs `on_change` rules for attribute changes, round after round, up to the cascade depth.
-    func cascade(profile: UserProfile, now: Int64, triggerKey: String, round: inout RoundState, out: inout EventOutcome) {
+    func cascade(profile: UserProfile, now: Int64, triggerKey: TriggerKey, round: inout RoundState, out: inout EventOutcome) {
         var depth = 0
         while !round.changes.isEmpty {
             let changes = round.changes
@@ -211,7 +211,7 @@ public final class Engine {
             let changeValues = changes.map(\.change)
             candidates.withUnsafeBufferPointer { buf in
                 runRound(
-                    buf, changes: changeValues, profile: profile, now: now, triggerKey: triggerKey + "|\(depth)",
+                    buf, changes: changeValues, profile: profile, now: now, triggerKey: triggerKey.appending("|\(depth)"),
                     triggerName: nil,
                     round: &round, out: &out)
             }
@@ -230,15 +230,18 @@ public final class Engine {
     /// Works in stack buffers: a round allocates nothing unless something fires.
     private func runRound(
         _ triggered: UnsafeBufferPointer<Candidate>, changes: [AttributeChange], profile: UserProfile, now: Int64,
-        triggerKey: String, triggerName: String?, round: inout RoundState, out: inout EventOutcome
+        triggerKey: TriggerKey, triggerName: String?, round: inout RoundState, out: inout EventOutcome
     ) {
         scope.invalidateMemo()
+        let rules = ruleSet.rules
+        let event = scope.event
         withUnsafeTemporaryAllocation(of: Candidate.self, capacity: triggered.count) { buf in
             var n = 0
             for c in triggered {
-                let rule = ruleSet.rules[Int(c.rule)]
+                // The rule set holds every rule for the engine's life: no reference counting per rule.
+                unowned(unsafe) let rule = rules[Int(c.rule)]
                 if c.change >= 0 { scope.change = changes[Int(c.change)] }
-                if let v = evaluate(rule, profile: profile, now: now) {
+                if let v = evaluate(rule, profile: profile, event: event, now: now) {
                     note(c.rule, v, now: now, userID: profile.userID, trigger: triggerName ?? rule.triggerDescription, out: &out)
                 } else {
                     buf[n] = c
@@ -281,7 +284,7 @@ public final class Engine {
     /// The last checks before actions go out, shared by immediate rules and delayed actions that came due:
     /// quiet hours (hold or drop) and the global message cap; then the rule fires.
     func deliver(
-        _ rule: CompiledRule, profile: UserProfile, now: Int64, triggerKey: String, trigger: String, round: inout RoundState,
+        _ rule: CompiledRule, profile: UserProfile, now: Int64, triggerKey: TriggerKey, trigger: String, round: inout RoundState,
         out: inout EventOutcome
     ) {
         if let q = rule.timing.quietHours, let end = quietUntil(q, profile: profile, now: now) {
@@ -327,30 +330,32 @@ public final class Engine {
     }
 
     /// `nil` when the rule qualifies; otherwise why not.
-    private func evaluate(_ rule: CompiledRule, profile: UserProfile, now: Int64) -> Verdict? {
+    private func evaluate(_ rule: CompiledRule, profile: UserProfile, event: BoundEvent?, now: Int64) -> Verdict? {
         let unit: CompiledUnit? = ruleSet.plainUnits[Int(rule.unit)] ? nil : ruleSet.units[Int(rule.unit)]
         if let unit, let why = notLive(unit, profile: profile, now: now) { return .notLive(why) }
-        if let w = rule.whereExpr {
-            let v = w.evaluate(scope)
-            explainClause(rule.index, "where", v, rule.whereTraced)
-            if !v.isTrue { return .conditionFalse(clause: "where", value: v, why: why(rule.whereTraced)) }
+        if let w = rule.whereExpr,
+            let no = clause("where", w, traced: rule.whereTraced, rule: rule.index, profile: profile, event: event, now: now)
+        {
+            return no
         }
         var occurrence = 0
-        if rule.limits.tracksOccurrences {
+        if rule.tracksOccurrences {
             occurrence = profile.withRecord(rule.index) { rec in
                 rec.occurrences &+= 1
                 return Int(rec.occurrences)
             }
         }
-        if let unit, let a = unit.audience {
-            let v = scope.memoized(unit.audienceMemo) { a.evaluate($0) }
-            explainClause(rule.index, "audience", v, unit.audienceTraced)
-            if !v.isTrue { return .conditionFalse(clause: "audience", value: v, why: why(unit.audienceTraced)) }
+        if let unit, let a = unit.audience,
+            let no = clause(
+                "audience", a, traced: unit.audienceTraced, rule: rule.index, memo: unit.audienceMemo, profile: profile,
+                event: event, now: now)
+        {
+            return no
         }
-        if let c = rule.ifExpr {
-            let v = c.evaluate(scope)
-            explainClause(rule.index, "if", v, rule.ifTraced)
-            if !v.isTrue { return .conditionFalse(clause: "if", value: v, why: why(rule.ifTraced)) }
+        if let c = rule.ifExpr,
+            let no = clause("if", c, traced: rule.ifTraced, rule: rule.index, profile: profile, event: event, now: now)
+        {
+            return no
         }
         if let rp = rule.reprompt {
             let block = repromptBlock(rp, rule: rule.index, profile: profile, now: now)
@@ -362,7 +367,7 @@ public final class Engine {
             }
             if let block { return .conditionFalse(clause: "reprompt", value: .bool(false), why: block) }
         }
-        if !rule.limits.isEmpty {
+        if rule.hasLimits {
             let rec = profile.record(for: rule.index) ?? RuleRecord(rule: rule.index)
             if let hit = check(
                 rule.limits, record: rec, series: rule.fireSeries, profile: profile, now: now, occurrence: occurrence)
@@ -377,6 +382,21 @@ public final class Engine {
             }
         }
         return nil
+    }
+
+    /// `nil` when a condition is true; else the verdict. Without verdicts to record, a condition that is a flat
+    /// ``Predicate`` is decided by it; otherwise its closures run (memoized in `memo` when given), and with `explain`
+    /// its values are kept.
+    private func clause(
+        _ name: String, _ e: CompiledExpr, traced: CompiledExpr?, rule: Int32, memo: Int? = nil, profile: UserProfile,
+        event: BoundEvent?, now: Int64
+    ) -> Verdict? {
+        if !options.recordVerdicts, let p = e.predicate {
+            return p.holds(profile: profile, event: event, now: now) ? nil : .conditionFalse(clause: name, value: .bool(false), why: nil)
+        }
+        let v = memo.map { scope.memoized($0) { e.evaluate($0) } } ?? e.evaluate(scope)
+        explainClause(rule, name, v, traced)
+        return v.isTrue ? nil : .conditionFalse(clause: name, value: v, why: why(traced))
     }
 
     /// How much room each limit has left, for `explain`: "per_user 1 of 3 used; per_week 0 of 1".
@@ -559,7 +579,7 @@ public final class Engine {
     /// Records the fire and runs the actions; `false` when the user is held back (nothing was sent).
     @discardableResult
     func fire(
-        _ rule: CompiledRule, profile: UserProfile, now: Int64, triggerKey: String, trigger: String,
+        _ rule: CompiledRule, profile: UserProfile, now: Int64, triggerKey: TriggerKey, trigger: String,
         round: inout RoundState, out: inout EventOutcome
     ) -> Bool {
         let sessionID = profile.session.id

@@ -51,23 +51,24 @@ public struct Event: Sendable {
 }
 
 /// An event bound to a compiled rule set: its name interned, and only the property and context fields
-/// the rules read, in slots. This is what the engine evaluates.
-public struct BoundEvent: Sendable {
-    public var kind: Event.Kind
+/// the rules read, in slots. This is what the engine evaluates. Immutable, and a class: handing it to the engine and
+/// to every expression that reads it costs one reference count, not one per field.
+public final class BoundEvent: Sendable {
+    public let kind: Event.Kind
     /// Index in the rule set's event names, or -1 when no rule mentions the event.
-    public var nameID: Int32
-    public var name: String
-    public var userID: String
-    public var timestamp: Int64
-    public var messageID: String?
+    public let nameID: Int32
+    public let name: String
+    public let userID: String
+    public let timestamp: Int64
+    public let messageID: String?
     /// By ``CompiledRuleSet/propertySlots``.
-    public var properties: ContiguousArray<Value?>
+    public let properties: ContiguousArray<Value?>
     /// By ``CompiledRuleSet/contextSlots``.
-    public var context: ContiguousArray<Value?>
+    public let context: ContiguousArray<Value?>
     /// Identify traits, all of them.
-    public var traits: [(name: String, value: Value)]
+    public let traits: [(name: String, value: Value)]
     /// Every property, kept only when a rule reads `event.properties` as a whole.
-    public var allProperties: ValueMap?
+    public let allProperties: ValueMap?
 
     public init(
         kind: Event.Kind, nameID: Int32, name: String, userID: String, timestamp: Int64, messageID: String?,

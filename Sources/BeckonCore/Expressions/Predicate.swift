@@ -1,0 +1,168 @@
+/// A condition that is a conjunction of simple tests — a slot or a count compared with a constant — kept as a flat
+/// list so the engine can decide it without running closures or building values: `user.plan == "free" &&
+/// event.properties.price > 50.0 && count("app_open", "1h") >= 3`, which is what most campaign conditions are.
+///
+/// It answers only *whether the condition is true*. Each test uses the very functions the compiled closures use
+/// (``Value/equal(_:_:)``, ``Value/order(_:_:)``), and a missing value fails a test just as the error it evaluates to
+/// fails the closure, so `holds` is exactly `evaluate(scope).isTrue`. When a verdict needs the value or the reasons,
+/// the engine evaluates the closures instead.
+struct Predicate: Sendable {
+    /// Where a test's left side comes from.
+    enum Operand: Sendable, Equatable {
+        /// `user.NAME`: the profile's attribute slot.
+        case attribute(Int)
+        /// `event.properties.NAME`: the event's property slot.
+        case property(Int)
+        /// `count(…)` over a rolling window.
+        case count(series: Int32, windowMs: Int64)
+        /// `count(…, "lifetime")`.
+        case lifetimeCount(series: Int32)
+    }
+
+    enum Test: Sendable {
+        case equal(Value)
+        case notEqual(Value)
+        /// An ordering (`<`, `<=`, `>`, `>=`): holds when the order of the operand to the constant is in `accepts`.
+        case order(Value, accepts: OrderSet)
+        case isIn([Value])
+        /// A bare boolean operand (`user.push`).
+        case isTrue
+    }
+
+    struct OrderSet: OptionSet, Sendable {
+        let rawValue: UInt8
+        init(rawValue: UInt8) { self.rawValue = rawValue }
+        static let ascending = OrderSet(rawValue: 1)
+        static let same = OrderSet(rawValue: 2)
+        static let descending = OrderSet(rawValue: 4)
+
+        func accepts(_ o: Numeric.Order) -> Bool {
+            switch o {
+            case .orderedAscending: contains(.ascending)
+            case .orderedSame: contains(.same)
+            case .orderedDescending: contains(.descending)
+            case .unordered: false
+            }
+        }
+
+        /// The same relation with the sides swapped: `5 < x` is `x > 5`.
+        var flipped: OrderSet {
+            var f: OrderSet = intersection(.same)
+            if contains(.ascending) { f.insert(.descending) }
+            if contains(.descending) { f.insert(.ascending) }
+            return f
+        }
+
+        /// The relation of a comparison operator (`_<_`…), if it is one.
+        init?(operator fn: String) {
+            switch fn {
+            case "_<_": self = .ascending
+            case "_<=_": self = [.ascending, .same]
+            case "_>_": self = .descending
+            case "_>=_": self = [.descending, .same]
+            default: return nil
+            }
+        }
+    }
+
+    struct Term: Sendable {
+        var operand: Operand
+        var test: Test
+    }
+
+    var terms: [Term]
+
+    /// `operand OP constant` (or `constant OP operand`) for a comparison or `in` call, if it has that shape.
+    static func comparison(_ fn: String, _ nodes: [CompiledNode]) -> Predicate? {
+        guard nodes.count == 2 else { return nil }
+        if let operand = nodes[0].operand, let c = nodes[1].constant {
+            if case .error = c { return nil }
+            switch fn {
+            case "_==_": return Predicate(terms: [Term(operand: operand, test: .equal(c))])
+            case "_!=_": return Predicate(terms: [Term(operand: operand, test: .notEqual(c))])
+            case "@in":
+                guard case .list(let xs) = c else { return nil }
+                return Predicate(terms: [Term(operand: operand, test: .isIn(xs))])
+            default:
+                guard let accepts = OrderSet(operator: fn) else { return nil }
+                return Predicate(terms: [Term(operand: operand, test: .order(c, accepts: accepts))])
+            }
+        }
+        if let c = nodes[0].constant, let operand = nodes[1].operand {
+            if case .error = c { return nil }
+            switch fn {
+            case "_==_": return Predicate(terms: [Term(operand: operand, test: .equal(c))])
+            case "_!=_": return Predicate(terms: [Term(operand: operand, test: .notEqual(c))])
+            default:
+                guard let accepts = OrderSet(operator: fn) else { return nil }
+                return Predicate(terms: [Term(operand: operand, test: .order(c, accepts: accepts.flipped))])
+            }
+        }
+        return nil
+    }
+
+    /// A bare operand used as a condition.
+    static func truth(_ node: CompiledNode) -> Predicate? {
+        if let p = node.predicate { return p }
+        guard let operand = node.operand else { return nil }
+        return Predicate(terms: [Term(operand: operand, test: .isTrue)])
+    }
+
+    /// Whether every test holds for the scope's user, event and time.
+    func holds(_ s: EvalScope) -> Bool { holds(profile: s.profile, event: s.event, now: s.now) }
+
+    /// Whether every test holds for this user and event at `now` (the engine passes what it holds, so reading them
+    /// counts no references).
+    func holds(profile: UserProfile?, event: BoundEvent?, now: Int64) -> Bool {
+        // Terms are read in place (a copy of each would count references to its constants).
+        return terms.withUnsafeBufferPointer { ts in
+            for i in ts.indices where !Predicate.holds(ts.baseAddress! + i, profile, event, now) { return false }
+            return true
+        }
+    }
+
+    private static func holds(
+        _ t: UnsafePointer<Term>, _ profile: UserProfile?, _ event: BoundEvent?, _ now: Int64
+    ) -> Bool {
+        switch t.pointee.operand {
+        case .attribute(let slot):
+            guard let v = profile?.attributes[slot] else { return false }
+            return test(t, v)
+        case .property(let slot):
+            guard let v = event?.properties[slot] else { return false }
+            return test(t, v)
+        case .count(let series, let ms):
+            let n = profile?.history.count(series: series, from: now - ms + 1, to: now) ?? 0
+            return test(t, count: Int64(n))
+        case .lifetimeCount(let series):
+            return test(t, count: Int64(profile?.history.lifetimeStat(series: series)?.count ?? 0))
+        }
+    }
+
+    @inline(__always) private static func test(_ t: UnsafePointer<Term>, count n: Int64) -> Bool {
+        switch t.pointee.test {
+        case .order(.int(let c), let accepts):
+            return accepts.accepts(n < c ? .orderedAscending : (n == c ? .orderedSame : .orderedDescending))
+        case .equal(.int(let c)): return n == c
+        case .notEqual(.int(let c)): return n != c
+        default: return Predicate.test(t, .int(n))
+        }
+    }
+
+    @inline(__always) private static func test(_ t: UnsafePointer<Term>, _ v: Value) -> Bool {
+        if case .error = v { return false }
+        switch t.pointee.test {
+        case .equal(let c): return Value.equal(v, c)
+        case .notEqual(let c): return !Value.equal(v, c)
+        case .order(let c, let accepts):
+            guard let o = Value.order(v, c) else { return false }
+            return accepts.accepts(o)
+        case .isIn(let xs):
+            for x in xs where Value.equal(x, v) { return true }
+            return false
+        case .isTrue:
+            if case .bool(true) = v { return true }
+            return false
+        }
+    }
+}

@@ -1,0 +1,120 @@
+import PropertyBased
+import Testing
+
+@testable import BeckonCore
+
+/// Flat predicates (conditions that are conjunctions of slot or count tests) decide exactly what the compiled closures
+/// decide: an engine that does not record verdicts uses the predicates, one that records them runs the closures.
+struct PredicateTests {
+    @Test func conjunctionsOfSimpleTestsBecomePredicates() throws {
+        let cases: [(String, Int?)] = [
+            ("user.a == 1", 1),
+            ("user.a == 1 && event.properties.p > 2.5", 2),
+            ("\"x\" < user.a && user.flag && count(\"e1\", \"1h\") >= 2", 3),
+            ("user.a in [\"a\", \"b\"] && count(\"e1\", \"lifetime\") < 3", 2),
+            ("user.flag", 1),
+            ("user.a == 1 || user.b == 2", nil),
+            ("!(user.a == 1)", nil),
+            ("user.a + 1 == 2", nil),
+            ("user.a == user.b", nil),
+            ("count(\"e1\", \"calendar day\") > 1", nil),
+            ("has(user.a) && user.a == 1", nil),
+        ]
+        for (condition, terms) in cases {
+            let rs = try load(rules([condition]))
+            #expect(rs.rules[0].ifExpr?.predicate?.terms.count == terms, "\(condition)")
+        }
+    }
+
+    @Test func predicatesDecideLikeTheClosures() async {
+        await propertyCheck(count: 150, input: Gen.int(in: 0...Int(Int32.max))) { seed in
+            var rng = SplitMix(seed: UInt64(seed))
+            let conditions = (0..<6).map { _ in Self.condition(&rng) }
+            guard let rs = try? load(rules(conditions)) else { return }
+            #expect(rs.rules.allSatisfy { $0.ifExpr?.predicate != nil })
+            let events = Self.stream(&rng)
+            let fast = Engine(ruleSet: rs)
+            let closures = Engine(ruleSet: rs, options: .init(recordVerdicts: true))
+            for e in events {
+                let a = fast.process(e).actions.map(\.rule)
+                let b = closures.process(e).actions.map(\.rule)
+                #expect(a == b, "\(conditions) on \(e)")
+            }
+        }
+    }
+
+    // MARK: Random conditions and streams
+
+    static let literals = ["1", "2", "2.5", "2.0", "\"a\"", "\"b\"", "\"é\"", "true", "false", "null"]
+    static let lists = ["[\"a\", \"b\"]", "[1, 2]", "[2.5, 3.0]", "[true]"]
+    static let values: [Value?] = [
+        nil, .int(1), .int(2), .double(2.0), .double(2.5), .double(.nan), .string("a"), .string("b"), .string("é"),
+        .string("B"), .bool(true), .bool(false),
+    ]
+
+    static func condition(_ rng: inout SplitMix) -> String {
+        (0..<rng.next(in: 1...4)).map { _ in term(&rng) }.joined(separator: " && ")
+    }
+
+    static func term(_ rng: inout SplitMix) -> String {
+        let ops = ["==", "!=", "<", "<=", ">", ">="]
+        let op = ops[rng.next(in: 0...5)]
+        switch rng.next(in: 0...9) {
+        case 0: return "user.flag"
+        case 1: return "user.a in \(lists[rng.next(in: 0...3)])"
+        case 2: return "count(\"e1\", \"\(["1h", "lifetime"][rng.next(in: 0...1)])\") \(op) \(["1", "2", "2.5"][rng.next(in: 0...2)])"
+        case 3: return "\(literals[rng.next(in: 0...8)]) \(op) user.b"
+        default:
+            let operand = ["user.a", "user.b", "event.properties.p", "event.properties.q"][rng.next(in: 0...3)]
+            let literal = literals[rng.next(in: 0...(op == "==" || op == "!=" ? 9 : 8))]
+            return "\(operand) \(op) \(literal)"
+        }
+    }
+
+    static func stream(_ rng: inout SplitMix) -> [Event] {
+        var out: [Event] = []
+        var at = t("2026-03-01T10:00:00Z")
+        for _ in 0..<rng.next(in: 5...25) {
+            at += Int64(rng.next(in: 1...1200)) * 1000
+            let time = Timestamp(milliseconds: at).description
+            let user = "u\(rng.next(in: 1...3))"
+            if rng.next(in: 0...3) == 0 {
+                var traits: [(String, Value)] = []
+                for name in ["a", "b", "flag"] {
+                    if let v = values[rng.next(in: 0...values.count - 1)] { traits.append((name, v)) }
+                }
+                out.append(identify(user, at: time, traits))
+            } else {
+                var props: [(String, Value)] = []
+                for name in ["p", "q"] {
+                    if let v = values[rng.next(in: 0...values.count - 1)] { props.append((name, v)) }
+                }
+                out.append(track("e1", user, at: time, props: props))
+            }
+        }
+        return out
+    }
+}
+
+/// Rules on `e1`, one per condition, each emitting its own event.
+private func rules(_ conditions: [String]) -> String {
+    var s = "version: 1\ncampaign: c\nrules:\n"
+    for (i, c) in conditions.enumerated() {
+        s += "  - id: r\(i)\n    on: e1\n    if: '\(c)'\n    do: [ { emit: { event: r\(i) } } ]\n"
+    }
+    return s
+}
+
+/// A small deterministic generator (SplitMix64), so a failing seed reproduces.
+struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+    mutating func next(in r: ClosedRange<Int>) -> Int { r.lowerBound + Int(next() % UInt64(r.count)) }
+}
