@@ -33,6 +33,16 @@ struct SegmentDecoderTests {
         }
     }
 
+    /// Keys are matched by their bytes; a key written with escapes means the same key.
+    @Test func escapedKeysMatchTheirText() throws {
+        let e = try SegmentDecoder(ruleSet: rs).decode(
+            #"{"t\u0079pe":"track","event":"Order Completed","userId":"u1","timestamp":"2026-01-05T09:00:00Z","properties":{"tot\u0061l":12,"totals":1,"tota":2}}"#
+        )
+        #expect(e.kind == .track)
+        #expect(e.properties[rs.propertySlots["total"]!].map { same($0, .int(12)) } == true)
+        #expect(e.properties.compactMap { $0 }.count == 1)
+    }
+
     @Test func identifyTraitsAndAnonymousUsers() throws {
         let e = try SegmentDecoder(ruleSet: rs).decode(
             #"{"type":"identify","anonymousId":"anon-1","traits":{"plan":"pro","name":"Zoë","age":31,"tags":["a"]},"timestamp":"2026-01-05T09:00:00Z"}"#

@@ -23,8 +23,21 @@ public struct SegmentDecoder {
     public static let maxDepth = 64
 
     let ruleSet: CompiledRuleSet
+    let propertyKeys: KeyTable
+    let contextKeys: KeyTable
 
-    public init(ruleSet: CompiledRuleSet) { self.ruleSet = ruleSet }
+    public init(ruleSet: CompiledRuleSet) {
+        self.ruleSet = ruleSet
+        propertyKeys = KeyTable(ruleSet.propertySlots)
+        contextKeys = KeyTable(ruleSet.contextSlots)
+    }
+
+    /// The top-level keys the decoder reads.
+    enum Key: Int, CaseIterable {
+        case type, event, name, userId, anonymousId, messageId, timestamp, originalTimestamp, sentAt, receivedAt
+        case properties, context, traits
+        static let table = KeyTable(Dictionary(uniqueKeysWithValues: allCases.map { ("\($0)", $0.rawValue) }))
+    }
 
     public func decode(_ line: String) throws(DecodeError) -> BoundEvent {
         var s = line
@@ -56,16 +69,17 @@ public struct SegmentDecoder {
         var allProps: ValueMap?
         var sawProperties = false
 
-        try p.members { (p, key) throws(DecodeError) in
+        try p.members(in: Key.table) { (p, code) throws(DecodeError) in
+            guard let code, let key = Key(rawValue: code) else { return try p.skipValue(depth: 0) }
             switch key {
-            case "type": kindText = try p.string(for: "type")
-            case "event": name = try p.string(for: "event")
-            case "name":
+            case .type: kindText = try p.string(for: "type")
+            case .event: name = try p.string(for: "event")
+            case .name:
                 if p.peek() == UInt8(ascii: "n") { try p.skipValue(depth: 0) } else { name = try p.string(for: "name") }
-            case "userId": userID = try p.idString(for: "userId")
-            case "anonymousId": anonymousID = try p.idString(for: "anonymousId")
-            case "messageId": messageID = try p.idString(for: "messageId")
-            case "timestamp":
+            case .userId: userID = try p.idString(for: "userId")
+            case .anonymousId: anonymousID = try p.idString(for: "anonymousId")
+            case .messageId: messageID = try p.idString(for: "messageId")
+            case .timestamp:
                 let start = p.i
                 if let raw = p.plainStringBytes(), let ms = SegmentDecoder.parseTime(bytes: raw) {
                     timestamp = ms
@@ -77,16 +91,16 @@ public struct SegmentDecoder {
                     throw DecodeError("'timestamp' is not an ISO-8601 time: '\(t)'", column: start + 1)
                 }
                 timestamp = ms
-            case "originalTimestamp", "sentAt", "receivedAt":
+            case .originalTimestamp, .sentAt, .receivedAt:
                 if p.peek() == UInt8(ascii: "\"") {
-                    let t = try p.string(for: key)
-                    if fallbackTime == nil || key == "originalTimestamp" {
+                    let t = try p.string(for: "\(key)")
+                    if fallbackTime == nil || key == .originalTimestamp {
                         fallbackTime = SegmentDecoder.parseTime(t) ?? fallbackTime
                     }
                 } else {
                     try p.skipValue(depth: 0)
                 }
-            case "properties":
+            case .properties:
                 sawProperties = true
                 if ruleSet.needsAllProperties {
                     let v = try p.value(depth: 1)
@@ -96,11 +110,11 @@ public struct SegmentDecoder {
                     }
                     allProps = m
                 } else {
-                    try p.slots(into: &props, ruleSet.propertySlots, what: "properties")
+                    try p.slots(into: &props, propertyKeys, what: "properties")
                 }
-            case "context":
-                try p.slots(into: &ctx, ruleSet.contextSlots, what: "context")
-            case "traits":
+            case .context:
+                try p.slots(into: &ctx, contextKeys, what: "context")
+            case .traits:
                 guard p.peek() == UInt8(ascii: "{") else {
                     if p.peek() == UInt8(ascii: "n") { try p.skipValue(depth: 0); return }
                     throw p.error("'traits' must be an object")
@@ -109,8 +123,6 @@ public struct SegmentDecoder {
                 if case .map(let m) = v {
                     for (k, v) in m.entries { if case .string(let ks) = k { traits.append((ks, v)) } }
                 }
-            default:
-                try p.skipValue(depth: 0)
             }
         }
         p.skipSpace()
@@ -189,6 +201,22 @@ struct JSONScanner {
 
     /// Calls `body` with each key of an object; `body` must consume the value.
     mutating func members(_ body: (inout JSONScanner, String) throws(DecodeError) -> Void) throws(DecodeError) {
+        try eachMember({ (p: inout JSONScanner) throws(DecodeError) in try p.rawString() }, body)
+    }
+
+    /// Like ``members(_:)``, with each key looked up in `table` by its bytes (no `String` is made for a plain key):
+    /// `body` gets the key's value in the table, `nil` for a key not in it.
+    mutating func members(in table: KeyTable, _ body: (inout JSONScanner, Int?) throws(DecodeError) -> Void) throws(DecodeError) {
+        try eachMember(
+            { (p: inout JSONScanner) throws(DecodeError) -> Int? in
+                if let raw = p.plainStringBytes() { return table.lookup(raw) }
+                return table.byName[try p.rawString()]
+            }, body)
+    }
+
+    private mutating func eachMember<Key>(
+        _ readKey: (inout JSONScanner) throws(DecodeError) -> Key, _ body: (inout JSONScanner, Key) throws(DecodeError) -> Void
+    ) throws(DecodeError) {
         skipSpace()
         if peek() == UInt8(ascii: "}") {
             i += 1
@@ -197,7 +225,7 @@ struct JSONScanner {
         while true {
             skipSpace()
             guard peek() == UInt8(ascii: "\"") else { throw error("expected a key in quotes") }
-            let key = try rawString()
+            let key = try readKey(&self)
             try expect(UInt8(ascii: ":"))
             skipSpace()
             try body(&self, key)
@@ -210,7 +238,7 @@ struct JSONScanner {
     }
 
     /// Reads an object, keeping only the keys that have a slot.
-    mutating func slots(into out: inout ContiguousArray<Value?>, _ table: [String: Int], what: String) throws(DecodeError) {
+    mutating func slots(into out: inout ContiguousArray<Value?>, _ table: KeyTable, what: String) throws(DecodeError) {
         skipSpace()
         if peek() == UInt8(ascii: "n") {
             try skipValue(depth: 0)
@@ -222,8 +250,8 @@ struct JSONScanner {
             try skipObjectBody(depth: 1)
             return
         }
-        try members { (p, key) throws(DecodeError) in
-            if let slot = table[key] { out[slot] = try p.value(depth: 1) } else { try p.skipValue(depth: 1) }
+        try members(in: table) { (p, slot) throws(DecodeError) in
+            if let slot { out[slot] = try p.value(depth: 1) } else { try p.skipValue(depth: 1) }
         }
     }
 

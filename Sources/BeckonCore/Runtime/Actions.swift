@@ -53,13 +53,24 @@ public struct FiredAction: Sendable {
     }
 
     /// A deterministic id: the first 16 bytes of SHA-256 over the parts, as 32 hex digits.
+    /// The parts are laid out in one stack buffer, each followed by a 0 byte, and hashed at once.
     static func makeID(rule: String, action: Int, user: String, trigger: String) -> String {
-        var h = SHA256()
-        for part in [rule, String(action), user, trigger] {
-            h.update(data: Array(part.utf8))
-            h.update(data: [0])
+        let index = String(action)
+        let size = rule.utf8.count + index.utf8.count + user.utf8.count + trigger.utf8.count + 4
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: size) { buf in
+            var at = 0
+            for part in [rule, index, user, trigger] {
+                for b in part.utf8 {
+                    buf[at] = b
+                    at += 1
+                }
+                buf[at] = 0
+                at += 1
+            }
+            return SHA256.hash(data: UnsafeRawBufferPointer(buf)).withUnsafeBytes {
+                Hex.encode(UnsafeRawBufferPointer(rebasing: $0[..<16]))
+            }
         }
-        return Hex.encode(h.finalize().prefix(16))
     }
 }
 
@@ -81,13 +92,16 @@ struct TriggerKey: Sendable {
 
 enum Hex {
     static let digits = Array("0123456789abcdef".utf8)
-    static func encode(_ bytes: some Sequence<UInt8>) -> String {
-        var out: [UInt8] = []
-        for b in bytes {
-            out.append(digits[Int(b >> 4)])
-            out.append(digits[Int(b & 15)])
+    static func encode(_ bytes: some Collection<UInt8>) -> String {
+        String(unsafeUninitializedCapacity: bytes.count * 2) { out in
+            var i = 0
+            for b in bytes {
+                out[i] = digits[Int(b >> 4)]
+                out[i + 1] = digits[Int(b & 15)]
+                i += 2
+            }
+            return i
         }
-        return String(decoding: out, as: UTF8.self)
     }
 }
 
@@ -102,6 +116,35 @@ indirect enum CompiledValue: Sendable {
     case text([Piece])
     case list([CompiledValue])
     case map([(key: String, value: CompiledValue)])
+
+    /// The value when it needs no evaluation (constants, plain text, lists and maps of them).
+    var constantValue: Value? {
+        switch self {
+        case .constant(let v): return v
+        case .expr: return nil
+        case .text(let pieces):
+            var out = ""
+            for p in pieces {
+                guard case .text(let t) = p else { return nil }
+                out += t
+            }
+            return .string(out)
+        case .list(let items):
+            var out: [Value] = []
+            for i in items {
+                guard let v = i.constantValue else { return nil }
+                out.append(v)
+            }
+            return .list(out)
+        case .map(let pairs):
+            var out: [(String, Value)] = []
+            for (k, v) in pairs {
+                guard let c = v.constantValue else { return nil }
+                out.append((k, c))
+            }
+            return .map(ValueMap(out))
+        }
+    }
 
     /// Evaluates; an expression that fails becomes `null` (or empty text) and a warning naming `field`.
     func evaluate(_ s: EvalScope, field: String, warnings: inout [String]) -> Value {
@@ -161,6 +204,59 @@ enum ActionTemplate: Sendable {
     case set([(slot: Int?, name: String, value: CompiledValue)])
     case unset([(slot: Int?, name: String)])
     case flow(verb: FlowActionSpec.Verb, flow: CompiledValue, step: CompiledValue?)
+
+    /// The fields of an action that only shows or sends something (message, screen, deep_link, prompt, emit), each
+    /// value computed by `value(template, field name)`; `nil` for the kinds that read or change the user's state.
+    func pureFields(_ value: (CompiledValue, String) -> Value) -> [(key: String, value: Value)]? {
+        func eval(_ v: CompiledValue?, _ field: String) -> Value? { v.map { value($0, field) } }
+        switch self {
+        case .message(let surface, let template, let title, let body, let image, let buttons, let data):
+            var m = ValueMap()
+            m[string: "surface"] = .string(surface)
+            if let template { m[string: "template"] = .string(template) }
+            if let v = eval(title, "title") { m[string: "title"] = v }
+            if let v = eval(body, "body") { m[string: "body"] = v }
+            if let v = eval(image, "image") { m[string: "image"] = v }
+            if !buttons.isEmpty {
+                m[string: "buttons"] = .list(
+                    buttons.enumerated().map { i, b in
+                        var bm = ValueMap()
+                        bm[string: "label"] = eval(b.label, "buttons[\(i)].label") ?? .null
+                        if let v = eval(b.deepLink, "buttons[\(i)].deep_link") { bm[string: "deep_link"] = v }
+                        if let v = eval(b.action, "buttons[\(i)].action") { bm[string: "action"] = v }
+                        return .map(bm)
+                    })
+            }
+            if !data.isEmpty { m[string: "data"] = .map(ValueMap(data.map { ($0.key, value($0.value, "data." + $0.key)) })) }
+            return [("message", .map(m))]
+        case .screen(let id, let params):
+            return [
+                ("screen", eval(id, "screen") ?? .null),
+                ("params", .map(ValueMap(params.map { ($0.key, value($0.value, "params." + $0.key)) }))),
+            ]
+        case .deepLink(let url):
+            return [("url", eval(url, "url") ?? .null)]
+        case .prompt(let p):
+            return [("permission", .string(p))]
+        case .emit(let event, let payload):
+            // Fields that come out null (an unknown email, a missing click id) are left out of the payload.
+            let m = ValueMap(payload.map { ($0.key, value($0.value, "payload." + $0.key)) })
+            return [("event", .string(event)), ("payload", Engine.withoutNulls(.map(m)))]
+        case .notify, .markRead, .set, .unset, .flow:
+            return nil
+        }
+    }
+
+    /// The fields, computed once, of a pure action whose values are all constants.
+    var constantFields: [(key: String, value: Value)]? {
+        var constant = true
+        let fields = pureFields { v, _ in
+            if let c = v.constantValue { return c }
+            constant = false
+            return .null
+        }
+        return constant ? fields : nil
+    }
 
     var kind: String {
         switch self {

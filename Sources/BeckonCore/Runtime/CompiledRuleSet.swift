@@ -322,6 +322,8 @@ public final class CompiledRule: Sendable {
     let hasLimits: Bool
     let tracksOccurrences: Bool
     let actions: [ActionTemplate]
+    /// Per action: its fields when they are all constants (computed once, shared by every fire).
+    let constantFields: [[(key: String, value: Value)]?]
     /// Series of its fire times, when it has rolling limits (else -1).
     let fireSeries: Int32
     public let location: SourceLocation
@@ -355,6 +357,7 @@ public final class CompiledRule: Sendable {
         self.location = location
         self.timing = timing
         self.reprompt = reprompt
+        constantFields = actions.map(\.constantFields)
         hasLimits = !limits.isEmpty
         tracksOccurrences = limits.tracksOccurrences
         keepsRecord = !limits.isEmpty || reprompt != nil

@@ -612,8 +612,8 @@ public final class Engine {
             var fa = FiredAction(
                 qualifiedRule: rule.qualifiedID, actionIndex: i, triggerKey: triggerKey, time: now, userID: profile.userID,
                 unit: unit.name, unitKind: unit.kind, rule: rule.id,
-                trigger: trigger, kind: a.kind, fields: [])
-            perform(a, rule: rule, profile: profile, now: now, action: &fa, round: &round)
+                trigger: trigger, kind: a.kind, fields: rule.constantFields[i] ?? [])
+            if rule.constantFields[i] == nil { perform(a, rule: rule, profile: profile, now: now, action: &fa, round: &round) }
             out.actions.append(fa)
         }
         return true
@@ -633,39 +633,12 @@ public final class Engine {
             if case .string(let s) = Conversions.toString(v) { return s }
             return JSONWriter.encode(v)
         }
+        if let fields = a.pureFields({ $0.evaluate(scope, field: $1, warnings: &w) }) {
+            fa.fields = fields
+            return
+        }
         switch a {
-        case .message(let surface, let template, let title, let body, let image, let buttons, let data):
-            var m = ValueMap()
-            m[string: "surface"] = .string(surface)
-            if let template { m[string: "template"] = .string(template) }
-            if let v = eval(title, "title") { m[string: "title"] = v }
-            if let v = eval(body, "body") { m[string: "body"] = v }
-            if let v = eval(image, "image") { m[string: "image"] = v }
-            if !buttons.isEmpty {
-                m[string: "buttons"] = .list(
-                    buttons.enumerated().map { i, b in
-                        var bm = ValueMap()
-                        bm[string: "label"] = eval(b.label, "buttons[\(i)].label") ?? .null
-                        if let v = eval(b.deepLink, "buttons[\(i)].deep_link") { bm[string: "deep_link"] = v }
-                        if let v = eval(b.action, "buttons[\(i)].action") { bm[string: "action"] = v }
-                        return .map(bm)
-                    })
-            }
-            if !data.isEmpty {
-                m[string: "data"] = .map(
-                    ValueMap(data.map { ($0.key, $0.value.evaluate(scope, field: "data." + $0.key, warnings: &w)) }))
-            }
-            fa.fields = [("message", .map(m))]
-        case .screen(let id, let params):
-            fa.fields = [
-                ("screen", eval(id, "screen") ?? .null),
-                (
-                    "params",
-                    .map(ValueMap(params.map { ($0.key, $0.value.evaluate(scope, field: "params." + $0.key, warnings: &w)) }))
-                ),
-            ]
-        case .deepLink(let url):
-            fa.fields = [("url", eval(url, "url") ?? .null)]
+        case .message, .screen, .deepLink, .prompt, .emit: break  // pure: done above
         case .notify(let idT, let senderT, let messageT, let linkT, let data):
             let id = text(eval(idT, "id")) ?? fa.id
             let sender = text(eval(senderT, "sender"))
@@ -705,12 +678,6 @@ public final class Engine {
                 ("unread", .int(Int64(profile.unreadCount))),
             ]
             scope.invalidateMemo()
-        case .prompt(let p):
-            fa.fields = [("permission", .string(p))]
-        case .emit(let event, let payload):
-            // Fields that come out null (an unknown email, a missing click id) are left out of the payload.
-            let m = ValueMap(payload.map { ($0.key, $0.value.evaluate(scope, field: "payload." + $0.key, warnings: &w)) })
-            fa.fields = [("event", .string(event)), ("payload", Engine.withoutNulls(.map(m)))]
         case .set(let attrs):
             // Every value is computed before any is applied, so `set: {a: …, b: ${user.a}}` reads the old `a`.
             let values = attrs.map { ($0.slot, $0.name, $0.value.evaluate(scope, field: $0.name, warnings: &w)) }

@@ -85,4 +85,13 @@ enum FNV1a {
         }
         return h
     }
+
+    @inline(__always) static func hash(_ bytes: UnsafeBufferPointer<UInt8>, basis: UInt64 = offsetBasis) -> UInt64 {
+        var h = basis
+        for b in bytes {
+            h ^= UInt64(b)
+            h = h &* 0x100_0000_01b3
+        }
+        return h
+    }
 }
