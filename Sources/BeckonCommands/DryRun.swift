@@ -69,7 +69,7 @@ public enum DryRunRunner {
             case .table:
                 table.print(outcome, firedOnly: o.firedOnly)
             }
-            progress.tick(events: engine.stats.events, bytes: reader.bytesRead)
+            progress.tick(events: engine.eventCount, bytes: reader.bytesRead)
             return true
         }
         progress.finish()

@@ -588,3 +588,33 @@ struct HistoryLogCopyTests {
         #expect(HistoryLog().lifetimeStat(series: 1) == nil)
     }
 }
+
+/// Every kind of block is counted under its own code in ``Engine/stats``.
+struct StatsCodeTests {
+    @Test(arguments: [
+        ("{ per_user: 1 }", "limit:per_user"),
+        ("{ per_session: 1 }", "limit:per_session"),
+        ("{ cooldown: 1h }", "limit:cooldown"),
+        ("{ on_occurrence: 1 }", "limit:on_occurrence"),
+        ("{ every_occurrence: 2 }", "limit:every_occurrence"),
+        ("{ per_hour: 1 }", "limit:per_hour"),
+        ("{ per_month: 1 }", "limit:per_month"),
+    ])
+    func limitBlocksAreCountedByKey(limit: String, code: String) throws {
+        let rs = try load(campaign(limit: limit))
+        let engine = Engine(ruleSet: rs)
+        for m in 0..<2 { engine.process(track("Opened", at: "2026-01-05T09:0\(m):00Z")) }
+        #expect(engine.stats.blocked[0] == [code: 1])
+        #expect(engine.stats.triggered[0] == 2)
+        #expect(engine.stats.fired[0] + engine.stats.blocked[0].values.reduce(0, +) == 2)
+    }
+
+    @Test func conditionBlocksAreCountedByClause() throws {
+        let rs = try load(campaign(where: "event.properties.n > 1", if: "user.plan == \"pro\""))
+        let engine = Engine(ruleSet: rs)
+        engine.process(track("Opened", at: "2026-01-05T09:00:00Z", props: [("n", .int(0))]))
+        engine.process(track("Opened", at: "2026-01-05T09:01:00Z", props: [("n", .int(2))]))
+        #expect(engine.stats.blocked[0] == ["where": 1, "if": 1])
+        #expect(engine.eventCount == 2)
+    }
+}

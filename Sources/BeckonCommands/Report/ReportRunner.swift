@@ -44,7 +44,7 @@ public enum ReportRunner {
                 bad += 1
                 if bad <= 10 { console.err("\(o.events):\(reader.lineNumber): bad event: \(error.message) (skipped)\n") }
             }
-            progress.tick(events: builder.engine.stats.events, bytes: reader.bytesRead)
+            progress.tick(events: builder.engine.eventCount, bytes: reader.bytesRead)
             return true
         }
         progress.finish()

@@ -44,7 +44,7 @@ extension Engine {
         var out = EventOutcome(status: .processed, late: false, actions: [], verdicts: [])
         if time > clock { clock = time }
         advance(to: time, into: &out)
-        stats.actions += out.actions.count
+        totals.actions += out.actions.count
         return out
     }
 
@@ -188,7 +188,7 @@ extension Engine {
                     rule, due: end, held: true, profile: profile, now: now, triggerKey: p.triggerKey, trigger: p.trigger,
                     change: p.change, out: &out)
                 // The re-hold is the same trigger: do not count it twice.
-                stats.triggered[Int(rule.index)] -= 1
+                count(rule.index, RuleCounter.triggered, by: -1)
             } else {
                 block(.quietHours(heldUntil: nil))
             }

@@ -39,26 +39,60 @@ public final class Engine {
         /// Fires recorded for users in a holdout (no actions sent).
         public var heldBack: [Int] = []
         /// Per rule index: verdicts that were not fires, by ``Verdict/code`` (`where`, `limit:per_day`, `lost`…).
-        public var blocked: [[String: Int]] {
-            blockCounts.indices.map { r in
-                var m = otherBlocks[r]
-                for (i, n) in blockCounts[r].enumerated() where n > 0 { m[Verdict.blockCodes[i], default: 0] += n }
-                return m
-            }
-        }
-        /// Counts by index in ``Verdict/blockCodes`` (no string is built to count a block).
-        var blockCounts: [ContiguousArray<Int>] = []
-        var otherBlocks: [[String: Int]] = []
+        public var blocked: [[String: Int]] = []
+    }
 
-        mutating func block(_ r: Int, _ v: Verdict) {
-            if let i = v.blockIndex { blockCounts[r][i] += 1 } else { otherBlocks[r][v.code, default: 0] += 1 }
+    /// Counters over everything processed (the per-rule counts are gathered when read).
+    public var stats: Stats {
+        var s = totals
+        let n = ruleSet.rules.count
+        func column(_ k: Int) -> [Int] { (0..<n).map { counts[$0 * RuleCounter.width + k] } }
+        s.triggered = column(RuleCounter.triggered)
+        s.fired = column(RuleCounter.fired)
+        s.scheduled = column(RuleCounter.scheduled)
+        s.heldBack = column(RuleCounter.heldBack)
+        s.blocked = (0..<n).map { r in
+            var m = otherBlocks[r]
+            for (i, code) in Verdict.blockCodes.enumerated() {
+                let c = counts[r * RuleCounter.width + RuleCounter.blocks + i]
+                if c > 0 { m[code, default: 0] += c }
+            }
+            return m
         }
+        return s
+    }
+
+    /// Events processed so far (cheap to read after every event, unlike ``stats``).
+    public var eventCount: Int { totals.events }
+
+    /// The per-rule counters' places in a row of ``counts``.
+    enum RuleCounter {
+        static let triggered = 0
+        static let fired = 1
+        static let scheduled = 2
+        static let heldBack = 3
+        /// Then one per entry of ``Verdict/blockCodes``.
+        static let blocks = 4
+        static let width = blocks + Verdict.blockCodes.count
+    }
+
+    /// The totals of ``Stats`` (its per-rule arrays stay empty here).
+    var totals = Stats()
+    /// Per rule, a row of ``RuleCounter/width`` counts: one flat buffer the engine owns, so counting a verdict is an
+    /// add to memory (no copy-on-write check, no exclusivity check of a class property).
+    let counts: UnsafeMutablePointer<Int>
+    /// Blocks whose code is not in ``Verdict/blockCodes``, by rule.
+    var otherBlocks: [[String: Int]]
+
+    @inline(__always) func count(_ r: Int32, _ k: Int, by n: Int = 1) { counts[Int(r) * RuleCounter.width + k] += n }
+
+    func countBlock(_ r: Int32, _ v: Verdict) {
+        if let i = v.blockIndex { count(r, RuleCounter.blocks + i) } else { otherBlocks[Int(r)][v.code, default: 0] += 1 }
     }
 
     public let ruleSet: CompiledRuleSet
     public let store: any StateStore
     public var options: Options
-    public internal(set) var stats = Stats()
     let scope = EvalScope()
     /// Stream time: the latest event time seen. Delayed actions fire when it passes their due time.
     public internal(set) var clock: Int64 = Int64.min
@@ -74,14 +108,13 @@ public final class Engine {
         self.options = options
         scope.ruleSet = ruleSet
         scope.ensureMemo(ruleSet.memoSlots)
-        stats.triggered = Array(repeating: 0, count: ruleSet.rules.count)
-        stats.fired = Array(repeating: 0, count: ruleSet.rules.count)
-        stats.scheduled = Array(repeating: 0, count: ruleSet.rules.count)
-        stats.heldBack = Array(repeating: 0, count: ruleSet.rules.count)
-        stats.blockCounts = Array(
-            repeating: ContiguousArray(repeating: 0, count: Verdict.blockCodes.count), count: ruleSet.rules.count)
-        stats.otherBlocks = Array(repeating: [:], count: ruleSet.rules.count)
+        let size = max(1, ruleSet.rules.count * RuleCounter.width)
+        counts = .allocate(capacity: size)
+        counts.initialize(repeating: 0, count: size)
+        otherBlocks = Array(repeating: [:], count: ruleSet.rules.count)
     }
+
+    deinit { counts.deallocate() }
 
     /// Processes a general event (binds it to the rule set first).
     @discardableResult
@@ -94,7 +127,7 @@ public final class Engine {
 
     @discardableResult
     public func process(_ e: BoundEvent) -> EventOutcome {
-        stats.events += 1
+        totals.events += 1
         var out = EventOutcome(status: .processed, late: false, actions: [], verdicts: [])
         // Time passes for everyone: delayed actions due by now fire first.
         if e.timestamp > clock { clock = e.timestamp }
@@ -105,12 +138,12 @@ public final class Engine {
             UserProfile(userID: e.userID, attributeCount: rs.attributeNames.count, contextCount: rs.contextNames.count)
         }!
         if let mid = e.messageID, isDuplicate(profile, mid, e.timestamp) {
-            stats.duplicates += 1
+            totals.duplicates += 1
             out.status = .duplicate
             return out
         }
         out.late = e.timestamp < profile.clock
-        if out.late { stats.late += 1 }
+        if out.late { totals.late += 1 }
         let now = max(e.timestamp, profile.clock)
         profile.clock = now
         profile.eventCount &+= 1
@@ -173,7 +206,7 @@ public final class Engine {
         }
         scope.event = nil
         scope.profile = nil
-        stats.actions += out.actions.count
+        totals.actions += out.actions.count
         store.didUpdate(profile)
         return out
     }
@@ -314,12 +347,12 @@ public final class Engine {
         out: inout EventOutcome, dueNow: Bool = false
     ) {
         // A delayed action coming due is the same trigger as when it was scheduled: counted once.
-        if !dueNow { stats.triggered[Int(r)] += 1 }
+        if !dueNow { count(r, RuleCounter.triggered) }
         switch v {
-        case .fired: stats.fired[Int(r)] += 1
-        case .heldBack: stats.heldBack[Int(r)] += 1
-        case .scheduled: stats.scheduled[Int(r)] += 1
-        default: stats.block(Int(r), v)
+        case .fired: count(r, RuleCounter.fired)
+        case .heldBack: count(r, RuleCounter.heldBack)
+        case .scheduled: count(r, RuleCounter.scheduled)
+        default: countBlock(r, v)
         }
         if options.recordVerdicts {
             out.verdicts.append(
@@ -487,18 +520,18 @@ public final class Engine {
         _ l: CompiledLimits, record rec: RuleRecord, series: Int32, profile: UserProfile, now: Int64, occurrence: Int?
     ) -> LimitHit? {
         if let n = l.onOccurrence, let occurrence, occurrence != n {
-            return LimitHit(key: "on_occurrence", count: occurrence, max: n, freesAt: nil)
+            return LimitHit(key: "on_occurrence", count: occurrence, max: n, freesAt: nil, keyIndex: 0)
         }
         if let n = l.everyOccurrence, let occurrence, occurrence % n != 0 {
-            return LimitHit(key: "every_occurrence", count: occurrence, max: n, freesAt: nil)
+            return LimitHit(key: "every_occurrence", count: occurrence, max: n, freesAt: nil, keyIndex: 1)
         }
         if let n = l.perUser, Int(rec.fires) >= n {
-            return LimitHit(key: "per_user", count: Int(rec.fires), max: n, freesAt: nil)
+            return LimitHit(key: "per_user", count: Int(rec.fires), max: n, freesAt: nil, keyIndex: 2)
         }
         if let n = l.perSession {
             let c = rec.firesInSession(profile.session.id)
             if c >= n {
-                return LimitHit(key: "per_session", count: c, max: n, freesAt: nil)
+                return LimitHit(key: "per_session", count: c, max: n, freesAt: nil, keyIndex: 3)
             }
         }
         for (window, max) in l.rolling {
@@ -521,7 +554,8 @@ public final class Engine {
             }
         }
         if let cd = l.cooldownMs, rec.lastFire != Int64.min, now - rec.lastFire < cd {
-            return LimitHit(key: "cooldown", count: 1, max: 1, freesAt: rec.lastFire + cd, lastFire: rec.lastFire, cooldownMs: cd)
+            return LimitHit(
+                key: "cooldown", count: 1, max: 1, freesAt: rec.lastFire + cd, lastFire: rec.lastFire, cooldownMs: cd, keyIndex: 9)
         }
         return nil
     }

@@ -105,11 +105,12 @@ extension Verdict {
         case .fired, .scheduled, .heldBack: return nil
         case .notLive: return 0
         case .conditionFalse(let clause, _, _):
-            switch clause {
-            case "where": return 1
-            case "if": return 2
-            case "audience": return 3
-            case "reprompt": return 4
+            // The engine's clauses are these four literals, told apart by length and first letter (no compare).
+            switch (clause.utf8.count, clause.utf8.first) {
+            case (5, UInt8(ascii: "w")): return 1
+            case (2, UInt8(ascii: "i")): return 2
+            case (8, UInt8(ascii: "a")): return 3
+            case (8, UInt8(ascii: "r")): return 4
             default: return nil
             }
         case .lostTo: return 5
@@ -117,8 +118,9 @@ extension Verdict {
         case .alreadyPending: return 7
         case .cancelled: return 8
         case .quietHours(let until): return until == nil ? 9 : 10
-        case .limited(let hit): return limit(hit.key).map { n + $0 }
-        case .globalLimited(let hit): return limit(hit.key).map { n + Verdict.limitKeys.count + $0 }
+        case .limited(let hit): return (hit.keyIndex >= 0 ? hit.keyIndex : limit(hit.key)).map { n + $0 }
+        case .globalLimited(let hit):
+            return (hit.keyIndex >= 0 ? hit.keyIndex : limit(hit.key)).map { n + Verdict.limitKeys.count + $0 }
         }
     }
 }
@@ -136,6 +138,8 @@ public struct LimitHit: Sendable {
     /// For `cooldown`: the last fire and the cooldown (ms).
     var lastFire: Int64 = 0
     var cooldownMs: Int64 = 0
+    /// The index of `key` in ``Verdict/limitKeys`` when the engine knew it (-1: look it up).
+    var keyIndex = -1
 
     public var detail: String {
         switch key {
