@@ -401,7 +401,7 @@ private struct Builder {
         let timing = compileTiming(spec, file: file, segments: segments, isChange: isChange)
         guard diagnostics.errorCount == before else { return nil }
         return CompiledRule(
-            index: index, unit: unitIndex, id: spec.id.value, qualifiedID: file.name.value + "/" + spec.id.value,
+            index: index, unit: unitIndex, unitName: file.name.value, unitKind: file.kind, id: spec.id.value,
             enabled: spec.enabled && file.enabled, trigger: trigger, triggerDescription: triggerDescription,
             whereExpr: whereExpr, whereTraced: whereTraced, ifExpr: ifExpr, ifTraced: ifTraced, limits: limits,
             priority: spec.priority?.value ?? file.defaultPriority ?? 0, surface: surface,

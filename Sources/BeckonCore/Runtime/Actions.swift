@@ -7,17 +7,21 @@ import Crypto
 /// consumer can drop an action it has already seen.
 public struct FiredAction: Sendable {
     /// Computed when asked for (a SHA-256), so that a service that does not use ids does not pay for them.
-    public var id: String { FiredAction.makeID(rule: qualifiedRule, action: actionIndex, user: userID, trigger: triggerKey.text) }
-    /// `unit/rule`, the action's place in the rule's `do` (-1 for `held_back`), and the trigger's key: what `id` hashes.
-    let qualifiedRule: String
+    public var id: String {
+        FiredAction.makeID(rule: origin.qualifiedRule, action: actionIndex, user: userID, trigger: triggerKey.text)
+    }
+    /// The rule's names (one object per rule, shared by all its actions), the action's place in the rule's `do` (-1
+    /// for `held_back`), and the trigger's key: what `id` hashes.
+    let origin: ActionOrigin
     let actionIndex: Int
     let triggerKey: TriggerKey
     /// Milliseconds since 1970: when it fires (the triggering event's time, or a timer's due time).
     public var time: Int64
     public var userID: String
-    public var unit: String
-    public var unitKind: UnitKind
-    public var rule: String
+    /// The campaign or rule set.
+    public var unit: String { origin.unit }
+    public var unitKind: UnitKind { origin.unitKind }
+    public var rule: String { origin.rule }
     /// What triggered it: the event name, `screen:NAME`, or `change:ATTRIBUTE`.
     public var trigger: String
     /// `message`, `screen`, `deep_link`, `notify`, `mark_read`, `prompt`, `emit`, `set`, `unset`.
@@ -71,6 +75,22 @@ public struct FiredAction: Sendable {
                 Hex.encode(UnsafeRawBufferPointer(rebasing: $0[..<16]))
             }
         }
+    }
+}
+
+/// Where an action comes from: the names every action of one rule shares.
+final class ActionOrigin: Sendable {
+    let unit: String
+    let unitKind: UnitKind
+    let rule: String
+    /// `unit/rule`.
+    let qualifiedRule: String
+
+    init(unit: String, unitKind: UnitKind, rule: String) {
+        self.unit = unit
+        self.unitKind = unitKind
+        self.rule = rule
+        qualifiedRule = unit + "/" + rule
     }
 }
 

@@ -322,8 +322,14 @@ public final class CompiledRule: Sendable {
     let hasLimits: Bool
     let tracksOccurrences: Bool
     let actions: [ActionTemplate]
-    /// Per action: its fields when they are all constants (computed once, shared by every fire).
+    /// Per action: its fields when they are all constants (computed once, shared by every fire), and its kind.
     let constantFields: [[(key: String, value: Value)]?]
+    let actionKinds: [String]
+    /// Its names as its actions carry them.
+    let origin: ActionOrigin
+    /// `timing` has a delay; it has quiet hours (flags read without copying `timing`).
+    let isDelayed: Bool
+    let hasQuietHours: Bool
     /// Series of its fire times, when it has rolling limits (else -1).
     let fireSeries: Int32
     public let location: SourceLocation
@@ -331,7 +337,7 @@ public final class CompiledRule: Sendable {
     let reprompt: CompiledReprompt?
 
     init(
-        index: Int32, unit: Int32, id: String, qualifiedID: String, enabled: Bool, trigger: CompiledTrigger,
+        index: Int32, unit: Int32, unitName: String, unitKind: UnitKind, id: String, enabled: Bool, trigger: CompiledTrigger,
         triggerDescription: String, whereExpr: CompiledExpr?, whereTraced: CompiledExpr?, ifExpr: CompiledExpr?,
         ifTraced: CompiledExpr?, limits: CompiledLimits, priority: Int, surface: String?, surfaceID: Int32,
         actions: [ActionTemplate], fireSeries: Int32, location: SourceLocation, timing: CompiledTiming,
@@ -340,7 +346,7 @@ public final class CompiledRule: Sendable {
         self.index = index
         self.unit = unit
         self.id = id
-        self.qualifiedID = qualifiedID
+        self.qualifiedID = unitName + "/" + id
         self.enabled = enabled
         self.trigger = trigger
         self.triggerDescription = triggerDescription
@@ -358,6 +364,10 @@ public final class CompiledRule: Sendable {
         self.timing = timing
         self.reprompt = reprompt
         constantFields = actions.map(\.constantFields)
+        actionKinds = actions.map(\.kind)
+        origin = ActionOrigin(unit: unitName, unitKind: unitKind, rule: id)
+        isDelayed = timing.isDelayed
+        hasQuietHours = timing.quietHours != nil
         hasLimits = !limits.isEmpty
         tracksOccurrences = limits.tracksOccurrences
         keepsRecord = !limits.isEmpty || reprompt != nil

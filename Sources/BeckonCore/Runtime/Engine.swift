@@ -286,10 +286,10 @@ public final class Engine {
             var m = 0
             for k in 0..<n {
                 let q = buf[k]
-                let rule = ruleSet.rules[Int(q.rule)]
+                unowned(unsafe) let rule = rules[Int(q.rule)]
                 if q.change >= 0 { scope.change = changes[Int(q.change)] }
                 // An `at` time that is now already is not a delay.
-                if rule.timing.isDelayed, case let due = dueTime(rule, profile: profile, now: now), due > now {
+                if rule.isDelayed, case let due = dueTime(rule, profile: profile, now: now), due > now {
                     schedule(
                         rule, due: due, held: false, profile: profile, now: now, triggerKey: triggerKey,
                         trigger: triggerName ?? rule.triggerDescription, change: scope.change, out: &out)
@@ -305,7 +305,7 @@ public final class Engine {
             }
             for k in 0..<m {
                 let q = buf[k]
-                let rule = ruleSet.rules[Int(q.rule)]
+                unowned(unsafe) let rule = rules[Int(q.rule)]
                 if q.change >= 0 { scope.change = changes[Int(q.change)] }
                 deliver(
                     rule, profile: profile, now: now, triggerKey: triggerKey, trigger: triggerName ?? rule.triggerDescription,
@@ -320,7 +320,7 @@ public final class Engine {
         _ rule: CompiledRule, profile: UserProfile, now: Int64, triggerKey: TriggerKey, trigger: String, round: inout RoundState,
         out: inout EventOutcome
     ) {
-        if let q = rule.timing.quietHours, let end = quietUntil(q, profile: profile, now: now) {
+        if rule.hasQuietHours, let q = rule.timing.quietHours, let end = quietUntil(q, profile: profile, now: now) {
             if q.hold {
                 schedule(
                     rule, due: end, held: true, profile: profile, now: now, triggerKey: triggerKey, trigger: trigger,
@@ -632,23 +632,22 @@ public final class Engine {
                     series: g, at: now, now: now, retentionMs: ruleSet.series[Int(g)].retentionMs, keepsLifetime: false)
             }
         }
-        let unit = ruleSet.units[Int(rule.unit)]
+        unowned(unsafe) let unit = ruleSet.units[Int(rule.unit)]
         if unit.isHeldOut(profile.userID) {
             // The control group: the fire is recorded (and counts for limits and reports), nothing is sent.
             out.actions.append(
                 FiredAction(
-                    qualifiedRule: rule.qualifiedID, actionIndex: -1, triggerKey: triggerKey, time: now, userID: profile.userID,
-                    unit: unit.name, unitKind: unit.kind, rule: rule.id, trigger: trigger,
-                    kind: "held_back", fields: [("actions", .list(rule.actions.map { .string($0.kind) }))]))
+                    origin: rule.origin, actionIndex: -1, triggerKey: triggerKey, time: now, userID: profile.userID,
+                    trigger: trigger, kind: "held_back", fields: [("actions", .list(rule.actions.map { .string($0.kind) }))]))
             return false
         }
-        for (i, a) in rule.actions.enumerated() {
+        for i in rule.actions.indices {
+            let constant = rule.constantFields[i]
             var fa = FiredAction(
-                qualifiedRule: rule.qualifiedID, actionIndex: i, triggerKey: triggerKey, time: now, userID: profile.userID,
-                unit: unit.name, unitKind: unit.kind, rule: rule.id,
-                trigger: trigger, kind: a.kind, fields: rule.constantFields[i] ?? [])
-            if rule.constantFields[i] == nil { perform(a, rule: rule, profile: profile, now: now, action: &fa, round: &round) }
-            out.actions.append(fa)
+                origin: rule.origin, actionIndex: i, triggerKey: triggerKey, time: now, userID: profile.userID,
+                trigger: trigger, kind: rule.actionKinds[i], fields: constant ?? [])
+            if constant == nil { perform(rule.actions[i], rule: rule, profile: profile, now: now, action: &fa, round: &round) }
+            out.actions.append(consume fa)
         }
         return true
     }
