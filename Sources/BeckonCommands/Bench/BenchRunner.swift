@@ -104,7 +104,7 @@ public enum BenchRunner {
                 if reader.lineNumber == r.users + 1 { t0 = now() }
                 do throws(DecodeError) {
                     let outcome = engine.process(try decoder.decode(line))
-                    for a in outcome.actions { sink.write(a.json) }
+                    for a in outcome.actions { sink.write(a) }
                 } catch {
                     failure = "\(segment):\(reader.lineNumber): \(error)"
                     return false
@@ -284,22 +284,21 @@ public enum BenchRunner {
     }
 }
 
-/// Collects output lines and writes them to /dev/null in large blocks: the cost of producing actions, not of a disk.
+/// Writes actions as JSON lines to /dev/null in large blocks: the cost of producing actions, not of a disk.
 final class NullSink {
-    private var buffer: [UInt8] = []
+    private var w = JSONWriter()
     private let fd = open("/dev/null", O_WRONLY)
 
-    init() { buffer.reserveCapacity(1 << 16) }
     deinit { close(fd) }
 
-    func write(_ s: String) {
-        buffer.append(contentsOf: s.utf8)
-        buffer.append(10)
-        if buffer.count >= 1 << 16 { flush() }
+    func write(_ a: FiredAction) {
+        a.write(to: &w)
+        w.newline()
+        if w.bytes.count >= 1 << 16 { flush() }
     }
 
     func flush() {
-        buffer.withUnsafeBytes { _ = Glibc.write(fd, $0.baseAddress, $0.count) }
-        buffer.removeAll(keepingCapacity: true)
+        w.bytes.withUnsafeBytes { _ = Glibc.write(fd, $0.baseAddress, $0.count) }
+        w.removeAll()
     }
 }

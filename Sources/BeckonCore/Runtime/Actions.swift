@@ -7,8 +7,11 @@ import Crypto
 /// consumer can drop an action it has already seen.
 public struct FiredAction: Sendable {
     /// Computed when asked for (a SHA-256), so that a service that does not use ids does not pay for them.
-    public var id: String {
-        FiredAction.makeID(rule: origin.qualifiedRule, action: actionIndex, user: userID, trigger: triggerKey.text)
+    public var id: String { withID { String(decoding: $0, as: UTF8.self) } }
+
+    /// The id's 32 hex digits, without making a `String` of them.
+    func withID<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
+        FiredAction.withID(rule: origin.qualifiedRule, action: actionIndex, user: userID, trigger: triggerKey, body)
     }
     /// The rule's names (one object per rule, shared by all its actions), the action's place in the rule's `do` (-1
     /// for `held_back`), and the trigger's key: what `id` hashes.
@@ -36,9 +39,17 @@ public struct FiredAction: Sendable {
     /// One JSON object, keys in a fixed order.
     public var json: String {
         var w = JSONWriter()
+        write(to: &w)
+        return w.output
+    }
+
+    /// Writes ``json`` to `w` (a writer kept across actions allocates nothing per action).
+    public func write(to w: inout JSONWriter) {
         w.beginObject()
-        w.key("id"); w.string(id)
-        w.key("time"); w.string(Timestamp(milliseconds: time).description)
+        w.key("id")
+        withID { w.plainString($0) }
+        w.key("time")
+        Timestamp(milliseconds: time).withRFC3339 { w.plainString($0) }
         w.key("userId"); w.string(userID)
         w.key(unitKind.rawValue); w.string(unit)
         w.key("rule"); w.string(rule)
@@ -53,27 +64,58 @@ public struct FiredAction: Sendable {
             w.value(.list(warnings.map { .string($0) }))
         }
         w.endObject()
-        return w.output
     }
 
     /// A deterministic id: the first 16 bytes of SHA-256 over the parts, as 32 hex digits.
-    /// The parts are laid out in one stack buffer, each followed by a 0 byte, and hashed at once.
-    static func makeID(rule: String, action: Int, user: String, trigger: String) -> String {
-        let index = String(action)
-        let size = rule.utf8.count + index.utf8.count + user.utf8.count + trigger.utf8.count + 4
-        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: size) { buf in
+    /// The parts (`rule`, the action index in decimal, `user`, the trigger key's text), each followed by a 0 byte, are
+    /// laid out in one stack buffer and hashed at once; the hex digits are made in another.
+    static func withID<R>(
+        rule: String, action: Int, user: String, trigger: TriggerKey, _ body: (UnsafeRawBufferPointer) -> R
+    ) -> R {
+        let size = rule.utf8.count + 21 + user.utf8.count + (trigger.messageID?.utf8.count ?? 21) + trigger.suffix.utf8.count + 4
+        let digest = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: size) { buf in
             var at = 0
-            for part in [rule, index, user, trigger] {
-                for b in part.utf8 {
+            func put(_ s: String) {
+                for b in s.utf8 {
                     buf[at] = b
                     at += 1
                 }
-                buf[at] = 0
-                at += 1
             }
-            return SHA256.hash(data: UnsafeRawBufferPointer(buf)).withUnsafeBytes {
-                Hex.encode(UnsafeRawBufferPointer(rebasing: $0[..<16]))
+            func put(decimal n: Int) {
+                if n < 0 { buf[at] = UInt8(ascii: "-"); at += 1 }
+                var m = n.magnitude
+                let start = at
+                repeat {
+                    buf[at] = UInt8(48 + m % 10)
+                    at += 1
+                    m /= 10
+                } while m > 0
+                buf[start..<at].reverse()
             }
+            put(rule)
+            buf[at] = 0; at += 1
+            put(decimal: action)
+            buf[at] = 0; at += 1
+            put(user)
+            buf[at] = 0; at += 1
+            if let id = trigger.messageID {
+                put(id)
+            } else {
+                buf[at] = UInt8(ascii: "#"); at += 1
+                put(decimal: Int(trigger.eventCount))
+            }
+            put(trigger.suffix)
+            buf[at] = 0; at += 1
+            return SHA256.hash(data: UnsafeRawBufferPointer(UnsafeMutableBufferPointer(rebasing: buf[..<at])))
+        }
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 32) { hex in
+            digest.withUnsafeBytes { d in
+                for i in 0..<16 {
+                    hex[2 * i] = Hex.digits[Int(d[i] >> 4)]
+                    hex[2 * i + 1] = Hex.digits[Int(d[i] & 15)]
+                }
+            }
+            return body(UnsafeRawBufferPointer(hex))
         }
     }
 }
@@ -306,6 +348,24 @@ public struct JSONWriter {
 
     public var output: String { String(decoding: bytes, as: UTF8.self) }
 
+    /// Ends a line (JSON lines output).
+    public mutating func newline() { bytes.append(10) }
+
+    /// Empties the output, keeping its capacity, to write the next batch.
+    public mutating func removeAll() {
+        bytes.removeAll(keepingCapacity: true)
+        needsComma.removeAll(keepingCapacity: true)
+        afterKey = false
+    }
+
+    /// A string value from bytes that need no escaping (hex digits, timestamps).
+    mutating func plainString(_ b: UnsafeRawBufferPointer) {
+        separate()
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(contentsOf: b)
+        bytes.append(UInt8(ascii: "\""))
+    }
+
     private mutating func separate() {
         if afterKey {
             afterKey = false
@@ -390,6 +450,12 @@ public struct JSONWriter {
 
     private mutating func writeString(_ s: String) {
         bytes.append(UInt8(ascii: "\""))
+        // Most strings need no escape: copied at once.
+        if s.utf8.allSatisfy({ $0 >= 32 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) {
+            bytes.append(contentsOf: s.utf8)
+            bytes.append(UInt8(ascii: "\""))
+            return
+        }
         for c in s.utf8 {
             switch c {
             case UInt8(ascii: "\""): bytes.append(contentsOf: [92, 34])

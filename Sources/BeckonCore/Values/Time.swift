@@ -42,11 +42,28 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
 
     /// RFC 3339 in UTC with the shortest exact fraction: `2009-02-13T23:31:30Z`, `…30.123Z`.
     public var description: String {
+        if let s = wholeSecondText({ String(decoding: $0, as: UTF8.self) }) { return s }
+        let (days, secs) = Civil.floorDivMod(seconds, 86_400)
+        let (y, m, d) = Civil.civil(fromDays: days)
+        var out = Civil.pad(y, 4) + "-" + Civil.pad(m, 2) + "-" + Civil.pad(d, 2) + "T"
+        out += Civil.pad(secs / 3600, 2) + ":" + Civil.pad((secs % 3600) / 60, 2) + ":" + Civil.pad(secs % 60, 2)
+        out += Civil.fraction(nanos)
+        return out + "Z"
+    }
+
+    /// ``description``'s bytes, made in a stack buffer when the time is whole seconds in years 0–9999.
+    func withRFC3339<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
+        if let r = wholeSecondText(body) { return r }
+        var s = description
+        return s.withUTF8 { body(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// `2009-02-13T23:31:30Z` in a stack buffer, for whole seconds in years 0–9999 (else `nil`).
+    private func wholeSecondText<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R? {
         let (days, secs) = Civil.floorDivMod(seconds, 86_400)
         let (y, m, d) = Civil.civil(fromDays: days)
         if nanos == 0, (0...9999).contains(y) {
-            // The common case in one allocation: 2009-02-13T23:31:30Z.
-            return String(unsafeUninitializedCapacity: 20) { buf in
+            return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { buf in
                 func put(_ v: Int64, _ width: Int, at i: Int) {
                     var v = v
                     for k in stride(from: i + width - 1, through: i, by: -1) {
@@ -66,13 +83,10 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
                 buf[16] = UInt8(ascii: ":")
                 put(secs % 60, 2, at: 17)
                 buf[19] = UInt8(ascii: "Z")
-                return 20
+                return body(UnsafeRawBufferPointer(buf))
             }
         }
-        var out = Civil.pad(y, 4) + "-" + Civil.pad(m, 2) + "-" + Civil.pad(d, 2) + "T"
-        out += Civil.pad(secs / 3600, 2) + ":" + Civil.pad((secs % 3600) / 60, 2) + ":" + Civil.pad(secs % 60, 2)
-        out += Civil.fraction(nanos)
-        return out + "Z"
+        return nil
     }
 
     /// Parses RFC 3339 (`2026-01-05T09:00:00Z`, `…09:00:00.250+01:00`); also accepts a lower-case `t`/`z`
