@@ -3,8 +3,9 @@ import Testing
 
 @testable import BeckonCore
 
-/// Flat predicates (conditions that are conjunctions of slot or count tests) decide exactly what the compiled closures
-/// decide: an engine that does not record verdicts uses the predicates, one that records them runs the closures.
+/// Flat predicates (conditions that are conjunctions of slot or count tests) and the simple-rule gate decide exactly
+/// what the general evaluation decides: an engine that does not record verdicts uses them, one that records verdicts
+/// runs the closures and the general limit checks.
 struct PredicateTests {
     @Test func conjunctionsOfSimpleTestsBecomePredicates() throws {
         let cases: [(String, Int?)] = [
@@ -30,8 +31,9 @@ struct PredicateTests {
         await propertyCheck(count: 150, input: Gen.int(in: 0...Int(Int32.max))) { seed in
             var rng = SplitMix(seed: UInt64(seed))
             let conditions = (0..<6).map { _ in Self.condition(&rng) }
-            guard let rs = try? load(rules(conditions)) else { return }
-            #expect(rs.rules.allSatisfy { $0.ifExpr?.predicate != nil })
+            let limits = (0..<6).map { _ in Self.limits[rng.next(in: 0...Self.limits.count - 1)] }
+            guard let rs = try? load(rules(conditions, limits: limits)) else { return }
+            #expect(rs.rules.allSatisfy { $0.ifExpr?.predicate != nil && $0.gate != nil })
             let events = Self.stream(&rng)
             let fast = Engine(ruleSet: rs)
             let closures = Engine(ruleSet: rs, options: .init(recordVerdicts: true))
@@ -40,11 +42,15 @@ struct PredicateTests {
                 let b = closures.process(e).actions.map(\.rule)
                 #expect(a == b, "\(conditions) on \(e)")
             }
+            #expect(fast.stats.blocked == closures.stats.blocked)
+            #expect(fast.stats.triggered == closures.stats.triggered)
+            #expect(fast.stats.fired == closures.stats.fired)
         }
     }
 
     // MARK: Random conditions and streams
 
+    static let limits = ["", "{ per_user: 2 }", "{ cooldown: 20m }", "{ per_session: 1 }", "{ per_user: 3, cooldown: 10m }"]
     static let literals = ["1", "2", "2.5", "2.0", "\"a\"", "\"b\"", "\"é\"", "true", "false", "null"]
     static let lists = ["[\"a\", \"b\"]", "[1, 2]", "[2.5, 3.0]", "[true]"]
     static let values: [Value?] = [
@@ -97,10 +103,11 @@ struct PredicateTests {
 }
 
 /// Rules on `e1`, one per condition, each emitting its own event.
-private func rules(_ conditions: [String]) -> String {
+private func rules(_ conditions: [String], limits: [String] = []) -> String {
     var s = "version: 1\ncampaign: c\nrules:\n"
     for (i, c) in conditions.enumerated() {
         s += "  - id: r\(i)\n    on: e1\n    if: '\(c)'\n    do: [ { emit: { event: r\(i) } } ]\n"
+        if i < limits.count, !limits[i].isEmpty { s += "    limit: \(limits[i])\n" }
     }
     return s
 }

@@ -25,11 +25,21 @@ public struct SegmentDecoder {
     let ruleSet: CompiledRuleSet
     let propertyKeys: KeyTable
     let contextKeys: KeyTable
+    /// Event ids of track names and of screen names (`screen:NAME` keys without the prefix), looked up by bytes.
+    let trackIDs: KeyTable
+    let screenIDs: KeyTable
 
     public init(ruleSet: CompiledRuleSet) {
         self.ruleSet = ruleSet
         propertyKeys = KeyTable(ruleSet.propertySlots)
         contextKeys = KeyTable(ruleSet.contextSlots)
+        var track: [String: Int] = [:]
+        var screen: [String: Int] = [:]
+        for (key, id) in ruleSet.eventIDs {
+            if key.hasPrefix("screen:") { screen[String(key.dropFirst(7))] = Int(id) } else { track[key] = Int(id) }
+        }
+        trackIDs = KeyTable(track)
+        screenIDs = KeyTable(screen)
     }
 
     /// The top-level keys the decoder reads.
@@ -151,8 +161,9 @@ public struct SegmentDecoder {
         guard let time = timestamp ?? fallbackTime else {
             throw DecodeError("missing 'timestamp' (ISO-8601, like 2026-01-05T09:00:00Z)")
         }
-        let eventName = kind == .identify ? "" : (name ?? "")
-        let id = ruleSet.eventIDs[BoundEvent.internKey(kind: kind, name: eventName)] ?? -1
+        var eventName = kind == .identify ? "" : (name ?? "")
+        let table = kind == .screen || kind == .page ? screenIDs : trackIDs
+        let id = eventName.withUTF8 { table.lookup($0) }.map(Int32.init) ?? -1
         return BoundEvent(
             kind: kind, nameID: id, name: eventName, userID: user, timestamp: time, messageID: messageID,
             properties: props, context: ctx, traits: traits, allProperties: allProps)

@@ -327,6 +327,8 @@ public final class CompiledRule: Sendable {
     let actionKinds: [String]
     /// Its names as its actions carry them.
     let origin: ActionOrigin
+    /// Set when the rule is simple enough to decide from flat data (see ``SimpleGate``).
+    let gate: SimpleGate?
     /// `timing` has a delay; it has quiet hours (flags read without copying `timing`).
     let isDelayed: Bool
     let hasQuietHours: Bool
@@ -366,11 +368,56 @@ public final class CompiledRule: Sendable {
         constantFields = actions.map(\.constantFields)
         actionKinds = actions.map(\.kind)
         origin = ActionOrigin(unit: unitName, unitKind: unitKind, rule: id)
+        gate = SimpleGate(whereExpr: whereExpr, ifExpr: ifExpr, limits: limits, reprompt: reprompt)
         isDelayed = timing.isDelayed
         hasQuietHours = timing.quietHours != nil
         hasLimits = !limits.isEmpty
         tracksOccurrences = limits.tracksOccurrences
         keepsRecord = !limits.isEmpty || reprompt != nil
+    }
+}
+
+/// What decides a simple rule — conditions that are flat predicates and only count, per-session or cooldown
+/// limits — so that the engine can decide it, when it records no verdicts, without building a ``Verdict``. It makes the
+/// same checks in the same order as the engine's general evaluation (`where`, `if`, then limits), which the engine
+/// uses for every other rule, for plain units only, and whenever verdicts are recorded.
+struct SimpleGate: Sendable {
+    let whereTerms: Predicate?
+    let ifTerms: Predicate?
+    let perUser: UInt32
+    let perSession: Int
+    let cooldownMs: Int64
+
+    init?(whereExpr: CompiledExpr?, ifExpr: CompiledExpr?, limits: CompiledLimits, reprompt: CompiledReprompt?) {
+        guard reprompt == nil, limits.rolling.isEmpty, !limits.tracksOccurrences else { return nil }
+        if let w = whereExpr {
+            guard let p = w.predicate else { return nil }
+            whereTerms = p
+        } else {
+            whereTerms = nil
+        }
+        if let c = ifExpr {
+            guard let p = c.predicate else { return nil }
+            ifTerms = p
+        } else {
+            ifTerms = nil
+        }
+        perUser = limits.perUser.map { UInt32(clamping: $0) } ?? .max
+        perSession = limits.perSession ?? .max
+        cooldownMs = limits.cooldownMs ?? 0
+    }
+
+    /// `nil` when the rule qualifies; else the index in ``Verdict/blockCodes`` of why not.
+    func blocks(profile: UserProfile, event: BoundEvent?, now: Int64, rule: Int32, hasLimits: Bool) -> Int? {
+        if let w = whereTerms, !w.holds(profile: profile, event: event, now: now) { return 1 }
+        if let c = ifTerms, !c.holds(profile: profile, event: event, now: now) { return 2 }
+        guard hasLimits, let i = profile.recordIndex(rule) else { return nil }
+        let n = Verdict.plainCodes.count
+        let rec = profile.records[i]
+        if rec.fires >= perUser { return n + 2 }
+        if rec.firesInSession(profile.session.id) >= perSession { return n + 3 }
+        if cooldownMs > 0, rec.lastFire != Int64.min, now - rec.lastFire < cooldownMs { return n + 9 }
+        return nil
     }
 }
 
@@ -389,6 +436,11 @@ struct SeriesSpec: Sendable {
     var keepsLifetime: Bool
     /// For `sum`: the property whose numeric values are kept.
     var valueSlot: Int? = nil
+
+    /// Only occurrences whose properties match a filter count.
+    var hasFilter: Bool {
+        if case .event(_, let filter) = source { !filter.isEmpty } else { false }
+    }
 }
 
 /// Settings for an engine, from the settings file (or defaults).

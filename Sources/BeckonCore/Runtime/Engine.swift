@@ -274,6 +274,17 @@ public final class Engine {
                 // The rule set holds every rule for the engine's life: no reference counting per rule.
                 unowned(unsafe) let rule = rules[Int(c.rule)]
                 if c.change >= 0 { scope.change = changes[Int(c.change)] }
+                if !options.recordVerdicts, let gate = rule.gate, ruleSet.plainUnits[Int(rule.unit)] {
+                    // Blocked: counted here as `note` would; passed: `note` counts it with its final verdict.
+                    if let block = gate.blocks(profile: profile, event: event, now: now, rule: c.rule, hasLimits: rule.hasLimits) {
+                        count(c.rule, RuleCounter.triggered)
+                        count(c.rule, RuleCounter.blocks + block)
+                    } else {
+                        buf[n] = c
+                        n += 1
+                    }
+                    continue
+                }
                 if let v = evaluate(rule, profile: profile, event: event, now: now) {
                     note(c.rule, v, now: now, userID: profile.userID, trigger: triggerName ?? rule.triggerDescription, out: &out)
                 } else {
@@ -769,8 +780,9 @@ public final class Engine {
     }
 
     private func updateSession(_ p: UserProfile, _ e: BoundEvent, _ now: Int64) {
-        let s = ruleSet.settings
-        if p.session.id == 0 || s.sessionStartEvents.contains(e.nameID) || now - p.session.lastActivity >= s.sessionTimeoutMs {
+        if p.session.id == 0 || now - p.session.lastActivity >= ruleSet.settings.sessionTimeoutMs
+            || ruleSet.settings.sessionStartEvents.contains(e.nameID)
+        {
             p.session.id &+= 1
             p.session.start = now
         }
@@ -778,12 +790,14 @@ public final class Engine {
     }
 
     private func recordHistory(_ p: UserProfile, _ e: BoundEvent, _ now: Int64) {
+        let series = ruleSet.series
         for s in ruleSet.seriesByEvent[Int(e.nameID)] {
-            let spec = ruleSet.series[Int(s)]
-            if case .event(_, let filter) = spec.source, !filter.isEmpty {
+            // Fields are read in place: a copy of the spec would count references to its filter.
+            let retentionMs = series[Int(s)].retentionMs
+            if series[Int(s)].hasFilter, case .event(_, let filter) = series[Int(s)].source {
                 guard filter.allSatisfy({ f in e.properties[f.slot].map { Value.equal($0, f.value) } ?? false }) else { continue }
             }
-            if let slot = spec.valueSlot {
+            if let slot = series[Int(s)].valueSlot {
                 let v: Double? =
                     switch e.properties[slot] {
                     case .int(let i)?: Double(i)
@@ -791,11 +805,11 @@ public final class Engine {
                     case .double(let d)?: d.isFinite ? d : nil
                     default: nil
                     }
-                if let v { p.history.recordValue(series: s, at: e.timestamp, value: v, now: now, retentionMs: spec.retentionMs) }
+                if let v { p.history.recordValue(series: s, at: e.timestamp, value: v, now: now, retentionMs: retentionMs) }
                 continue
             }
             p.history.record(
-                series: s, at: e.timestamp, now: now, retentionMs: spec.retentionMs, keepsLifetime: spec.keepsLifetime)
+                series: s, at: e.timestamp, now: now, retentionMs: retentionMs, keepsLifetime: series[Int(s)].keepsLifetime)
         }
     }
 
