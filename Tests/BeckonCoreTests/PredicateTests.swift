@@ -68,7 +68,8 @@ struct PredicateTests {
         switch rng.next(in: 0...9) {
         case 0: return "user.flag"
         case 1: return "user.a in \(lists[rng.next(in: 0...3)])"
-        case 2: return "count(\"e1\", \"\(["1h", "lifetime"][rng.next(in: 0...1)])\") \(op) \(["1", "2", "2.5"][rng.next(in: 0...2)])"
+        case 2:
+            return "count(\"e1\", \"\(["1h", "lifetime"][rng.next(in: 0...1)])\") \(op) \(["1", "2", "2.5"][rng.next(in: 0...2)])"
         case 3: return "\(literals[rng.next(in: 0...8)]) \(op) user.b"
         default:
             let operand = ["user.a", "user.b", "event.properties.p", "event.properties.q"][rng.next(in: 0...3)]

@@ -123,7 +123,8 @@ extension Engine {
         nextTimerID += 1
         profile.pending.append(
             PendingAction(
-                id: id, rule: rule.index, due: due, scheduledAt: now, held: held, triggerKey: triggerKey.appending("|t\(existing.count)"),
+                id: id, rule: rule.index, due: due, scheduledAt: now, held: held,
+                triggerKey: triggerKey.appending("|t\(existing.count)"),
                 trigger: trigger, event: scope.event, change: change))
         timers.insert(TimerRef(due: due, id: id, userID: profile.userID))
         let v: Verdict = held ? .quietHours(heldUntil: due) : .scheduled(due: due)

@@ -276,7 +276,8 @@ public final class Engine {
                 if c.change >= 0 { scope.change = changes[Int(c.change)] }
                 if !options.recordVerdicts, let gate = rule.gate, ruleSet.plainUnits[Int(rule.unit)] {
                     // Blocked: counted here as `note` would; passed: `note` counts it with its final verdict.
-                    if let block = gate.blocks(profile: profile, event: event, now: now, rule: c.rule, hasLimits: rule.hasLimits) {
+                    let block = gate.blocks(profile: profile, event: event, now: now, rule: c.rule, hasLimits: rule.hasLimits)
+                    if let block {
                         count(c.rule, RuleCounter.triggered)
                         count(c.rule, RuleCounter.blocks + block)
                     } else {
@@ -436,7 +437,8 @@ public final class Engine {
         event: BoundEvent?, now: Int64
     ) -> Verdict? {
         if !options.recordVerdicts, let p = e.predicate {
-            return p.holds(profile: profile, event: event, now: now) ? nil : .conditionFalse(clause: name, value: .bool(false), why: nil)
+            return p.holds(profile: profile, event: event, now: now)
+                ? nil : .conditionFalse(clause: name, value: .bool(false), why: nil)
         }
         let v = memo.map { scope.memoized($0) { e.evaluate($0) } } ?? e.evaluate(scope)
         explainClause(rule, name, v, traced)
@@ -566,7 +568,8 @@ public final class Engine {
         }
         if let cd = l.cooldownMs, rec.lastFire != Int64.min, now - rec.lastFire < cd {
             return LimitHit(
-                key: "cooldown", count: 1, max: 1, freesAt: rec.lastFire + cd, lastFire: rec.lastFire, cooldownMs: cd, keyIndex: 9)
+                key: "cooldown", count: 1, max: 1, freesAt: rec.lastFire + cd, lastFire: rec.lastFire, cooldownMs: cd,
+                keyIndex: 9)
         }
         return nil
     }
