@@ -618,3 +618,12 @@ struct StatsCodeTests {
         #expect(engine.eventCount == 2)
     }
 }
+
+/// Action JSON: plain strings are copied as they are, the rest escaped.
+struct JSONWriterTests {
+    @Test func stringsAreEscapedOnlyWhereNeeded() {
+        #expect(JSONWriter.encode(.string("plain é ✓")) == "\"plain é ✓\"")
+        #expect(JSONWriter.encode(.string("a\"b\\c\nd\te\u{1}")) == #""a\"b\\c\nd\te\u0001""#)
+        #expect(JSONWriter.encode(.map(ValueMap([("k\"", .string("v"))]))) == #"{"k\"":"v"}"#)
+    }
+}

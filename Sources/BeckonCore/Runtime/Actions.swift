@@ -413,7 +413,8 @@ public struct JSONWriter {
 
     public mutating func raw(_ s: String) {
         separate()
-        bytes.append(contentsOf: s.utf8)
+        var text = s
+        text.withUTF8 { bytes.append(contentsOf: $0) }
     }
 
     public mutating func value(_ v: Value) {
@@ -450,9 +451,14 @@ public struct JSONWriter {
 
     private mutating func writeString(_ s: String) {
         bytes.append(UInt8(ascii: "\""))
-        // Most strings need no escape: copied at once.
-        if s.utf8.allSatisfy({ $0 >= 32 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) {
-            bytes.append(contentsOf: s.utf8)
+        // Most strings need no escape: scanned and copied as one buffer.
+        var text = s
+        let plain = text.withUTF8 { utf8 in
+            for c in utf8 where c < 32 || c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") { return false }
+            bytes.append(contentsOf: utf8)
+            return true
+        }
+        if plain {
             bytes.append(UInt8(ascii: "\""))
             return
         }
