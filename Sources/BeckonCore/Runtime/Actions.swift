@@ -76,9 +76,10 @@ public struct FiredAction: Sendable {
         let digest = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: size) { buf in
             var at = 0
             func put(_ s: String) {
-                for b in s.utf8 {
-                    buf[at] = b
-                    at += 1
+                var s = s
+                s.withUTF8 { utf8 in
+                    _ = UnsafeMutableBufferPointer(rebasing: buf[at...]).initialize(from: utf8)
+                    at += utf8.count
                 }
             }
             func put(decimal n: Int) {

@@ -78,12 +78,8 @@ enum FNV1a {
     static let offsetBasis: UInt64 = 0xcbf2_9ce4_8422_2325
 
     @inline(__always) static func hash(_ s: String, basis: UInt64 = offsetBasis) -> UInt64 {
-        var h = basis
-        for b in s.utf8 {
-            h ^= UInt64(b)
-            h = h &* 0x100_0000_01b3
-        }
-        return h
+        var s = s
+        return s.withUTF8 { hash($0, basis: basis) }
     }
 
     @inline(__always) static func hash(_ bytes: UnsafeBufferPointer<UInt8>, basis: UInt64 = offsetBasis) -> UInt64 {
