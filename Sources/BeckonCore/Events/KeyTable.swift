@@ -1,8 +1,15 @@
 /// Object keys to small integers, looked up by a key's raw UTF-8 bytes, so a decoder matches keys without making a
-/// `String` of each: open addressing over FNV-1a, at most half full.
+/// `String` of each: open addressing over FNV-1a, at most half full. The keys' bytes live in one pool; a slot holds
+/// the value, and the key's offset and length in the pool, so a probe compares a length before any byte.
 struct KeyTable: Sendable {
-    private var keys: [[UInt8]]
-    private var values: [Int32]
+    private struct Slot: Sendable {
+        var value: Int32 = -1
+        var length: Int32 = 0
+        var offset: Int = 0
+    }
+
+    private var slots: [Slot]
+    private var pool: [UInt8] = []
     private let mask: Int
     /// The same keys as text (for keys written with escapes).
     let byName: [String: Int]
@@ -11,26 +18,34 @@ struct KeyTable: Sendable {
         byName = table
         var size = 8
         while size < table.count * 2 { size <<= 1 }
-        keys = Array(repeating: [], count: size)
-        values = Array(repeating: -1, count: size)
+        slots = Array(repeating: Slot(), count: size)
         mask = size - 1
         for (key, value) in table {
             let bytes = Array(key.utf8)
             var i = bytes.withUnsafeBufferPointer { Int(truncatingIfNeeded: FNV1a.hash($0)) } & mask
-            while values[i] >= 0 { i = (i + 1) & mask }
-            keys[i] = bytes
-            values[i] = Int32(value)
+            while slots[i].value >= 0 { i = (i + 1) & mask }
+            slots[i] = Slot(value: Int32(value), length: Int32(bytes.count), offset: pool.count)
+            pool += bytes
         }
     }
 
     var isEmpty: Bool { byName.isEmpty }
 
     func lookup(_ key: UnsafeBufferPointer<UInt8>) -> Int? {
-        var i = Int(truncatingIfNeeded: FNV1a.hash(key)) & mask
-        while values[i] >= 0 {
-            if keys[i].withUnsafeBufferPointer({ $0.elementsEqual(key) }) { return Int(values[i]) }
-            i = (i + 1) & mask
+        slots.withUnsafeBufferPointer { slots in
+            pool.withUnsafeBufferPointer { pool in
+                var i = Int(truncatingIfNeeded: FNV1a.hash(key)) & mask
+                while slots[i].value >= 0 {
+                    if Int(slots[i].length) == key.count {
+                        let start = slots[i].offset
+                        var k = 0
+                        while k < key.count && pool[start + k] == key[k] { k += 1 }
+                        if k == key.count { return Int(slots[i].value) }
+                    }
+                    i = (i + 1) & mask
+                }
+                return nil
+            }
         }
-        return nil
     }
 }
