@@ -115,12 +115,26 @@ extension Value {
         }
     }
 
+    /// Whether two strings have the same UTF-8 bytes (Swift's `==` would also equate canonically equivalent ones).
+    static func sameBytes(_ x: String, _ y: String) -> Bool {
+        var x = x
+        var y = y
+        return x.withUTF8 { a in
+            y.withUTF8 { b in
+                guard a.count == b.count else { return false }
+                var i = 0
+                while i < a.count && a[i] == b[i] { i += 1 }
+                return i == a.count
+            }
+        }
+    }
+
     /// CEL equality as a Swift `Bool` (errors are unequal to everything).
     public static func equal(_ a: Value, _ b: Value) -> Bool {
         switch (a, b) {
         case (.null, .null): return true
         case (.bool(let x), .bool(let y)): return x == y
-        case (.string(let x), .string(let y)): return x.utf8.elementsEqual(y.utf8)  // no Unicode normalisation
+        case (.string(let x), .string(let y)): return Value.sameBytes(x, y)  // no Unicode normalisation
         case (.bytes(let x), .bytes(let y)): return x == y
         case (.int(let x), .int(let y)): return x == y
         case (.double(let x), .double(let y)): return x == y
@@ -197,7 +211,7 @@ extension Value {
             default: return nil
             }
         case (.string(let x), .string(let y)):
-            if x.utf8.elementsEqual(y.utf8) { return .orderedSame }
+            if Value.sameBytes(x, y) { return .orderedSame }
             return x.unicodeScalars.lexicographicallyPrecedes(y.unicodeScalars, by: { $0.value < $1.value })
                 ? .orderedAscending : .orderedDescending
         case (.bool(let x), .bool(let y)):

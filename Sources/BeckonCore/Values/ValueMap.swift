@@ -113,7 +113,7 @@ enum MapKey: Hashable, Sendable {
 struct ExactString: Hashable, Sendable {
     let value: String
     init(_ value: String) { self.value = value }
-    static func == (a: ExactString, b: ExactString) -> Bool { a.value.utf8.elementsEqual(b.value.utf8) }
+    static func == (a: ExactString, b: ExactString) -> Bool { Value.sameBytes(a.value, b.value) }
     func hash(into h: inout Hasher) {
         var v = value
         v.withUTF8 { h.combine(bytes: UnsafeRawBufferPointer($0)) }
