@@ -115,7 +115,8 @@ public enum BenchRunner {
             if let failure { throw BenchWorkload.Problem(description: failure) }
             r.endToEnd = Double(r.events) / (now() - t0)
             r.peakRSSKB = peakRSS()
-            r.fires = rules.rules.map { ($0.id, engine.stats.fired[Int($0.index)]) }
+            let fired = engine.stats.fired
+            r.fires = rules.rules.map { ($0.id, fired[Int($0.index)]) }
         }
 
         // In process: events decoded beforehand.
@@ -167,7 +168,8 @@ public enum BenchRunner {
             if run == 0 {
                 out.allocations = beckon_alloc_count() - allocs0
                 out.heapBytes = heapInUse() - heapBefore
-                out.fires = rules.rules.map { ($0.id, engine.stats.fired[Int($0.index)]) }
+                let fired = engine.stats.fired
+                out.fires = rules.rules.map { ($0.id, fired[Int($0.index)]) }
             }
         }
         return out

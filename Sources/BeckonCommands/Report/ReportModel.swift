@@ -120,14 +120,14 @@ final class ReportBuilder {
 
     func report(paths: [String], eventsFile: String, badLines: Int, end: Int64?) -> Report {
         var report = Report(paths: paths, eventsFile: eventsFile)
-        report.events = engine.stats.events
+        let s = engine.stats
+        report.events = s.events
         report.users = users.count
         report.badLines = badLines
-        report.duplicates = engine.stats.duplicates
+        report.duplicates = s.duplicates
         report.first = first
         report.last = last
         report.end = end
-        let s = engine.stats
         for (u, unit) in ruleSet.units.enumerated() {
             let rules = ruleSet.rules.filter { Int($0.unit) == u }
             var ur = UnitReport(name: unit.name, kind: unit.kind.rawValue, holdout: unit.holdout)
