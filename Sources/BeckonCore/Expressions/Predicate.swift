@@ -72,33 +72,33 @@ struct Predicate: Sendable {
 
     var terms: [Term]
 
-    /// `operand OP constant` (or `constant OP operand`) for a comparison or `in` call, if it has that shape.
+    /// `operand OP constant` (or `constant OP operand`, read with the sides swapped) for a comparison or `in` call,
+    /// if it has that shape.
     static func comparison(_ fn: String, _ nodes: [CompiledNode]) -> Predicate? {
         guard nodes.count == 2 else { return nil }
-        if let operand = nodes[0].operand, let c = nodes[1].constant {
-            if case .error = c { return nil }
-            switch fn {
-            case "_==_": return Predicate(terms: [Term(operand: operand, test: .equal(c))])
-            case "_!=_": return Predicate(terms: [Term(operand: operand, test: .notEqual(c))])
-            case "@in":
-                guard case .list(let xs) = c else { return nil }
-                return Predicate(terms: [Term(operand: operand, test: .isIn(xs))])
-            default:
-                guard let accepts = OrderSet(operator: fn) else { return nil }
-                return Predicate(terms: [Term(operand: operand, test: .order(c, accepts: accepts))])
-            }
+        let operand: Operand
+        let c: Value
+        let swapped: Bool
+        if let o = nodes[0].operand, let k = nodes[1].constant {
+            (operand, c, swapped) = (o, k, false)
+        } else if let k = nodes[0].constant, let o = nodes[1].operand {
+            (operand, c, swapped) = (o, k, true)
+        } else {
+            return nil
         }
-        if let c = nodes[0].constant, let operand = nodes[1].operand {
-            if case .error = c { return nil }
-            switch fn {
-            case "_==_": return Predicate(terms: [Term(operand: operand, test: .equal(c))])
-            case "_!=_": return Predicate(terms: [Term(operand: operand, test: .notEqual(c))])
-            default:
-                guard let accepts = OrderSet(operator: fn) else { return nil }
-                return Predicate(terms: [Term(operand: operand, test: .order(c, accepts: accepts.flipped))])
-            }
+        if case .error = c { return nil }
+        let test: Test
+        switch fn {
+        case "_==_": test = .equal(c)
+        case "_!=_": test = .notEqual(c)
+        case "@in":
+            guard !swapped, case .list(let xs) = c else { return nil }
+            test = .isIn(xs)
+        default:
+            guard let accepts = OrderSet(operator: fn) else { return nil }
+            test = .order(c, accepts: swapped ? accepts.flipped : accepts)
         }
-        return nil
+        return Predicate(terms: [Term(operand: operand, test: test)])
     }
 
     /// A bare operand used as a condition.
