@@ -409,14 +409,13 @@ struct SimpleGate: Sendable {
 
     /// `nil` when the rule qualifies; else the index in ``Verdict/blockCodes`` of why not.
     func blocks(profile: UserProfile, event: BoundEvent?, now: Int64, rule: Int32, hasLimits: Bool) -> Int? {
-        if let w = whereTerms, !w.holds(profile: profile, event: event, now: now) { return 1 }
-        if let c = ifTerms, !c.holds(profile: profile, event: event, now: now) { return 2 }
+        if let w = whereTerms, !w.holds(profile: profile, event: event, now: now) { return Verdict.BlockIndex.whereClause }
+        if let c = ifTerms, !c.holds(profile: profile, event: event, now: now) { return Verdict.BlockIndex.ifClause }
         guard hasLimits, let i = profile.recordIndex(rule) else { return nil }
-        let n = Verdict.plainCodes.count
         let rec = profile.records[i]
-        if rec.fires >= perUser { return n + 2 }
-        if rec.firesInSession(profile.session.id) >= perSession { return n + 3 }
-        if cooldownMs > 0, rec.lastFire != Int64.min, now - rec.lastFire < cooldownMs { return n + 9 }
+        if rec.fires >= perUser { return Verdict.BlockIndex.perUser }
+        if rec.firesInSession(profile.session.id) >= perSession { return Verdict.BlockIndex.perSession }
+        if cooldownMs > 0, rec.lastFire != Int64.min, now - rec.lastFire < cooldownMs { return Verdict.BlockIndex.cooldown }
         return nil
     }
 }

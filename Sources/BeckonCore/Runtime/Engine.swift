@@ -533,18 +533,20 @@ public final class Engine {
         _ l: CompiledLimits, record rec: RuleRecord, series: Int32, profile: UserProfile, now: Int64, occurrence: Int?
     ) -> LimitHit? {
         if let n = l.onOccurrence, let occurrence, occurrence != n {
-            return LimitHit(key: "on_occurrence", count: occurrence, max: n, freesAt: nil, keyIndex: 0)
+            return LimitHit(
+                key: "on_occurrence", count: occurrence, max: n, freesAt: nil, keyIndex: Verdict.LimitIndex.onOccurrence)
         }
         if let n = l.everyOccurrence, let occurrence, occurrence % n != 0 {
-            return LimitHit(key: "every_occurrence", count: occurrence, max: n, freesAt: nil, keyIndex: 1)
+            return LimitHit(
+                key: "every_occurrence", count: occurrence, max: n, freesAt: nil, keyIndex: Verdict.LimitIndex.everyOccurrence)
         }
         if let n = l.perUser, Int(rec.fires) >= n {
-            return LimitHit(key: "per_user", count: Int(rec.fires), max: n, freesAt: nil, keyIndex: 2)
+            return LimitHit(key: "per_user", count: Int(rec.fires), max: n, freesAt: nil, keyIndex: Verdict.LimitIndex.perUser)
         }
         if let n = l.perSession {
             let c = rec.firesInSession(profile.session.id)
             if c >= n {
-                return LimitHit(key: "per_session", count: c, max: n, freesAt: nil, keyIndex: 3)
+                return LimitHit(key: "per_session", count: c, max: n, freesAt: nil, keyIndex: Verdict.LimitIndex.perSession)
             }
         }
         for (window, max) in l.rolling {
@@ -569,7 +571,7 @@ public final class Engine {
         if let cd = l.cooldownMs, rec.lastFire != Int64.min, now - rec.lastFire < cd {
             return LimitHit(
                 key: "cooldown", count: 1, max: 1, freesAt: rec.lastFire + cd, lastFire: rec.lastFire, cooldownMs: cd,
-                keyIndex: 9)
+                keyIndex: Verdict.LimitIndex.cooldown)
         }
         return nil
     }

@@ -83,23 +83,27 @@ extension Verdict {
     /// The codes of verdicts that are not fires, in a fixed order: ``blockIndex`` counts them without strings.
     static let blockCodes = plainCodes + limitKeys.map { "limit:" + $0 } + limitKeys.map { "global_limit:" + $0 }
 
+    /// Places in ``limitKeys`` the engine knows when it blocks (so a ``LimitHit`` carries its index, unsearched).
+    enum LimitIndex {
+        static let onOccurrence = limitKeys.firstIndex(of: "on_occurrence")!
+        static let everyOccurrence = limitKeys.firstIndex(of: "every_occurrence")!
+        static let perUser = limitKeys.firstIndex(of: "per_user")!
+        static let perSession = limitKeys.firstIndex(of: "per_session")!
+        static let cooldown = limitKeys.firstIndex(of: "cooldown")!
+    }
+
+    /// Places in ``blockCodes`` of the blocks a ``SimpleGate`` decides.
+    enum BlockIndex {
+        static let whereClause = blockCodes.firstIndex(of: "where")!
+        static let ifClause = blockCodes.firstIndex(of: "if")!
+        static let perUser = plainCodes.count + LimitIndex.perUser
+        static let perSession = plainCodes.count + LimitIndex.perSession
+        static let cooldown = plainCodes.count + LimitIndex.cooldown
+    }
+
     /// The index of ``code`` in ``blockCodes`` (`nil` for fires, and for a code not in the table).
     var blockIndex: Int? {
-        func limit(_ key: String) -> Int? {
-            switch key {
-            case "on_occurrence": 0
-            case "every_occurrence": 1
-            case "per_user": 2
-            case "per_session": 3
-            case "per_minute": 4
-            case "per_hour": 5
-            case "per_day": 6
-            case "per_week": 7
-            case "per_month": 8
-            case "cooldown": 9
-            default: nil
-            }
-        }
+        func limit(_ key: String) -> Int? { Verdict.limitKeys.firstIndex(of: key) }
         let n = Verdict.plainCodes.count
         switch self {
         case .fired, .scheduled, .heldBack: return nil
