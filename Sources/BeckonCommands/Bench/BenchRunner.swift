@@ -115,8 +115,7 @@ public enum BenchRunner {
             if let failure { throw BenchWorkload.Problem(description: failure) }
             r.endToEnd = Double(r.events) / (now() - t0)
             r.peakRSSKB = peakRSS()
-            let fired = engine.stats.fired
-            r.fires = rules.rules.map { ($0.id, fired[Int($0.index)]) }
+            r.fires = fires(engine)
         }
 
         // In process: events decoded beforehand.
@@ -168,11 +167,16 @@ public enum BenchRunner {
             if run == 0 {
                 out.allocations = beckon_alloc_count() - allocs0
                 out.heapBytes = heapInUse() - heapBefore
-                let fired = engine.stats.fired
-                out.fires = rules.rules.map { ($0.id, fired[Int($0.index)]) }
+                out.fires = fires(engine)
             }
         }
         return out
+    }
+
+    /// Fires per rule id, in rule order.
+    static func fires(_ engine: Engine) -> [(String, Int)] {
+        let fired = engine.stats.fired
+        return engine.ruleSet.rules.map { ($0.id, fired[Int($0.index)]) }
     }
 
     /// `$BENCH_RESULTS/results/ref.json` (where `../shared/bench/run.sh` leaves the reference), if present.

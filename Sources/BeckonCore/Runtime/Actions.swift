@@ -110,12 +110,7 @@ public struct FiredAction: Sendable {
             return SHA256.hash(data: UnsafeRawBufferPointer(UnsafeMutableBufferPointer(rebasing: buf[..<at])))
         }
         return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 32) { hex in
-            digest.withUnsafeBytes { d in
-                for i in 0..<16 {
-                    hex[2 * i] = Hex.digits[Int(d[i] >> 4)]
-                    hex[2 * i + 1] = Hex.digits[Int(d[i] & 15)]
-                }
-            }
+            digest.withUnsafeBytes { Hex.write(UnsafeRawBufferPointer(rebasing: $0[..<16]), into: hex) }
             return body(UnsafeRawBufferPointer(hex))
         }
     }
@@ -156,15 +151,19 @@ struct TriggerKey: Sendable {
 enum Hex {
     static let digits = Array("0123456789abcdef".utf8)
     static func encode(_ bytes: some Collection<UInt8>) -> String {
-        String(unsafeUninitializedCapacity: bytes.count * 2) { out in
-            var i = 0
-            for b in bytes {
-                out[i] = digits[Int(b >> 4)]
-                out[i + 1] = digits[Int(b & 15)]
-                i += 2
-            }
-            return i
+        String(unsafeUninitializedCapacity: bytes.count * 2) { write(bytes, into: $0) }
+    }
+
+    /// Two lower-case hex digits per byte into `out` (at least twice as long); returns the digits written.
+    @discardableResult
+    static func write(_ bytes: some Collection<UInt8>, into out: UnsafeMutableBufferPointer<UInt8>) -> Int {
+        var i = 0
+        for b in bytes {
+            out[i] = digits[Int(b >> 4)]
+            out[i + 1] = digits[Int(b & 15)]
+            i += 2
         }
+        return i
     }
 }
 
