@@ -76,30 +76,29 @@ public final class UserProfile {
         public var id: UInt32 = 0
     }
 
-    func recordIndex(_ rule: Int32) -> Int? {
+    /// Where `rule`'s record is, or would go (records are sorted by rule).
+    private func recordSlot(_ rule: Int32) -> Int {
         var lo = 0
         var hi = records.count
         while lo < hi {
             let mid = (lo + hi) >> 1
             if records[mid].rule < rule { lo = mid + 1 } else { hi = mid }
         }
-        return lo < records.count && records[lo].rule == rule ? lo : nil
+        return lo
+    }
+
+    func recordIndex(_ rule: Int32) -> Int? {
+        let i = recordSlot(rule)
+        return i < records.count && records[i].rule == rule ? i : nil
     }
 
     public func record(for rule: Int32) -> RuleRecord? { recordIndex(rule).map { records[$0] } }
 
     /// The record of `rule`, created when missing.
     func withRecord<R>(_ rule: Int32, _ body: (inout RuleRecord) -> R) -> R {
-        var lo = 0
-        var hi = records.count
-        while lo < hi {
-            let mid = (lo + hi) >> 1
-            if records[mid].rule < rule { lo = mid + 1 } else { hi = mid }
-        }
-        if !(lo < records.count && records[lo].rule == rule) {
-            records.insert(RuleRecord(rule: rule), at: lo)
-        }
-        return body(&records[lo])
+        let i = recordSlot(rule)
+        if !(i < records.count && records[i].rule == rule) { records.insert(RuleRecord(rule: rule), at: i) }
+        return body(&records[i])
     }
 
     /// Unread items in the inbox.
