@@ -66,4 +66,20 @@ struct BenchTests {
         }
         #expect(Verdict.fired.blockIndex == nil)
     }
+
+    /// The engine's literal places of limits and blocks name the codes they stand for.
+    @Test func literalIndexesNameTheirCodes() {
+        let keys = Verdict.limitKeys
+        #expect(keys[Verdict.LimitIndex.onOccurrence] == "on_occurrence")
+        #expect(keys[Verdict.LimitIndex.everyOccurrence] == "every_occurrence")
+        #expect(keys[Verdict.LimitIndex.perUser] == "per_user")
+        #expect(keys[Verdict.LimitIndex.perSession] == "per_session")
+        #expect(keys[Verdict.LimitIndex.cooldown] == "cooldown")
+        let codes = Verdict.blockCodes
+        #expect(codes[Verdict.BlockIndex.whereClause] == "where")
+        #expect(codes[Verdict.BlockIndex.ifClause] == "if")
+        #expect(codes[Verdict.BlockIndex.perUser] == "limit:per_user")
+        #expect(codes[Verdict.BlockIndex.perSession] == "limit:per_session")
+        #expect(codes[Verdict.BlockIndex.cooldown] == "limit:cooldown")
+    }
 }

@@ -6,7 +6,10 @@
 /// (``Value/equal(_:_:)``, ``Value/order(_:_:)``), and a missing value fails a test just as the error it evaluates to
 /// fails the closure, so `holds` is exactly `evaluate(scope).isTrue`. When a verdict needs the value or the reasons,
 /// the engine evaluates the closures instead.
-struct Predicate: Sendable {
+///
+/// A class, built once at load: a rule's gate keeps an `unowned(unsafe)` reference to it (the compiled expression owns
+/// it), so handing it around counts no references.
+final class Predicate: Sendable {
     /// Where a test's left side comes from.
     enum Operand: Sendable, Equatable {
         /// `user.NAME`: the profile's attribute slot.
@@ -19,12 +22,14 @@ struct Predicate: Sendable {
         case lifetimeCount(series: Int32)
     }
 
-    enum Test: Sendable {
-        case equal(Value)
-        case notEqual(Value)
+    /// What a term asks of its operand. The constants it compares with are the term's ``Term/constant`` (`equal`,
+    /// `notEqual`, `order`) or ``Term/list`` (`isIn`), kept beside it so that they are compared in place.
+    enum Test: Sendable, Equatable {
+        case equal
+        case notEqual
         /// An ordering (`<`, `<=`, `>`, `>=`): holds when the order of the operand to the constant is in `accepts`.
-        case order(Value, accepts: OrderSet)
-        case isIn([Value])
+        case order(accepts: OrderSet)
+        case isIn
         /// A bare boolean operand (`user.push`).
         case isTrue
     }
@@ -68,9 +73,13 @@ struct Predicate: Sendable {
     struct Term: Sendable {
         var operand: Operand
         var test: Test
+        var constant: Value = .null
+        var list: [Value] = []
     }
 
-    var terms: [Term]
+    let terms: [Term]
+
+    init(terms: [Term]) { self.terms = terms }
 
     /// `operand OP constant` (or `constant OP operand`, read with the sides swapped) for a comparison or `in` call,
     /// if it has that shape.
@@ -87,18 +96,18 @@ struct Predicate: Sendable {
             return nil
         }
         if case .error = c { return nil }
-        let test: Test
+        let term: Term
         switch fn {
-        case "_==_": test = .equal(c)
-        case "_!=_": test = .notEqual(c)
+        case "_==_": term = Term(operand: operand, test: .equal, constant: c)
+        case "_!=_": term = Term(operand: operand, test: .notEqual, constant: c)
         case "@in":
             guard !swapped, case .list(let xs) = c else { return nil }
-            test = .isIn(xs)
+            term = Term(operand: operand, test: .isIn, list: xs)
         default:
             guard let accepts = OrderSet(operator: fn) else { return nil }
-            test = .order(c, accepts: swapped ? accepts.flipped : accepts)
+            term = Term(operand: operand, test: .order(accepts: swapped ? accepts.flipped : accepts), constant: c)
         }
-        return Predicate(terms: [Term(operand: operand, test: test)])
+        return Predicate(terms: [term])
     }
 
     /// A bare operand used as a condition.
@@ -114,7 +123,7 @@ struct Predicate: Sendable {
     /// Whether every test holds for this user and event at `now` (the engine passes what it holds, so reading them
     /// counts no references).
     func holds(profile: UserProfile?, event: BoundEvent?, now: Int64) -> Bool {
-        // Terms are read in place (a copy of each would count references to its constants).
+        // Terms, operands and constants are read in place: a copy of a string would count references.
         return terms.withUnsafeBufferPointer { ts in
             for i in ts.indices where !Predicate.holds(ts.baseAddress! + i, profile, event, now) { return false }
             return true
@@ -126,11 +135,11 @@ struct Predicate: Sendable {
     ) -> Bool {
         switch t.pointee.operand {
         case .attribute(let slot):
-            guard let v = profile?.attributes[slot] else { return false }
-            return test(t, v)
+            guard let profile else { return false }
+            return test(t, profile.attributes.pointer(slot))
         case .property(let slot):
-            guard let v = event?.properties[slot] else { return false }
-            return test(t, v)
+            guard let event else { return false }
+            return event.properties.withUnsafeBufferPointer { test(t, $0.baseAddress! + slot) }
         case .count(let series, let ms):
             let n = profile?.history.count(series: series, from: now - ms + 1, to: now) ?? 0
             return test(t, count: Int64(n))
@@ -140,28 +149,41 @@ struct Predicate: Sendable {
     }
 
     @inline(__always) private static func test(_ t: UnsafePointer<Term>, count n: Int64) -> Bool {
-        switch t.pointee.test {
-        case .order(.int(let c), let accepts):
-            return accepts.accepts(n < c ? .orderedAscending : (n == c ? .orderedSame : .orderedDescending))
-        case .equal(.int(let c)): return n == c
-        case .notEqual(.int(let c)): return n != c
-        default: return Predicate.test(t, .int(n))
+        if case .int(let c) = t.pointee.constant {
+            switch t.pointee.test {
+            case .order(let accepts):
+                return accepts.accepts(n < c ? .orderedAscending : (n == c ? .orderedSame : .orderedDescending))
+            case .equal: return n == c
+            case .notEqual: return n != c
+            default: break
+            }
         }
+        return withUnsafePointer(to: Value?.some(.int(n))) { test(t, $0) }
     }
 
-    @inline(__always) private static func test(_ t: UnsafePointer<Term>, _ v: Value) -> Bool {
-        if case .error = v { return false }
+    /// The constant of `t`, in place.
+    @inline(__always) private static func constant(_ t: UnsafePointer<Term>) -> UnsafePointer<Value> {
+        (UnsafeRawPointer(t) + MemoryLayout<Term>.offset(of: \.constant)!).assumingMemoryBound(to: Value.self)
+    }
+
+    @inline(__always) private static func test(_ t: UnsafePointer<Term>, _ v: UnsafePointer<Value?>) -> Bool {
+        switch v.pointee {
+        case nil, .error?: return false
+        default: break
+        }
         switch t.pointee.test {
-        case .equal(let c): return Value.equal(v, c)
-        case .notEqual(let c): return !Value.equal(v, c)
-        case .order(let c, let accepts):
-            guard let o = Value.order(v, c) else { return false }
+        case .equal: return Value.equal(v, constant(t))
+        case .notEqual: return !Value.equal(v, constant(t))
+        case .order(let accepts):
+            guard let o = Value.order(v.pointee!, constant(t).pointee) else { return false }
             return accepts.accepts(o)
-        case .isIn(let xs):
-            for x in xs where Value.equal(x, v) { return true }
-            return false
+        case .isIn:
+            return t.pointee.list.withUnsafeBufferPointer { xs in
+                for i in xs.indices where Value.equal(v, xs.baseAddress! + i) { return true }
+                return false
+            }
         case .isTrue:
-            if case .bool(true) = v { return true }
+            if case .bool(true)? = v.pointee { return true }
             return false
         }
     }

@@ -382,8 +382,10 @@ public final class CompiledRule: Sendable {
 /// same checks in the same order as the engine's general evaluation (`where`, `if`, then limits), which the engine
 /// uses for every other rule, for plain units only, and whenever verdicts are recorded.
 struct SimpleGate: Sendable {
-    let whereTerms: Predicate?
-    let ifTerms: Predicate?
+    // Owned by the rule's `whereExpr` and `ifExpr`, which live as long as the rule: copying the gate or reading
+    // them counts no references.
+    let whereTerms: Unmanaged<Predicate>?
+    let ifTerms: Unmanaged<Predicate>?
     let perUser: UInt32
     let perSession: Int
     let cooldownMs: Int64
@@ -392,13 +394,13 @@ struct SimpleGate: Sendable {
         guard reprompt == nil, limits.rolling.isEmpty, !limits.tracksOccurrences else { return nil }
         if let w = whereExpr {
             guard let p = w.predicate else { return nil }
-            whereTerms = p
+            whereTerms = .passUnretained(p)
         } else {
             whereTerms = nil
         }
         if let c = ifExpr {
             guard let p = c.predicate else { return nil }
-            ifTerms = p
+            ifTerms = .passUnretained(p)
         } else {
             ifTerms = nil
         }
@@ -409,10 +411,13 @@ struct SimpleGate: Sendable {
 
     /// `nil` when the rule qualifies; else the index in ``Verdict/blockCodes`` of why not.
     func blocks(profile: UserProfile, event: BoundEvent?, now: Int64, rule: Int32, hasLimits: Bool) -> Int? {
-        if let w = whereTerms, !w.holds(profile: profile, event: event, now: now) { return Verdict.BlockIndex.whereClause }
-        if let c = ifTerms, !c.holds(profile: profile, event: event, now: now) { return Verdict.BlockIndex.ifClause }
-        guard hasLimits, let i = profile.recordIndex(rule) else { return nil }
-        let rec = profile.records[i]
+        if let w = whereTerms, !w._withUnsafeGuaranteedRef({ $0.holds(profile: profile, event: event, now: now) }) {
+            return Verdict.BlockIndex.whereClause
+        }
+        if let c = ifTerms, !c._withUnsafeGuaranteedRef({ $0.holds(profile: profile, event: event, now: now) }) {
+            return Verdict.BlockIndex.ifClause
+        }
+        guard hasLimits, let rec = profile.recordPointer(rule)?.pointee else { return nil }
         if rec.fires >= perUser { return Verdict.BlockIndex.perUser }
         if rec.firesInSession(profile.session.id) >= perSession { return Verdict.BlockIndex.perSession }
         if cooldownMs > 0, rec.lastFire != Int64.min, now - rec.lastFire < cooldownMs { return Verdict.BlockIndex.cooldown }

@@ -5,9 +5,9 @@
 public final class UserProfile {
     public let userID: String
     /// Attributes the loaded rules read, by ``CompiledRuleSet/attributeSlots``.
-    public internal(set) var attributes: ContiguousArray<Value?>
+    public let attributes: ValueSlots
     /// Last value seen of each context field the rules read (server-side events often lack context).
-    public internal(set) var context: ContiguousArray<Value?>
+    public let context: ValueSlots
     /// The latest time processed for this user; never moves back.
     public internal(set) var clock: Int64 = Int64.min
     public internal(set) var session = Session()
@@ -15,8 +15,11 @@ public final class UserProfile {
     /// `session`, whose last field it packs beside.
     public internal(set) var eventCount: UInt32 = 0
     public internal(set) var history = HistoryLog()
-    /// Fire records of the rules with limits or re-prompts this user has triggered, sorted by rule index.
-    public internal(set) var records: ContiguousArray<RuleRecord> = []
+    /// Fire records of the rules with limits or re-prompts this user has triggered, sorted by rule index, in memory
+    /// the profile owns (records are plain data: reading one counts no references and checks no exclusive access).
+    @exclusivity(unchecked) private var recordBase: UnsafeMutablePointer<RuleRecord>? = nil
+    @exclusivity(unchecked) private var recordCount: Int32 = 0
+    @exclusivity(unchecked) private var recordCapacity: Int32 = 0
     /// Recent messageIds (hashed) with their times, to drop duplicates.
     var recentMessageIDs: ContiguousArray<(hash: UInt64, time: Int64)> = []
     /// What most users never need (an inbox, timers, partial sequences, the global cap's record, attributes no rule
@@ -65,8 +68,14 @@ public final class UserProfile {
 
     public init(userID: String, attributeCount: Int, contextCount: Int) {
         self.userID = userID
-        attributes = ContiguousArray(repeating: nil, count: attributeCount)
-        context = ContiguousArray(repeating: nil, count: contextCount)
+        attributes = ValueSlots(count: attributeCount)
+        context = ValueSlots(count: contextCount)
+    }
+
+    deinit {
+        attributes.free()
+        context.free()
+        recordBase?.deallocate()
     }
 
     public struct Session: Sendable, Hashable {
@@ -76,29 +85,50 @@ public final class UserProfile {
         public var id: UInt32 = 0
     }
 
+    /// Fire records of the rules with limits or re-prompts this user has triggered, sorted by rule index.
+    public var records: [RuleRecord] { Array(UnsafeBufferPointer(start: recordBase, count: Int(recordCount))) }
+
     /// Where `rule`'s record is, or would go (records are sorted by rule).
-    private func recordSlot(_ rule: Int32) -> Int {
+    @inline(__always) private func recordSlot(_ rule: Int32) -> Int {
+        guard let base = recordBase else { return 0 }
         var lo = 0
-        var hi = records.count
+        var hi = Int(recordCount)
         while lo < hi {
             let mid = (lo + hi) >> 1
-            if records[mid].rule < rule { lo = mid + 1 } else { hi = mid }
+            if base[mid].rule < rule { lo = mid + 1 } else { hi = mid }
         }
         return lo
     }
 
-    func recordIndex(_ rule: Int32) -> Int? {
+    /// The record of `rule`, if it has one: a pointer into the profile's records, valid until a record is added.
+    @inline(__always) func recordPointer(_ rule: Int32) -> UnsafeMutablePointer<RuleRecord>? {
         let i = recordSlot(rule)
-        return i < records.count && records[i].rule == rule ? i : nil
+        guard i < Int(recordCount), let base = recordBase, base[i].rule == rule else { return nil }
+        return base + i
     }
 
-    public func record(for rule: Int32) -> RuleRecord? { recordIndex(rule).map { records[$0] } }
+    public func record(for rule: Int32) -> RuleRecord? { recordPointer(rule)?.pointee }
 
     /// The record of `rule`, created when missing.
     func withRecord<R>(_ rule: Int32, _ body: (inout RuleRecord) -> R) -> R {
+        if let p = recordPointer(rule) { return body(&p.pointee) }
         let i = recordSlot(rule)
-        if !(i < records.count && records[i].rule == rule) { records.insert(RuleRecord(rule: rule), at: i) }
-        return body(&records[i])
+        let n = Int(recordCount)
+        if recordCount == recordCapacity {
+            let capacity = max(2, Int(recordCapacity) * 2)
+            let grown = UnsafeMutablePointer<RuleRecord>.allocate(capacity: capacity)
+            if let base = recordBase {
+                grown.moveInitialize(from: base, count: n)
+                base.deallocate()
+            }
+            recordBase = grown
+            recordCapacity = Int32(capacity)
+        }
+        let base = recordBase!
+        (base + i + 1).moveInitialize(from: base + i, count: n - i)
+        (base + i).initialize(to: RuleRecord(rule: rule))
+        recordCount += 1
+        return body(&base[i])
     }
 
     /// Unread items in the inbox.
@@ -108,10 +138,48 @@ public final class UserProfile {
     public var approximateBytes: Int {
         let valueStride = MemoryLayout<Value?>.stride
         var n = 16 + MemoryLayout<UserProfile>.size
-        n += attributes.capacity * valueStride + context.capacity * valueStride
-        n += history.byteCount + records.capacity * MemoryLayout<RuleRecord>.stride
+        n += attributes.count * valueStride + context.count * valueStride
+        n += history.byteCount + Int(recordCapacity) * MemoryLayout<RuleRecord>.stride
         n += recentMessageIDs.capacity * 16 + inbox.count * 96 + (extras == nil ? 0 : 96)
         return n
+    }
+}
+
+/// A profile's fixed row of optional values (attributes or context fields, by slot), in memory the profile owns:
+/// read and written in place, without reference counting or exclusivity checks of an array buffer.
+public struct ValueSlots {
+    let base: UnsafeMutablePointer<Value?>
+    public let count: Int
+
+    init(count: Int) {
+        self.count = count
+        base = .allocate(capacity: max(1, count))
+        base.initialize(repeating: nil, count: count)
+    }
+
+    public subscript(_ i: Int) -> Value? {
+        @inline(__always) get {
+            precondition(i >= 0 && i < count, "slot out of range")
+            return base[i]
+        }
+        @inline(__always) nonmutating set {
+            precondition(i >= 0 && i < count, "slot out of range")
+            base[i] = newValue
+        }
+    }
+
+    /// Where slot `i` is (for reading in place).
+    @inline(__always) func pointer(_ i: Int) -> UnsafePointer<Value?> {
+        precondition(i >= 0 && i < count, "slot out of range")
+        return UnsafePointer(base + i)
+    }
+
+    /// Every value, by slot.
+    public var values: [Value?] { Array(UnsafeBufferPointer(start: base, count: count)) }
+
+    func free() {
+        base.deinitialize(count: count)
+        base.deallocate()
     }
 }
 

@@ -85,20 +85,22 @@ extension Verdict {
 
     /// Places in ``limitKeys`` the engine knows when it blocks (so a ``LimitHit`` carries its index, unsearched).
     enum LimitIndex {
-        static let onOccurrence = limitKeys.firstIndex(of: "on_occurrence")!
-        static let everyOccurrence = limitKeys.firstIndex(of: "every_occurrence")!
-        static let perUser = limitKeys.firstIndex(of: "per_user")!
-        static let perSession = limitKeys.firstIndex(of: "per_session")!
-        static let cooldown = limitKeys.firstIndex(of: "cooldown")!
+        // Literals, not searches of `limitKeys`: the engine reads them per rule, and a computed static costs a
+        // `swift_once` call per read. `literalIndexesNameTheirCodes` checks each against the tables.
+        static let onOccurrence = 0
+        static let everyOccurrence = 1
+        static let perUser = 2
+        static let perSession = 3
+        static let cooldown = 9
     }
 
-    /// Places in ``blockCodes`` of the blocks a ``SimpleGate`` decides.
+    /// Places in ``blockCodes`` of the blocks a ``SimpleGate`` decides (literals, checked by `literalIndexesNameTheirCodes`).
     enum BlockIndex {
-        static let whereClause = blockCodes.firstIndex(of: "where")!
-        static let ifClause = blockCodes.firstIndex(of: "if")!
-        static let perUser = plainCodes.count + LimitIndex.perUser
-        static let perSession = plainCodes.count + LimitIndex.perSession
-        static let cooldown = plainCodes.count + LimitIndex.cooldown
+        static let whereClause = 1
+        static let ifClause = 2
+        static let perUser = 11 + LimitIndex.perUser
+        static let perSession = 11 + LimitIndex.perSession
+        static let cooldown = 11 + LimitIndex.cooldown
     }
 
     /// The index of ``code`` in ``blockCodes`` (`nil` for fires, and for a code not in the table).

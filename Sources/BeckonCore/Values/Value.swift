@@ -116,7 +116,22 @@ extension Value {
     }
 
     /// Whether two strings have the same UTF-8 bytes (Swift's `==` would also equate canonically equivalent ones).
-    static func sameBytes(_ x: String, _ y: String) -> Bool {
+    ///
+    /// Most strings compared here are short, and a string of up to 15 UTF-8 bytes is stored in its own two words
+    /// (Swift's "small" form: the bytes, the count and flags that follow from them). So identical words mean the same
+    /// bytes, and two small strings with different words differ; only otherwise are the bytes read, which counts
+    /// references. `StringBitsTests` checks this layout.
+    @inline(__always) static func sameBytes(_ x: String, _ y: String) -> Bool {
+        #if _pointerBitWidth(_64)
+            let a = StringBits(x)
+            let b = StringBits(y)
+            if a == b { return true }
+            if a.isSmall && b.isSmall { return false }
+        #endif
+        return compareBytes(x, y)
+    }
+
+    private static func compareBytes(_ x: String, _ y: String) -> Bool {
         var x = x
         var y = y
         return x.withUTF8 { a in
@@ -127,6 +142,22 @@ extension Value {
                 return i == a.count
             }
         }
+    }
+
+    /// ``equal(_:_:)`` of a value and a constant read in place: two strings are compared by their words (see
+    /// ``sameBytes(_:_:)``) without copying them, which would count references.
+    @inline(__always) static func equal(_ a: UnsafePointer<Value?>, _ b: UnsafePointer<Value>) -> Bool {
+        #if _pointerBitWidth(_64)
+            if case .string? = a.pointee, case .string = b.pointee {
+                // A string payload is the first two words of a `Value` and of a `Value?` (`StringBitsTests`).
+                let x = UnsafeRawPointer(a).load(as: StringBits.self)
+                let y = UnsafeRawPointer(b).load(as: StringBits.self)
+                if x == y { return true }
+                if x.isSmall && y.isSmall { return false }
+            }
+        #endif
+        guard let x = a.pointee else { return false }
+        return equal(x, b.pointee)
     }
 
     /// CEL equality as a Swift `Bool` (errors are unequal to everything).
@@ -227,3 +258,16 @@ extension Value {
         }
     }
 }
+
+#if _pointerBitWidth(_64)
+    /// The two words of a `String` on a 64-bit platform (see ``Value/sameBytes(_:_:)``).
+    struct StringBits: Equatable {
+        let low: UInt64
+        let high: UInt64
+
+        @inline(__always) init(_ s: String) { (low, high) = unsafeBitCast(s, to: (UInt64, UInt64).self) }
+
+        /// Swift's small-string form: bit 61 of the second word (its discriminator's "small" flag).
+        @inline(__always) var isSmall: Bool { high & (1 << 61) != 0 }
+    }
+#endif
