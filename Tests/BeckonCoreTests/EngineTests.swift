@@ -627,3 +627,37 @@ struct JSONWriterTests {
         #expect(JSONWriter.encode(.map(ValueMap([("k\"", .string("v"))]))) == #"{"k\"":"v"}"#)
     }
 }
+
+/// The in-memory store and the outcome a caller reuses across events.
+struct StoreAndOutcomeTests {
+    @Test func storeFindsEveryUserAcrossGrowth() {
+        let store = InMemoryStateStore()
+        var made: [UserProfile] = []
+        for i in 0..<5_000 {
+            let id = "user-\(i)" + (i % 7 == 0 ? String(repeating: "x", count: 20) : "")
+            let p = store.profile(for: id, create: true) { UserProfile(userID: id, attributeCount: 1, contextCount: 0) }
+            made.append(p!)
+        }
+        #expect(store.userCount == 5_000)
+        #expect(store.allProfiles().count == 5_000)
+        for (i, p) in made.enumerated() {
+            let id = "user-\(i)" + (i % 7 == 0 ? String(repeating: "x", count: 20) : "")
+            let found = store.profile(for: id, create: false) { fatalError("not asked to create") }
+            #expect(found === p)
+        }
+        #expect(store.profile(for: "user-5000", create: false) { fatalError() } == nil)
+    }
+
+    @Test func anOutcomeIsResetForEachEvent() throws {
+        let rs = try load(campaign(on: "on: Opened"))
+        let engine = Engine(ruleSet: rs)
+        var out = EventOutcome()
+        engine.process(rs.bind(track("Opened", at: "2026-01-05T09:00:00Z")), into: &out)
+        #expect(out.actions.count == 1)
+        engine.process(rs.bind(track("Closed", at: "2026-01-05T09:01:00Z")), into: &out)
+        #expect(out.actions.isEmpty)
+        #expect(out.status == .processed)
+        engine.process(rs.bind(track("Opened", "u2", at: "2026-01-05T09:02:00Z")), into: &out)
+        #expect(out.actions.map(\.userID) == ["u2"])
+    }
+}

@@ -41,6 +41,8 @@ public final class CompiledRuleSet: Sendable {
     let plainUnits: [Bool]
     /// The names the tracking plans declare, when plans were loaded (for checking test streams).
     public let plan: PlanNames?
+    /// Per event id, what the engine does with the event, in flat memory this rule set owns (see ``EventPlans``).
+    let eventPlans: EventPlans
 
     init(
         units: [CompiledUnit], rules: [CompiledRule], eventNames: [String], propertyNames: [String],
@@ -96,7 +98,12 @@ public final class CompiledRuleSet: Sendable {
         self.memoSlots = memoSlots
         self.settings = settings
         self.needsAllProperties = needsAllProperties
+        self.eventPlans = EventPlans(
+            rules: byEvent, series: sByEvent, cancel: cancel, sequences: sequences,
+            goals: goals.map { !$0.isEmpty }, sessionStarts: settings.sessionStartEvents)
     }
+
+    deinit { eventPlans.free() }
 
     /// The rule with this id (`rule` or `campaign/rule`).
     public func rule(named name: String) -> CompiledRule? {
@@ -122,6 +129,74 @@ public final class CompiledRuleSet: Sendable {
             kind: e.kind, nameID: eventIDs[key] ?? -1, name: e.name, userID: e.userID,
             timestamp: e.timestamp, messageID: e.messageID, properties: props, context: ctx,
             traits: traits, allProperties: needsAllProperties ? e.properties : nil)
+    }
+}
+
+/// Per event id, the rules it triggers and the series it records, with flags for the rarer work it asks for — in two
+/// flat buffers the rule set owns, so that the engine reads an event's plan without counting references.
+struct EventPlans: @unchecked Sendable {
+    struct Plan {
+        /// Where the event's rules and its series are in ``items``.
+        var rulesStart: Int32
+        var rulesCount: Int32
+        var seriesStart: Int32
+        var seriesCount: Int32
+        /// It cancels some rule's pending actions (`unless`).
+        var cancels: Bool
+        /// It is a step of some sequence trigger.
+        var stepsSequences: Bool
+        /// It is some unit's goal.
+        var isGoal: Bool
+        /// It starts a new session (`session.start_on`).
+        var startsSession: Bool
+    }
+
+    private let plans: UnsafeMutablePointer<Plan>
+    private let items: UnsafeMutablePointer<Int32>
+    let count: Int
+
+    init(rules: [[Int32]], series: [[Int32]], cancel: [[Int32]], sequences: [[Int32]], goals: [Bool], sessionStarts: Set<Int32>) {
+        count = rules.count
+        plans = .allocate(capacity: max(1, count))
+        let total = rules.reduce(0) { $0 + $1.count } + series.reduce(0) { $0 + $1.count }
+        items = .allocate(capacity: max(1, total))
+        var at = 0
+        func put(_ list: [Int32]) -> (Int32, Int32) {
+            let start = at
+            for x in list {
+                items[at] = x
+                at += 1
+            }
+            return (Int32(start), Int32(list.count))
+        }
+        for id in 0..<count {
+            let (rs, rc) = put(rules[id])
+            let (ss, sc) = put(series[id])
+            (plans + id).initialize(
+                to: Plan(
+                    rulesStart: rs, rulesCount: rc, seriesStart: ss, seriesCount: sc, cancels: !cancel[id].isEmpty,
+                    stepsSequences: !sequences[id].isEmpty, isGoal: goals[id], startsSession: sessionStarts.contains(Int32(id))))
+        }
+    }
+
+    func free() {
+        plans.deallocate()
+        items.deallocate()
+    }
+
+    @inline(__always) subscript(_ id: Int32) -> Plan {
+        precondition(id >= 0 && Int(id) < count, "event id out of range")
+        return plans[Int(id)]
+    }
+
+    /// The rules an event triggers directly, in evaluation order.
+    @inline(__always) func rules(_ p: Plan) -> UnsafeBufferPointer<Int32> {
+        UnsafeBufferPointer(start: items + Int(p.rulesStart), count: Int(p.rulesCount))
+    }
+
+    /// The event series it records.
+    @inline(__always) func series(_ p: Plan) -> UnsafeBufferPointer<Int32> {
+        UnsafeBufferPointer(start: items + Int(p.seriesStart), count: Int(p.seriesCount))
     }
 }
 

@@ -105,6 +105,7 @@ public final class Engine {
     public init(ruleSet: CompiledRuleSet, store: any StateStore = InMemoryStateStore(), options: Options = Options()) {
         self.ruleSet = ruleSet
         self.store = store
+        self.memoryStore = store as? InMemoryStateStore
         self.options = options
         scope.ruleSet = ruleSet
         scope.ensureMemo(ruleSet.memoSlots)
@@ -121,26 +122,49 @@ public final class Engine {
     public func process(_ event: Event) -> EventOutcome { process(ruleSet.bind(event)) }
 
     /// The profile of a user, if the engine has seen them.
-    public func profile(of userID: String) -> UserProfile? {
-        store.profile(for: userID, create: false) { UserProfile(userID: userID, attributeCount: 0, contextCount: 0) }
+    public func profile(of userID: String) -> UserProfile? { profileFor(userID, create: false) }
+
+    /// The store, when it is the in-memory one (called directly, not through the protocol).
+    private let memoryStore: InMemoryStateStore?
+
+    private func profileFor(_ userID: String, create: Bool) -> UserProfile? {
+        let rs = ruleSet
+        if let m = memoryStore {
+            return m.profile(for: userID, create: create) {
+                UserProfile(userID: userID, attributeCount: rs.attributeNames.count, contextCount: rs.contextNames.count)
+            }
+        }
+        return store.profile(for: userID, create: create) {
+            UserProfile(userID: userID, attributeCount: rs.attributeNames.count, contextCount: rs.contextNames.count)
+        }
     }
 
     @discardableResult
     public func process(_ e: BoundEvent) -> EventOutcome {
-        totals.events += 1
         var out = EventOutcome(status: .processed, late: false, actions: [], verdicts: [])
+        process(e, into: &out)
+        return out
+    }
+
+    /// Processes an event into `out`, which is reset first: a caller that keeps one outcome across events reuses its
+    /// arrays' memory (a service's hot loop allocates nothing for an event that fires).
+    public func process(_ e: BoundEvent, into out: inout EventOutcome) {
+        out.status = .processed
+        out.late = false
+        out.actions.removeAll(keepingCapacity: true)
+        out.verdicts.removeAll(keepingCapacity: true)
+        out.goalHits.removeAll(keepingCapacity: true)
+        totals.events += 1
         // Time passes for everyone: delayed actions due by now fire first.
         if e.timestamp > clock { clock = e.timestamp }
         if let due = timers.min, due.due <= clock { advance(to: clock, into: &out) }
 
         let rs = ruleSet
-        let profile = store.profile(for: e.userID, create: true) {
-            UserProfile(userID: e.userID, attributeCount: rs.attributeNames.count, contextCount: rs.contextNames.count)
-        }!
+        let profile = profileFor(e.userID, create: true)!
         if let mid = e.messageID, isDuplicate(profile, mid, e.timestamp) {
             totals.duplicates += 1
             out.status = .duplicate
-            return out
+            return
         }
         out.late = e.timestamp < profile.clock
         if out.late { totals.late += 1 }
@@ -148,9 +172,12 @@ public final class Engine {
         profile.clock = now
         profile.eventCount &+= 1
 
-        if e.kind != .identify { updateSession(profile, e, now) }
-        for (slot, v) in e.context.enumerated() where v != nil { profile.context[slot] = v }
-        if e.nameID >= 0 { recordHistory(profile, e, now) }
+        let plan: EventPlans.Plan? = e.nameID >= 0 ? rs.eventPlans[e.nameID] : nil
+        if e.kind != .identify { updateSession(profile, startsSession: plan?.startsSession ?? false, now) }
+        if !e.context.isEmpty {
+            for (slot, v) in e.context.enumerated() where v != nil { profile.context[slot] = v }
+        }
+        if let plan { recordHistory(profile, e, rs.eventPlans.series(plan), now) }
         if e.kind != .identify {
             for s in rs.anyEventSeries {
                 profile.history.record(
@@ -168,34 +195,36 @@ public final class Engine {
             }
         }
 
+        // The scope holds the event and profile unowned: both live until this call returns, when it lets them go.
         scope.event = e
         scope.profile = profile
         scope.now = now
         scope.change = nil
         scope.invalidateMemo()
         let triggerKey = TriggerKey(messageID: e.messageID, eventCount: profile.eventCount)
-        let triggerName = BoundEvent.internKey(kind: e.kind, name: e.name)
-        if e.nameID >= 0 {
+        if let plan {
             let id = Int(e.nameID)
-            if !rs.cancelIndex[id].isEmpty && !profile.pending.isEmpty {
+            // The rule set's interned key: the name, or `screen:NAME` (no string is built per event).
+            let triggerName = rs.eventNames[id]
+            if plan.cancels && !profile.pending.isEmpty {
                 cancelPending(profile, e, now: now, rules: rs.cancelIndex[id], out: &out)
             }
             let completed =
-                rs.sequenceIndex[id].isEmpty ? [] : advanceSequences(profile, e, now: now, rules: rs.sequenceIndex[id])
-            let direct = rs.rulesByEvent[id]
+                plan.stepsSequences ? advanceSequences(profile, e, now: now, rules: rs.sequenceIndex[id]) : []
+            let direct = rs.eventPlans.rules(plan)
             let n = direct.count + completed.count
             if n > 0 {
                 withUnsafeTemporaryAllocation(of: Candidate.self, capacity: n) { buf in
                     for (i, r) in direct.enumerated() { buf[i] = Candidate(rule: r, change: -1) }
                     for (i, r) in completed.enumerated() { buf[direct.count + i] = Candidate(rule: r, change: -1) }
                     runRound(
-                        UnsafeBufferPointer(buf), changes: [], profile: profile, now: now, triggerKey: triggerKey,
+                        UnsafeBufferPointer(buf), changes: [], event: e, profile: profile, now: now, triggerKey: triggerKey,
                         triggerName: triggerName, round: &round, out: &out)
                 }
             }
         }
-        cascade(profile: profile, now: now, triggerKey: triggerKey, round: &round, out: &out)
-        if options.trackGoals && e.nameID >= 0 {
+        if !round.changes.isEmpty { cascade(profile: profile, now: now, triggerKey: triggerKey, round: &round, out: &out) }
+        if options.trackGoals, let plan, plan.isGoal {
             for (u, g) in rs.goalsByEvent[Int(e.nameID)] {
                 let goal = rs.units[Int(u)].goals[g]
                 scope.event = e
@@ -208,7 +237,6 @@ public final class Engine {
         scope.profile = nil
         totals.actions += out.actions.count
         store.didUpdate(profile)
-        return out
     }
 
     /// State changes collected while a round runs.
@@ -244,7 +272,8 @@ public final class Engine {
             let changeValues = changes.map(\.change)
             candidates.withUnsafeBufferPointer { buf in
                 runRound(
-                    buf, changes: changeValues, profile: profile, now: now, triggerKey: triggerKey.appending("|\(depth)"),
+                    buf, changes: changeValues, event: scope.event, profile: profile, now: now,
+                    triggerKey: triggerKey.appending("|\(depth)"),
                     triggerName: nil,
                     round: &round, out: &out)
             }
@@ -262,12 +291,12 @@ public final class Engine {
     /// Evaluates triggered rules against the same state, arbitrates, then fires the winners in order.
     /// Works in stack buffers: a round allocates nothing unless something fires.
     private func runRound(
-        _ triggered: UnsafeBufferPointer<Candidate>, changes: [AttributeChange], profile: UserProfile, now: Int64,
+        _ triggered: UnsafeBufferPointer<Candidate>, changes: [AttributeChange], event: BoundEvent?, profile: UserProfile,
+        now: Int64,
         triggerKey: TriggerKey, triggerName: String?, round: inout RoundState, out: inout EventOutcome
     ) {
         scope.invalidateMemo()
         let rules = ruleSet.rules
-        let event = scope.event
         withUnsafeTemporaryAllocation(of: Candidate.self, capacity: triggered.count) { buf in
             var n = 0
             for c in triggered {
@@ -784,19 +813,17 @@ public final class Engine {
         }
     }
 
-    private func updateSession(_ p: UserProfile, _ e: BoundEvent, _ now: Int64) {
-        if p.session.id == 0 || now - p.session.lastActivity >= ruleSet.settings.sessionTimeoutMs
-            || ruleSet.settings.sessionStartEvents.contains(e.nameID)
-        {
+    private func updateSession(_ p: UserProfile, startsSession: Bool, _ now: Int64) {
+        if p.session.id == 0 || now - p.session.lastActivity >= ruleSet.settings.sessionTimeoutMs || startsSession {
             p.session.id &+= 1
             p.session.start = now
         }
         p.session.lastActivity = now
     }
 
-    private func recordHistory(_ p: UserProfile, _ e: BoundEvent, _ now: Int64) {
+    private func recordHistory(_ p: UserProfile, _ e: BoundEvent, _ eventSeries: UnsafeBufferPointer<Int32>, _ now: Int64) {
         let series = ruleSet.series
-        for s in ruleSet.seriesByEvent[Int(e.nameID)] {
+        for s in eventSeries {
             // Fields are read in place: a copy of the spec would count references to its filter.
             let retentionMs = series[Int(s)].retentionMs
             if series[Int(s)].hasFilter, case .event(_, let filter) = series[Int(s)].source {

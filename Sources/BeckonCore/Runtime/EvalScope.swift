@@ -8,9 +8,10 @@ public final class EvalScope {
     /// When set, compiled-with-tracing expressions record each sub-expression's value here.
     public var trace: ExprTrace?
 
-    // Runtime state, set by the engine before evaluating.
-    var event: BoundEvent?
-    var profile: UserProfile?
+    // Runtime state, set by the engine before evaluating. Unowned: the engine sets them for the length of a call that
+    // holds both, and clears them before it returns (setting them counts no references).
+    unowned(unsafe) var event: BoundEvent?
+    unowned(unsafe) var profile: UserProfile?
     /// Evaluation time in ms (the user's clock).
     var now: Int64 = 0
     var change: AttributeChange?

@@ -14,17 +14,34 @@ public protocol StateStore: AnyObject {
 
 /// Profiles in memory, for dry-runs, tests and single-process services.
 ///
-/// An open-addressing table of profiles keyed by their own `userID` (linear probing, at most 3/4 full), so a user
-/// costs one 8-byte slot rather than a dictionary entry that repeats the id as its key. The hash is FNV-1a over the
-/// id's UTF-8, mixed with a seed drawn per store (ids chosen to collide cannot be prepared in advance).
+/// An open-addressing table of profiles keyed by their own `userID` (linear probing, at most 3/4 full). A slot is the
+/// id's hash and the profile (16 bytes, no dictionary entry repeating the id as its key); a probe compares hashes and
+/// reads a profile only when they match, and counts no references. The hash is FNV-1a over the id's UTF-8, mixed
+/// with a seed drawn per store (ids chosen to collide cannot be prepared in advance).
 public final class InMemoryStateStore: StateStore {
-    private var slots: ContiguousArray<UserProfile?> = ContiguousArray(repeating: nil, count: 16)
+    private struct Slot {
+        /// 0: empty (a hash of 0 is stored as 1).
+        var hash: UInt64
+        /// Retained by the store while it is in a slot.
+        var profile: Unmanaged<UserProfile>?
+    }
+
+    private var slots: UnsafeMutablePointer<Slot>
+    private var capacity = 16
     public private(set) var userCount = 0
     private let seed = UInt64.random(in: 0...UInt64.max)
 
-    public init() {}
+    public init() {
+        slots = .allocate(capacity: capacity)
+        slots.initialize(repeating: Slot(hash: 0, profile: nil), count: capacity)
+    }
 
-    @inline(__always) private func hash(_ id: String) -> Int {
+    deinit {
+        for i in 0..<capacity { slots[i].profile?.release() }
+        slots.deallocate()
+    }
+
+    @inline(__always) private func hash(_ id: String) -> UInt64 {
         var h = FNV1a.hash(id, basis: FNV1a.offsetBasis ^ seed)
         // fmix64 (MurmurHash3's finaliser): spreads the low bits the mask keeps.
         h ^= h >> 33
@@ -32,44 +49,53 @@ public final class InMemoryStateStore: StateStore {
         h ^= h >> 33
         h = h &* 0xc4ce_b9fe_1a85_ec53
         h ^= h >> 33
-        return Int(truncatingIfNeeded: h)
+        return h == 0 ? 1 : h
     }
 
     public func profile(for userID: String, create: Bool, make: () -> UserProfile) -> UserProfile? {
-        let mask = slots.count - 1
-        var i = hash(userID) & mask
-        while let p = slots[i] {
-            if p.userID == userID { return p }
+        let h = hash(userID)
+        let mask = capacity - 1
+        var i = Int(truncatingIfNeeded: h) & mask
+        while slots[i].hash != 0 {
+            if slots[i].hash == h, let p = slots[i].profile,
+                p._withUnsafeGuaranteedRef({ Value.sameBytes($0.userID, userID) })
+            {
+                return p.takeUnretainedValue()
+            }
             i = (i + 1) & mask
         }
         guard create else { return nil }
         let p = make()
-        slots[i] = p
+        slots[i] = Slot(hash: h, profile: .passRetained(p))
         userCount += 1
-        if userCount * 4 > slots.count * 3 { resize(to: slots.count * 2) }
+        if userCount * 4 > capacity * 3 { resize(to: capacity * 2) }
         return p
     }
 
     public func didUpdate(_ profile: UserProfile) {}
 
-    public func allProfiles() -> [UserProfile] { slots.compactMap { $0 } }
+    public func allProfiles() -> [UserProfile] { (0..<capacity).compactMap { slots[$0].profile?.takeUnretainedValue() } }
 
     /// Makes room for `n` users without growing again.
     public func reserveCapacity(_ n: Int) {
-        var size = slots.count
+        var size = capacity
         while n * 4 > size * 3 { size *= 2 }
-        if size > slots.count { resize(to: size) }
+        if size > capacity { resize(to: size) }
     }
 
     private func resize(to size: Int) {
         let old = slots
-        slots = ContiguousArray(repeating: nil, count: size)
+        let oldCapacity = capacity
+        slots = .allocate(capacity: size)
+        slots.initialize(repeating: Slot(hash: 0, profile: nil), count: size)
+        capacity = size
         let mask = size - 1
-        for case let p? in old {
-            var i = hash(p.userID) & mask
-            while slots[i] != nil { i = (i + 1) & mask }
-            slots[i] = p
+        for j in 0..<oldCapacity where old[j].hash != 0 {
+            var i = Int(truncatingIfNeeded: old[j].hash) & mask
+            while slots[i].hash != 0 { i = (i + 1) & mask }
+            slots[i] = old[j]
         }
+        old.deallocate()
     }
 }
 

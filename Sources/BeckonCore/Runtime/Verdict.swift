@@ -204,4 +204,12 @@ public struct EventOutcome: Sendable {
     public var verdicts: [RuleVerdict]
     /// Goal events reached, when ``Engine/Options/trackGoals`` is on.
     public var goalHits: [GoalHit] = []
+
+    /// An empty outcome, to pass to ``Engine/process(_:into:)`` event after event.
+    public init(status: Status = .processed, late: Bool = false, actions: [FiredAction] = [], verdicts: [RuleVerdict] = []) {
+        self.status = status
+        self.late = late
+        self.actions = actions
+        self.verdicts = verdicts
+    }
 }
