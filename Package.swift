@@ -22,10 +22,13 @@ let package = Package(
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
     ],
     targets: [
+        // CPU hints the engine's hot loop uses (a prefetch), as static inline C functions Swift inlines.
+        .target(name: "CBeckon"),
         // Model, expressions, compiler, evaluator, state, diagnostics. No file or network I/O, no wall clock.
         .target(
             name: "BeckonCore",
             dependencies: [
+                "CBeckon",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "HeapModule", package: "swift-collections"),
             ]
@@ -56,6 +59,6 @@ let package = Package(
     ]
 )
 
-for target in package.targets where target.name != "BeckonAllocCount" {
+for target in package.targets where target.name != "BeckonAllocCount" && target.name != "CBeckon" {
     target.swiftSettings = (target.swiftSettings ?? []) + strict
 }

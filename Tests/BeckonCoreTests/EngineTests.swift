@@ -648,6 +648,35 @@ struct StoreAndOutcomeTests {
         #expect(store.profile(for: "user-5000", create: false) { fatalError() } == nil)
     }
 
+    /// Processing a batch (which fetches events and users ahead) gives what processing one event at a time gives,
+    /// across many users, new users mid-batch and the store growing.
+    @Test func aBatchIsTheSameAsOneEventAtATime() throws {
+        let rs = try load(
+            campaign(
+                on: "on: [Opened, Closed]", if: "count(\"Opened\", \"1h\") >= 2 && user.plan != \"x\"",
+                limit: "{ per_user: 3, cooldown: 10m }"))
+        var events: [BoundEvent] = (0..<1_000).map { u in
+            rs.bind(identify("u\(u)", at: "2026-01-05T08:00:00Z", [("plan", .string(u % 4 == 0 ? "x" : "free"))]))
+        }
+        var seed: UInt64 = 42
+        for i in 0..<6_000 {
+            seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            let user = "u\(Int(seed >> 33) % (i < 3_000 ? 300 : 1_500))"
+            let at = Timestamp(milliseconds: t("2026-01-05T09:00:00Z") + Int64(i) * 7_000).description
+            events.append(rs.bind(track(i % 3 == 0 ? "Closed" : "Opened", user, at: at)))
+        }
+        let one = Engine(ruleSet: rs)
+        var expected: [String] = []
+        for e in events { expected += one.process(e).actions.map(\.json) }
+        let batch = Engine(ruleSet: rs)
+        var got: [String] = []
+        var out = EventOutcome()
+        events.withUnsafeBufferPointer { buf in batch.process(buf, into: &out) { got += $0.actions.map(\.json) } }
+        #expect(expected.count > 500)
+        #expect(got == expected)
+        #expect(batch.stats.fired == one.stats.fired)
+    }
+
     @Test func anOutcomeIsResetForEachEvent() throws {
         let rs = try load(campaign(on: "on: Opened"))
         let engine = Engine(ruleSet: rs)

@@ -1,3 +1,4 @@
+import CBeckon
 import HeapModule
 
 /// Runs a ``CompiledRuleSet`` over events, one user's state at a time, and returns the actions that fire.
@@ -122,15 +123,15 @@ public final class Engine {
     public func process(_ event: Event) -> EventOutcome { process(ruleSet.bind(event)) }
 
     /// The profile of a user, if the engine has seen them.
-    public func profile(of userID: String) -> UserProfile? { profileFor(userID, create: false) }
+    public func profile(of userID: String) -> UserProfile? { profileFor(userID, hash: nil, create: false) }
 
     /// The store, when it is the in-memory one (called directly, not through the protocol).
     private let memoryStore: InMemoryStateStore?
 
-    private func profileFor(_ userID: String, create: Bool) -> UserProfile? {
+    private func profileFor(_ userID: String, hash: UInt64?, create: Bool) -> UserProfile? {
         let rs = ruleSet
         if let m = memoryStore {
-            return m.profile(for: userID, create: create) {
+            return m.profile(for: userID, hash: hash ?? m.hash(of: userID), create: create) {
                 UserProfile(userID: userID, attributeCount: rs.attributeNames.count, contextCount: rs.contextNames.count)
             }
         }
@@ -146,9 +147,63 @@ public final class Engine {
         return out
     }
 
+    /// Processes `events` in order, exactly as ``process(_:into:)`` would one after the other, handing each event's
+    /// outcome to `each` before the next event is processed.
+    ///
+    /// What it adds is time: processing an event mostly waits for memory — the event, its user's slot in the store,
+    /// the user's profile and state — when users are many. While it works on one event, it asks the CPU for the
+    /// memory of the events a few places ahead, in steps (event, then slot, then profile, then state), so that those
+    /// loads overlap. The hints read nothing that could change a result. With a store other than the in-memory one,
+    /// only events are fetched ahead.
+    public func process(
+        _ events: UnsafeBufferPointer<BoundEvent>, into out: inout EventOutcome, each: (borrowing EventOutcome) -> Void
+    ) {
+        let n = events.count
+        guard let store = memoryStore else {
+            for i in 0..<n {
+                if i + Lookahead.event < n { beckon_prefetch(Unmanaged.passUnretained(events[i + Lookahead.event]).toOpaque()) }
+                process(events[i], into: &out)
+                each(out)
+            }
+            return
+        }
+        // The user ids' hashes, computed once (at the slot step) for the later steps and the look-up itself.
+        let ring = Lookahead.slot + 1
+        withUnsafeTemporaryAllocation(of: UInt64.self, capacity: ring) { hashes in
+            for j in 0..<min(n, Lookahead.slot) { hashes[j % ring] = store.hash(of: events[j].userID) }
+            for i in 0..<n {
+                if i + Lookahead.event < n { beckon_prefetch(Unmanaged.passUnretained(events[i + Lookahead.event]).toOpaque()) }
+                if i + Lookahead.slot < n {
+                    let h = store.hash(of: events[i + Lookahead.slot].userID)
+                    hashes[(i + Lookahead.slot) % ring] = h
+                    store.prefetchSlot(hash: h)
+                }
+                if i + Lookahead.profile < n { store.prefetchProfile(hash: hashes[(i + Lookahead.profile) % ring]) }
+                if i + Lookahead.state < n {
+                    store.prefetchState(hash: hashes[(i + Lookahead.state) % ring])
+                    events[i + Lookahead.state].properties.withUnsafeBufferPointer { beckon_prefetch($0.baseAddress) }
+                }
+                process(events[i], userHash: hashes[i % ring], into: &out)
+                each(out)
+            }
+        }
+    }
+
+    /// How many events ahead each step of ``process(_:into:each:)`` fetches (each step reads what the one before
+    /// fetched, so each is nearer than the one before it).
+    enum Lookahead {
+        static let event = 16
+        static let slot = 10
+        static let profile = 6
+        static let state = 3
+    }
+
     /// Processes an event into `out`, which is reset first: a caller that keeps one outcome across events reuses its
     /// arrays' memory (a service's hot loop allocates nothing for an event that fires).
-    public func process(_ e: BoundEvent, into out: inout EventOutcome) {
+    public func process(_ e: BoundEvent, into out: inout EventOutcome) { process(e, userHash: nil, into: &out) }
+
+    /// ``process(_:into:)``, with the user id's hash in the in-memory store when the caller has it.
+    private func process(_ e: BoundEvent, userHash: UInt64?, into out: inout EventOutcome) {
         out.status = .processed
         out.late = false
         out.actions.removeAll(keepingCapacity: true)
@@ -160,7 +215,7 @@ public final class Engine {
         if let due = timers.min, due.due <= clock { advance(to: clock, into: &out) }
 
         let rs = ruleSet
-        let profile = profileFor(e.userID, create: true)!
+        let profile = profileFor(e.userID, hash: userHash, create: true)!
         if let mid = e.messageID, isDuplicate(profile, mid, e.timestamp) {
             totals.duplicates += 1
             out.status = .duplicate

@@ -1,3 +1,5 @@
+import CBeckon
+
 /// A user's event history, as compact as exactness allows.
 ///
 /// Every tracked occurrence is one `UInt64`: the series index in the top 20 bits, milliseconds since 1970 in the
@@ -42,6 +44,9 @@ public struct HistoryLog: Sendable {
     }
 
     public init() {}
+
+    /// Asks the CPU for the entries' memory.
+    @inline(__always) func prefetch() { entries.withUnsafeBufferPointer { beckon_prefetch($0.baseAddress) } }
 
     @inline(__always) static func key(_ series: Int32, _ ms: Int64) -> UInt64 {
         (UInt64(UInt32(bitPattern: series)) << timeBits) | (UInt64(max(0, ms)) & timeMask)

@@ -1,3 +1,5 @@
+import CBeckon
+
 /// Where user profiles live. The engine asks for a profile, changes it in place, then tells the store.
 ///
 /// ``InMemoryStateStore`` is the implementation here; a database-backed store loads a profile in
@@ -14,9 +16,9 @@ public protocol StateStore: AnyObject {
 
 /// Profiles in memory, for dry-runs, tests and single-process services.
 ///
-/// An open-addressing table of profiles keyed by their own `userID` (linear probing, at most 3/4 full). A slot is the
+/// An open-addressing table of profiles keyed by their own `userID` (linear probing, at most 7/8 full). A slot is the
 /// id's hash and the profile (16 bytes, no dictionary entry repeating the id as its key); a probe compares hashes and
-/// reads a profile only when they match, and counts no references. The hash is FNV-1a over the id's UTF-8, mixed
+/// reads a profile only when they match, and counts no references, so a full table costs little more to search. The hash is FNV-1a over the id's UTF-8, mixed
 /// with a seed drawn per store (ids chosen to collide cannot be prepared in advance).
 public final class InMemoryStateStore: StateStore {
     private struct Slot {
@@ -41,7 +43,8 @@ public final class InMemoryStateStore: StateStore {
         slots.deallocate()
     }
 
-    @inline(__always) private func hash(_ id: String) -> UInt64 {
+    /// The id's hash in this store (never 0).
+    @inline(__always) func hash(of id: String) -> UInt64 {
         var h = FNV1a.hash(id, basis: FNV1a.offsetBasis ^ seed)
         // fmix64 (MurmurHash3's finaliser): spreads the low bits the mask keeps.
         h ^= h >> 33
@@ -53,7 +56,11 @@ public final class InMemoryStateStore: StateStore {
     }
 
     public func profile(for userID: String, create: Bool, make: () -> UserProfile) -> UserProfile? {
-        let h = hash(userID)
+        profile(for: userID, hash: hash(of: userID), create: create, make: make)
+    }
+
+    /// ``profile(for:create:make:)`` with the id's ``hash(of:)`` computed by the caller.
+    @inline(__always) func profile(for userID: String, hash h: UInt64, create: Bool, make: () -> UserProfile) -> UserProfile? {
         let mask = capacity - 1
         var i = Int(truncatingIfNeeded: h) & mask
         while slots[i].hash != 0 {
@@ -68,18 +75,41 @@ public final class InMemoryStateStore: StateStore {
         let p = make()
         slots[i] = Slot(hash: h, profile: .passRetained(p))
         userCount += 1
-        if userCount * 4 > capacity * 3 { resize(to: capacity * 2) }
+        if userCount * 8 > capacity * 7 { resize(to: capacity * 2) }
         return p
     }
 
     public func didUpdate(_ profile: UserProfile) {}
+
+    // Prefetching, in three steps a few events apart (see ``Engine/process(_:into:each:)``): each step reads only
+    // memory the step before asked for. Hints only: none changes the table or a profile.
+
+    /// The slot an id's search starts at.
+    @inline(__always) private func firstSlot(_ h: UInt64) -> UnsafeMutablePointer<Slot> {
+        slots + (Int(truncatingIfNeeded: h) & (capacity - 1))
+    }
+
+    /// Step 1: fetch the first slot of the id whose ``hash(of:)`` is `h`.
+    @inline(__always) func prefetchSlot(hash h: UInt64) { beckon_prefetch(firstSlot(h)) }
+
+    /// Step 2: fetch the profile in that slot, if its hash is `h`.
+    @inline(__always) func prefetchProfile(hash h: UInt64) {
+        let slot = firstSlot(h)
+        if slot.pointee.hash == h, let p = slot.pointee.profile { beckon_prefetch(p.toOpaque()) }
+    }
+
+    /// Step 3: fetch the state that profile keeps beside it (attributes, fire records, history).
+    @inline(__always) func prefetchState(hash h: UInt64) {
+        let slot = firstSlot(h)
+        if slot.pointee.hash == h, let p = slot.pointee.profile { p._withUnsafeGuaranteedRef { $0.prefetchState() } }
+    }
 
     public func allProfiles() -> [UserProfile] { (0..<capacity).compactMap { slots[$0].profile?.takeUnretainedValue() } }
 
     /// Makes room for `n` users without growing again.
     public func reserveCapacity(_ n: Int) {
         var size = capacity
-        while n * 4 > size * 3 { size *= 2 }
+        while n * 8 > size * 7 { size *= 2 }
         if size > capacity { resize(to: size) }
     }
 

@@ -1,3 +1,5 @@
+import CBeckon
+
 /// Everything Beckon keeps about one user: attributes, event history, fire records, session, inbox.
 ///
 /// A reference type so that a ``StateStore`` can hand the engine the live profile to update in place.
@@ -85,6 +87,13 @@ public final class UserProfile {
         public var id: UInt32 = 0
     }
 
+    /// Asks the CPU for the memory the engine reads for most events (see ``InMemoryStateStore``'s prefetching).
+    @inline(__always) func prefetchState() {
+        beckon_prefetch(attributes.base)
+        if let r = recordBase { beckon_prefetch(r) }
+        history.prefetch()
+    }
+
     /// Fire records of the rules with limits or re-prompts this user has triggered, sorted by rule index.
     public var records: [RuleRecord] { Array(UnsafeBufferPointer(start: recordBase, count: Int(recordCount))) }
 
@@ -153,9 +162,12 @@ public struct ValueSlots {
 
     init(count: Int) {
         self.count = count
-        base = .allocate(capacity: max(1, count))
+        // No slots (a rule set that reads no context): no allocation, a pointer never read.
+        base = count == 0 ? ValueSlots.none : .allocate(capacity: count)
         base.initialize(repeating: nil, count: count)
     }
+
+    private nonisolated(unsafe) static let none = UnsafeMutablePointer<Value?>.allocate(capacity: 1)
 
     public subscript(_ i: Int) -> Value? {
         @inline(__always) get {
@@ -178,6 +190,7 @@ public struct ValueSlots {
     public var values: [Value?] { Array(UnsafeBufferPointer(start: base, count: count)) }
 
     func free() {
+        guard count > 0 else { return }
         base.deinitialize(count: count)
         base.deallocate()
     }
