@@ -572,23 +572,6 @@ struct StreamTests {
     }
 }
 
-/// The history log keeps value semantics although lifetime facts and values sit in a shared side object.
-struct HistoryLogCopyTests {
-    @Test func copiesDoNotShareLifetimeOrValues() {
-        var a = HistoryLog()
-        a.record(series: 1, at: 1_000, now: 1_000, retentionMs: 0, keepsLifetime: true)
-        a.recordValue(series: 2, at: 1_000, value: 5, now: 1_000, retentionMs: 86_400_000)
-        var b = a
-        b.record(series: 1, at: 2_000, now: 2_000, retentionMs: 0, keepsLifetime: true)
-        b.recordValue(series: 2, at: 2_000, value: 7, now: 2_000, retentionMs: 86_400_000)
-        #expect(a.lifetimeStat(series: 1)?.count == 1)
-        #expect(b.lifetimeStat(series: 1)?.count == 2)
-        #expect(a.sum(series: 2, from: 0, to: 10_000) == 5)
-        #expect(b.sum(series: 2, from: 0, to: 10_000) == 12)
-        #expect(HistoryLog().lifetimeStat(series: 1) == nil)
-    }
-}
-
 /// Every kind of block is counted under its own code in ``Engine/stats``.
 struct StatsCodeTests {
     @Test(arguments: [

@@ -263,11 +263,11 @@ final class RuleEnvironment: ExpressionEnvironment {
                 let type = try RuleEnvironment.checkProperty(key, symbols.plan, triggerEvents, span)
                 let slot = symbols.property(key)
                 if testOnly && path.count == 2 {
-                    return ({ s in .bool(s.event?.properties[slot] != nil) }, .bool, 2)
+                    return ({ s in .bool(s.event?.property(slot) != nil) }, .bool, 2)
                 }
                 return (
                     { s in
-                        if let v = s.event?.properties[slot] { return v }
+                        if let v = s.event?.property(slot) { return v }
                         return .error(.noSuchKey(key))
                     }, type, 2
                 )
@@ -365,11 +365,11 @@ final class RuleEnvironment: ExpressionEnvironment {
         }
         let slot = symbols.context(key)
         if testOnly && path.count == 1 {
-            return ({ s in .bool(s.event?.context[slot] != nil || s.profile?.context[slot] != nil) }, .bool, 1)
+            return ({ s in .bool(s.event?.contextSlots[slot] != nil || s.profile?.context[slot] != nil) }, .bool, 1)
         }
         return (
             { s in
-                if let v = s.event?.context[slot] ?? s.profile?.context[slot] { return v }
+                if let v = s.event?.contextSlots[slot] ?? s.profile?.context[slot] { return v }
                 return .error(EvalError("context field '\(key)' is unknown for this user"))
             }, .dyn, 1
         )
@@ -630,7 +630,7 @@ final class RuleEnvironment: ExpressionEnvironment {
         var candidates: [Value?] = []
         if let a = slots.attribute, a < p.attributes.count { candidates.append(p.attributes[a]) }
         if let c = slots.context {
-            if let e, c < e.context.count { candidates.append(e.context[c]) }
+            if let e, c < e.contextSlots.count { candidates.append(e.contextSlots[c]) }
             if c < p.context.count { candidates.append(p.context[c]) }
         }
         for v in candidates {

@@ -73,8 +73,16 @@ public struct SegmentDecoder {
         var timestamp: Int64?
         var fallbackTime: Int64?
         var messageID: String?
-        var props = ContiguousArray<Value?>(repeating: nil, count: ruleSet.propertyNames.count)
-        var ctx = ContiguousArray<Value?>(repeating: nil, count: ruleSet.contextNames.count)
+        // Handed to the event at the end; freed here if the line turns out bad.
+        let props = ValueSlots(count: ruleSet.propertyNames.count)
+        let ctx = ValueSlots(count: ruleSet.contextNames.count)
+        var handedOver = false
+        defer {
+            if !handedOver {
+                props.free()
+                ctx.free()
+            }
+        }
         var traits: [(name: String, value: Value)] = []
         var allProps: ValueMap?
         var sawProperties = false
@@ -120,10 +128,10 @@ public struct SegmentDecoder {
                     }
                     allProps = m
                 } else {
-                    try p.slots(into: &props, propertyKeys, what: "properties")
+                    try p.slots(into: props, propertyKeys, what: "properties")
                 }
             case .context:
-                try p.slots(into: &ctx, contextKeys, what: "context")
+                try p.slots(into: ctx, contextKeys, what: "context")
             case .traits:
                 guard p.peek() == UInt8(ascii: "{") else {
                     if p.peek() == UInt8(ascii: "n") { try p.skipValue(depth: 0); return }
@@ -164,9 +172,10 @@ public struct SegmentDecoder {
         var eventName = kind == .identify ? "" : (name ?? "")
         let table = kind == .screen || kind == .page ? screenIDs : trackIDs
         let id = eventName.withUTF8 { table.lookup($0) }.map(Int32.init) ?? -1
+        handedOver = true
         return BoundEvent(
             kind: kind, nameID: id, name: eventName, userID: user, timestamp: time, messageID: messageID,
-            properties: props, context: ctx, traits: traits, allProperties: allProps)
+            propertySlots: props, contextSlots: ctx, traits: traits, allProperties: allProps)
     }
 
     /// RFC 3339 / ISO-8601 to ms since 1970; a number is taken as seconds (fractional allowed) since 1970.
@@ -249,7 +258,7 @@ struct JSONScanner {
     }
 
     /// Reads an object, keeping only the keys that have a slot.
-    mutating func slots(into out: inout ContiguousArray<Value?>, _ table: KeyTable, what: String) throws(DecodeError) {
+    mutating func slots(into out: ValueSlots, _ table: KeyTable, what: String) throws(DecodeError) {
         skipSpace()
         if peek() == UInt8(ascii: "n") {
             try skipValue(depth: 0)

@@ -139,7 +139,7 @@ final class Predicate: Sendable {
             return test(t, profile.attributes.pointer(slot))
         case .property(let slot):
             guard let event else { return false }
-            return event.properties.withUnsafeBufferPointer { test(t, $0.baseAddress! + slot) }
+            return test(t, event.propertySlots.pointer(slot))
         case .count(let series, let ms):
             let n = profile?.history.count(series: series, from: now - ms + 1, to: now) ?? 0
             return test(t, count: Int64(n))
@@ -175,7 +175,7 @@ final class Predicate: Sendable {
         case .equal: return Value.equal(v, constant(t))
         case .notEqual: return !Value.equal(v, constant(t))
         case .order(let accepts):
-            guard let o = Value.order(v.pointee!, constant(t).pointee) else { return false }
+            guard let o = Value.order(v, constant(t)) else { return false }
             return accepts.accepts(o)
         case .isIn:
             return t.pointee.list.withUnsafeBufferPointer { xs in

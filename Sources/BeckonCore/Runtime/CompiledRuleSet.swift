@@ -43,6 +43,8 @@ public final class CompiledRuleSet: Sendable {
     public let plan: PlanNames?
     /// Per event id, what the engine does with the event, in flat memory this rule set owns (see ``EventPlans``).
     let eventPlans: EventPlans
+    /// The rules by index, for the engine's hot path (see ``RuleTable``).
+    let ruleTable: RuleTable
 
     init(
         units: [CompiledUnit], rules: [CompiledRule], eventNames: [String], propertyNames: [String],
@@ -98,12 +100,16 @@ public final class CompiledRuleSet: Sendable {
         self.memoSlots = memoSlots
         self.settings = settings
         self.needsAllProperties = needsAllProperties
+        self.ruleTable = RuleTable(rules: rules, plainUnits: plainUnits)
         self.eventPlans = EventPlans(
             rules: byEvent, series: sByEvent, cancel: cancel, sequences: sequences,
             goals: goals.map { !$0.isEmpty }, sessionStarts: settings.sessionStartEvents)
     }
 
-    deinit { eventPlans.free() }
+    deinit {
+        eventPlans.free()
+        ruleTable.free()
+    }
 
     /// The rule with this id (`rule` or `campaign/rule`).
     public func rule(named name: String) -> CompiledRule? {
@@ -112,11 +118,11 @@ public final class CompiledRuleSet: Sendable {
 
     /// Binds a general ``Event`` to this rule set's slots.
     public func bind(_ e: Event) -> BoundEvent {
-        var props = ContiguousArray<Value?>(repeating: nil, count: propertyNames.count)
+        let props = ValueSlots(count: propertyNames.count)
         for (k, v) in e.properties.entries {
             if case .string(let key) = k, let slot = propertySlots[key] { props[slot] = v }
         }
-        var ctx = ContiguousArray<Value?>(repeating: nil, count: contextNames.count)
+        let ctx = ValueSlots(count: contextNames.count)
         for (k, v) in e.context.entries {
             if case .string(let key) = k, let slot = contextSlots[key] { ctx[slot] = v }
         }
@@ -127,13 +133,36 @@ public final class CompiledRuleSet: Sendable {
         let key = BoundEvent.internKey(kind: e.kind, name: e.name)
         return BoundEvent(
             kind: e.kind, nameID: eventIDs[key] ?? -1, name: e.name, userID: e.userID,
-            timestamp: e.timestamp, messageID: e.messageID, properties: props, context: ctx,
+            timestamp: e.timestamp, messageID: e.messageID, propertySlots: props, contextSlots: ctx,
             traits: traits, allProperties: needsAllProperties ? e.properties : nil)
     }
 }
 
 /// Per event id, the rules it triggers and the series it records, with flags for the rarer work it asks for — in two
 /// flat buffers the rule set owns, so that the engine reads an event's plan without counting references.
+/// Each rule, and whether a ``SimpleGate`` decides it (it has a gate, in a plain unit), in flat memory the rule set
+/// owns: the engine reads a rule without counting a reference to it or to the rules array. The rule set's `rules`
+/// keep the rules alive.
+struct RuleTable: @unchecked Sendable {
+    struct Entry {
+        let rule: Unmanaged<CompiledRule>
+        let gated: Bool
+    }
+
+    private let base: UnsafeMutablePointer<Entry>
+
+    init(rules: [CompiledRule], plainUnits: [Bool]) {
+        base = .allocate(capacity: max(1, rules.count))
+        for (i, r) in rules.enumerated() {
+            (base + i).initialize(to: Entry(rule: .passUnretained(r), gated: r.gate != nil && plainUnits[Int(r.unit)]))
+        }
+    }
+
+    @inline(__always) subscript(_ i: Int32) -> Entry { base[Int(i)] }
+
+    func free() { base.deallocate() }
+}
+
 struct EventPlans: @unchecked Sendable {
     struct Plan {
         /// Where the event's rules and its series are in ``items``.

@@ -215,7 +215,7 @@ extension Engine {
             guard rule.enabled, case .sequence(let seq) = rule.trigger else { continue }
             var key = ""
             if let slot = seq.correlateSlot {
-                guard let v = e.properties[slot], !v.isNullValue else { continue }
+                guard let v = e.property(slot), !v.isNullValue else { continue }
                 key = JSONWriter.encode(v)
             }
             let index = profile.sequences.firstIndex { $0.rule == r && $0.key == key }

@@ -148,7 +148,7 @@ public final class Engine {
     }
 
     /// Processes `events` in order, exactly as ``process(_:into:)`` would one after the other, handing each event's
-    /// outcome to `each` before the next event is processed.
+    /// outcome to `each` (in place: it is reset when the next event is processed) before the next event is processed.
     ///
     /// What it adds is time: processing an event mostly waits for memory — the event, its user's slot in the store,
     /// the user's profile and state — when users are many. While it works on one event, it asks the CPU for the
@@ -156,35 +156,43 @@ public final class Engine {
     /// loads overlap. The hints read nothing that could change a result. With a store other than the in-memory one,
     /// only events are fetched ahead.
     public func process(
-        _ events: UnsafeBufferPointer<BoundEvent>, into out: inout EventOutcome, each: (borrowing EventOutcome) -> Void
+        _ events: UnsafeBufferPointer<BoundEvent>, into out: inout EventOutcome, each: (inout EventOutcome) -> Void
     ) {
         let n = events.count
+        guard n > 0 else { return }
+        // The events as unmanaged references (the same words): reading one ahead of time counts no references, and
+        // the buffer keeps every event alive for the call.
+        let at = UnsafeRawPointer(events.baseAddress!).assumingMemoryBound(to: Unmanaged<BoundEvent>.self)
+        @inline(__always) func prefetchEvent(_ j: Int) {
+            beckon_prefetch_range(at[j].toOpaque(), BoundEvent.objectBytes, 4)
+        }
         guard let store = memoryStore else {
             for i in 0..<n {
-                if i + Lookahead.event < n { beckon_prefetch(Unmanaged.passUnretained(events[i + Lookahead.event]).toOpaque()) }
-                process(events[i], into: &out)
-                each(out)
+                if i + Lookahead.event < n { prefetchEvent(i + Lookahead.event) }
+                at[i]._withUnsafeGuaranteedRef { process($0, into: &out) }
+                each(&out)
             }
             return
         }
         // The user ids' hashes, computed once (at the slot step) for the later steps and the look-up itself.
         let ring = Lookahead.slot + 1
         withUnsafeTemporaryAllocation(of: UInt64.self, capacity: ring) { hashes in
-            for j in 0..<min(n, Lookahead.slot) { hashes[j % ring] = store.hash(of: events[j].userID) }
+            @inline(__always) func hash(_ j: Int) -> UInt64 { at[j]._withUnsafeGuaranteedRef { store.hash(of: $0.userID) } }
+            for j in 0..<min(n, Lookahead.slot) { hashes[j % ring] = hash(j) }
             for i in 0..<n {
-                if i + Lookahead.event < n { beckon_prefetch(Unmanaged.passUnretained(events[i + Lookahead.event]).toOpaque()) }
+                if i + Lookahead.event < n { prefetchEvent(i + Lookahead.event) }
                 if i + Lookahead.slot < n {
-                    let h = store.hash(of: events[i + Lookahead.slot].userID)
+                    let h = hash(i + Lookahead.slot)
                     hashes[(i + Lookahead.slot) % ring] = h
                     store.prefetchSlot(hash: h)
                 }
                 if i + Lookahead.profile < n { store.prefetchProfile(hash: hashes[(i + Lookahead.profile) % ring]) }
                 if i + Lookahead.state < n {
                     store.prefetchState(hash: hashes[(i + Lookahead.state) % ring])
-                    events[i + Lookahead.state].properties.withUnsafeBufferPointer { beckon_prefetch($0.baseAddress) }
+                    at[i + Lookahead.state]._withUnsafeGuaranteedRef { $0.prefetchProperties() }
                 }
-                process(events[i], userHash: hashes[i % ring], into: &out)
-                each(out)
+                at[i]._withUnsafeGuaranteedRef { process($0, userHash: hashes[i % ring], into: &out) }
+                each(&out)
             }
         }
     }
@@ -206,9 +214,10 @@ public final class Engine {
     private func process(_ e: BoundEvent, userHash: UInt64?, into out: inout EventOutcome) {
         out.status = .processed
         out.late = false
-        out.actions.removeAll(keepingCapacity: true)
-        out.verdicts.removeAll(keepingCapacity: true)
-        out.goalHits.removeAll(keepingCapacity: true)
+        // (An empty array is left alone: emptying one still makes a new buffer reference.)
+        if !out.actions.isEmpty { out.actions.removeAll(keepingCapacity: true) }
+        if !out.verdicts.isEmpty { out.verdicts.removeAll(keepingCapacity: true) }
+        if !out.goalHits.isEmpty { out.goalHits.removeAll(keepingCapacity: true) }
         totals.events += 1
         // Time passes for everyone: delayed actions due by now fire first.
         if e.timestamp > clock { clock = e.timestamp }
@@ -229,8 +238,8 @@ public final class Engine {
 
         let plan: EventPlans.Plan? = e.nameID >= 0 ? rs.eventPlans[e.nameID] : nil
         if e.kind != .identify { updateSession(profile, startsSession: plan?.startsSession ?? false, now) }
-        if !e.context.isEmpty {
-            for (slot, v) in e.context.enumerated() where v != nil { profile.context[slot] = v }
+        for slot in 0..<e.contextSlots.count {
+            if let v = e.contextSlots[slot] { profile.context[slot] = v }
         }
         if let plan { recordHistory(profile, e, rs.eventPlans.series(plan), now) }
         if e.kind != .identify {
@@ -351,14 +360,15 @@ public final class Engine {
         triggerKey: TriggerKey, triggerName: String?, round: inout RoundState, out: inout EventOutcome
     ) {
         scope.invalidateMemo()
-        let rules = ruleSet.rules
+        // The rule set holds every rule for the engine's life: no reference counting per rule.
+        let rules = ruleSet.ruleTable
         withUnsafeTemporaryAllocation(of: Candidate.self, capacity: triggered.count) { buf in
             var n = 0
             for c in triggered {
-                // The rule set holds every rule for the engine's life: no reference counting per rule.
-                unowned(unsafe) let rule = rules[Int(c.rule)]
+                let entry = rules[c.rule]
+                unowned(unsafe) let rule = entry.rule.takeUnretainedValue()
                 if c.change >= 0 { scope.change = changes[Int(c.change)] }
-                if !options.recordVerdicts, let gate = rule.gate, ruleSet.plainUnits[Int(rule.unit)] {
+                if !options.recordVerdicts, entry.gated, let gate = rule.gate {
                     // Blocked: counted here as `note` would; passed: `note` counts it with its final verdict.
                     let block = gate.blocks(profile: profile, event: event, now: now, rule: c.rule, hasLimits: rule.hasLimits)
                     if let block {
@@ -382,7 +392,7 @@ public final class Engine {
             var m = 0
             for k in 0..<n {
                 let q = buf[k]
-                unowned(unsafe) let rule = rules[Int(q.rule)]
+                unowned(unsafe) let rule = rules[q.rule].rule.takeUnretainedValue()
                 if q.change >= 0 { scope.change = changes[Int(q.change)] }
                 // An `at` time that is now already is not a delay.
                 if rule.isDelayed, case let due = dueTime(rule, profile: profile, now: now), due > now {
@@ -401,7 +411,7 @@ public final class Engine {
             }
             for k in 0..<m {
                 let q = buf[k]
-                unowned(unsafe) let rule = rules[Int(q.rule)]
+                unowned(unsafe) let rule = rules[q.rule].rule.takeUnretainedValue()
                 if q.change >= 0 { scope.change = changes[Int(q.change)] }
                 deliver(
                     rule, profile: profile, now: now, triggerKey: triggerKey, trigger: triggerName ?? rule.triggerDescription,
@@ -671,17 +681,17 @@ public final class Engine {
         _ q: UnsafeMutableBufferPointer<Candidate>, profile: UserProfile, now: Int64, triggerName: String?,
         out: inout EventOutcome
     ) -> Int {
-        let rules = ruleSet.rules
+        let rules = ruleSet.ruleTable
         func wins(_ a: CompiledRule, over b: CompiledRule) -> Bool {
             a.priority > b.priority || (a.priority == b.priority && a.index < b.index)
         }
         var kept = 0
         for i in 0..<q.count {
-            let rule = rules[Int(q[i].rule)]
+            unowned(unsafe) let rule = rules[q[i].rule].rule.takeUnretainedValue()
             var winner: CompiledRule?
             if rule.surfaceID >= 0 {
                 for j in 0..<q.count where j != i {
-                    let other = rules[Int(q[j].rule)]
+                    unowned(unsafe) let other = rules[q[j].rule].rule.takeUnretainedValue()
                     if other.surfaceID == rule.surfaceID, wins(other, over: winner ?? rule) { winner = other }
                 }
             }
@@ -699,7 +709,7 @@ public final class Engine {
         for i in 1..<max(1, kept) {
             let x = q[i]
             var j = i
-            while j > 0, wins(rules[Int(x.rule)], over: rules[Int(q[j - 1].rule)]) {
+            while j > 0, wins(rules[x.rule].rule.takeUnretainedValue(), over: rules[q[j - 1].rule].rule.takeUnretainedValue()) {
                 q[j] = q[j - 1]
                 j -= 1
             }
@@ -882,11 +892,11 @@ public final class Engine {
             // Fields are read in place: a copy of the spec would count references to its filter.
             let retentionMs = series[Int(s)].retentionMs
             if series[Int(s)].hasFilter, case .event(_, let filter) = series[Int(s)].source {
-                guard filter.allSatisfy({ f in e.properties[f.slot].map { Value.equal($0, f.value) } ?? false }) else { continue }
+                guard filter.allSatisfy({ f in e.property(f.slot).map { Value.equal($0, f.value) } ?? false }) else { continue }
             }
             if let slot = series[Int(s)].valueSlot {
                 let v: Double? =
-                    switch e.properties[slot] {
+                    switch e.property(slot) {
                     case .int(let i)?: Double(i)
                     case .uint(let u)?: Double(u)
                     case .double(let d)?: d.isFinite ? d : nil

@@ -1,3 +1,5 @@
+import CBeckon
+
 /// An incoming event in the shape of the Segment spec: `track`, `identify`, `screen`…
 ///
 /// Services that already hold decoded events build these directly; JSON lines go through ``SegmentDecoder``.
@@ -53,7 +55,12 @@ public struct Event: Sendable {
 /// An event bound to a compiled rule set: its name interned, and only the property and context fields
 /// the rules read, in slots. This is what the engine evaluates. Immutable, and a class: handing it to the engine and
 /// to every expression that reads it costs one reference count, not one per field.
-public final class BoundEvent: Sendable {
+public final class BoundEvent: @unchecked Sendable {
+    // @unchecked: the slots are memory the event owns, written only while it is built and freed when it goes.
+
+    /// Bytes from a bound event object's start that hold all of it (a test checks that they do), for the prefetch hints.
+    static let objectBytes = 136
+
     public let kind: Event.Kind
     /// Index in the rule set's event names, or -1 when no rule mentions the event.
     public let nameID: Int32
@@ -61,19 +68,38 @@ public final class BoundEvent: Sendable {
     public let userID: String
     public let timestamp: Int64
     public let messageID: String?
-    /// By ``CompiledRuleSet/propertySlots``.
-    public let properties: ContiguousArray<Value?>
+    /// By ``CompiledRuleSet/propertySlots``, in memory the event owns (read in place: no reference counting).
+    let propertySlots: ValueSlots
     /// By ``CompiledRuleSet/contextSlots``.
-    public let context: ContiguousArray<Value?>
+    let contextSlots: ValueSlots
     /// Identify traits, all of them.
     public let traits: [(name: String, value: Value)]
     /// Every property, kept only when a rule reads `event.properties` as a whole.
     public let allProperties: ValueMap?
 
-    public init(
+    /// The property in `slot` (by ``CompiledRuleSet/propertySlots``).
+    @inline(__always) public func property(_ slot: Int) -> Value? { propertySlots[slot] }
+    /// The properties the rules read, by ``CompiledRuleSet/propertySlots`` (a copy).
+    public var properties: ContiguousArray<Value?> { ContiguousArray(propertySlots.values) }
+    /// The context fields the rules read, by ``CompiledRuleSet/contextSlots`` (a copy).
+    public var context: ContiguousArray<Value?> { ContiguousArray(contextSlots.values) }
+
+    public convenience init(
         kind: Event.Kind, nameID: Int32, name: String, userID: String, timestamp: Int64, messageID: String?,
         properties: ContiguousArray<Value?>, context: ContiguousArray<Value?>,
         traits: [(name: String, value: Value)] = [], allProperties: ValueMap? = nil
+    ) {
+        self.init(
+            kind: kind, nameID: nameID, name: name, userID: userID, timestamp: timestamp, messageID: messageID,
+            propertySlots: ValueSlots(copying: properties), contextSlots: ValueSlots(copying: context), traits: traits,
+            allProperties: allProperties)
+    }
+
+    /// Takes `propertySlots` and `contextSlots` over: the event frees them.
+    init(
+        kind: Event.Kind, nameID: Int32, name: String, userID: String, timestamp: Int64, messageID: String?,
+        propertySlots: ValueSlots, contextSlots: ValueSlots, traits: [(name: String, value: Value)],
+        allProperties: ValueMap?
     ) {
         self.kind = kind
         self.nameID = nameID
@@ -81,10 +107,20 @@ public final class BoundEvent: Sendable {
         self.userID = userID
         self.timestamp = timestamp
         self.messageID = messageID
-        self.properties = properties
-        self.context = context
+        self.propertySlots = propertySlots
+        self.contextSlots = contextSlots
         self.traits = traits
         self.allProperties = allProperties
+    }
+
+    deinit {
+        propertySlots.free()
+        contextSlots.free()
+    }
+
+    /// Asks the CPU for the property slots' memory.
+    @inline(__always) func prefetchProperties() {
+        beckon_prefetch_range(propertySlots.base, propertySlots.count * MemoryLayout<Value?>.stride, 4)
     }
 
     /// The key under which the rule set interns this event's name: the name for track events,

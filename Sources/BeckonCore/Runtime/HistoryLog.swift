@@ -6,60 +6,88 @@ import CBeckon
 /// low 44 (good until the year 2527). Entries stay sorted, so the count of a series in any time range is two
 /// binary searches. Entries older than the longest window any loaded rule asks of their series are dropped.
 /// Series that need `first_seen`, `last_seen` or a lifetime count also keep a ``LifetimeStat``.
-public struct HistoryLog: Sendable {
+///
+/// Not copyable: a profile's log is read and changed in place, in memory it owns (reading it counts no references,
+/// and there is no array header or uniqueness check per entry).
+public struct HistoryLog: ~Copyable {
     static let timeBits: UInt64 = 44
     static let timeMask: UInt64 = (1 << 44) - 1
     public static let maxSeries = 1 << 20
 
-    public private(set) var entries: ContiguousArray<UInt64> = []
-    /// Lifetime facts and numeric values live in a side object made on first use (copied on write): most users'
-    /// logs need neither, and the log stays two words smaller.
+    /// The entries, sorted: `size` of them in room for `capacity`.
+    private var base: UnsafeMutablePointer<UInt64>? = nil
+    private var size: Int32 = 0
+    private var capacity: Int32 = 0
+    /// Lifetime facts and numeric values live in a side object made on first use: most users' logs need neither.
     private var side: Side?
 
-    final class Side: @unchecked Sendable {
+    final class Side {
         var lifetime: ContiguousArray<LifetimeStat> = []
         var values: ContiguousArray<ValuedEntry> = []
-        init() {}
-        init(_ other: Side) {
-            lifetime = other.lifetime
-            values = other.values
-        }
     }
 
-    private mutating func uniqueSide() -> Side {
-        if side != nil && isKnownUniquelyReferenced(&side!) { return side! }
-        let s = side.map(Side.init) ?? Side()
+    private mutating func ensureSide() -> Side {
+        if let s = side { return s }
+        let s = Side()
         side = s
         return s
     }
 
-    public private(set) var lifetime: ContiguousArray<LifetimeStat> {
-        get { side?.lifetime ?? [] }
-        _modify { yield &uniqueSide().lifetime }
-    }
-    /// Numeric property values of series that `sum` reads, keyed like `entries`.
-    public private(set) var values: ContiguousArray<ValuedEntry> {
-        get { side?.values ?? [] }
-        _modify { yield &uniqueSide().values }
-    }
-
     public init() {}
 
+    deinit { base?.deallocate() }
+
+    /// The entries, oldest series first (a copy).
+    public var entries: [UInt64] { Array(UnsafeBufferPointer(start: base, count: Int(size))) }
+    public var lifetime: ContiguousArray<LifetimeStat> { side?.lifetime ?? [] }
+    /// Numeric property values of series that `sum` reads, keyed like `entries`.
+    public var values: ContiguousArray<ValuedEntry> { side?.values ?? [] }
+
     /// Asks the CPU for the entries' memory.
-    @inline(__always) func prefetch() { entries.withUnsafeBufferPointer { beckon_prefetch($0.baseAddress) } }
+    @inline(__always) func prefetch() {
+        if let base { beckon_prefetch_range(base, Int(size) * 8, 4) }
+    }
 
     @inline(__always) static func key(_ series: Int32, _ ms: Int64) -> UInt64 {
         (UInt64(UInt32(bitPattern: series)) << timeBits) | (UInt64(max(0, ms)) & timeMask)
     }
 
+    /// The first index whose entry is not below `k`.
     @inline(__always) func lowerBound(_ k: UInt64) -> Int {
+        guard let base else { return 0 }
         var lo = 0
-        var hi = entries.count
+        var hi = Int(size)
         while lo < hi {
             let mid = (lo + hi) >> 1
-            if entries[mid] < k { lo = mid + 1 } else { hi = mid }
+            if base[mid] < k { lo = mid + 1 } else { hi = mid }
         }
         return lo
+    }
+
+    /// Puts `k` at index `i`, moving the entries from `i` on one place up.
+    private mutating func insert(_ k: UInt64, at i: Int) {
+        if size == capacity {
+            let grown = max(4, Int(capacity) * 2)
+            precondition(grown <= Int(Int32.max), "history log too long")
+            let new = UnsafeMutablePointer<UInt64>.allocate(capacity: grown)
+            if let base {
+                new.update(from: base, count: Int(size))
+                base.deallocate()
+            }
+            base = new
+            capacity = Int32(grown)
+        }
+        let p = base!
+        (p + i + 1).update(from: p + i, count: Int(size) - i)  // overlapping: moves like memmove
+        p[i] = k
+        size += 1
+    }
+
+    /// Drops the entries in `a..<b`.
+    private mutating func remove(_ a: Int, _ b: Int) {
+        guard b > a, let p = base else { return }
+        (p + a).update(from: p + b, count: Int(size) - b)
+        size -= Int32(b - a)
     }
 
     /// Records an occurrence at `ms`, dropping this series' entries at or before `ms - retention`
@@ -68,23 +96,21 @@ public struct HistoryLog: Sendable {
         if retentionMs > 0 {
             let k = HistoryLog.key(series, ms)
             // Common case: the newest entry of the newest series goes at the end.
-            if let last = entries.last, last <= k {
-                entries.append(k)
+            if size == 0 || base![Int(size) - 1] <= k {
+                insert(k, at: Int(size))
             } else {
-                entries.insert(k, at: lowerBound(k &+ 1))
+                insert(k, at: lowerBound(k &+ 1))
             }
             let cutoff = now - retentionMs
             if cutoff > 0 {
-                let start = lowerBound(HistoryLog.key(series, 0))
-                let keep = lowerBound(HistoryLog.key(series, cutoff + 1))
-                if keep > start { entries.removeSubrange(start..<keep) }
+                remove(lowerBound(HistoryLog.key(series, 0)), lowerBound(HistoryLog.key(series, cutoff + 1)))
             }
         }
         if keepsLifetime { bumpLifetime(series, ms) }
     }
 
     private mutating func bumpLifetime(_ series: Int32, _ ms: Int64) {
-        let side = uniqueSide()
+        let side = ensureSide()
         var lo = 0
         var hi = side.lifetime.count
         while lo < hi {
@@ -103,7 +129,7 @@ public struct HistoryLog: Sendable {
     /// Records a numeric value at `ms` for `sum`, dropping values no window can reach any more.
     public mutating func recordValue(series: Int32, at ms: Int64, value: Double, now: Int64, retentionMs: Int64) {
         let k = HistoryLog.key(series, ms)
-        let side = uniqueSide()
+        let side = ensureSide()
         if let last = side.values.last, last.key <= k {
             side.values.append(ValuedEntry(key: k, value: value))
         } else {
@@ -145,7 +171,7 @@ public struct HistoryLog: Sendable {
 
     /// Occurrences of `series` with time in `from...to` (milliseconds, inclusive).
     public func count(series: Int32, from: Int64, to: Int64) -> Int {
-        guard to >= from, !entries.isEmpty else { return 0 }
+        guard to >= from, size > 0 else { return 0 }
         let a = lowerBound(HistoryLog.key(series, max(0, from)))
         let b = lowerBound(HistoryLog.key(series, to) &+ 1)
         return max(0, b - a)
@@ -156,14 +182,14 @@ public struct HistoryLog: Sendable {
         guard to >= from else { return [] }
         let a = lowerBound(HistoryLog.key(series, max(0, from)))
         let b = lowerBound(HistoryLog.key(series, to) &+ 1)
-        return entries[a..<max(a, b)].map { Int64($0 & HistoryLog.timeMask) }
+        return (a..<max(a, b)).map { Int64(base![$0] & HistoryLog.timeMask) }
     }
 
     /// The latest time of `series` at or before `to`, if it is still in the log.
     public func latest(series: Int32, atOrBefore to: Int64) -> Int64? {
         let b = lowerBound(HistoryLog.key(series, to) &+ 1)
-        guard b > 0 else { return nil }
-        let e = entries[b - 1]
+        guard b > 0, let base else { return nil }
+        let e = base[b - 1]
         guard e >> HistoryLog.timeBits == UInt64(UInt32(bitPattern: series)) else { return nil }
         return Int64(e & HistoryLog.timeMask)
     }
@@ -181,7 +207,7 @@ public struct HistoryLog: Sendable {
 
     /// Heap bytes this log holds.
     public var byteCount: Int {
-        entries.capacity * 8 + lifetime.capacity * MemoryLayout<LifetimeStat>.stride + values.capacity * 16
+        Int(capacity) * 8 + (side.map { $0.lifetime.capacity * MemoryLayout<LifetimeStat>.stride + $0.values.capacity * 16 } ?? 0)
     }
 }
 

@@ -95,7 +95,9 @@ public final class InMemoryStateStore: StateStore {
     /// Step 2: fetch the profile in that slot, if its hash is `h`.
     @inline(__always) func prefetchProfile(hash h: UInt64) {
         let slot = firstSlot(h)
-        if slot.pointee.hash == h, let p = slot.pointee.profile { beckon_prefetch(p.toOpaque()) }
+        if slot.pointee.hash == h, let p = slot.pointee.profile {
+            beckon_prefetch_range(p.toOpaque(), UserProfile.objectBytes, 4)
+        }
     }
 
     /// Step 3: fetch the state that profile keeps beside it (attributes, fire records, history).

@@ -16,7 +16,8 @@ public final class UserProfile {
     /// Events processed for this user (a key for action ids when an event has no messageId). Declared after
     /// `session`, whose last field it packs beside.
     public internal(set) var eventCount: UInt32 = 0
-    public internal(set) var history = HistoryLog()
+    /// Read and changed in place (it cannot be copied). Only the engine's thread touches it: no exclusivity checks.
+    @exclusivity(unchecked) public internal(set) var history = HistoryLog()
     /// Fire records of the rules with limits or re-prompts this user has triggered, sorted by rule index, in memory
     /// the profile owns (records are plain data: reading one counts no references and checks no exclusive access).
     @exclusivity(unchecked) private var recordBase: UnsafeMutablePointer<RuleRecord>? = nil
@@ -87,10 +88,14 @@ public final class UserProfile {
         public var id: UInt32 = 0
     }
 
+    /// Bytes from a profile object's start that hold all of it (header and stored properties; a test checks that
+    /// they do), for the prefetch hints.
+    static let objectBytes = 152
+
     /// Asks the CPU for the memory the engine reads for most events (see ``InMemoryStateStore``'s prefetching).
     @inline(__always) func prefetchState() {
-        beckon_prefetch(attributes.base)
-        if let r = recordBase { beckon_prefetch(r) }
+        beckon_prefetch_range(attributes.base, attributes.count * MemoryLayout<Value?>.stride, 4)
+        if let r = recordBase { beckon_prefetch_range(r, Int(recordCount) * MemoryLayout<RuleRecord>.stride, 2) }
         history.prefetch()
     }
 
@@ -165,6 +170,12 @@ public struct ValueSlots {
         // No slots (a rule set that reads no context): no allocation, a pointer never read.
         base = count == 0 ? ValueSlots.none : .allocate(capacity: count)
         base.initialize(repeating: nil, count: count)
+    }
+
+    /// Slots holding `values`.
+    init(copying values: ContiguousArray<Value?>) {
+        self.init(count: values.count)
+        for (i, v) in values.enumerated() where v != nil { base[i] = v }
     }
 
     private nonisolated(unsafe) static let none = UnsafeMutablePointer<Value?>.allocate(capacity: 1)

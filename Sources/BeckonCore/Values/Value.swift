@@ -156,8 +156,28 @@ extension Value {
                 if x.isSmall && y.isSmall { return false }
             }
         #endif
+        switch b.pointee {
+        case .double(let y): if case .double(let x)? = a.pointee { return x == y }
+        case .int(let y): if case .int(let x)? = a.pointee { return x == y }
+        case .bool(let y): if case .bool(let x)? = a.pointee { return x == y }
+        default: break
+        }
         guard let x = a.pointee else { return false }
         return equal(x, b.pointee)
+    }
+
+    /// ``order(_:_:)`` of a value and a constant read in place: two numbers of the same kind are compared where they
+    /// are (copying a `Value` to a call counts references when it holds a string or a list).
+    @inline(__always) static func order(_ a: UnsafePointer<Value?>, _ b: UnsafePointer<Value>) -> Numeric.Order? {
+        switch b.pointee {
+        case .double(let y):
+            if case .double(let x)? = a.pointee { return Numeric.cmp(x, y) }
+        case .int(let y):
+            if case .int(let x)? = a.pointee { return x < y ? .orderedAscending : (x == y ? .orderedSame : .orderedDescending) }
+        default: break
+        }
+        guard let x = a.pointee else { return nil }
+        return order(x, b.pointee)
     }
 
     /// CEL equality as a Swift `Bool` (errors are unequal to everything).

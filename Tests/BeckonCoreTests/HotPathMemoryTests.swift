@@ -1,0 +1,104 @@
+import Foundation
+import Testing
+
+@testable import BeckonCore
+
+#if os(Linux)
+    /// glibc's usable size of an allocation (at least what was asked for).
+    @_silgen_name("malloc_usable_size") func mallocUsableSize(_ p: UnsafeMutableRawPointer) -> Int
+#endif
+
+/// The history log's own memory: entries stay sorted through growth, late inserts and cuts, and lifetime facts and
+/// values are kept beside them.
+struct HistoryLogStorageTests {
+    @Test func entriesStaySortedThroughGrowthLateInsertsAndCuts() {
+        var log = HistoryLog()
+        var expected: [UInt64] = []
+        // Three series, interleaved, some late; far more entries than the first allocation holds.
+        for i in 0..<200 {
+            let series = Int32(i % 3)
+            let at = Int64(1_000 + (i % 7 == 0 ? i - 5 : i) * 10)
+            log.record(series: series, at: at, now: Int64(1_000 + i * 10), retentionMs: 1_000_000, keepsLifetime: false)
+            expected.append(HistoryLog.key(series, at))
+        }
+        #expect(log.entries == expected.sorted())
+        #expect(log.count(series: 1, from: 0, to: 10_000) == expected.filter { $0 >> 44 == 1 }.count)
+        // A short retention cuts only that series' old entries.
+        log.record(series: 2, at: 3_000, now: 3_000, retentionMs: 100, keepsLifetime: false)
+        #expect(log.count(series: 2, from: 0, to: 2_900) == 0)
+        #expect(
+            log.count(series: 2, from: 2_901, to: 3_000) == expected.filter {
+                $0 >> 44 == 2 && ($0 & HistoryLog.timeMask) > 2_900
+            }.count + 1)
+        #expect(log.count(series: 0, from: 0, to: 10_000) == expected.filter { $0 >> 44 == 0 }.count)
+        #expect(log.entries == log.entries.sorted())
+        #expect(log.byteCount >= log.entries.count * 8)
+    }
+
+    @Test func lifetimeAndValuesAreKept() {
+        var a = HistoryLog()
+        a.record(series: 1, at: 1_000, now: 1_000, retentionMs: 0, keepsLifetime: true)
+        a.record(series: 1, at: 2_000, now: 2_000, retentionMs: 0, keepsLifetime: true)
+        a.recordValue(series: 2, at: 1_000, value: 5, now: 1_000, retentionMs: 86_400_000)
+        a.recordValue(series: 2, at: 2_000, value: 7, now: 2_000, retentionMs: 86_400_000)
+        #expect(a.lifetimeStat(series: 1)?.count == 2)
+        #expect(a.lifetimeStat(series: 1)?.first == 1_000)
+        #expect(a.sum(series: 2, from: 0, to: 10_000) == 12)
+        #expect(a.entries.isEmpty)  // retention 0: no entries, only the lifetime stat
+        #expect(HistoryLog().lifetimeStat(series: 1) == nil)
+        #expect(HistoryLog().count(series: 1, from: 0, to: 10) == 0)
+        #expect(HistoryLog().latest(series: 1, atOrBefore: 10) == nil)
+    }
+}
+
+/// Numbers compared in place decide exactly what the general comparison decides, for every pair of kinds.
+struct InPlaceNumberTests {
+    static let values: [Value] = [
+        .int(-3), .int(0), .int(7), .int(.max), .double(-3), .double(0), .double(6.5), .double(7), .double(.nan),
+        .double(.infinity), .uint(7), .string("7"), .bool(true), .null,
+    ]
+
+    @Test func orderAndEqualityInPlaceAgreeWithTheGeneralOnes() {
+        for a in Self.values {
+            for b in Self.values {
+                let general = Value.order(a, b)
+                let inPlace = withUnsafePointer(to: Value?.some(a)) { pa in withUnsafePointer(to: b) { Value.order(pa, $0) } }
+                #expect(general == inPlace, "order(\(a), \(b))")
+                let eq = withUnsafePointer(to: Value?.some(a)) { pa in withUnsafePointer(to: b) { Value.equal(pa, $0) } }
+                #expect(eq == Value.equal(a, b), "equal(\(a), \(b))")
+            }
+            let missing = withUnsafePointer(to: Value?.none) { pa in withUnsafePointer(to: a) { Value.order(pa, $0) } }
+            #expect(missing == nil)
+        }
+    }
+}
+
+/// The prefetch hints cover the objects they are for (a hint past an object's end is harmless, one short of it
+/// leaves a line to be missed). An allocation's usable size is at least the object's size.
+struct PrefetchCoverageTests {
+    #if os(Linux)
+        @Test func hintedLinesHoldTheWholeObject() {
+            let p = UserProfile(userID: "u", attributeCount: 3, contextCount: 0)
+            let e = BoundEvent(
+                kind: .track, nameID: 0, name: "E", userID: "u", timestamp: 0, messageID: nil, properties: [nil],
+                context: [])
+            // The usable size is at least what the object asked for.
+            #expect(mallocUsableSize(Unmanaged.passUnretained(p).toOpaque()) <= UserProfile.objectBytes)
+            #expect(mallocUsableSize(Unmanaged.passUnretained(e).toOpaque()) <= BoundEvent.objectBytes)
+        }
+    #endif
+}
+
+/// An event owns its property and context slots: what goes in comes out, by slot.
+struct EventSlotsTests {
+    @Test func slotsHoldWhatTheEventWasMadeWith() {
+        let e = BoundEvent(
+            kind: .track, nameID: 0, name: "E", userID: "u", timestamp: 0, messageID: nil,
+            properties: [.string("a long string that is not small"), nil, .double(2.5)], context: [.int(1)])
+        #expect(e.properties.count == 3)
+        #expect(e.property(0)?.stringValue == "a long string that is not small")
+        #expect(e.property(1) == nil)
+        if case .double(2.5)? = e.property(2) {} else { Issue.record("slot 2: \(String(describing: e.property(2)))") }
+        if case .int(1)? = e.context[0] {} else { Issue.record("context 0") }
+    }
+}
