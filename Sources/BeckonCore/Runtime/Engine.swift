@@ -4,7 +4,8 @@ import HeapModule
 /// Runs a ``CompiledRuleSet`` over events, one user's state at a time, and returns the actions that fire.
 ///
 /// The engine reads time only from events. It is not thread-safe: use one engine per thread or actor, and give
-/// each engine its own users (shard by user id) or its own ``StateStore``.
+/// each engine its own users (shard by user id) or its own ``StateStore``. Its hot state, its scope's and the profiles'
+/// skip Swift's run-time exclusivity checks (`@exclusivity(unchecked)`): one thread, one access at a time.
 ///
 /// ```swift
 /// let engine = Engine(ruleSet: ruleSet)
@@ -78,7 +79,7 @@ public final class Engine {
     }
 
     /// The totals of ``Stats`` (its per-rule arrays stay empty here).
-    var totals = Stats()
+    @exclusivity(unchecked) var totals = Stats()
     /// Per rule, a row of ``RuleCounter/width`` counts: one flat buffer the engine owns, so counting a verdict is an
     /// add to memory (no copy-on-write check, no exclusivity check of a class property).
     let counts: UnsafeMutablePointer<Int>
@@ -93,12 +94,12 @@ public final class Engine {
 
     public let ruleSet: CompiledRuleSet
     public let store: any StateStore
-    public var options: Options
+    @exclusivity(unchecked) public var options: Options
     let scope = EvalScope()
     /// Stream time: the latest event time seen. Delayed actions fire when it passes their due time.
-    public internal(set) var clock: Int64 = Int64.min
+    @exclusivity(unchecked) public internal(set) var clock: Int64 = Int64.min
     /// Due times of pending delayed actions, soonest first (entries of cancelled actions are skipped when popped).
-    var timers = Heap<TimerRef>()
+    @exclusivity(unchecked) var timers = Heap<TimerRef>()
     var nextTimerID: UInt64 = 1
     /// With `explain`: the conditions of rules evaluated in this round, until their verdict is noted.
     var clauseBuffer: [Int32: [ClauseTrace]] = [:]

@@ -9,16 +9,17 @@ public final class EvalScope {
     public var trace: ExprTrace?
 
     // Runtime state, set by the engine before evaluating. Unowned: the engine sets them for the length of a call that
-    // holds both, and clears them before it returns (setting them counts no references).
-    unowned(unsafe) var event: BoundEvent?
-    unowned(unsafe) var profile: UserProfile?
+    // holds both, and clears them before it returns (setting them counts no references). Only the engine's thread
+    // touches them, one access at a time: no exclusivity checks.
+    @exclusivity(unchecked) unowned(unsafe) var event: BoundEvent?
+    @exclusivity(unchecked) unowned(unsafe) var profile: UserProfile?
     /// Evaluation time in ms (the user's clock).
-    var now: Int64 = 0
-    var change: AttributeChange?
+    @exclusivity(unchecked) var now: Int64 = 0
+    @exclusivity(unchecked) var change: AttributeChange?
     /// Per-event memo of segment and audience values: valid when `memoEpoch[i] == epoch`.
-    var memo: [Value] = []
-    var memoEpoch: [UInt32] = []
-    var epoch: UInt32 = 1
+    @exclusivity(unchecked) var memo: [Value] = []
+    @exclusivity(unchecked) var memoEpoch: [UInt32] = []
+    @exclusivity(unchecked) var epoch: UInt32 = 1
     var ruleSet: CompiledRuleSet?
 
     public init() {}

@@ -45,7 +45,7 @@ public struct HistoryLog: ~Copyable {
 
     /// Asks the CPU for the entries' memory.
     @inline(__always) func prefetch() {
-        if let base { beckon_prefetch_range(base, Int(size) * 8, 4) }
+        if let base { beckon_prefetch_range(base, Int(size) * 8, 8) }
     }
 
     @inline(__always) static func key(_ series: Int32, _ ms: Int64) -> UInt64 {

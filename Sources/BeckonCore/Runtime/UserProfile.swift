@@ -11,11 +11,11 @@ public final class UserProfile {
     /// Last value seen of each context field the rules read (server-side events often lack context).
     public let context: ValueSlots
     /// The latest time processed for this user; never moves back.
-    public internal(set) var clock: Int64 = Int64.min
-    public internal(set) var session = Session()
+    @exclusivity(unchecked) public internal(set) var clock: Int64 = Int64.min
+    @exclusivity(unchecked) public internal(set) var session = Session()
     /// Events processed for this user (a key for action ids when an event has no messageId). Declared after
     /// `session`, whose last field it packs beside.
-    public internal(set) var eventCount: UInt32 = 0
+    @exclusivity(unchecked) public internal(set) var eventCount: UInt32 = 0
     /// Read and changed in place (it cannot be copied). Only the engine's thread touches it: no exclusivity checks.
     @exclusivity(unchecked) public internal(set) var history = HistoryLog()
     /// Fire records of the rules with limits or re-prompts this user has triggered, sorted by rule index, in memory
@@ -24,7 +24,7 @@ public final class UserProfile {
     @exclusivity(unchecked) private var recordCount: Int32 = 0
     @exclusivity(unchecked) private var recordCapacity: Int32 = 0
     /// Recent messageIds (hashed) with their times, to drop duplicates.
-    var recentMessageIDs: ContiguousArray<(hash: UInt64, time: Int64)> = []
+    @exclusivity(unchecked) var recentMessageIDs: ContiguousArray<(hash: UInt64, time: Int64)> = []
     /// What most users never need (an inbox, timers, partial sequences, the global cap's record, attributes no rule
     /// reads), allocated on first use: a profile stays small for the users who need none of it.
     private var extras: Extras?
