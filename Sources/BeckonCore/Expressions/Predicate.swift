@@ -152,7 +152,7 @@ final class Predicate: Sendable {
         if case .int(let c) = t.pointee.constant {
             switch t.pointee.test {
             case .order(let accepts):
-                return accepts.accepts(n < c ? .orderedAscending : (n == c ? .orderedSame : .orderedDescending))
+                return accepts.accepts(Numeric.cmp(n, c))
             case .equal: return n == c
             case .notEqual: return n != c
             default: break

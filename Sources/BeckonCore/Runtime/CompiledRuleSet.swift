@@ -138,8 +138,6 @@ public final class CompiledRuleSet: Sendable {
     }
 }
 
-/// Per event id, the rules it triggers and the series it records, with flags for the rarer work it asks for — in two
-/// flat buffers the rule set owns, so that the engine reads an event's plan without counting references.
 /// Each rule, and whether a ``SimpleGate`` decides it (it has a gate, in a plain unit), in flat memory the rule set
 /// owns: the engine reads a rule without counting a reference to it or to the rules array. The rule set's `rules`
 /// keep the rules alive.
@@ -160,9 +158,14 @@ struct RuleTable: @unchecked Sendable {
 
     @inline(__always) subscript(_ i: Int32) -> Entry { base[Int(i)] }
 
+    /// Rule `i`, with no reference counted (the caller holds it `unowned(unsafe)` or passes it on).
+    @inline(__always) func rule(_ i: Int32) -> CompiledRule { base[Int(i)].rule.takeUnretainedValue() }
+
     func free() { base.deallocate() }
 }
 
+/// Per event id, the rules it triggers and the series it records, with flags for the rarer work it asks for — in two
+/// flat buffers the rule set owns, so that the engine reads an event's plan without counting references.
 struct EventPlans: @unchecked Sendable {
     struct Plan {
         /// Where the event's rules and its series are in ``items``.

@@ -393,7 +393,7 @@ public final class Engine {
             var m = 0
             for k in 0..<n {
                 let q = buf[k]
-                unowned(unsafe) let rule = rules[q.rule].rule.takeUnretainedValue()
+                unowned(unsafe) let rule = rules.rule(q.rule)
                 if q.change >= 0 { scope.change = changes[Int(q.change)] }
                 // An `at` time that is now already is not a delay.
                 if rule.isDelayed, case let due = dueTime(rule, profile: profile, now: now), due > now {
@@ -412,7 +412,7 @@ public final class Engine {
             }
             for k in 0..<m {
                 let q = buf[k]
-                unowned(unsafe) let rule = rules[q.rule].rule.takeUnretainedValue()
+                unowned(unsafe) let rule = rules.rule(q.rule)
                 if q.change >= 0 { scope.change = changes[Int(q.change)] }
                 deliver(
                     rule, profile: profile, now: now, triggerKey: triggerKey, trigger: triggerName ?? rule.triggerDescription,
@@ -688,11 +688,11 @@ public final class Engine {
         }
         var kept = 0
         for i in 0..<q.count {
-            unowned(unsafe) let rule = rules[q[i].rule].rule.takeUnretainedValue()
+            unowned(unsafe) let rule = rules.rule(q[i].rule)
             var winner: CompiledRule?
             if rule.surfaceID >= 0 {
                 for j in 0..<q.count where j != i {
-                    unowned(unsafe) let other = rules[q[j].rule].rule.takeUnretainedValue()
+                    unowned(unsafe) let other = rules.rule(q[j].rule)
                     if other.surfaceID == rule.surfaceID, wins(other, over: winner ?? rule) { winner = other }
                 }
             }
@@ -710,7 +710,7 @@ public final class Engine {
         for i in 1..<max(1, kept) {
             let x = q[i]
             var j = i
-            while j > 0, wins(rules[x.rule].rule.takeUnretainedValue(), over: rules[q[j - 1].rule].rule.takeUnretainedValue()) {
+            while j > 0, wins(rules.rule(x.rule), over: rules.rule(q[j - 1].rule)) {
                 q[j] = q[j - 1]
                 j -= 1
             }

@@ -96,11 +96,7 @@ public struct HistoryLog: ~Copyable {
         if retentionMs > 0 {
             let k = HistoryLog.key(series, ms)
             // Common case: the newest entry of the newest series goes at the end.
-            if size == 0 || base![Int(size) - 1] <= k {
-                insert(k, at: Int(size))
-            } else {
-                insert(k, at: lowerBound(k &+ 1))
-            }
+            insert(k, at: size == 0 || base![Int(size) - 1] <= k ? Int(size) : lowerBound(k &+ 1))
             let cutoff = now - retentionMs
             if cutoff > 0 {
                 remove(lowerBound(HistoryLog.key(series, 0)), lowerBound(HistoryLog.key(series, cutoff + 1)))

@@ -173,7 +173,7 @@ extension Value {
         case .double(let y):
             if case .double(let x)? = a.pointee { return Numeric.cmp(x, y) }
         case .int(let y):
-            if case .int(let x)? = a.pointee { return x < y ? .orderedAscending : (x == y ? .orderedSame : .orderedDescending) }
+            if case .int(let x)? = a.pointee { return Numeric.cmp(x, y) }
         default: break
         }
         guard let x = a.pointee else { return nil }
@@ -216,14 +216,13 @@ enum Numeric {
 
     static func compare(_ a: Value, _ b: Value) -> Order {
         switch (a, b) {
-        case (.int(let x), .int(let y)): return x < y ? .orderedAscending : (x == y ? .orderedSame : .orderedDescending)
-        case (.uint(let x), .uint(let y)):
-            return x < y ? .orderedAscending : (x == y ? .orderedSame : .orderedDescending)
+        case (.int(let x), .int(let y)): return cmp(x, y)
+        case (.uint(let x), .uint(let y)): return cmp(x, y)
         case (.double(let x), .double(let y)): return cmp(x, y)
         case (.int(let x), .uint(let y)):
             if x < 0 { return .orderedAscending }
             let ux = UInt64(x)
-            return ux < y ? .orderedAscending : (ux == y ? .orderedSame : .orderedDescending)
+            return cmp(ux, y)
         case (.uint, .int): return flip(compare(b, a))
         case (.int(let x), .double(let y)): return cmpIntDouble(x, y)
         case (.double, .int): return flip(compare(b, a))
@@ -239,6 +238,10 @@ enum Numeric {
         case .orderedDescending: .orderedAscending
         default: o
         }
+    }
+
+    @inline(__always) static func cmp<T: BinaryInteger>(_ x: T, _ y: T) -> Order {
+        x < y ? .orderedAscending : (x == y ? .orderedSame : .orderedDescending)
     }
 
     static func cmp(_ x: Double, _ y: Double) -> Order {
