@@ -609,6 +609,56 @@ struct JSONWriterTests {
         #expect(JSONWriter.encode(.string("a\"b\\c\nd\te\u{1}")) == #""a\"b\\c\nd\te\u0001""#)
         #expect(JSONWriter.encode(.map(ValueMap([("k\"", .string("v"))]))) == #"{"k\"":"v"}"#)
     }
+
+    @Test func nestedContainersGetTheirCommas() {
+        let v: Value = .map(
+            ValueMap([
+                ("a", .list([.int(1), .map(ValueMap([("b", .list([])), ("c", .map(ValueMap()))])), .null])),
+                ("d", .list([.list([.bool(true)]), .list([])])), ("e", .string("x")),
+            ]))
+        #expect(JSONWriter.encode(v) == #"{"a":[1,{"b":[],"c":{}},null],"d":[[true],[]],"e":"x"}"#)
+        #expect(JSONWriter.encode(.list([.map(ValueMap()), .map(ValueMap([("k", .int(2))]))])) == #"[{},{"k":2}]"#)
+    }
+
+    /// An action line copies the JSON made once per rule (its unit and rule, and an action with constant fields):
+    /// it must be what writing every member one by one gives, for every kind of action and values that need escapes.
+    @Test func actionLinesFromPrecomputedJSONEqualTheMemberByMemberOnes() throws {
+        let rs = try load(
+            #"""
+            version: 1
+            campaign: greet
+            rules:
+              - id: every_kind
+                on: Opened
+                do:
+                  - message:
+                      surface: launch
+                      title: "Tab \t and \"quotes\""
+                      buttons: [{ label: Go, deep_link: "app://x?a=1&b=2" }, { label: Not now, action: dismiss }]
+                  - screen: { id: welcome, params: { back: false, step: 2 } }
+                  - deep_link: "app://settings"
+                  - prompt: att
+                  - emit: { event: Converted, payload: { value: 9.5, currency: EUR } }
+                  - deep_link: "app://hello/${user.name}"
+            """#)
+        let out = fired(rs, [track("Opened", at: "2026-01-05T09:00:00Z", id: "m-1")])
+        #expect(out.map(\.kind) == ["message", "screen", "deep_link", "prompt", "emit", "deep_link"])
+        for a in out {
+            var general = a
+            general.fields = a.fields  // its own fields: written member by member
+            #expect(a.json == general.json)
+            guard case .map(let m) = try JSONValue.parse(a.json) else {
+                Issue.record("not an object: \(a.json)")
+                continue
+            }
+            #expect(
+                m.entries.prefix(7).map { $0.key.stringValue ?? "" }
+                    == ["id", "time", "userId", "campaign", "rule", "trigger", "action"])
+            #expect(m[string: "campaign"]?.stringValue == "greet")
+            #expect(m[string: "rule"]?.stringValue == "every_kind")
+            #expect(m[string: "id"]?.stringValue == a.id)
+        }
+    }
 }
 
 /// The in-memory store and the outcome a caller reuses across events.

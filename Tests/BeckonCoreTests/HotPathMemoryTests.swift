@@ -102,3 +102,50 @@ struct EventSlotsTests {
         if case .int(1)? = e.context[0] {} else { Issue.record("context 0") }
     }
 }
+
+/// The byte hash behind the key tables, the store and de-duplication, and the key tables' look-up by bytes.
+struct ByteHashAndKeyTableTests {
+    /// Every length from 0 to 40 (short loads, one word, an overlapping last word, several words) and keys that differ
+    /// only in their first, middle or last byte or in length.
+    static let keys: [String] = {
+        var keys: [String] = []
+        for n in 0...40 {
+            let base = (0..<n).map { Character(UnicodeScalar(UInt8(97 + ($0 * 7) % 26))) }
+            keys.append(String(base))
+            for at in Set([0, n / 2, n - 1]) where n > 0 {
+                var k = base
+                k[at] = "Z"
+                keys.append(String(k))
+            }
+        }
+        return Array(Set(keys))
+    }()
+
+    @Test func keysFindThemselvesAndNothingElse() {
+        let table = KeyTable(Dictionary(uniqueKeysWithValues: Self.keys.enumerated().map { ($0.element, $0.offset) }))
+        func lookup(_ s: String) -> Int? { Array(s.utf8).withUnsafeBufferPointer { table.lookup($0) } }
+        let index = Dictionary(uniqueKeysWithValues: Self.keys.enumerated().map { ($0.element, $0.offset) })
+        for (i, k) in Self.keys.enumerated() {
+            #expect(lookup(k) == i, "\(k)")
+            for near in [k + "q", "Q" + k, String(k.dropLast())] { #expect(lookup(near) == index[near], "\(near)") }
+        }
+        #expect(lookup("not a key at all") == nil)
+    }
+
+    @Test func hashesOfSimilarIdsDoNotCollide() {
+        // Ids like real ones: a prefix and a counter, at every length the loads distinguish.
+        var seen = Set<UInt64>()
+        var low = Set<UInt64>()
+        let ids = (0..<100_000).map { "u\(String(format: "%06d", $0))" } + (0..<100_000).map { "user-\($0)@example.com" }
+        for id in ids {
+            let h = ByteHash.hash(id, seed: 42)
+            seen.insert(h)
+            low.insert(h & 0xF_FFFF)
+        }
+        #expect(seen.count == ids.count)
+        // 200,000 ids into 2^20 buckets by the low bits (what tables use): about 90% distinct if spread evenly.
+        #expect(Double(low.count) > 0.85 * Double(ids.count))
+        #expect(Self.keys.count == Set(Self.keys.map { ByteHash.hash($0) }).count)
+        #expect(ByteHash.hash("abc", seed: 1) != ByteHash.hash("abc", seed: 2))
+    }
+}

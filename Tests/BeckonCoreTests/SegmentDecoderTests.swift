@@ -65,8 +65,20 @@ struct SegmentDecoderTests {
         #expect(e.timestamp == t("2026-01-05T09:00:00Z"))
     }
 
+    /// `type` is read in place when it is plain, and through the general string reader when it has escapes.
+    @Test func typeIsReadWithOrWithoutEscapes() throws {
+        let d = SegmentDecoder(ruleSet: rs)
+        for (type, kind) in [("track", Event.Kind.track), (#"tr\u0061ck"#, .track), ("page", .page), (#"p\u0061ge"#, .page)] {
+            let e = try d.decode(
+                #"{"type":""# + type + #"","event":"E","name":"N","userId":"u","timestamp":"2026-01-05T09:00:00Z"}"#)
+            #expect(e.kind == kind)
+        }
+    }
+
     @Test(arguments: [
         (#"{"type":"track","userId":"u","timestamp":"2026-01-05T09:00:00Z"}"#, "a track event needs a non-empty 'event' name"),
+        (#"{"type":"trac","event":"E","userId":"u","timestamp":"2026-01-05T09:00:00Z"}"#, "unknown 'type' 'trac'"),
+        (#"{"type":"tr\u0061cks","event":"E","userId":"u","timestamp":"2026-01-05T09:00:00Z"}"#, "unknown 'type' 'tracks'"),
         (#"{"type":"track","event":"E","timestamp":"2026-01-05T09:00:00Z"}"#, "missing 'userId'"),
         (#"{"type":"track","event":"E","userId":"u"}"#, "missing 'timestamp'"),
         (#"{"type":"track","event":"E","userId":"u","timestamp":"5 Jan"}"#, "not an ISO-8601 time"),

@@ -41,6 +41,7 @@ public enum BenchRunner {
         var compileMs = 0.0
         var inProcess = 0.0
         var endToEnd = 0.0
+        var decode = 0.0
         var peakRSSKB = 0
         var stateBytesPerUser = 0.0
         var allocationsPerEvent = 0.0
@@ -106,7 +107,7 @@ public enum BenchRunner {
             var batch: [BoundEvent] = []
             batch.reserveCapacity(Self.batchSize)
             func flush() {
-                batch.withUnsafeBufferPointer { engine.process($0, into: &outcome) { for a in $0.actions { sink.write(a) } } }
+                batch.withUnsafeBufferPointer { engine.process($0, into: &outcome) { sink.write($0.actions) } }
                 batch.removeAll(keepingCapacity: true)
             }
             reader.forEachLine { line in
@@ -132,7 +133,8 @@ public enum BenchRunner {
         }
 
         // In process: events decoded beforehand.
-        var (users, events) = try decode(segment, users: r.users, rules: rules)
+        var (users, events, decodeRate) = try decode(segment, users: r.users, rules: rules)
+        r.decode = decodeRate
         let first = inProcess(rules, users: users, events: events, repeats: o.repeats)
         r.inProcess = first.best
         r.allocationsPerEvent = Double(first.allocations) / Double(max(1, r.events))
@@ -144,7 +146,7 @@ public enum BenchRunner {
         // Many rules spread over event names the stream does not send.
         if o.scaleRules > r.rules {
             let (many, _) = try load(try workload.rulesYAML(extra: o.scaleRules - r.rules))
-            let (u, e) = try decode(segment, users: r.users, rules: many)
+            let (u, e, _) = try decode(segment, users: r.users, rules: many)
             r.scaleRules = many.rules.count
             r.scaleInProcess = inProcess(many, users: u, events: e, repeats: o.repeats).best
         }
@@ -225,14 +227,20 @@ public enum BenchRunner {
         return (path, diff.isEmpty, diff)
     }
 
-    static func decode(_ path: String, users: Int, rules: CompiledRuleSet) throws -> ([BoundEvent], [BoundEvent]) {
+    /// Decodes the users' and the events' lines; with the events decoded per second (the event lines alone: JSON to
+    /// `BoundEvent`, the share of end to end that is decoding).
+    static func decode(
+        _ path: String, users: Int, rules: CompiledRuleSet
+    ) throws -> (users: [BoundEvent], events: [BoundEvent], perSecond: Double) {
         let decoder = SegmentDecoder(ruleSet: rules)
         guard let reader = LineReader(path: path) else { throw BenchWorkload.Problem(description: "cannot read \(path)") }
         var u: [BoundEvent] = []
         var e: [BoundEvent] = []
         u.reserveCapacity(users)
         var failure: String?
+        var t0 = now()
         reader.forEachLine { line in
+            if reader.lineNumber == users + 1 { t0 = now() }
             do throws(DecodeError) {
                 let x = try decoder.decode(line)
                 if reader.lineNumber <= users { u.append(x) } else { e.append(x) }
@@ -242,8 +250,9 @@ public enum BenchRunner {
             }
             return true
         }
+        let dt = now() - t0
         if let failure { throw BenchWorkload.Problem(description: failure) }
-        return (u, e)
+        return (u, e, Double(e.count) / dt)
     }
 
     static func peakRSS() -> Int { beckon_peak_rss_kb() }
@@ -262,6 +271,7 @@ public enum BenchRunner {
             "workload: \(r.users) users, \(r.events) events, \(r.rules) rules (one thread; \(ProcessInfo.processInfo.activeProcessorCount) cores)\n"
         out += "in process:   \(rate(r.inProcess)) events/s (events decoded beforehand; best of runs)\n"
         out += "end to end:   \(rate(r.endToEnd)) events/s (JSON lines → decode → evaluate → actions as JSON)\n"
+        out += "decoding:     \(rate(r.decode)) events/s (the event lines alone, JSON → events; part of end to end)\n"
         out += "peak RSS:     \(r.peakRSSKB / 1024) MB after the end-to-end run\n"
         out += String(
             format: "state:        %.0f bytes per user (heap in use after − before, %d users)\n", r.stateBytesPerUser, r.users)
@@ -292,6 +302,7 @@ public enum BenchRunner {
             ("users", .int(Int64(r.users))), ("events", .int(Int64(r.events))), ("rules", .int(Int64(r.rules))),
             ("cores", .int(Int64(ProcessInfo.processInfo.activeProcessorCount))),
             ("events_per_s_in_process", .int(Int64(r.inProcess))), ("events_per_s_end_to_end", .int(Int64(r.endToEnd))),
+            ("events_per_s_decode", .int(Int64(r.decode))),
             ("peak_rss_kb", .int(Int64(r.peakRSSKB))), ("state_bytes_per_user", d(r.stateBytesPerUser)),
             ("allocations_per_event", d(r.allocationsPerEvent)), ("compile_ms", d(r.compileMs)),
             ("scale_rules", .int(Int64(r.scaleRules))), ("events_per_s_in_process_scaled", .int(Int64(r.scaleInProcess))),
@@ -308,14 +319,17 @@ public enum BenchRunner {
 
 /// Writes actions as JSON lines to /dev/null in large blocks: the cost of producing actions, not of a disk.
 final class NullSink {
-    private var w = JSONWriter()
+    // One thread writes: no run-time exclusivity check per action.
+    @exclusivity(unchecked) private var w = JSONWriter()
     private let fd = open("/dev/null", O_WRONLY)
 
     deinit { close(fd) }
 
-    func write(_ a: FiredAction) {
-        a.write(to: &w)
-        w.newline()
+    func write(_ actions: [FiredAction]) {
+        for i in actions.indices {
+            actions[i].write(to: &w)
+            w.newline()
+        }
         if w.bytes.count >= 1 << 16 { flush() }
     }
 

@@ -1,5 +1,9 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Object keys to small integers, looked up by a key's raw UTF-8 bytes, so a decoder matches keys without making a
-/// `String` of each: open addressing over FNV-1a, at most half full. The keys' bytes live in one pool; a slot holds
+/// `String` of each: open addressing over ``ByteHash``, at most half full. The keys' bytes live in one pool; a slot holds
 /// the value, and the key's offset and length in the pool, so a probe compares a length before any byte.
 struct KeyTable: Sendable {
     private struct Slot: Sendable {
@@ -22,7 +26,7 @@ struct KeyTable: Sendable {
         mask = size - 1
         for (key, value) in table {
             let bytes = Array(key.utf8)
-            var i = bytes.withUnsafeBufferPointer { Int(truncatingIfNeeded: FNV1a.hash($0)) } & mask
+            var i = bytes.withUnsafeBufferPointer { Int(truncatingIfNeeded: ByteHash.hash($0)) } & mask
             while slots[i].value >= 0 { i = (i + 1) & mask }
             slots[i] = Slot(value: Int32(value), length: Int32(bytes.count), offset: pool.count)
             pool += bytes
@@ -34,13 +38,12 @@ struct KeyTable: Sendable {
     func lookup(_ key: UnsafeBufferPointer<UInt8>) -> Int? {
         slots.withUnsafeBufferPointer { slots in
             pool.withUnsafeBufferPointer { pool in
-                var i = Int(truncatingIfNeeded: FNV1a.hash(key)) & mask
+                var i = Int(truncatingIfNeeded: ByteHash.hash(key)) & mask
                 while slots[i].value >= 0 {
-                    if Int(slots[i].length) == key.count {
-                        let start = slots[i].offset
-                        var k = 0
-                        while k < key.count && pool[start + k] == key[k] { k += 1 }
-                        if k == key.count { return Int(slots[i].value) }
+                    if Int(slots[i].length) == key.count,
+                        key.isEmpty || memcmp(pool.baseAddress! + slots[i].offset, key.baseAddress!, key.count) == 0
+                    {
+                        return Int(slots[i].value)
                     }
                     i = (i + 1) & mask
                 }

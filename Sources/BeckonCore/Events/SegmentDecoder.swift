@@ -66,6 +66,7 @@ public struct SegmentDecoder {
         guard p.peek() == UInt8(ascii: "{") else { throw p.error("expected a JSON object ('{')") }
         p.i += 1
 
+        var kind: Event.Kind?
         var kindText: String?
         var name: String?
         var userID: String?
@@ -90,7 +91,15 @@ public struct SegmentDecoder {
         try p.members(in: Key.table) { (p, code) throws(DecodeError) in
             guard let code, let key = Key(rawValue: code) else { return try p.skipValue(depth: 0) }
             switch key {
-            case .type: kindText = try p.string(for: "type")
+            case .type:
+                // The common case read in place: an unescaped `track` or `identify` makes no string.
+                let start = p.i
+                if let raw = p.plainStringBytes(), let k = Event.Kind(raw) {
+                    kind = k
+                    return
+                }
+                p.i = start
+                kindText = try p.string(for: "type")
             case .event: name = try p.string(for: "event")
             case .name:
                 if p.peek() == UInt8(ascii: "n") { try p.skipValue(depth: 0) } else { name = try p.string(for: "name") }
@@ -147,18 +156,14 @@ public struct SegmentDecoder {
         guard p.atEnd else { throw p.error("unexpected text after the JSON object") }
         _ = sawProperties
 
-        guard let kindText else {
-            throw DecodeError("missing 'type' (track, identify, screen or page)")
+        if kind == nil, let kindText {
+            kind = Event.Kind(kindText.utf8)
+            guard kind != nil else {
+                throw DecodeError("unknown 'type' '\(kindText)'; expected track, identify, screen, page, group or alias")
+            }
         }
-        let kind: Event.Kind
-        switch kindText {
-        case "track": kind = .track
-        case "identify": kind = .identify
-        case "screen": kind = .screen
-        case "page": kind = .page
-        case "group": kind = .group
-        case "alias": kind = .alias
-        default: throw DecodeError("unknown 'type' '\(kindText)'; expected track, identify, screen, page, group or alias")
+        guard let kind else {
+            throw DecodeError("missing 'type' (track, identify, screen or page)")
         }
         if kind == .track {
             guard let n = name, !n.isEmpty else { throw DecodeError("a track event needs a non-empty 'event' name") }

@@ -13,8 +13,8 @@ public struct FiredAction: Sendable {
     func withID<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
         FiredAction.withID(rule: origin.qualifiedRule, action: actionIndex, user: userID, trigger: triggerKey, body)
     }
-    /// The rule's names (one object per rule, shared by all its actions), the action's place in the rule's `do` (-1
-    /// for `held_back`), and the trigger's key: what `id` hashes.
+    /// The rule's names and compiled actions (one object per rule, shared by all its fires), the action's place in
+    /// the rule's `do` (-1 for `held_back`), and the trigger's key: what `id` hashes.
     let origin: ActionOrigin
     let actionIndex: Int
     let triggerKey: TriggerKey
@@ -28,11 +28,45 @@ public struct FiredAction: Sendable {
     /// What triggered it: the event name, `screen:NAME`, or `change:ATTRIBUTE`.
     public var trigger: String
     /// `message`, `screen`, `deep_link`, `notify`, `mark_read`, `prompt`, `emit`, `set`, `unset`.
-    public var kind: String
+    public var kind: String {
+        get { ownKind ?? origin.kinds[actionIndex] }
+        set { ownKind = newValue }
+    }
     /// The kind's own fields, in output order.
-    public var fields: [(key: String, value: Value)]
+    public var fields: [(key: String, value: Value)] {
+        get { ownFields ?? origin.constantFields[actionIndex] ?? [] }
+        set { ownFields = newValue }
+    }
     /// Fields that could not be computed (they are `null`), with why.
-    public var warnings: [String] = []
+    public var warnings: [String] {
+        get { ownWarnings ?? [] }
+        set { ownWarnings = newValue }
+    }
+    // The kind, fields and warnings when they are not the compiled action's: most fires share the rule's, and so a
+    // fire copies (and counts references to) three fewer things.
+    private var ownKind: String?
+    private var ownFields: [(key: String, value: Value)]?
+    private var ownWarnings: [String]?
+
+    /// A fire of action `actionIndex` of the rule `origin` names, with its compiled kind and fields until they are set.
+    init(origin: ActionOrigin, actionIndex: Int, triggerKey: TriggerKey, time: Int64, userID: String, trigger: String) {
+        self.origin = origin
+        self.actionIndex = actionIndex
+        self.triggerKey = triggerKey
+        self.time = time
+        self.userID = userID
+        self.trigger = trigger
+    }
+
+    /// A fire whose kind and fields are its own (`held_back`).
+    init(
+        origin: ActionOrigin, actionIndex: Int, triggerKey: TriggerKey, time: Int64, userID: String, trigger: String,
+        kind: String, fields: [(key: String, value: Value)]
+    ) {
+        self.init(origin: origin, actionIndex: actionIndex, triggerKey: triggerKey, time: time, userID: userID, trigger: trigger)
+        ownKind = kind
+        ownFields = fields
+    }
 
     public subscript(field: String) -> Value? { fields.first { $0.key == field }?.value }
 
@@ -43,25 +77,27 @@ public struct FiredAction: Sendable {
         return w.output
     }
 
-    /// Writes ``json`` to `w` (a writer kept across actions allocates nothing per action).
+    /// Writes ``json`` to `w` (a writer kept across actions allocates nothing per action). The members every fire of
+    /// the rule shares, and those of an action whose fields are constants, are copied as JSON made once per rule.
     public func write(to w: inout JSONWriter) {
         w.beginObject()
-        w.key("id")
+        w.key(static: "id")
         withID { w.plainString($0) }
-        w.key("time")
+        w.key(static: "time")
         Timestamp(milliseconds: time).withRFC3339 { w.plainString($0) }
-        w.key("userId"); w.string(userID)
-        w.key(unitKind.rawValue); w.string(unit)
-        w.key("rule"); w.string(rule)
-        w.key("trigger"); w.string(trigger)
-        w.key("action"); w.string(kind)
-        for (k, v) in fields {
-            w.key(k)
-            w.value(v)
+        w.key(static: "userId")
+        w.string(userID)
+        origin.headJSON.withUnsafeBytes { w.members($0) }
+        w.key(static: "trigger")
+        w.string(trigger)
+        if ownKind == nil, ownFields == nil, let json = origin.constantJSON[actionIndex] {
+            json.withUnsafeBytes { w.members($0) }
+        } else {
+            ActionOrigin.writeKindAndFields(kind, fields, to: &w)
         }
-        if !warnings.isEmpty {
-            w.key("warnings")
-            w.value(.list(warnings.map { .string($0) }))
+        if let ownWarnings, !ownWarnings.isEmpty {
+            w.key(static: "warnings")
+            w.value(.list(ownWarnings.map { .string($0) }))
         }
         w.endObject()
     }
@@ -110,25 +146,68 @@ public struct FiredAction: Sendable {
             return SHA256.hash(data: UnsafeRawBufferPointer(UnsafeMutableBufferPointer(rebasing: buf[..<at])))
         }
         return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 32) { hex in
-            digest.withUnsafeBytes { Hex.write(UnsafeRawBufferPointer(rebasing: $0[..<16]), into: hex) }
+            _ = digest.withUnsafeBytes { Hex.write(UnsafeRawBufferPointer(rebasing: $0[..<16]), into: hex) }
             return body(UnsafeRawBufferPointer(hex))
         }
     }
 }
 
-/// Where an action comes from: the names every action of one rule shares.
+/// Where an action comes from: the names and compiled actions every fire of one rule shares, and the JSON of them
+/// that every action line repeats.
 final class ActionOrigin: Sendable {
     let unit: String
     let unitKind: UnitKind
     let rule: String
     /// `unit/rule`.
     let qualifiedRule: String
+    /// Per action of the rule's `do`: its kind, and its fields when they are all constants (computed once).
+    let kinds: [String]
+    let constantFields: [[(key: String, value: Value)]?]
+    /// `"<unit kind>":"<unit>","rule":"<rule>"`: the members of every action line of the rule after `userId`.
+    let headJSON: [UInt8]
+    /// Per action whose fields are constants: `"action":"<kind>"` and its fields, as members.
+    let constantJSON: [[UInt8]?]
+    /// Bit `i` set: action `i` (of the first 64) has constant fields, so firing it computes nothing (a flag read
+    /// without copying `constantFields`).
+    let constantMask: UInt64
 
-    init(unit: String, unitKind: UnitKind, rule: String) {
+    init(unit: String, unitKind: UnitKind, rule: String, actions: [ActionTemplate]) {
         self.unit = unit
         self.unitKind = unitKind
         self.rule = rule
         qualifiedRule = unit + "/" + rule
+        kinds = actions.map(\.kind)
+        constantFields = actions.map(\.constantFields)
+        constantMask = constantFields.prefix(64).enumerated().reduce(0) { $0 | ($1.element == nil ? 0 : 1 << $1.offset) }
+        var w = JSONWriter()
+        w.beginObject()
+        w.key(unitKind.rawValue)
+        w.string(unit)
+        w.key(static: "rule")
+        w.string(rule)
+        w.endObject()
+        headJSON = Array(w.bytes.dropFirst().dropLast())
+        constantJSON = zip(kinds, constantFields).map { kind, fields in
+            fields.map { fields in
+                var w = JSONWriter()
+                w.beginObject()
+                ActionOrigin.writeKindAndFields(kind, fields, to: &w)
+                w.endObject()
+                return Array(w.bytes.dropFirst().dropLast())
+            }
+        }
+    }
+
+    func isConstant(_ action: Int) -> Bool { action < 64 && constantMask & (1 << UInt64(action)) != 0 }
+
+    /// `"action":"<kind>"` and the fields, as members of the open object.
+    static func writeKindAndFields(_ kind: String, _ fields: [(key: String, value: Value)], to w: inout JSONWriter) {
+        w.key(static: "action")
+        w.string(kind)
+        for (k, v) in fields {
+            w.key(k)
+            w.value(v)
+        }
     }
 }
 
@@ -339,8 +418,9 @@ enum ActionTemplate: Sendable {
 /// A small, fast JSON writer with a fixed key order.
 public struct JSONWriter {
     public private(set) var bytes: [UInt8] = []
-    /// One entry per open object or array: whether the next member needs a comma.
-    private var needsComma: [Bool] = []
+    /// Whether the next member of the innermost open object or array needs a comma; the same for the ones around it.
+    private var needsComma = false
+    private var outer: [Bool] = []
     /// A key was just written: the next value follows it without a comma.
     private var afterKey = false
 
@@ -354,7 +434,8 @@ public struct JSONWriter {
     /// Empties the output, keeping its capacity, to write the next batch.
     public mutating func removeAll() {
         bytes.removeAll(keepingCapacity: true)
-        needsComma.removeAll(keepingCapacity: true)
+        outer.removeAll(keepingCapacity: true)
+        needsComma = false
         afterKey = false
     }
 
@@ -366,36 +447,47 @@ public struct JSONWriter {
         bytes.append(UInt8(ascii: "\""))
     }
 
+    /// Members already written as JSON (`"k":v,"k2":v2`, no braces), into the open object.
+    mutating func members(_ json: UnsafeRawBufferPointer) {
+        separate()
+        bytes.append(contentsOf: json)
+    }
+
     private mutating func separate() {
         if afterKey {
             afterKey = false
             return
         }
-        guard let last = needsComma.last else { return }
-        if last { bytes.append(UInt8(ascii: ",")) }
-        needsComma[needsComma.count - 1] = true
+        guard !outer.isEmpty else { return }
+        if needsComma { bytes.append(UInt8(ascii: ",")) }
+        needsComma = true
     }
 
-    public mutating func beginObject() {
+    private mutating func open(_ bracket: UInt8) {
         separate()
-        bytes.append(UInt8(ascii: "{"))
-        needsComma.append(false)
+        bytes.append(bracket)
+        outer.append(needsComma)
+        needsComma = false
     }
 
-    public mutating func endObject() {
-        bytes.append(UInt8(ascii: "}"))
-        needsComma.removeLast()
+    private mutating func close(_ bracket: UInt8) {
+        bytes.append(bracket)
+        needsComma = outer.removeLast()
     }
 
-    public mutating func beginArray() {
+    public mutating func beginObject() { open(UInt8(ascii: "{")) }
+    public mutating func endObject() { close(UInt8(ascii: "}")) }
+    public mutating func beginArray() { open(UInt8(ascii: "[")) }
+    public mutating func endArray() { close(UInt8(ascii: "]")) }
+
+    /// A key that needs no escaping, written without scanning it.
+    mutating func key(static k: StaticString) {
         separate()
-        bytes.append(UInt8(ascii: "["))
-        needsComma.append(false)
-    }
-
-    public mutating func endArray() {
-        bytes.append(UInt8(ascii: "]"))
-        needsComma.removeLast()
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(contentsOf: UnsafeRawBufferPointer(start: k.utf8Start, count: k.utf8CodeUnitCount))
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(UInt8(ascii: ":"))
+        afterKey = true
     }
 
     /// A key; the value written next belongs to it.

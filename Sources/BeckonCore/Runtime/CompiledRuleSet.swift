@@ -429,10 +429,7 @@ public final class CompiledRule: Sendable {
     let hasLimits: Bool
     let tracksOccurrences: Bool
     let actions: [ActionTemplate]
-    /// Per action: its fields when they are all constants (computed once, shared by every fire), and its kind.
-    let constantFields: [[(key: String, value: Value)]?]
-    let actionKinds: [String]
-    /// Its names as its actions carry them.
+    /// Its names and compiled actions as its fires carry them.
     let origin: ActionOrigin
     /// Set when the rule is simple enough to decide from flat data (see ``SimpleGate``).
     let gate: SimpleGate?
@@ -472,9 +469,7 @@ public final class CompiledRule: Sendable {
         self.location = location
         self.timing = timing
         self.reprompt = reprompt
-        constantFields = actions.map(\.constantFields)
-        actionKinds = actions.map(\.kind)
-        origin = ActionOrigin(unit: unitName, unitKind: unitKind, rule: id)
+        origin = ActionOrigin(unit: unitName, unitKind: unitKind, rule: id, actions: actions)
         gate = SimpleGate(whereExpr: whereExpr, ifExpr: ifExpr, limits: limits, reprompt: reprompt)
         isDelayed = timing.isDelayed
         hasQuietHours = timing.quietHours != nil

@@ -752,12 +752,13 @@ public final class Engine {
                     trigger: trigger, kind: "held_back", fields: [("actions", .list(rule.actions.map { .string($0.kind) }))]))
             return false
         }
+        unowned(unsafe) let origin = rule.origin
         for i in rule.actions.indices {
-            let constant = rule.constantFields[i]
             var fa = FiredAction(
-                origin: rule.origin, actionIndex: i, triggerKey: triggerKey, time: now, userID: profile.userID,
-                trigger: trigger, kind: rule.actionKinds[i], fields: constant ?? [])
-            if constant == nil { perform(rule.actions[i], rule: rule, profile: profile, now: now, action: &fa, round: &round) }
+                origin: origin, actionIndex: i, triggerKey: triggerKey, time: now, userID: profile.userID, trigger: trigger)
+            if !origin.isConstant(i) {
+                perform(rule.actions[i], rule: rule, profile: profile, now: now, action: &fa, round: &round)
+            }
             out.actions.append(consume fa)
         }
         return true
@@ -913,7 +914,7 @@ public final class Engine {
 
     /// Remembers `messageID`; `true` if it was seen within the dedup window.
     private func isDuplicate(_ p: UserProfile, _ id: String, _ time: Int64) -> Bool {
-        let h = FNV1a.hash(id)
+        let h = ByteHash.hash(id)
         let s = ruleSet.settings
         let horizon = max(time, p.clock) - s.dedupWindowMs
         if let firstKept = p.recentMessageIDs.firstIndex(where: { $0.time > horizon }) {

@@ -12,6 +12,15 @@ import CBeckon
 public struct Event: Sendable {
     public enum Kind: UInt8, Sendable, CustomStringConvertible {
         case track, identify, screen, page, group, alias
+        /// The kind a Segment `type` names (its UTF-8, exactly), if any.
+        init?(_ name: some Collection<UInt8>) {
+            guard let k = Kind.allNames.firstIndex(where: { $0.elementsEqual(name) }) else { return nil }
+            self.init(rawValue: UInt8(k))
+        }
+
+        /// Every kind's name as UTF-8, in raw-value order.
+        private static let allNames: [[UInt8]] = (0...5).map { Array(Kind(rawValue: $0)!.description.utf8) }
+
         public var description: String {
             switch self {
             case .track: "track"

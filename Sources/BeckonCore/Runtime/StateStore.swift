@@ -18,8 +18,9 @@ public protocol StateStore: AnyObject {
 ///
 /// An open-addressing table of profiles keyed by their own `userID` (linear probing, at most 7/8 full). A slot is the
 /// id's hash and the profile (16 bytes, no dictionary entry repeating the id as its key); a probe compares hashes and
-/// reads a profile only when they match, and counts no references, so a full table costs little more to search. The hash is FNV-1a over the id's UTF-8, mixed
-/// with a seed drawn per store (ids chosen to collide cannot be prepared in advance).
+/// reads a profile only when they match, and counts no references, so a full table costs little more to search. The
+/// hash is ``ByteHash`` over the id's UTF-8 with a seed drawn per store (which makes ids prepared to collide harder to
+/// find; it is not a cryptographic defence).
 public final class InMemoryStateStore: StateStore {
     private struct Slot {
         /// 0: empty (a hash of 0 is stored as 1).
@@ -45,13 +46,7 @@ public final class InMemoryStateStore: StateStore {
 
     /// The id's hash in this store (never 0).
     @inline(__always) func hash(of id: String) -> UInt64 {
-        var h = FNV1a.hash(id, basis: FNV1a.offsetBasis ^ seed)
-        // fmix64 (MurmurHash3's finaliser): spreads the low bits the mask keeps.
-        h ^= h >> 33
-        h = h &* 0xff51_afd7_ed55_8ccd
-        h ^= h >> 33
-        h = h &* 0xc4ce_b9fe_1a85_ec53
-        h ^= h >> 33
+        let h = ByteHash.hash(id, seed: seed)
         return h == 0 ? 1 : h
     }
 
@@ -89,21 +84,37 @@ public final class InMemoryStateStore: StateStore {
         slots + (Int(truncatingIfNeeded: h) & (capacity - 1))
     }
 
-    /// Step 1: fetch the first slot of the id whose ``hash(of:)`` is `h`.
-    @inline(__always) func prefetchSlot(hash h: UInt64) { beckon_prefetch(firstSlot(h)) }
+    /// How many slots from an id's first the prefetch steps look at: two cache lines of slots, which hold nearly every
+    /// id at the table's fullest (most probe sequences are short under linear probing at 7/8).
+    static let prefetchProbes = 8
 
-    /// Step 2: fetch the profile in that slot, if its hash is `h`.
-    @inline(__always) func prefetchProfile(hash h: UInt64) {
-        let slot = firstSlot(h)
-        if slot.pointee.hash == h, let p = slot.pointee.profile {
-            beckon_prefetch_range(p.toOpaque(), UserProfile.objectBytes, 4)
+    /// Step 1: fetch the slots where the search for the id whose ``hash(of:)`` is `h` starts.
+    @inline(__always) func prefetchSlot(hash h: UInt64) {
+        beckon_prefetch_range(firstSlot(h), Self.prefetchProbes * MemoryLayout<Slot>.stride, 3)
+    }
+
+    /// The profile of the id whose hash is `h`, if it is within the first ``prefetchProbes`` slots (and so in memory
+    /// step 1 fetched); a hint, not a look-up: another id of the same hash would do as well.
+    @inline(__always) private func nearProfile(hash h: UInt64) -> Unmanaged<UserProfile>? {
+        let mask = capacity - 1
+        var i = Int(truncatingIfNeeded: h) & mask
+        for _ in 0..<Self.prefetchProbes {
+            let slot = slots[i]
+            if slot.hash == h { return slot.profile }
+            if slot.hash == 0 { return nil }
+            i = (i + 1) & mask
         }
+        return nil
+    }
+
+    /// Step 2: fetch that profile.
+    @inline(__always) func prefetchProfile(hash h: UInt64) {
+        if let p = nearProfile(hash: h) { beckon_prefetch_range(p.toOpaque(), UserProfile.objectBytes, 4) }
     }
 
     /// Step 3: fetch the state that profile keeps beside it (attributes, fire records, history).
     @inline(__always) func prefetchState(hash h: UInt64) {
-        let slot = firstSlot(h)
-        if slot.pointee.hash == h, let p = slot.pointee.profile { p._withUnsafeGuaranteedRef { $0.prefetchState() } }
+        if let p = nearProfile(hash: h) { p._withUnsafeGuaranteedRef { $0.prefetchState() } }
     }
 
     public func allProfiles() -> [UserProfile] { (0..<capacity).compactMap { slots[$0].profile?.takeUnretainedValue() } }
@@ -131,21 +142,46 @@ public final class InMemoryStateStore: StateStore {
     }
 }
 
-/// 64-bit FNV-1a over UTF-8: a fast, stable hash of short ids (messageIds for de-duplication, user ids for the store).
-enum FNV1a {
-    static let offsetBasis: UInt64 = 0xcbf2_9ce4_8422_2325
-
-    @inline(__always) static func hash(_ s: String, basis: UInt64 = offsetBasis) -> UInt64 {
+/// A fast, stable 64-bit hash of short byte strings (object keys, user ids, messageIds), eight bytes at a time: each
+/// word (the last one overlapping the one before, or small loads for a short string) is mixed in with a multiply and a
+/// shift, and the result finished with MurmurHash3's fmix64. The length is mixed in first, so an overlapping load
+/// cannot make two strings of different lengths look alike. Not for adversarial input: the store seeds it.
+enum ByteHash {
+    @inline(__always) static func hash(_ s: String, seed: UInt64 = 0) -> UInt64 {
         var s = s
-        return s.withUTF8 { hash($0, basis: basis) }
+        return s.withUTF8 { hash($0, seed: seed) }
     }
 
-    @inline(__always) static func hash(_ bytes: UnsafeBufferPointer<UInt8>, basis: UInt64 = offsetBasis) -> UInt64 {
-        var h = basis
-        for b in bytes {
-            h ^= UInt64(b)
-            h = h &* 0x100_0000_01b3
+    @inline(__always) static func hash(_ bytes: UnsafeBufferPointer<UInt8>, seed: UInt64 = 0) -> UInt64 {
+        let n = bytes.count
+        var h = seed ^ (UInt64(truncatingIfNeeded: n) &* 0x9e37_79b9_7f4a_7c15)
+        @inline(__always) func mix(_ w: UInt64) {
+            h = (h ^ w) &* 0xff51_afd7_ed55_8ccd
+            h ^= h >> 32
         }
+        if n > 0, let p = UnsafeRawPointer(bytes.baseAddress) {
+            if n >= 8 {
+                var i = 0
+                while i + 8 <= n {
+                    mix(p.loadUnaligned(fromByteOffset: i, as: UInt64.self))
+                    i += 8
+                }
+                if i < n { mix(p.loadUnaligned(fromByteOffset: n - 8, as: UInt64.self)) }
+            } else if n >= 4 {
+                mix(
+                    UInt64(p.loadUnaligned(as: UInt32.self))
+                        | UInt64(p.loadUnaligned(fromByteOffset: n - 4, as: UInt32.self)) << 32)
+            } else {
+                let b = bytes
+                mix(UInt64(b[0]) | UInt64(b[n / 2]) << 8 | UInt64(b[n - 1]) << 16)
+            }
+        }
+        // fmix64: every input bit reaches the low bits that tables keep.
+        h ^= h >> 33
+        h = h &* 0xff51_afd7_ed55_8ccd
+        h ^= h >> 33
+        h = h &* 0xc4ce_b9fe_1a85_ec53
+        h ^= h >> 33
         return h
     }
 }
