@@ -8,8 +8,8 @@
 /// the engine evaluates the closures instead.
 ///
 /// A class, built once at load: a rule's gate keeps an `unowned(unsafe)` reference to it (the compiled expression owns
-/// it), so handing it around counts no references.
-final class Predicate: Sendable {
+/// it), so handing it around counts no references. Sendable unchecked: the memory it owns is written only in `init`.
+final class Predicate: @unchecked Sendable {
     /// Where a test's left side comes from.
     enum Operand: Sendable, Equatable {
         /// `user.NAME`: the profile's attribute slot.
@@ -79,7 +79,35 @@ final class Predicate: Sendable {
 
     let terms: [Term]
 
-    init(terms: [Term]) { self.terms = terms }
+    /// The terms as `holds` reads them: in memory the predicate owns, each `in` list's values in one pool beside them,
+    /// so reading a term or a list counts no references (reading `terms` or a term's `list` would).
+    private struct FlatTerm {
+        var operand: Operand
+        var test: Test
+        var constant: Value
+        var listStart: Int
+        var listCount: Int
+    }
+    private let flat: UnsafeMutableBufferPointer<FlatTerm>
+    private let listPool: UnsafeMutableBufferPointer<Value>
+
+    init(terms: [Term]) {
+        self.terms = terms
+        listPool = .allocate(capacity: terms.reduce(0) { $0 + $1.list.count })
+        flat = .allocate(capacity: terms.count)
+        var at = 0
+        for (i, t) in terms.enumerated() {
+            _ = listPool[at...].initialize(from: t.list)
+            (flat.baseAddress! + i).initialize(
+                to: FlatTerm(operand: t.operand, test: t.test, constant: t.constant, listStart: at, listCount: t.list.count))
+            at += t.list.count
+        }
+    }
+
+    deinit {
+        flat.deinitialize().deallocate()
+        listPool.deinitialize().deallocate()
+    }
 
     /// `operand OP constant` (or `constant OP operand`, read with the sides swapped) for a comparison or `in` call,
     /// if it has that shape.
@@ -124,31 +152,35 @@ final class Predicate: Sendable {
     /// counts no references).
     func holds(profile: UserProfile?, event: BoundEvent?, now: Int64) -> Bool {
         // Terms, operands and constants are read in place: a copy of a string would count references.
-        return terms.withUnsafeBufferPointer { ts in
-            for i in ts.indices where !Predicate.holds(ts.baseAddress! + i, profile, event, now) { return false }
-            return true
+        let pool = UnsafePointer(listPool.baseAddress)
+        for i in flat.indices where !Predicate.holds(UnsafePointer(flat.baseAddress! + i), pool, profile, event, now) {
+            return false
         }
+        return true
     }
 
     private static func holds(
-        _ t: UnsafePointer<Term>, _ profile: UserProfile?, _ event: BoundEvent?, _ now: Int64
+        _ t: UnsafePointer<FlatTerm>, _ pool: UnsafePointer<Value>?, _ profile: UserProfile?, _ event: BoundEvent?,
+        _ now: Int64
     ) -> Bool {
         switch t.pointee.operand {
         case .attribute(let slot):
             guard let profile else { return false }
-            return test(t, profile.attributes.pointer(slot))
+            return test(t, pool, profile.attributes.pointer(slot))
         case .property(let slot):
             guard let event else { return false }
-            return test(t, event.propertySlots.pointer(slot))
+            return test(t, pool, event.propertySlots.pointer(slot))
         case .count(let series, let ms):
             let n = profile?.history.count(series: series, from: now - ms + 1, to: now) ?? 0
-            return test(t, count: Int64(n))
+            return test(t, pool, count: Int64(n))
         case .lifetimeCount(let series):
-            return test(t, count: Int64(profile?.history.lifetimeStat(series: series)?.count ?? 0))
+            return test(t, pool, count: Int64(profile?.history.lifetimeStat(series: series)?.count ?? 0))
         }
     }
 
-    @inline(__always) private static func test(_ t: UnsafePointer<Term>, count n: Int64) -> Bool {
+    @inline(__always) private static func test(
+        _ t: UnsafePointer<FlatTerm>, _ pool: UnsafePointer<Value>?, count n: Int64
+    ) -> Bool {
         if case .int(let c) = t.pointee.constant {
             switch t.pointee.test {
             case .order(let accepts):
@@ -158,15 +190,17 @@ final class Predicate: Sendable {
             default: break
             }
         }
-        return withUnsafePointer(to: Value?.some(.int(n))) { test(t, $0) }
+        return withUnsafePointer(to: Value?.some(.int(n))) { test(t, pool, $0) }
     }
 
     /// The constant of `t`, in place.
-    @inline(__always) private static func constant(_ t: UnsafePointer<Term>) -> UnsafePointer<Value> {
-        (UnsafeRawPointer(t) + MemoryLayout<Term>.offset(of: \.constant)!).assumingMemoryBound(to: Value.self)
+    @inline(__always) private static func constant(_ t: UnsafePointer<FlatTerm>) -> UnsafePointer<Value> {
+        (UnsafeRawPointer(t) + MemoryLayout<FlatTerm>.offset(of: \.constant)!).assumingMemoryBound(to: Value.self)
     }
 
-    @inline(__always) private static func test(_ t: UnsafePointer<Term>, _ v: UnsafePointer<Value?>) -> Bool {
+    @inline(__always) private static func test(
+        _ t: UnsafePointer<FlatTerm>, _ pool: UnsafePointer<Value>?, _ v: UnsafePointer<Value?>
+    ) -> Bool {
         switch v.pointee {
         case nil, .error?: return false
         default: break
@@ -178,10 +212,9 @@ final class Predicate: Sendable {
             guard let o = Value.order(v, constant(t)) else { return false }
             return accepts.accepts(o)
         case .isIn:
-            return t.pointee.list.withUnsafeBufferPointer { xs in
-                for i in xs.indices where Value.equal(v, xs.baseAddress! + i) { return true }
-                return false
-            }
+            guard let xs = pool.map({ $0 + t.pointee.listStart }) else { return false }
+            for i in 0..<t.pointee.listCount where Value.equal(v, xs + i) { return true }
+            return false
         case .isTrue:
             if case .bool(true)? = v.pointee { return true }
             return false

@@ -43,8 +43,10 @@ public final class CompiledRuleSet: Sendable {
     public let plan: PlanNames?
     /// Per event id, what the engine does with the event, in flat memory this rule set owns (see ``EventPlans``).
     let eventPlans: EventPlans
-    /// The rules by index, for the engine's hot path (see ``RuleTable``).
+    /// The rules by index, for the engine's hot path (see ``RuleEntry``).
     let ruleTable: RuleTable
+    /// The series' recording parameters by index, for the engine's hot path (see ``SeriesEntry``).
+    let seriesTable: SeriesTable
 
     init(
         units: [CompiledUnit], rules: [CompiledRule], eventNames: [String], propertyNames: [String],
@@ -101,6 +103,7 @@ public final class CompiledRuleSet: Sendable {
         self.settings = settings
         self.needsAllProperties = needsAllProperties
         self.ruleTable = RuleTable(rules: rules, plainUnits: plainUnits)
+        self.seriesTable = SeriesTable(series.map(SeriesEntry.init))
         self.eventPlans = EventPlans(
             rules: byEvent, series: sByEvent, cancel: cancel, sequences: sequences,
             goals: goals.map { !$0.isEmpty }, sessionStarts: settings.sessionStartEvents)
@@ -109,6 +112,7 @@ public final class CompiledRuleSet: Sendable {
     deinit {
         eventPlans.free()
         ruleTable.free()
+        seriesTable.free()
     }
 
     /// The rule with this id (`rule` or `campaign/rule`).
@@ -138,31 +142,54 @@ public final class CompiledRuleSet: Sendable {
     }
 }
 
-/// Each rule, and whether a ``SimpleGate`` decides it (it has a gate, in a plain unit), in flat memory the rule set
-/// owns: the engine reads a rule without counting a reference to it or to the rules array. The rule set's `rules`
-/// keep the rules alive.
-struct RuleTable: @unchecked Sendable {
-    struct Entry {
-        let rule: Unmanaged<CompiledRule>
-        let gated: Bool
-    }
-
+/// Trivial entries in flat memory the rule set owns (and frees), read by index without counting a reference to an
+/// array: what the engine reads of rules and series on its hot path.
+struct FlatTable<Entry>: @unchecked Sendable {
     private let base: UnsafeMutablePointer<Entry>
 
-    init(rules: [CompiledRule], plainUnits: [Bool]) {
-        base = .allocate(capacity: max(1, rules.count))
-        for (i, r) in rules.enumerated() {
-            (base + i).initialize(to: Entry(rule: .passUnretained(r), gated: r.gate != nil && plainUnits[Int(r.unit)]))
-        }
+    init(_ entries: [Entry]) {
+        base = .allocate(capacity: max(1, entries.count))
+        base.initialize(from: entries, count: entries.count)
     }
 
     @inline(__always) subscript(_ i: Int32) -> Entry { base[Int(i)] }
 
-    /// Rule `i`, with no reference counted (the caller holds it `unowned(unsafe)` or passes it on).
-    @inline(__always) func rule(_ i: Int32) -> CompiledRule { base[Int(i)].rule.takeUnretainedValue() }
-
     func free() { base.deallocate() }
 }
+
+/// Each rule, and whether a ``SimpleGate`` decides it (it has a gate, in a plain unit). The rule set's `rules` keep
+/// the rules alive.
+struct RuleEntry {
+    let rule: Unmanaged<CompiledRule>
+    let gated: Bool
+}
+typealias RuleTable = FlatTable<RuleEntry>
+
+extension FlatTable where Entry == RuleEntry {
+    init(rules: [CompiledRule], plainUnits: [Bool]) {
+        self.init(rules.map { RuleEntry(rule: .passUnretained($0), gated: $0.gate != nil && plainUnits[Int($0.unit)]) })
+    }
+
+    /// Rule `i`, with no reference counted (the caller holds it `unowned(unsafe)` or passes it on).
+    @inline(__always) func rule(_ i: Int32) -> CompiledRule { self[i].rule.takeUnretainedValue() }
+}
+
+/// What recording an entry of a series needs (a filter, rarer, is read from the series itself).
+struct SeriesEntry {
+    let retentionMs: Int64
+    /// For `sum`: the property whose numeric values are kept (-1: none).
+    let valueSlot: Int32
+    let hasFilter: Bool
+    let keepsLifetime: Bool
+
+    init(_ s: SeriesSpec) {
+        retentionMs = s.retentionMs
+        valueSlot = s.valueSlot.map(Int32.init) ?? -1
+        hasFilter = s.hasFilter
+        keepsLifetime = s.keepsLifetime
+    }
+}
+typealias SeriesTable = FlatTable<SeriesEntry>
 
 /// Per event id, the rules it triggers and the series it records, with flags for the rarer work it asks for — in two
 /// flat buffers the rule set owns, so that the engine reads an event's plan without counting references.

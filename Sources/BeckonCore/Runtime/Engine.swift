@@ -246,8 +246,8 @@ public final class Engine {
         if e.kind != .identify {
             for s in rs.anyEventSeries {
                 profile.history.record(
-                    series: s, at: e.timestamp, now: now, retentionMs: rs.series[Int(s)].retentionMs,
-                    keepsLifetime: rs.series[Int(s)].keepsLifetime)
+                    series: s, at: e.timestamp, now: now, retentionMs: rs.seriesTable[s].retentionMs,
+                    keepsLifetime: rs.seriesTable[s].keepsLifetime)
             }
         }
 
@@ -733,14 +733,14 @@ public final class Engine {
         if rule.fireSeries >= 0 {
             profile.history.record(
                 series: rule.fireSeries, at: now, now: now,
-                retentionMs: ruleSet.series[Int(rule.fireSeries)].retentionMs, keepsLifetime: false)
+                retentionMs: ruleSet.seriesTable[rule.fireSeries].retentionMs, keepsLifetime: false)
         }
         if rule.surface != nil {
             profile.messages.noteFire(at: now, session: sessionID)
             let g = ruleSet.settings.globalSeries
             if g >= 0 {
                 profile.history.record(
-                    series: g, at: now, now: now, retentionMs: ruleSet.series[Int(g)].retentionMs, keepsLifetime: false)
+                    series: g, at: now, now: now, retentionMs: ruleSet.seriesTable[g].retentionMs, keepsLifetime: false)
             }
         }
         unowned(unsafe) let unit = ruleSet.units[Int(rule.unit)]
@@ -889,26 +889,25 @@ public final class Engine {
     }
 
     private func recordHistory(_ p: UserProfile, _ e: BoundEvent, _ eventSeries: UnsafeBufferPointer<Int32>, _ now: Int64) {
-        let series = ruleSet.series
+        let table = ruleSet.seriesTable
         for s in eventSeries {
-            // Fields are read in place: a copy of the spec would count references to its filter.
-            let retentionMs = series[Int(s)].retentionMs
-            if series[Int(s)].hasFilter, case .event(_, let filter) = series[Int(s)].source {
+            let spec = table[s]
+            if spec.hasFilter, case .event(_, let filter) = ruleSet.series[Int(s)].source {
                 guard filter.allSatisfy({ f in e.property(f.slot).map { Value.equal($0, f.value) } ?? false }) else { continue }
             }
-            if let slot = series[Int(s)].valueSlot {
+            if spec.valueSlot >= 0 {
                 let v: Double? =
-                    switch e.property(slot) {
+                    switch e.property(Int(spec.valueSlot)) {
                     case .int(let i)?: Double(i)
                     case .uint(let u)?: Double(u)
                     case .double(let d)?: d.isFinite ? d : nil
                     default: nil
                     }
-                if let v { p.history.recordValue(series: s, at: e.timestamp, value: v, now: now, retentionMs: retentionMs) }
+                if let v { p.history.recordValue(series: s, at: e.timestamp, value: v, now: now, retentionMs: spec.retentionMs) }
                 continue
             }
             p.history.record(
-                series: s, at: e.timestamp, now: now, retentionMs: retentionMs, keepsLifetime: series[Int(s)].keepsLifetime)
+                series: s, at: e.timestamp, now: now, retentionMs: spec.retentionMs, keepsLifetime: spec.keepsLifetime)
         }
     }
 

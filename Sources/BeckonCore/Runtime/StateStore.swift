@@ -148,6 +148,8 @@ public final class InMemoryStateStore: StateStore {
 /// cannot make two strings of different lengths look alike. Not for adversarial input: the store seeds it.
 enum ByteHash {
     @inline(__always) static func hash(_ s: String, seed: UInt64 = 0) -> UInt64 {
+        // Read where the string is (no copy of it, which would count a reference); a bridged string is copied.
+        if let h = s.utf8.withContiguousStorageIfAvailable({ hash($0, seed: seed) }) { return h }
         var s = s
         return s.withUTF8 { hash($0, seed: seed) }
     }
