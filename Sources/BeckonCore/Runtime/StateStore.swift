@@ -84,8 +84,8 @@ public final class InMemoryStateStore: StateStore {
         slots + (Int(truncatingIfNeeded: h) & (capacity - 1))
     }
 
-    /// How many slots from an id's first the prefetch steps look at: two cache lines of slots, which hold nearly every
-    /// id at the table's fullest (most probe sequences are short under linear probing at 7/8).
+    /// How many slots from an id's first the prefetch steps look at: two cache lines of slots. Under linear probing
+    /// 95% of ids are within 8 slots of their first at 3/4 full and 90% at 7/8 (only 62% and 56% are in it).
     static let prefetchProbes = 8
 
     /// Step 1: fetch the slots where the search for the id whose ``hash(of:)`` is `h` starts.
@@ -142,10 +142,11 @@ public final class InMemoryStateStore: StateStore {
     }
 }
 
-/// A fast, stable 64-bit hash of short byte strings (object keys, user ids, messageIds), eight bytes at a time: each
-/// word (the last one overlapping the one before, or small loads for a short string) is mixed in with a multiply and a
-/// shift, and the result finished with MurmurHash3's fmix64. The length is mixed in first, so an overlapping load
-/// cannot make two strings of different lengths look alike. Not for adversarial input: the store seeds it.
+/// A fast, deterministic 64-bit hash of short byte strings (object keys, user ids, messageIds; never stored, so one
+/// byte order is enough), eight bytes at a time: each word (the last one overlapping the one before, or small loads for
+/// a short string) is mixed in with a multiply and a shift, and the result finished with MurmurHash3's fmix64. The
+/// length is mixed in first, so an overlapping load cannot make two strings of different lengths look alike. Not for
+/// adversarial input: the store seeds it.
 enum ByteHash {
     @inline(__always) static func hash(_ s: String, seed: UInt64 = 0) -> UInt64 {
         // Read where the string is (no copy of it, which would count a reference); a bridged string is copied.
