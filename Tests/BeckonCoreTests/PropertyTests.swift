@@ -27,6 +27,30 @@ struct PropertyTests {
         }
     }
 
+    /// Several series with their own retentions, interleaved and late: the log holds exactly what a plain model keeps
+    /// (every occurrence of a series newer than its last recording's cutoff), in order.
+    @Test func logKeepsWhatEachSeriesRetentionKeeps() async {
+        let steps = Gen.int(in: 0...999).array(of: 1...120)
+        await propertyCheck(count: 300, input: steps) { steps in
+            let base: Int64 = 1_767_225_600_000
+            let retention: [Int64] = [5_000, 60_000, 1_000, 20_000]
+            var log = HistoryLog()
+            var model: [[Int64]] = Array(repeating: [], count: retention.count)
+            var clock = base
+            for x in steps {
+                let series = x % retention.count
+                clock += Int64(x % 7) * 300
+                // Every fifth one late, some beyond their series' reach.
+                let at = x % 5 == 0 ? clock - Int64(x) * 40 : clock
+                log.record(series: Int32(series), at: at, now: clock, retentionMs: retention[series], keepsLifetime: false)
+                model[series].append(at)
+                model[series] = model[series].filter { $0 > clock - retention[series] }
+                let expected = model.enumerated().flatMap { s, times in times.map { UInt64(s) << 44 | UInt64($0) } }.sorted()
+                #expect(log.entries == expected)
+            }
+        }
+    }
+
     /// Whatever the stream, fires never exceed a rule's rolling cap, cooldown or lifetime cap.
     @Test func capsAreNeverExceeded() async throws {
         let rs = try load(campaign(limit: "{ per_user: 7, per_hour: 2, cooldown: 10m }"))

@@ -53,10 +53,13 @@ public struct HistoryLog: ~Copyable {
     }
 
     /// The first index whose entry is not below `k`.
-    @inline(__always) func lowerBound(_ k: UInt64) -> Int {
+    @inline(__always) func lowerBound(_ k: UInt64) -> Int { lowerBound(k, from: 0, to: Int(size)) }
+
+    /// ``lowerBound(_:)`` within `from..<to`, where it is known to be.
+    @inline(__always) func lowerBound(_ k: UInt64, from: Int, to: Int) -> Int {
         guard let base else { return 0 }
-        var lo = 0
-        var hi = Int(size)
+        var lo = from
+        var hi = to
         while lo < hi {
             let mid = (lo + hi) >> 1
             if base[mid] < k { lo = mid + 1 } else { hi = mid }
@@ -95,14 +98,39 @@ public struct HistoryLog: ~Copyable {
     public mutating func record(series: Int32, at ms: Int64, now: Int64, retentionMs: Int64, keepsLifetime: Bool) {
         if retentionMs > 0 {
             let k = HistoryLog.key(series, ms)
-            // Common case: the newest entry of the newest series goes at the end.
-            insert(k, at: size == 0 || base![Int(size) - 1] <= k ? Int(size) : lowerBound(k &+ 1))
+            let n = Int(size)
+            // Where it goes, after equal entries. Common case: the newest entry of the newest series goes at the end.
+            let at = n == 0 || base![n - 1] <= k ? n : lowerBound(k &+ 1)
             let cutoff = now - retentionMs
-            if cutoff > 0 {
-                remove(lowerBound(HistoryLog.key(series, 0)), lowerBound(HistoryLog.key(series, cutoff + 1)))
+            if cutoff <= 0 {
+                insert(k, at: at)
+            } else {
+                record(k, at: at, series: series, ms: ms, cutoff: cutoff)
             }
         }
         if keepsLifetime { bumpLifetime(series, ms) }
+    }
+
+    /// Puts `k` (of `series`, at `ms`) at `at` and drops the series' entries at or before `cutoff`, moving as little
+    /// as it can.
+    private mutating func record(_ k: UInt64, at: Int, series: Int32, ms: Int64, cutoff: Int64) {
+        // The series' entries before `at` are `start..<at`.
+        let start = lowerBound(HistoryLog.key(series, 0), from: 0, to: at)
+        let keep = HistoryLog.key(series, cutoff + 1)
+        if ms <= cutoff {
+            // Out of reach already: it goes at once, with every entry of the series at or before the cutoff.
+            return remove(start, lowerBound(keep, from: at, to: Int(size)))
+        }
+        // Those at or before the cutoff, `start..<cut`, go.
+        let cut = lowerBound(keep, from: start, to: at)
+        if cut == start { return insert(k, at: at) }
+        // One in, `cut - start` out: the survivors move down over the expired ones, the new entry follows them, and
+        // only what is left of the gap moves the later series (nothing, in the steady one-in-one-out case).
+        let p = base!
+        let kept = at - cut
+        (p + start).update(from: p + cut, count: kept)
+        p[start + kept] = k
+        remove(start + kept + 1, at)
     }
 
     private mutating func bumpLifetime(_ series: Int32, _ ms: Int64) {
@@ -169,8 +197,7 @@ public struct HistoryLog: ~Copyable {
     public func count(series: Int32, from: Int64, to: Int64) -> Int {
         guard to >= from, size > 0 else { return 0 }
         let a = lowerBound(HistoryLog.key(series, max(0, from)))
-        let b = lowerBound(HistoryLog.key(series, to) &+ 1)
-        return max(0, b - a)
+        return lowerBound(HistoryLog.key(series, to) &+ 1, from: a, to: Int(size)) - a
     }
 
     /// The times of `series` in `from...to`, oldest first.
