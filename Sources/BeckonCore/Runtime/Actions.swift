@@ -179,23 +179,24 @@ final class ActionOrigin: Sendable {
         kinds = actions.map(\.kind)
         constantFields = actions.map(\.constantFields)
         constantMask = constantFields.prefix(64).enumerated().reduce(0) { $0 | ($1.element == nil ? 0 : 1 << $1.offset) }
+        headJSON = ActionOrigin.members { w in
+            w.key(unitKind.rawValue)
+            w.string(unit)
+            w.key(static: "rule")
+            w.string(rule)
+        }
+        constantJSON = zip(kinds, constantFields).map { kind, fields in
+            fields.map { fields in ActionOrigin.members { ActionOrigin.writeKindAndFields(kind, fields, to: &$0) } }
+        }
+    }
+
+    /// The members `body` writes into an object, as JSON without the braces (for ``JSONWriter/members(_:)``).
+    private static func members(_ body: (inout JSONWriter) -> Void) -> [UInt8] {
         var w = JSONWriter()
         w.beginObject()
-        w.key(unitKind.rawValue)
-        w.string(unit)
-        w.key(static: "rule")
-        w.string(rule)
+        body(&w)
         w.endObject()
-        headJSON = Array(w.bytes.dropFirst().dropLast())
-        constantJSON = zip(kinds, constantFields).map { kind, fields in
-            fields.map { fields in
-                var w = JSONWriter()
-                w.beginObject()
-                ActionOrigin.writeKindAndFields(kind, fields, to: &w)
-                w.endObject()
-                return Array(w.bytes.dropFirst().dropLast())
-            }
-        }
+        return Array(w.bytes.dropFirst().dropLast())
     }
 
     func isConstant(_ action: Int) -> Bool { action < 64 && constantMask & (1 << UInt64(action)) != 0 }

@@ -194,18 +194,18 @@ public struct HistoryLog: ~Copyable {
     }
 
     /// Occurrences of `series` with time in `from...to` (milliseconds, inclusive).
-    public func count(series: Int32, from: Int64, to: Int64) -> Int {
-        guard to >= from, size > 0 else { return 0 }
-        let a = lowerBound(HistoryLog.key(series, max(0, from)))
-        return lowerBound(HistoryLog.key(series, to) &+ 1, from: a, to: Int(size)) - a
-    }
+    public func count(series: Int32, from: Int64, to: Int64) -> Int { entries(series: series, from: from, to: to).count }
 
     /// The times of `series` in `from...to`, oldest first.
     public func times(series: Int32, from: Int64, to: Int64) -> [Int64] {
-        guard to >= from else { return [] }
+        entries(series: series, from: from, to: to).map { Int64(base![$0] & HistoryLog.timeMask) }
+    }
+
+    /// Where the entries of `series` with time in `from...to` are.
+    @inline(__always) private func entries(series: Int32, from: Int64, to: Int64) -> Range<Int> {
+        guard to >= from, size > 0 else { return 0..<0 }
         let a = lowerBound(HistoryLog.key(series, max(0, from)))
-        let b = lowerBound(HistoryLog.key(series, to) &+ 1)
-        return (a..<max(a, b)).map { Int64(base![$0] & HistoryLog.timeMask) }
+        return a..<lowerBound(HistoryLog.key(series, to) &+ 1, from: a, to: Int(size))
     }
 
     /// The latest time of `series` at or before `to`, if it is still in the log.

@@ -57,7 +57,7 @@ public final class InMemoryStateStore: StateStore {
     /// ``profile(for:create:make:)`` with the id's ``hash(of:)`` computed by the caller.
     @inline(__always) func profile(for userID: String, hash h: UInt64, create: Bool, make: () -> UserProfile) -> UserProfile? {
         let mask = capacity - 1
-        var i = Int(truncatingIfNeeded: h) & mask
+        var i = home(h)
         while slots[i].hash != 0 {
             if slots[i].hash == h, let p = slots[i].profile,
                 p._withUnsafeGuaranteedRef({ Value.sameBytes($0.userID, userID) })
@@ -79,10 +79,8 @@ public final class InMemoryStateStore: StateStore {
     // Prefetching, in three steps a few events apart (see ``Engine/process(_:into:each:)``): each step reads only
     // memory the step before asked for. Hints only: none changes the table or a profile.
 
-    /// The slot an id's search starts at.
-    @inline(__always) private func firstSlot(_ h: UInt64) -> UnsafeMutablePointer<Slot> {
-        slots + (Int(truncatingIfNeeded: h) & (capacity - 1))
-    }
+    /// The index of the slot where the search for the id whose hash is `h` starts.
+    @inline(__always) private func home(_ h: UInt64) -> Int { Int(truncatingIfNeeded: h) & (capacity - 1) }
 
     /// How many slots from an id's first the prefetch steps look at: two cache lines of slots. Under linear probing
     /// 95% of ids are within 8 slots of their first at 3/4 full and 90% at 7/8 (only 62% and 56% are in it).
@@ -90,14 +88,14 @@ public final class InMemoryStateStore: StateStore {
 
     /// Step 1: fetch the slots where the search for the id whose ``hash(of:)`` is `h` starts.
     @inline(__always) func prefetchSlot(hash h: UInt64) {
-        beckon_prefetch_range(firstSlot(h), Self.prefetchProbes * MemoryLayout<Slot>.stride, 3)
+        beckon_prefetch_range(slots + home(h), Self.prefetchProbes * MemoryLayout<Slot>.stride, 3)
     }
 
     /// The profile of the id whose hash is `h`, if it is within the first ``prefetchProbes`` slots (and so in memory
     /// step 1 fetched); a hint, not a look-up: another id of the same hash would do as well.
     @inline(__always) private func nearProfile(hash h: UInt64) -> Unmanaged<UserProfile>? {
         let mask = capacity - 1
-        var i = Int(truncatingIfNeeded: h) & mask
+        var i = home(h)
         for _ in 0..<Self.prefetchProbes {
             let slot = slots[i]
             if slot.hash == h { return slot.profile }
