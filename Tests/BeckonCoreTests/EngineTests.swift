@@ -701,13 +701,35 @@ struct StoreAndOutcomeTests {
         let one = Engine(ruleSet: rs)
         var expected: [String] = []
         for e in events { expected += one.process(e).actions.map(\.json) }
-        let batch = Engine(ruleSet: rs)
-        var got: [String] = []
-        var out = EventOutcome()
-        events.withUnsafeBufferPointer { buf in batch.process(buf, into: &out) { got += $0.actions.map(\.json) } }
         #expect(expected.count > 500)
-        #expect(got == expected)
-        #expect(batch.stats.fired == one.stats.fired)
+        // The in-memory store (the engine borrows its profiles and fetches ahead), and a store of a service's own
+        // (reached through the protocol, told of every change).
+        let other = CountingStore()
+        for store in [InMemoryStateStore(), other] as [any StateStore] {
+            let batch = Engine(ruleSet: rs, store: store)
+            var got: [String] = []
+            var out = EventOutcome()
+            events.withUnsafeBufferPointer { buf in batch.process(buf, into: &out) { got += $0.actions.map(\.json) } }
+            #expect(got == expected)
+            #expect(batch.stats.fired == one.stats.fired)
+        }
+        #expect(other.updates == events.count)
+    }
+
+    /// A store that is not the in-memory one: profiles in a dictionary, changes counted.
+    final class CountingStore: StateStore {
+        var profiles: [String: UserProfile] = [:]
+        var updates = 0
+        func profile(for userID: String, create: Bool, make: () -> UserProfile) -> UserProfile? {
+            if let p = profiles[userID] { return p }
+            guard create else { return nil }
+            let p = make()
+            profiles[userID] = p
+            return p
+        }
+        func didUpdate(_ profile: UserProfile) { updates += 1 }
+        var userCount: Int { profiles.count }
+        func allProfiles() -> [UserProfile] { Array(profiles.values) }
     }
 
     @Test func anOutcomeIsResetForEachEvent() throws {

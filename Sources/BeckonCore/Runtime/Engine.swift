@@ -107,7 +107,7 @@ public final class Engine {
     public init(ruleSet: CompiledRuleSet, store: any StateStore = InMemoryStateStore(), options: Options = Options()) {
         self.ruleSet = ruleSet
         self.store = store
-        self.memoryStore = store as? InMemoryStateStore
+        self.memoryStore = (store as? InMemoryStateStore).map { Unmanaged.passUnretained($0) }
         self.options = options
         scope.ruleSet = ruleSet
         scope.ensureMemo(ruleSet.memoSlots)
@@ -126,19 +126,21 @@ public final class Engine {
     /// The profile of a user, if the engine has seen them.
     public func profile(of userID: String) -> UserProfile? { profileFor(userID, hash: nil, create: false) }
 
-    /// The store, when it is the in-memory one (called directly, not through the protocol).
-    private let memoryStore: InMemoryStateStore?
+    /// The store, when it is the in-memory one (called directly, not through the protocol). `store` holds it: using
+    /// this reference counts nothing.
+    private let memoryStore: Unmanaged<InMemoryStateStore>?
 
     private func profileFor(_ userID: String, hash: UInt64?, create: Bool) -> UserProfile? {
-        let rs = ruleSet
         if let m = memoryStore {
-            return m.profile(for: userID, hash: hash ?? m.hash(of: userID), create: create) {
-                UserProfile(userID: userID, attributeCount: rs.attributeNames.count, contextCount: rs.contextNames.count)
-            }
+            return m._withUnsafeGuaranteedRef {
+                $0.profileReference(for: userID, hash: hash ?? $0.hash(of: userID), create: create) { newProfile(userID) }
+            }?.takeUnretainedValue()
         }
-        return store.profile(for: userID, create: create) {
-            UserProfile(userID: userID, attributeCount: rs.attributeNames.count, contextCount: rs.contextNames.count)
-        }
+        return store.profile(for: userID, create: create) { newProfile(userID) }
+    }
+
+    private func newProfile(_ userID: String) -> UserProfile {
+        UserProfile(userID: userID, attributeCount: ruleSet.attributeNames.count, contextCount: ruleSet.contextNames.count)
     }
 
     @discardableResult
@@ -167,7 +169,7 @@ public final class Engine {
         @inline(__always) func prefetchEvent(_ j: Int) {
             beckon_prefetch_range(at[j].toOpaque(), BoundEvent.objectBytes, 4)
         }
-        guard let store = memoryStore else {
+        guard let store = memoryStore?.takeUnretainedValue() else {
             for i in 0..<n {
                 if i + Lookahead.event < n { prefetchEvent(i + Lookahead.event) }
                 at[i]._withUnsafeGuaranteedRef { process($0, into: &out) }
@@ -223,9 +225,25 @@ public final class Engine {
         // Time passes for everyone: delayed actions due by now fire first.
         if e.timestamp > clock { clock = e.timestamp }
         if let due = timers.min, due.due <= clock { advance(to: clock, into: &out) }
+        // The in-memory store's profile is borrowed from the store for the event (no reference counted); another
+        // store's is held, and told of the change.
+        if let m = memoryStore {
+            let p = m._withUnsafeGuaranteedRef {
+                $0.profileReference(for: e.userID, hash: userHash ?? $0.hash(of: e.userID), create: true) {
+                    newProfile(e.userID)
+                }!
+            }
+            p._withUnsafeGuaranteedRef { process(e, profile: $0, into: &out) }
+        } else {
+            let profile = store.profile(for: e.userID, create: true) { newProfile(e.userID) }!
+            process(e, profile: profile, into: &out)
+            store.didUpdate(profile)
+        }
+    }
 
+    /// ``process(_:into:)`` once the user's profile is found.
+    private func process(_ e: BoundEvent, profile: UserProfile, into out: inout EventOutcome) {
         let rs = ruleSet
-        let profile = profileFor(e.userID, hash: userHash, create: true)!
         if let mid = e.messageID, isDuplicate(profile, mid, e.timestamp) {
             totals.duplicates += 1
             out.status = .duplicate
@@ -301,7 +319,6 @@ public final class Engine {
         scope.event = nil
         scope.profile = nil
         totals.actions += out.actions.count
-        store.didUpdate(profile)
     }
 
     /// State changes collected while a round runs.

@@ -51,24 +51,27 @@ public final class InMemoryStateStore: StateStore {
     }
 
     public func profile(for userID: String, create: Bool, make: () -> UserProfile) -> UserProfile? {
-        profile(for: userID, hash: hash(of: userID), create: create, make: make)
+        profileReference(for: userID, hash: hash(of: userID), create: create, make: make)?.takeUnretainedValue()
     }
 
-    /// ``profile(for:create:make:)`` with the id's ``hash(of:)`` computed by the caller.
-    @inline(__always) func profile(for userID: String, hash h: UInt64, create: Bool, make: () -> UserProfile) -> UserProfile? {
+    /// ``profile(for:create:make:)`` with the id's ``hash(of:)`` computed by the caller, as the reference the store
+    /// holds (valid while the profile is in the store: taking it counts no reference).
+    @inline(__always) func profileReference(
+        for userID: String, hash h: UInt64, create: Bool, make: () -> UserProfile
+    ) -> Unmanaged<UserProfile>? {
         let mask = capacity - 1
         var i = home(h)
         while slots[i].hash != 0 {
             if slots[i].hash == h, let p = slots[i].profile,
                 p._withUnsafeGuaranteedRef({ Value.sameBytes($0.userID, userID) })
             {
-                return p.takeUnretainedValue()
+                return p
             }
             i = (i + 1) & mask
         }
         guard create else { return nil }
-        let p = make()
-        slots[i] = Slot(hash: h, profile: .passRetained(p))
+        let p = Unmanaged.passRetained(make())
+        slots[i] = Slot(hash: h, profile: p)
         userCount += 1
         if userCount * 8 > capacity * 7 { resize(to: capacity * 2) }
         return p
