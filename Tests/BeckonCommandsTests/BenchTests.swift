@@ -76,6 +76,7 @@ struct BenchTests {
         #expect(keys[Verdict.LimitIndex.perSession] == "per_session")
         #expect(keys[Verdict.LimitIndex.cooldown] == "cooldown")
         let codes = Verdict.blockCodes
+        #expect(codes.count == Verdict.blockCodeCount)
         #expect(codes[Verdict.BlockIndex.whereClause] == "where")
         #expect(codes[Verdict.BlockIndex.ifClause] == "if")
         #expect(codes[Verdict.BlockIndex.perUser] == "limit:per_user")

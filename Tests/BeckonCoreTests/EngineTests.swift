@@ -716,6 +716,79 @@ struct StoreAndOutcomeTests {
         #expect(other.updates == events.count)
     }
 
+    /// An outcome reused across events holds each event's actions only — compact ones (constant fields), whole ones
+    /// (computed fields) and those of a cascade, with their own triggers — whatever the events before it held; each
+    /// action reads, and writes as JSON, as a fresh outcome's does.
+    @Test func actionsKeptCompactReadAsTheyFired() throws {
+        let rs = try load(
+            """
+            version: 1
+            ruleset: r
+            rules:
+              - id: greet
+                on: Opened
+                do:
+                  - message: { surface: launch, title: Hi }
+                  - set: { tier: "${event.properties.tier}" }
+                  - emit: { event: Greeted, payload: { n: "${event.properties.n}" } }
+              - id: tiered
+                on_change: tier
+                do:
+                  - message: { surface: launch, title: Tier }
+                  - deep_link: "app://tier"
+              - id: bye
+                on: Closed
+                do:
+                  - message: { surface: launch, title: Bye }
+            """)
+        let reused = Engine(ruleSet: rs)
+        let fresh = Engine(ruleSet: rs)
+        var out = EventOutcome()
+        var seen = 0
+        var cascaded = 0
+        var tiers: [String: String] = [:]
+        for i in 0..<60 {
+            let user = "user-\(i % 7)" + (i % 3 == 0 ? String(repeating: "x", count: 20) : "")
+            let at = Timestamp(milliseconds: t("2026-01-05T09:00:00Z") + Int64(i) * 60_000).description
+            let e =
+                i % 4 == 3
+                ? track("Closed", user, at: at)
+                : track(
+                    "Opened", user, at: at, props: [("tier", .string(i % 2 == 0 ? "gold" : "silver")), ("n", .int(Int64(i)))])
+            reused.process(rs.bind(e), into: &out)
+            // As a fresh outcome holds them (so nothing is left of the events before) …
+            let expected = fresh.process(rs.bind(e)).actions.map(\.json)
+            #expect(out.actions.map(\.json) == expected)
+            // … written as read …
+            var w = JSONWriter()
+            var written: [String] = []
+            for k in out.actions.indices {
+                out.actions.write(k, to: &w)
+                written.append(w.output)
+                w.removeAll()
+            }
+            #expect(written == expected)
+            // … and each with its own user and trigger: the event's, or the attribute change's.
+            for a in out.actions {
+                #expect(a.userID == user)
+                #expect(a.trigger == (a.rule == "tiered" ? "change:tier" : e.name))
+            }
+            var rules = ["bye"]
+            if case .string(let tier)? = e.properties[string: "tier"] {
+                rules =
+                    ["greet", "greet", "greet"] + (tiers.updateValue(tier, forKey: user) != tier ? ["tiered", "tiered"] : [])
+            }
+            #expect(out.actions.map(\.rule) == rules)
+            seen += expected.count
+            cascaded += out.actions.count { $0.rule == "tiered" }
+        }
+        #expect(seen > 100)
+        #expect(cascaded > 20)
+        // A collection of actions made whole keeps them as they are.
+        let whole = Array(fresh.process(rs.bind(track("Opened", "v", at: "2026-01-06T09:00:00Z"))).actions)
+        #expect(FiredActions(whole).map(\.json) == whole.map(\.json))
+    }
+
     /// A store that is not the in-memory one: profiles in a dictionary, changes counted.
     final class CountingStore: StateStore {
         var profiles: [String: UserProfile] = [:]

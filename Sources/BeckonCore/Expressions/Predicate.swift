@@ -87,6 +87,69 @@ final class Predicate: @unchecked Sendable {
         var constant: Value
         var listStart: Int
         var listCount: Int
+
+        // The tests are static functions of this struct (not of the class, whose static calls pass its metadata).
+        static func holds(
+            _ t: UnsafePointer<FlatTerm>, _ pool: UnsafePointer<Value>?, _ profile: UserProfile?, _ event: BoundEvent?,
+            _ now: Int64
+        ) -> Bool {
+            switch t.pointee.operand {
+            case .attribute(let slot):
+                guard let profile else { return false }
+                return test(t, pool, profile.attributes.pointer(slot))
+            case .property(let slot):
+                guard let event else { return false }
+                return test(t, pool, event.propertySlots.pointer(slot))
+            case .count(let series, let ms):
+                let n = profile?.history.count(series: series, from: now - ms + 1, to: now) ?? 0
+                return test(t, pool, count: Int64(n))
+            case .lifetimeCount(let series):
+                return test(t, pool, count: Int64(profile?.history.lifetimeStat(series: series)?.count ?? 0))
+            }
+        }
+
+        @inline(__always) static func test(
+            _ t: UnsafePointer<FlatTerm>, _ pool: UnsafePointer<Value>?, count n: Int64
+        ) -> Bool {
+            if case .int(let c) = t.pointee.constant {
+                switch t.pointee.test {
+                case .order(let accepts):
+                    return accepts.accepts(Numeric.cmp(n, c))
+                case .equal: return n == c
+                case .notEqual: return n != c
+                default: break
+                }
+            }
+            return withUnsafePointer(to: Value?.some(.int(n))) { test(t, pool, $0) }
+        }
+
+        /// The constant of `t`, in place.
+        @inline(__always) static func constant(_ t: UnsafePointer<FlatTerm>) -> UnsafePointer<Value> {
+            (UnsafeRawPointer(t) + MemoryLayout<FlatTerm>.offset(of: \.constant)!).assumingMemoryBound(to: Value.self)
+        }
+
+        @inline(__always) static func test(
+            _ t: UnsafePointer<FlatTerm>, _ pool: UnsafePointer<Value>?, _ v: UnsafePointer<Value?>
+        ) -> Bool {
+            switch v.pointee {
+            case nil, .error?: return false
+            default: break
+            }
+            switch t.pointee.test {
+            case .equal: return Value.equal(v, constant(t))
+            case .notEqual: return !Value.equal(v, constant(t))
+            case .order(let accepts):
+                guard let o = Value.order(v, constant(t)) else { return false }
+                return accepts.accepts(o)
+            case .isIn:
+                guard let xs = pool.map({ $0 + t.pointee.listStart }) else { return false }
+                for i in 0..<t.pointee.listCount where Value.equal(v, xs + i) { return true }
+                return false
+            case .isTrue:
+                if case .bool(true)? = v.pointee { return true }
+                return false
+            }
+        }
     }
     private let flat: UnsafeMutableBufferPointer<FlatTerm>
     private let listPool: UnsafeMutableBufferPointer<Value>
@@ -153,71 +216,9 @@ final class Predicate: @unchecked Sendable {
     func holds(profile: UserProfile?, event: BoundEvent?, now: Int64) -> Bool {
         // Terms, operands and constants are read in place: a copy of a string would count references.
         let pool = UnsafePointer(listPool.baseAddress)
-        for i in flat.indices where !Predicate.holds(UnsafePointer(flat.baseAddress! + i), pool, profile, event, now) {
+        for i in flat.indices where !FlatTerm.holds(UnsafePointer(flat.baseAddress! + i), pool, profile, event, now) {
             return false
         }
         return true
-    }
-
-    private static func holds(
-        _ t: UnsafePointer<FlatTerm>, _ pool: UnsafePointer<Value>?, _ profile: UserProfile?, _ event: BoundEvent?,
-        _ now: Int64
-    ) -> Bool {
-        switch t.pointee.operand {
-        case .attribute(let slot):
-            guard let profile else { return false }
-            return test(t, pool, profile.attributes.pointer(slot))
-        case .property(let slot):
-            guard let event else { return false }
-            return test(t, pool, event.propertySlots.pointer(slot))
-        case .count(let series, let ms):
-            let n = profile?.history.count(series: series, from: now - ms + 1, to: now) ?? 0
-            return test(t, pool, count: Int64(n))
-        case .lifetimeCount(let series):
-            return test(t, pool, count: Int64(profile?.history.lifetimeStat(series: series)?.count ?? 0))
-        }
-    }
-
-    @inline(__always) private static func test(
-        _ t: UnsafePointer<FlatTerm>, _ pool: UnsafePointer<Value>?, count n: Int64
-    ) -> Bool {
-        if case .int(let c) = t.pointee.constant {
-            switch t.pointee.test {
-            case .order(let accepts):
-                return accepts.accepts(Numeric.cmp(n, c))
-            case .equal: return n == c
-            case .notEqual: return n != c
-            default: break
-            }
-        }
-        return withUnsafePointer(to: Value?.some(.int(n))) { test(t, pool, $0) }
-    }
-
-    /// The constant of `t`, in place.
-    @inline(__always) private static func constant(_ t: UnsafePointer<FlatTerm>) -> UnsafePointer<Value> {
-        (UnsafeRawPointer(t) + MemoryLayout<FlatTerm>.offset(of: \.constant)!).assumingMemoryBound(to: Value.self)
-    }
-
-    @inline(__always) private static func test(
-        _ t: UnsafePointer<FlatTerm>, _ pool: UnsafePointer<Value>?, _ v: UnsafePointer<Value?>
-    ) -> Bool {
-        switch v.pointee {
-        case nil, .error?: return false
-        default: break
-        }
-        switch t.pointee.test {
-        case .equal: return Value.equal(v, constant(t))
-        case .notEqual: return !Value.equal(v, constant(t))
-        case .order(let accepts):
-            guard let o = Value.order(v, constant(t)) else { return false }
-            return accepts.accepts(o)
-        case .isIn:
-            guard let xs = pool.map({ $0 + t.pointee.listStart }) else { return false }
-            for i in 0..<t.pointee.listCount where Value.equal(v, xs + i) { return true }
-            return false
-        case .isTrue:
-            if case .bool(true)? = v.pointee { return true }
-            return false
-        }
     }
 }

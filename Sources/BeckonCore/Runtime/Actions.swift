@@ -80,9 +80,20 @@ public struct FiredAction: Sendable {
     /// Writes ``json`` to `w` (a writer kept across actions allocates nothing per action). The members every fire of
     /// the rule shares, and those of an action whose fields are constants, are copied as JSON made once per rule.
     public func write(to w: inout JSONWriter) {
+        FiredAction.write(
+            origin: origin, actionIndex: actionIndex, triggerKey: triggerKey, time: time, userID: userID, trigger: trigger,
+            own: ownKind == nil && ownFields == nil ? nil : (kind, fields), warnings: ownWarnings, to: &w)
+    }
+
+    /// ``write(to:)`` from an action's parts; `own`: its kind and fields when they are not its rule's compiled ones.
+    static func write(
+        origin: ActionOrigin, actionIndex: Int, triggerKey: TriggerKey, time: Int64, userID: String, trigger: String,
+        own: (kind: String, fields: [(key: String, value: Value)])? = nil, warnings: [String]? = nil,
+        to w: inout JSONWriter
+    ) {
         w.beginObject()
         w.key(static: "id")
-        withID { w.plainString($0) }
+        withID(rule: origin.qualifiedRule, action: actionIndex, user: userID, trigger: triggerKey) { w.plainString($0) }
         w.key(static: "time")
         Timestamp(milliseconds: time).withRFC3339 { w.plainString($0) }
         w.key(static: "userId")
@@ -90,14 +101,16 @@ public struct FiredAction: Sendable {
         origin.headJSON.withUnsafeBytes { w.members($0) }
         w.key(static: "trigger")
         w.string(trigger)
-        if ownKind == nil, ownFields == nil, let json = origin.constantJSON[actionIndex] {
+        if let own {
+            ActionOrigin.writeKindAndFields(own.kind, own.fields, to: &w)
+        } else if let json = origin.constantJSON[actionIndex] {
             json.withUnsafeBytes { w.members($0) }
         } else {
-            ActionOrigin.writeKindAndFields(kind, fields, to: &w)
+            ActionOrigin.writeKindAndFields(origin.kinds[actionIndex], origin.constantFields[actionIndex] ?? [], to: &w)
         }
-        if let ownWarnings, !ownWarnings.isEmpty {
+        if let warnings, !warnings.isEmpty {
             w.key(static: "warnings")
-            w.value(.list(ownWarnings.map { .string($0) }))
+            w.value(.list(warnings.map { .string($0) }))
         }
         w.endObject()
     }

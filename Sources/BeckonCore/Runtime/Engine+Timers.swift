@@ -42,6 +42,7 @@ extension Engine {
     @discardableResult
     public func advance(to time: Int64) -> EventOutcome {
         var out = EventOutcome(status: .processed, late: false, actions: [], verdicts: [])
+        out.actions.reset(for: ruleSet)
         if time > clock { clock = time }
         advance(to: time, into: &out)
         totals.actions += out.actions.count

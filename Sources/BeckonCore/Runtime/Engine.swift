@@ -75,7 +75,7 @@ public final class Engine {
         static let heldBack = 3
         /// Then one per entry of ``Verdict/blockCodes``.
         static let blocks = 4
-        static let width = blocks + Verdict.blockCodes.count
+        static let width = blocks + Verdict.blockCodeCount
     }
 
     /// The totals of ``Stats`` (its per-rule arrays stay empty here).
@@ -218,7 +218,7 @@ public final class Engine {
         out.status = .processed
         out.late = false
         // (An empty array is left alone: emptying one still makes a new buffer reference.)
-        if !out.actions.isEmpty { out.actions.removeAll(keepingCapacity: true) }
+        out.actions.reset(for: ruleSet)
         if !out.verdicts.isEmpty { out.verdicts.removeAll(keepingCapacity: true) }
         if !out.goalHits.isEmpty { out.goalHits.removeAll(keepingCapacity: true) }
         totals.events += 1
@@ -282,7 +282,8 @@ public final class Engine {
         scope.event = e
         scope.profile = profile
         scope.now = now
-        scope.change = nil
+        // (Cleared only when set: assigning nil runs the destroy of what was there, a generic call.)
+        if scope.change != nil { scope.change = nil }
         scope.invalidateMemo()
         let triggerKey = TriggerKey(messageID: e.messageID, eventCount: profile.eventCount)
         if let plan {
@@ -770,13 +771,16 @@ public final class Engine {
             return false
         }
         unowned(unsafe) let origin = rule.origin
-        for i in rule.actions.indices {
-            var fa = FiredAction(
-                origin: origin, actionIndex: i, triggerKey: triggerKey, time: now, userID: profile.userID, trigger: trigger)
-            if !origin.isConstant(i) {
+        for i in 0..<origin.kinds.count {
+            if origin.isConstant(i) {
+                out.actions.append(
+                    origin: origin, action: i, time: now, userID: profile.userID, key: triggerKey, trigger: trigger)
+            } else {
+                var fa = FiredAction(
+                    origin: origin, actionIndex: i, triggerKey: triggerKey, time: now, userID: profile.userID, trigger: trigger)
                 perform(rule.actions[i], rule: rule, profile: profile, now: now, action: &fa, round: &round)
+                out.actions.append(fa)
             }
-            out.actions.append(consume fa)
         }
         return true
     }

@@ -82,6 +82,9 @@ extension Verdict {
     ]
     /// The codes of verdicts that are not fires, in a fixed order: ``blockIndex`` counts them without strings.
     static let blockCodes = plainCodes + limitKeys.map { "limit:" + $0 } + limitKeys.map { "global_limit:" + $0 }
+    /// How many ``blockCodes`` there are (a literal, checked by `literalIndexesNameTheirCodes`: the engine's counters
+    /// read it per verdict).
+    static let blockCodeCount = 31
 
     /// Places in ``limitKeys`` the engine knows when it blocks (so a ``LimitHit`` carries its index, unsearched).
     enum LimitIndex {
@@ -199,7 +202,7 @@ public struct EventOutcome: Sendable {
     public var status: Status
     /// The event's time was before something already processed for its user (see docs/events.md).
     public var late: Bool
-    public var actions: [FiredAction]
+    public var actions: FiredActions
     /// Verdicts of the rules whose trigger matched, when ``Engine/Options/recordVerdicts`` is on.
     public var verdicts: [RuleVerdict]
     /// Goal events reached, when ``Engine/Options/trackGoals`` is on.
@@ -209,7 +212,7 @@ public struct EventOutcome: Sendable {
     public init(status: Status = .processed, late: Bool = false, actions: [FiredAction] = [], verdicts: [RuleVerdict] = []) {
         self.status = status
         self.late = late
-        self.actions = actions
+        self.actions = FiredActions(actions)
         self.verdicts = verdicts
     }
 }

@@ -1,0 +1,139 @@
+/// The actions an event (or a time advance) fired, in order: a random-access collection of ``FiredAction``.
+///
+/// Kept compact: an action whose fields are its rule's constants is a record of plain data (the rule's origin, the
+/// action's place, its time, and which of the outcome's triggers it came from), and the user and trigger that the
+/// event's actions share are kept once. A ``FiredAction`` is made when one is read; ``write(_:to:)`` writes one as
+/// JSON without making it. Firing an action so counts no references, and resetting the outcome for the next event
+/// frees nothing per action (what is left is dropped as later actions take its place). Actions whose fields were computed, or that are their own (`held_back`), are kept whole.
+public struct FiredActions: RandomAccessCollection, Sendable {
+    /// One fired action. `origin` is kept alive by `keeper`; `own` ≥ 0: the action is `owned[own]`.
+    struct Record {
+        var origin: Unmanaged<ActionOrigin>
+        var action: Int32
+        var trigger: Int32
+        var own: Int32
+        var time: Int64
+    }
+
+    /// The user and trigger that a run of actions shares.
+    struct Trigger: Sendable {
+        var userID: String
+        var key: TriggerKey
+        var name: String
+    }
+
+    // Each list's first `…Count` entries are live. Resetting sets the counts to 0 and later appends overwrite what is
+    // left (dropping it then): emptying arrays costs more than an event's actions when most events fire once or not.
+    private var records: ContiguousArray<Record> = []
+    private var recordCount = 0
+    private var triggers: ContiguousArray<Trigger> = []
+    private var triggerCount = 0
+    private var owned: ContiguousArray<FiredAction> = []
+    private var ownedCount = 0
+    /// Holds the origins of the records (the rule set whose rules they belong to).
+    private var keeper: CompiledRuleSet?
+    /// The bits of the last trigger's strings and count. Strings with the same bits are the same string (the last
+    /// trigger's are held, so their memory cannot be reused), so a fire whose bits match shares it without comparing
+    /// or copying text.
+    private var lastTrigger: TriggerBits?
+
+    public init() {}
+
+    public init(_ actions: some Sequence<FiredAction>) {
+        for a in actions { append(a) }
+    }
+
+    public var startIndex: Int { 0 }
+    public var endIndex: Int { recordCount }
+
+    public subscript(i: Int) -> FiredAction {
+        precondition(i >= 0 && i < recordCount, "index out of range")
+        let r = records[i]
+        if r.own >= 0 { return owned[Int(r.own)] }
+        let t = triggers[Int(r.trigger)]
+        return FiredAction(
+            origin: r.origin.takeUnretainedValue(), actionIndex: Int(r.action), triggerKey: t.key, time: r.time,
+            userID: t.userID, trigger: t.name)
+    }
+
+    /// Writes action `i` as ``FiredAction/json`` does.
+    public func write(_ i: Int, to w: inout JSONWriter) {
+        precondition(i >= 0 && i < recordCount, "index out of range")
+        let r = records[i]
+        if r.own >= 0 {
+            owned[Int(r.own)].write(to: &w)
+            return
+        }
+        triggers.withUnsafeBufferPointer { t in
+            let trigger = t.baseAddress! + Int(r.trigger)
+            r.origin._withUnsafeGuaranteedRef { origin in
+                FiredAction.write(
+                    origin: origin, actionIndex: Int(r.action), triggerKey: trigger.pointee.key, time: r.time,
+                    userID: trigger.pointee.userID, trigger: trigger.pointee.name, to: &w)
+            }
+        }
+    }
+
+    /// Empties the collection (keeping its memory) for actions of rules of `ruleSet`.
+    mutating func reset(for ruleSet: CompiledRuleSet) {
+        if keeper !== ruleSet { keeper = ruleSet }
+        recordCount = 0
+        triggerCount = 0
+        ownedCount = 0
+        lastTrigger = nil
+    }
+
+    /// Puts `x` at `a[n]` (over what is left there, or appended), then counts it.
+    @inline(__always) private static func put<T>(_ x: consuming T, in a: inout ContiguousArray<T>, at n: inout Int) {
+        if n < a.count { a[n] = x } else { a.append(x) }
+        n += 1
+    }
+
+    /// Adds a fire of action `action` of `origin`'s rule with the rule's compiled kind and fields. The rule is one of
+    /// the rule set the collection was last ``reset(for:)`` (which keeps `origin` alive).
+    mutating func append(
+        origin: ActionOrigin, action: Int, time: Int64, userID: String, key: TriggerKey, trigger name: String
+    ) {
+        assert(keeper != nil, "reset(for:) first")
+        let bits = TriggerBits(userID, key, name)
+        if lastTrigger != bits {
+            Self.put(Trigger(userID: userID, key: key, name: name), in: &triggers, at: &triggerCount)
+            lastTrigger = bits
+        }
+        Self.put(
+            Record(origin: .passUnretained(origin), action: Int32(action), trigger: Int32(triggerCount - 1), own: -1, time: time),
+            in: &records, at: &recordCount)
+    }
+
+    /// Adds an action kept whole.
+    public mutating func append(_ action: FiredAction) {
+        let record = Record(
+            origin: .passUnretained(action.origin), action: Int32(action.actionIndex), trigger: -1, own: Int32(ownedCount),
+            time: action.time)
+        Self.put(action, in: &owned, at: &ownedCount)
+        Self.put(record, in: &records, at: &recordCount)
+    }
+
+    /// The raw words of a trigger's strings and its count.
+    private struct TriggerBits: Equatable {
+        var words: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64)
+        var count: UInt32
+
+        @inline(__always) init(_ userID: String, _ key: TriggerKey, _ name: String) {
+            let u = unsafeBitCast(userID, to: (UInt64, UInt64).self)
+            let m = unsafeBitCast(key.messageID, to: (UInt64, UInt64).self)
+            let s = unsafeBitCast(key.suffix, to: (UInt64, UInt64).self)
+            let n = unsafeBitCast(name, to: (UInt64, UInt64).self)
+            words = (u.0, u.1, m.0, m.1, s.0, s.1, n.0, n.1)
+            count = key.eventCount
+        }
+
+        static func == (a: TriggerBits, b: TriggerBits) -> Bool {
+            a.count == b.count && a.words.0 == b.words.0 && a.words.1 == b.words.1 && a.words.2 == b.words.2
+                && a.words.3 == b.words.3 && a.words.4 == b.words.4 && a.words.5 == b.words.5
+                && a.words.6 == b.words.6 && a.words.7 == b.words.7
+        }
+    }
+}
+
+extension FiredActions.Record: @unchecked Sendable {}
