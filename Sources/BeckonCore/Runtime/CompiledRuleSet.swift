@@ -39,6 +39,8 @@ public final class CompiledRuleSet: Sendable {
     public let flowIndex: [String: Int]
     /// Per unit: no start, end or audience, so its rules need not look at it while evaluating.
     let plainUnits: [Bool]
+    /// Some unit holds users out (a fire asks its unit only then).
+    let hasHoldouts: Bool
     /// The names the tracking plans declare, when plans were loaded (for checking test streams).
     public let plan: PlanNames?
     /// Per event id, what the engine does with the event, in flat memory this rule set owns (see ``EventPlans``).
@@ -55,6 +57,7 @@ public final class CompiledRuleSet: Sendable {
     ) {
         self.plan = plan
         self.plainUnits = units.map { $0.start == nil && $0.end == nil && $0.audience == nil }
+        self.hasHoldouts = units.contains { $0.holdout > 0 }
         self.flows = flows
         self.flowIndex = Dictionary(uniqueKeysWithValues: flows.enumerated().map { ($1.id, $0) })
         self.units = units
@@ -458,6 +461,8 @@ public final class CompiledRule: Sendable {
     let actions: [ActionTemplate]
     /// Its names and compiled actions as its fires carry them.
     let origin: ActionOrigin
+    /// `origin`, read without counting a reference (the rule holds it).
+    let originReference: Unmanaged<ActionOrigin>
     /// Set when the rule is simple enough to decide from flat data (see ``SimpleGate``).
     let gate: SimpleGate?
     /// `timing` has a delay; it has quiet hours (flags read without copying `timing`).
@@ -497,6 +502,7 @@ public final class CompiledRule: Sendable {
         self.timing = timing
         self.reprompt = reprompt
         origin = ActionOrigin(unit: unitName, unitKind: unitKind, rule: id, actions: actions)
+        originReference = .passUnretained(origin)
         gate = SimpleGate(whereExpr: whereExpr, ifExpr: ifExpr, limits: limits, reprompt: reprompt)
         isDelayed = timing.isDelayed
         hasQuietHours = timing.quietHours != nil

@@ -761,8 +761,7 @@ public final class Engine {
                     series: g, at: now, now: now, retentionMs: ruleSet.seriesTable[g].retentionMs, keepsLifetime: false)
             }
         }
-        unowned(unsafe) let unit = ruleSet.units[Int(rule.unit)]
-        if unit.isHeldOut(profile.userID) {
+        if ruleSet.hasHoldouts, ruleSet.units[Int(rule.unit)].isHeldOut(profile.userID) {
             // The control group: the fire is recorded (and counts for limits and reports), nothing is sent.
             out.actions.append(
                 FiredAction(
@@ -770,12 +769,13 @@ public final class Engine {
                     trigger: trigger, kind: "held_back", fields: [("actions", .list(rule.actions.map { .string($0.kind) }))]))
             return false
         }
-        unowned(unsafe) let origin = rule.origin
-        for i in 0..<origin.kinds.count {
-            if origin.isConstant(i) {
+        let reference = rule.originReference
+        for i in 0..<reference._withUnsafeGuaranteedRef({ $0.kinds.count }) {
+            if reference._withUnsafeGuaranteedRef({ $0.isConstant(i) }) {
                 out.actions.append(
-                    origin: origin, action: i, time: now, userID: profile.userID, key: triggerKey, trigger: trigger)
+                    origin: reference, action: i, time: now, userID: profile.userID, key: triggerKey, trigger: trigger)
             } else {
+                let origin = reference.takeUnretainedValue()
                 var fa = FiredAction(
                     origin: origin, actionIndex: i, triggerKey: triggerKey, time: now, userID: profile.userID, trigger: trigger)
                 perform(rule.actions[i], rule: rule, profile: profile, now: now, action: &fa, round: &round)

@@ -92,7 +92,7 @@ public struct FiredActions: RandomAccessCollection, Sendable {
     /// Adds a fire of action `action` of `origin`'s rule with the rule's compiled kind and fields. The rule is one of
     /// the rule set the collection was last ``reset(for:)`` (which keeps `origin` alive).
     mutating func append(
-        origin: ActionOrigin, action: Int, time: Int64, userID: String, key: TriggerKey, trigger name: String
+        origin: Unmanaged<ActionOrigin>, action: Int, time: Int64, userID: String, key: TriggerKey, trigger name: String
     ) {
         assert(keeper != nil, "reset(for:) first")
         let bits = TriggerBits(userID, key, name)
@@ -101,7 +101,7 @@ public struct FiredActions: RandomAccessCollection, Sendable {
             lastTrigger = bits
         }
         Self.put(
-            Record(origin: .passUnretained(origin), action: Int32(action), trigger: Int32(triggerCount - 1), own: -1, time: time),
+            Record(origin: origin, action: Int32(action), trigger: Int32(triggerCount - 1), own: -1, time: time),
             in: &records, at: &recordCount)
     }
 
