@@ -217,8 +217,8 @@ public final class Engine {
     private func process(_ e: BoundEvent, userHash: UInt64?, into out: inout EventOutcome) {
         out.status = .processed
         out.late = false
-        // (An empty array is left alone: emptying one still makes a new buffer reference.)
         out.actions.reset(for: ruleSet)
+        // (An empty array is left alone: emptying one still makes a new buffer reference.)
         if !out.verdicts.isEmpty { out.verdicts.removeAll(keepingCapacity: true) }
         if !out.goalHits.isEmpty { out.goalHits.removeAll(keepingCapacity: true) }
         totals.events += 1
