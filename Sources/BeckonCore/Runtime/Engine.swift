@@ -131,12 +131,17 @@ public final class Engine {
     private let memoryStore: Unmanaged<InMemoryStateStore>?
 
     private func profileFor(_ userID: String, hash: UInt64?, create: Bool) -> UserProfile? {
-        if let m = memoryStore {
-            return m._withUnsafeGuaranteedRef {
-                $0.profileReference(for: userID, hash: hash ?? $0.hash(of: userID), create: create) { newProfile(userID) }
-            }?.takeUnretainedValue()
-        }
+        if let m = memoryStore { return storedProfile(m, userID, hash: hash, create: create)?.takeUnretainedValue() }
         return store.profile(for: userID, create: create) { newProfile(userID) }
+    }
+
+    /// The in-memory store's reference to the profile of `userID` (the store keeps it: taking it counts nothing).
+    @inline(__always) private func storedProfile(
+        _ m: Unmanaged<InMemoryStateStore>, _ userID: String, hash: UInt64?, create: Bool
+    ) -> Unmanaged<UserProfile>? {
+        m._withUnsafeGuaranteedRef {
+            $0.profileReference(for: userID, hash: hash ?? $0.hash(of: userID), create: create) { newProfile(userID) }
+        }
     }
 
     private func newProfile(_ userID: String) -> UserProfile {
@@ -228,12 +233,9 @@ public final class Engine {
         // The in-memory store's profile is borrowed from the store for the event (no reference counted); another
         // store's is held, and told of the change.
         if let m = memoryStore {
-            let p = m._withUnsafeGuaranteedRef {
-                $0.profileReference(for: e.userID, hash: userHash ?? $0.hash(of: e.userID), create: true) {
-                    newProfile(e.userID)
-                }!
+            storedProfile(m, e.userID, hash: userHash, create: true)!._withUnsafeGuaranteedRef {
+                process(e, profile: $0, into: &out)
             }
-            p._withUnsafeGuaranteedRef { process(e, profile: $0, into: &out) }
         } else {
             let profile = store.profile(for: e.userID, create: true) { newProfile(e.userID) }!
             process(e, profile: profile, into: &out)

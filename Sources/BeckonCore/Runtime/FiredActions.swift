@@ -114,24 +114,20 @@ public struct FiredActions: RandomAccessCollection, Sendable {
         Self.put(record, in: &records, at: &recordCount)
     }
 
-    /// The raw words of a trigger's strings and its count.
+    /// The words of a trigger's strings (``StringBits``) and its count.
     private struct TriggerBits: Equatable {
-        var words: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64)
+        var user: StringBits
+        var message: StringBits?
+        var suffix: StringBits
+        var name: StringBits
         var count: UInt32
 
         @inline(__always) init(_ userID: String, _ key: TriggerKey, _ name: String) {
-            let u = unsafeBitCast(userID, to: (UInt64, UInt64).self)
-            let m = unsafeBitCast(key.messageID, to: (UInt64, UInt64).self)
-            let s = unsafeBitCast(key.suffix, to: (UInt64, UInt64).self)
-            let n = unsafeBitCast(name, to: (UInt64, UInt64).self)
-            words = (u.0, u.1, m.0, m.1, s.0, s.1, n.0, n.1)
+            user = StringBits(userID)
+            message = key.messageID.map(StringBits.init)
+            suffix = StringBits(key.suffix)
+            self.name = StringBits(name)
             count = key.eventCount
-        }
-
-        static func == (a: TriggerBits, b: TriggerBits) -> Bool {
-            a.count == b.count && a.words.0 == b.words.0 && a.words.1 == b.words.1 && a.words.2 == b.words.2
-                && a.words.3 == b.words.3 && a.words.4 == b.words.4 && a.words.5 == b.words.5
-                && a.words.6 == b.words.6 && a.words.7 == b.words.7
         }
     }
 }
