@@ -640,6 +640,7 @@ public final class ExprCompiler {
                     guard let xs = items(r) else { return .error(.noSuchOverload) }
                     var err: Value?
                     for x in xs {
+                        if !s.step() { return .error(ValueLimits.stepsSpent) }
                         s.locals[slot] = x
                         switch p(s) {
                         case .bool(let b):
@@ -660,6 +661,7 @@ public final class ExprCompiler {
                     guard let xs = items(r) else { return .error(.noSuchOverload) }
                     var n = 0
                     for x in xs {
+                        if !s.step() { return .error(ValueLimits.stepsSpent) }
                         s.locals[slot] = x
                         switch p(s) {
                         case .bool(true): n += 1
@@ -681,6 +683,7 @@ public final class ExprCompiler {
                     guard let xs = items(r) else { return .error(.noSuchOverload) }
                     var out: [Value] = []
                     for x in xs {
+                        if !s.step() { return .error(ValueLimits.stepsSpent) }
                         s.locals[slot] = x
                         if let p {
                             switch p(s) {

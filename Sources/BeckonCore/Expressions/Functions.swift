@@ -50,9 +50,15 @@ enum Arithmetic {
         case (.uint(let x), .uint(let y)):
             let (r, o) = x.addingReportingOverflow(y)
             return o ? .error(.overflow) : .uint(r)
-        case (.string(let x), .string(let y)): return .string(x + y)
-        case (.bytes(let x), .bytes(let y)): return .bytes(x + y)
-        case (.list(let x), .list(let y)): return .list(x + y)
+        case (.string(let x), .string(let y)):
+            if x.utf8.count + y.utf8.count > ValueLimits.maxBuiltBytes { return .error(ValueLimits.builtTooLarge) }
+            return .string(x + y)
+        case (.bytes(let x), .bytes(let y)):
+            if x.count + y.count > ValueLimits.maxBuiltBytes { return .error(ValueLimits.builtTooLarge) }
+            return .bytes(x + y)
+        case (.list(let x), .list(let y)):
+            if x.count + y.count > ValueLimits.maxBuiltBytes / 8 { return .error(ValueLimits.builtTooLarge) }
+            return .list(x + y)
         case (.timestamp(let t), .duration(let d)), (.duration(let d), .timestamp(let t)):
             do { return .timestamp(try Timestamp(seconds: t.seconds &+ d.seconds, nanos: t.nanos &+ d.nanos)) } catch {
                 return .error(EvalError("timestamp out of range"))
@@ -617,7 +623,15 @@ extension FunctionDecl {
                     guard case .string(let s) = a[0], case .string(let x) = a[1], case .string(let y) = a[2] else {
                         return a.first(where: \.isError) ?? noOverload()
                     }
-                    return .string(x.isEmpty ? s : s.replacingOccurrences(of: x, with: y))
+                    if x.isEmpty { return .string(s) }
+                    // The result's size is known before it is built: refuse one past the limit.
+                    if y.utf8.count > x.utf8.count {
+                        let n = s.components(separatedBy: x).count - 1
+                        if s.utf8.count + n * (y.utf8.count - x.utf8.count) > ValueLimits.maxBuiltBytes {
+                            return .error(ValueLimits.builtTooLarge)
+                        }
+                    }
+                    return .string(s.replacingOccurrences(of: x, with: y))
                 }, doc: "`s.replace(old, new)`: every occurrence replaced"))
         add(
             FunctionDecl(
@@ -642,9 +656,12 @@ extension FunctionDecl {
                         sep = s
                     }
                     var parts: [String] = []
+                    var size = 0
                     for x in xs {
                         guard case .string(let s) = x else { return noOverload() }
                         parts.append(s)
+                        size += s.utf8.count + sep.utf8.count
+                        if size > ValueLimits.maxBuiltBytes { return .error(ValueLimits.builtTooLarge) }
                     }
                     return .string(parts.joined(separator: sep))
                 }, doc: "`list.join(separator)`: strings joined"))

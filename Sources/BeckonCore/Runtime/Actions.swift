@@ -301,27 +301,34 @@ indirect enum CompiledValue: Sendable {
         }
     }
 
-    /// Evaluates; an expression that fails becomes `null` (or empty text) and a warning naming `field`.
+    /// Evaluates; an expression that fails becomes `null` (or empty text) and a warning naming `field`, and so does
+    /// one whose value is larger than ``ValueLimits/maxBuiltBytes``.
     func evaluate(_ s: EvalScope, field: String, warnings: inout [String]) -> Value {
-        switch self {
-        case .constant(let v): return v
-        case .expr(let e):
-            let v = e.evaluate(s)
+        func checked(_ v: Value, _ e: CompiledExpr) -> Value {
+            var v = v
+            if v.byteSize(upTo: ValueLimits.maxBuiltBytes) > ValueLimits.maxBuiltBytes { v = .error(ValueLimits.builtTooLarge) }
             if case .error(let err) = v {
                 warnings.append("\(field): \(err.message) (in '\(e.source)')")
                 return .null
             }
             return v
+        }
+        switch self {
+        case .constant(let v): return v
+        case .expr(let e): return checked(e.evaluate(s), e)
         case .text(let pieces):
             var out = ""
             for p in pieces {
                 switch p {
                 case .text(let t): out += t
                 case .expr(let e):
-                    let v = e.evaluate(s)
+                    let v = checked(e.evaluate(s), e)
+                    if out.utf8.count > ValueLimits.maxBuiltBytes - v.byteSize(upTo: ValueLimits.maxBuiltBytes) {
+                        warnings.append("\(field): \(ValueLimits.builtTooLarge.message) (in '\(e.source)')")
+                        continue
+                    }
                     switch v {
-                    case .error(let err): warnings.append("\(field): \(err.message) (in '\(e.source)')")
-                    case .null: break
+                    case .null, .error: break
                     case .string(let str): out += str
                     case .list, .map: out += JSONWriter.encode(v)
                     default:

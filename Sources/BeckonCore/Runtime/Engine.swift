@@ -33,6 +33,8 @@ public final class Engine {
         public var duplicates = 0
         public var late = 0
         public var actions = 0
+        /// New attributes no rule reads that a user could not keep (``ValueLimits/maxOtherAttributes``).
+        public var attributesNotKept = 0
         /// Per rule index: trigger matches, fires, and blocks by reason code.
         public var triggered: [Int] = []
         public var fired: [Int] = []
@@ -284,6 +286,7 @@ public final class Engine {
         scope.event = e
         scope.profile = profile
         scope.now = now
+        if scope.steps != 0 { scope.steps = 0 }
         // (Cleared only when set: assigning nil runs the destroy of what was there, a generic call.)
         if scope.change != nil { scope.change = nil }
         scope.invalidateMemo()
@@ -851,6 +854,11 @@ public final class Engine {
             let values = attrs.map { ($0.slot, $0.name, $0.value.evaluate(scope, field: $0.name, warnings: &w)) }
             var m = ValueMap()
             for (slot, name, v) in values {
+                let size = v.byteSize(upTo: ValueLimits.maxAttributeBytes)
+                guard size <= ValueLimits.maxAttributeBytes else {
+                    w.append("'\(name)' not set: its value is over \(ValueLimits.maxAttributeBytes) bytes (the limit)")
+                    continue
+                }
                 applyAttribute(profile, name: name, slot: slot, value: v.isNullValue ? nil : v, changes: &round.changes)
                 m[string: name] = v
             }
@@ -880,6 +888,10 @@ public final class Engine {
         guard let slot else {
             if let value {
                 if p.otherAttributes == nil { p.otherAttributes = ValueMap() }
+                if p.otherAttributes![string: name] == nil && p.otherAttributes!.count >= ValueLimits.maxOtherAttributes {
+                    totals.attributesNotKept += 1
+                    return
+                }
                 p.otherAttributes![string: name] = value
             } else {
                 p.otherAttributes?[string: name] = nil

@@ -7,6 +7,8 @@ public final class EvalScope {
     public var bindings: [String: Value] = [:]
     /// When set, compiled-with-tracing expressions record each sub-expression's value here.
     public var trace: ExprTrace?
+    /// Comprehension iterations for the event under way (``ValueLimits/maxSteps``): the engine zeroes it per event.
+    var steps = 0
 
     // Runtime state, set by the engine before evaluating. Unowned: the engine sets them for the length of a call that
     // holds both, and clears them before it returns (setting them counts no references). Only the engine's thread
@@ -33,6 +35,12 @@ public final class EvalScope {
             memo.append(contentsOf: repeatElement(.null, count: n - memo.count))
             memoEpoch.append(contentsOf: repeatElement(0, count: n - memoEpoch.count))
         }
+    }
+
+    /// Counts one comprehension iteration; `false` once the event has taken ``ValueLimits/maxSteps``.
+    @inline(__always) func step() -> Bool {
+        steps &+= 1
+        return steps <= ValueLimits.maxSteps
     }
 
     /// Starts a new memo generation (a new event, or state changed by actions).
@@ -76,10 +84,21 @@ public final class ExprTrace {
 
     public private(set) var entries: [Entry] = []
     var depth = 0
+    /// Entries not kept once ``maxEntries`` were (a comprehension records its body once per element).
+    public private(set) var dropped = 0
+
+    /// An explanation keeps at most this many values, and shows each in at most ``maxValueText`` characters: its size
+    /// is bounded whatever the data (docs/reference/limits.md).
+    public static let maxEntries = 256
+    public static let maxValueText = 200
 
     public init() {}
 
     func record(_ source: String, _ span: SourceSpan, _ value: Value, op: String? = nil) {
+        guard entries.count < ExprTrace.maxEntries else {
+            dropped += 1
+            return
+        }
         entries.append(Entry(source: source, span: span, value: value, depth: depth, op: op))
     }
 
@@ -88,10 +107,8 @@ public final class ExprTrace {
         var stack: [Node] = []
         for e in entries {
             var children: [Node] = []
-            while let last = stack.last, last.entry.depth > e.depth {
-                children.insert(stack.removeLast(), at: 0)
-            }
-            stack.append(Node(entry: e, children: children))
+            while let last = stack.last, last.entry.depth > e.depth { children.append(stack.removeLast()) }
+            stack.append(Node(entry: e, children: children.reversed()))
         }
         return stack
     }
@@ -118,17 +135,21 @@ public final class ExprTrace {
             }
             return s
         }
-        return roots.map { render($0, 1) }.joined(separator: "; ")
+        let text = roots.map { render($0, 1) }.joined(separator: "; ")
+        return dropped > 0 ? text + " (… \(dropped) more values not shown)" : text
     }
 
     static func isLiteralText(_ t: String) -> Bool { t.first == "\"" || t.first == "'" || t.first?.isNumber == true }
 
     static func show(_ v: Value) -> String {
-        switch v {
-        case .error(let e): "error: \(e.message)"
-        case .string(let s): "\"\(s)\""
-        default: JSONWriter.encode(v)
-        }
+        // A large value is not written out whole only to be cut.
+        let text: String =
+            switch v {
+            case .error(let e): "error: \(e.message)"
+            case .string(let s): "\"\(s.prefix(maxValueText))\""
+            default: v.byteSize(upTo: 4 * maxValueText) > 4 * maxValueText ? "(a \(v.kindName))" : JSONWriter.encode(v)
+            }
+        return text.count > maxValueText ? text.prefix(maxValueText - 1) + "…" : text
     }
 }
 

@@ -1,0 +1,51 @@
+/// Bounds on the values Beckon builds and keeps, each defined here once (docs/reference/limits.md lists them with
+/// what happens at each).
+public enum ValueLimits {
+    /// A user attribute's value, set by `identify` or a `set` action, is at most this many bytes (``Value/byteSize(upTo:)``):
+    /// an `identify` line with a larger trait is a bad line, a `set` of a larger value is not applied (the action says
+    /// why).
+    public static let maxAttributeBytes = 64 << 10
+    /// Attributes no loaded rule reads, kept per user: further new names are not kept (counted in ``Engine/Stats``).
+    public static let maxOtherAttributes = 256
+    /// A string an expression builds (`+`, `replace`, `join`), a list it concatenates, or a value it writes into an
+    /// action field is at most this many bytes; beyond it the expression's value is an error.
+    public static let maxBuiltBytes = 1 << 20
+    /// Comprehension iterations (`exists`, `all`, `exists_one`, `map`, `filter`) for one event, all its rules'
+    /// expressions together (a delayed action coming due counts as its own): beyond it, an expression's value is an
+    /// error.
+    public static let maxSteps = 1_000_000
+
+    static let builtTooLarge = EvalError("the value built is larger than \(maxBuiltBytes) bytes (the limit)")
+    static let stepsSpent = EvalError("the expression took more than \(maxSteps) steps (the limit)")
+}
+
+extension Value {
+    /// The bytes the value stands for, as if written out: a string by its UTF-8 length, a list or map by its members
+    /// (a string a list holds many times counts each time), 8 for a number. Counts up to `limit`: a larger value
+    /// returns something above `limit` without being walked further, so the cost is bounded by `limit`.
+    public func byteSize(upTo limit: Int) -> Int {
+        var total = 0
+        func add(_ v: Value) -> Bool {
+            switch v {
+            case .string(let s): total += s.utf8.count
+            case .bytes(let b): total += b.count
+            case .list(let xs):
+                total += 2
+                for x in xs {
+                    if !add(x) { return false }
+                }
+            case .map(let m):
+                total += 2
+                for (k, x) in m.entries {
+                    if !add(k) || !add(x) { return false }
+                }
+            case .type(let t): total += t.utf8.count
+            case .error(let e): total += e.message.utf8.count
+            default: total += 8
+            }
+            return total <= limit
+        }
+        _ = add(self)
+        return total
+    }
+}

@@ -1,0 +1,70 @@
+import BeckonCore
+import Testing
+
+/// Bounds on what one event or one user can make Beckon build or keep.
+struct ValueBoundTests {
+    @Test func aSetThatWouldGrowPastTheLimitIsRefusedWithAWarning() throws {
+        let rs = try load(
+            campaign(actions: "    do:\n      - set: { log: '${default(user.log, \"x\") + default(user.log, \"x\")}' }\n"))
+        let engine = Engine(ruleSet: rs)
+        var warnings: [String] = []
+        for m in 0..<40 {
+            let out = engine.process(
+                track("Opened", at: Timestamp(milliseconds: t("2026-03-01T00:00:00Z") + Int64(m) * 1000).description))
+            warnings += out.actions.flatMap(\.warnings)
+        }
+        guard case .string(let log)? = engine.profile(of: "u1")!.attributes[rs.attributeSlots["log"]!] else {
+            Issue.record("no log attribute")
+            return
+        }
+        #expect(log.utf8.count <= ValueLimits.maxAttributeBytes)
+        #expect(log.utf8.count > ValueLimits.maxAttributeBytes / 2)
+        #expect(warnings.contains { $0.contains("not set") })
+    }
+
+    @Test func attributesNoRuleReadsAreKeptUpToTheLimit() throws {
+        let rs = try load(campaign())
+        let engine = Engine(ruleSet: rs)
+        for k in 0..<(ValueLimits.maxOtherAttributes + 10) {
+            engine.process(identify("u1", at: "2026-03-01T09:00:00Z", [("trait\(k)", .int(Int64(k)))]))
+        }
+        #expect(engine.profile(of: "u1")!.otherAttributes?.count == ValueLimits.maxOtherAttributes)
+        #expect(engine.stats.attributesNotKept == 10)
+    }
+
+    @Test func nestedComprehensionsStopAtTheStepBudget() {
+        let xs = Value.list((0..<2000).map { .int(Int64($0)) })
+        let v = eval("xs.exists(x, xs.exists(y, x + y < 0))", ["xs": xs])
+        guard case .error(let e) = v else {
+            Issue.record("expected an error, got \(v)")
+            return
+        }
+        #expect(e.message.contains("steps"))
+        // Below the budget the same expression is evaluated.
+        let small = Value.list((0..<500).map { .int(Int64($0)) })
+        #expect(eval("xs.exists(x, xs.exists(y, x + y < 0))", ["xs": small]).isTrue == false)
+    }
+
+    @Test(arguments: [
+        "s + s", "s.replace('a', s)", "[s, s, s, s].join('')",
+    ])
+    func builtStringsStopAtTheLimit(_ expr: String) {
+        let s = Value.string(String(repeating: "a", count: ValueLimits.maxBuiltBytes / 2 + 1))
+        guard case .error(let e) = eval(expr, ["s": s]) else {
+            Issue.record("expected an error")
+            return
+        }
+        #expect(e.message.contains("larger than"))
+        #expect(!eval(expr, ["s": .string("ab")]).isError)
+    }
+
+    @Test func explanationsAreBounded() throws {
+        let rs = try load(campaign(if: "event.properties.xs.exists(x, x > 100000)"))
+        let engine = Engine(ruleSet: rs, options: .init(explain: true))
+        let xs = Value.list((0..<5000).map { .int(Int64($0)) })
+        let out = engine.process(track("Opened", at: "2026-03-01T09:00:00Z", props: [("xs", xs)]))
+        let text = out.verdicts.map(\.verdict.summary).joined() + out.verdicts.flatMap(\.clauses).map(\.detail).joined()
+        #expect(text.count < 100_000)
+        #expect(text.contains("more values not shown"))
+    }
+}
