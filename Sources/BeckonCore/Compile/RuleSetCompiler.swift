@@ -56,6 +56,7 @@ private struct Builder {
             settings.sessionStartEvents = Set(s.sessionStartEvents.map { symbols.event($0.value) })
             if let t = s.sessionTimeoutMs { settings.sessionTimeoutMs = t }
             if let d = s.dedupWindowMs { settings.dedupWindowMs = d }
+            if let d = s.clockSkewMs { settings.clockSkewMs = d }
             if !s.globalLimits.isEmpty {
                 let g = CompiledLimits(s.globalLimits)
                 if g.rolling.contains(where: { $0.window == .month }) { _ = symbols.zoneSlots }

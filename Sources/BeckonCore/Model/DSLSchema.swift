@@ -508,6 +508,12 @@ public enum DSL {
                 doc: """
                     how long a `messageId` is remembered, so that an event sent twice is processed once (default 7d)
                     """, example: "7d"),
+            KeySchema(
+                "clock_skew", .duration,
+                doc: """
+                    how far one user's event may run ahead of the other users' before it moves the stream's clock alone: \
+                    a device whose clock is further ahead brings no one else's delayed actions due (default 7d)
+                    """, example: "7d"),
         ])
 
     /// Every kind of file: rules, settings, tracking plans, tests.

@@ -916,6 +916,7 @@ public struct FileParser {
             }
         }
         spec.dedupWindowMs = k["dedup_window"].flatMap { duration($0.value, "dedup_window")?.value }
+        spec.clockSkewMs = k["clock_skew"].flatMap { duration($0.value, "clock_skew")?.value }
         spec.deepLinkSchemes = k["deep_link_schemes"].flatMap { oneOrMany($0.value, "deep_link_schemes") }
         return spec
     }

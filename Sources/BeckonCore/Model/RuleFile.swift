@@ -332,6 +332,7 @@ public struct SettingsSpec: Sendable {
     public var globalLimits: LimitSpec = LimitSpec()
     public var globalLimitsLocation: SourceLocation?
     public var dedupWindowMs: Int64?
+    public var clockSkewMs: Int64?
     /// The URL schemes deep links may use, when declared.
     public var deepLinkSchemes: [Located<String>]?
 }

@@ -588,8 +588,9 @@ public struct EngineSettings: Sendable {
     public var sessionTimeoutMs: Int64 = 30 * 60_000
     public var globalLimits: CompiledLimits?
     public var dedupWindowMs: Int64 = 7 * 86_400_000
-    /// Most messageIds remembered per user (the oldest are forgotten first).
-    public var dedupPerUser: Int = 128
+    /// How far one user's event may run ahead of the other users' latest before it moves the stream's clock alone
+    /// (see ``Engine/clock``).
+    public var clockSkewMs: Int64 = 7 * 86_400_000
     /// How deep `set` → `on_change` → `set` chains may go within one event.
     public var maxCascadeDepth: Int = 8
     /// Series of all message fires, for the global cap's rolling windows (-1 if none).

@@ -66,6 +66,22 @@ extension Engine {
         }
     }
 
+    /// Fires `profile`'s own delayed actions due at or before `time`, in due order: a user's events bring their own
+    /// actions due even when the stream's clock is behind them (their queue entries are skipped when popped).
+    func fireOwnDue(_ profile: UserProfile, upTo time: Int64, into out: inout EventOutcome) {
+        let saved = (scope.event, scope.profile, scope.now, scope.change)
+        defer { (scope.event, scope.profile, scope.now, scope.change) = saved }
+        while true {
+            var next: Int?
+            for (i, p) in profile.pending.enumerated() where p.due <= time {
+                if let n = next, (profile.pending[n].due, profile.pending[n].id) <= (p.due, p.id) { continue }
+                next = i
+            }
+            guard let next else { return }
+            fireDue(profile.pending.remove(at: next), profile: profile, out: &out)
+        }
+    }
+
     /// Pending delayed actions of every user, soonest first.
     public var pendingCount: Int { store.allProfiles().reduce(0) { $0 + $1.pending.count } }
 
@@ -162,6 +178,7 @@ extension Engine {
         scope.profile = profile
         scope.now = now
         scope.change = p.change
+        scope.steps = 0
         scope.invalidateMemo()
         let unit = ruleSet.units[Int(rule.unit)]
         func block(_ v: Verdict) {

@@ -98,8 +98,19 @@ public final class Engine {
     public let store: any StateStore
     @exclusivity(unchecked) public var options: Options
     let scope = EvalScope()
-    /// Stream time: the latest event time seen. Delayed actions fire when it passes their due time.
+    /// Stream time, which brings every user's delayed actions due (a user's own events bring that user's due).
+    ///
+    /// One device with a wrong clock must not fire other users' timers, so one user alone cannot move it far: it
+    /// follows the latest event time of the two users furthest ahead (``leader`` and ``runnerUp``, distinct users). It
+    /// moves to the leader's time when that is at most ``EngineSettings/clockSkewMs`` past the runner-up's, and
+    /// otherwise only to the runner-up's: a real gap in the stream is crossed by the second user's event after it.
+    /// ``advance(to:)`` moves it to any time.
     @exclusivity(unchecked) public internal(set) var clock: Int64 = Int64.min
+    /// The user furthest ahead in event time, and the furthest ahead of the others (users by the hash of their id).
+    @exclusivity(unchecked) var leader = (time: Int64.min, user: UInt64(0))
+    @exclusivity(unchecked) var runnerUp = (time: Int64.min, user: UInt64(0))
+    /// The latest event time seen (whoever sent it): `dry-run --until +7d` counts from it.
+    public var latestEventTime: Int64 { max(leader.time, clock) }
     /// Due times of pending delayed actions, soonest first (entries of cancelled actions are skipped when popped).
     @exclusivity(unchecked) var timers = Heap<TimerRef>()
     var nextTimerID: UInt64 = 1
@@ -229,30 +240,33 @@ public final class Engine {
         if !out.verdicts.isEmpty { out.verdicts.removeAll(keepingCapacity: true) }
         if !out.goalHits.isEmpty { out.goalHits.removeAll(keepingCapacity: true) }
         totals.events += 1
-        // Time passes for everyone: delayed actions due by now fire first.
-        if e.timestamp > clock { clock = e.timestamp }
-        if let due = timers.min, due.due <= clock { advance(to: clock, into: &out) }
         // The in-memory store's profile is borrowed from the store for the event (no reference counted); another
         // store's is held, and told of the change.
         if let m = memoryStore {
-            storedProfile(m, e.userID, hash: userHash, create: true)!._withUnsafeGuaranteedRef {
-                process(e, profile: $0, into: &out)
+            let h = userHash ?? m._withUnsafeGuaranteedRef { $0.hash(of: e.userID) }
+            storedProfile(m, e.userID, hash: h, create: true)!._withUnsafeGuaranteedRef {
+                process(e, profile: $0, user: h, into: &out)
             }
         } else {
             let profile = store.profile(for: e.userID, create: true) { newProfile(e.userID) }!
-            process(e, profile: profile, into: &out)
+            process(e, profile: profile, user: ByteHash.hash(e.userID), into: &out)
             store.didUpdate(profile)
         }
     }
 
-    /// ``process(_:into:)`` once the user's profile is found.
-    private func process(_ e: BoundEvent, profile: UserProfile, into out: inout EventOutcome) {
+    /// ``process(_:into:)`` once the user's profile is found; `user` identifies the user for the stream clock.
+    private func process(_ e: BoundEvent, profile: UserProfile, user: UInt64, into out: inout EventOutcome) {
         let rs = ruleSet
-        if let mid = e.messageID, isDuplicate(profile, mid, e.timestamp) {
+        // A duplicate changes nothing, time included: its outcome is empty.
+        if let mid = e.messageID, !mid.isEmpty, isDuplicate(profile, mid, e.timestamp) {
             totals.duplicates += 1
             out.status = .duplicate
             return
         }
+        // Time passes: delayed actions due by the stream's clock fire first, then this user's own, due by their time.
+        moveClock(e.timestamp, user: user)
+        if let due = timers.min, due.due <= clock { advance(to: clock, into: &out) }
+        if !profile.pending.isEmpty { fireOwnDue(profile, upTo: max(e.timestamp, profile.clock), into: &out) }
         out.late = e.timestamp < profile.clock
         if out.late { totals.late += 1 }
         let now = max(e.timestamp, profile.clock)
@@ -948,18 +962,26 @@ public final class Engine {
 
     /// Remembers `messageID`; `true` if it was seen within the dedup window.
     private func isDuplicate(_ p: UserProfile, _ id: String, _ time: Int64) -> Bool {
-        let h = ByteHash.hash(id)
-        let s = ruleSet.settings
-        let horizon = max(time, p.clock) - s.dedupWindowMs
-        if let firstKept = p.recentMessageIDs.firstIndex(where: { $0.time > horizon }) {
-            if firstKept > 0 { p.recentMessageIDs.removeFirst(firstKept) }
+        let now = max(time, p.clock)
+        if p.messageIDs == nil { p.messageIDs = MessageIDWindow() }
+        return !p.messageIDs!.insert(ByteHash.hash(id), at: now, forgettingUpTo: now - ruleSet.settings.dedupWindowMs)
+    }
+
+    /// Moves the stream's clock for an event of `user` at `time` (see ``clock``).
+    @inline(__always) private func moveClock(_ time: Int64, user: UInt64) {
+        // Nothing changes unless the event is past the runner-up (the common case: a stream in time order moves both).
+        guard time > runnerUp.time else { return }
+        if user == leader.user {
+            if time > leader.time { leader.time = time }
+        } else if time > leader.time {
+            runnerUp = leader
+            leader = (time, user)
         } else {
-            p.recentMessageIDs.removeAll(keepingCapacity: true)
+            runnerUp = (time, user)
         }
-        if p.recentMessageIDs.contains(where: { $0.hash == h }) { return true }
-        if p.recentMessageIDs.count >= s.dedupPerUser { p.recentMessageIDs.removeFirst() }
-        p.recentMessageIDs.append((h, max(time, p.clock)))
-        return false
+        let skew = ruleSet.settings.clockSkewMs
+        let to = leader.time <= runnerUp.time &+ skew ? leader.time : runnerUp.time
+        if to > clock { clock = to }
     }
 }
 

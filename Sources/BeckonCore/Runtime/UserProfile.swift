@@ -23,8 +23,8 @@ public final class UserProfile {
     @exclusivity(unchecked) private var recordBase: UnsafeMutablePointer<RuleRecord>? = nil
     @exclusivity(unchecked) private var recordCount: Int32 = 0
     @exclusivity(unchecked) private var recordCapacity: Int32 = 0
-    /// Recent messageIds (hashed) with their times, to drop duplicates.
-    @exclusivity(unchecked) var recentMessageIDs: ContiguousArray<(hash: UInt64, time: Int64)> = []
+    /// The messageIds within the de-duplication window, from the user's first one on.
+    @exclusivity(unchecked) var messageIDs: MessageIDWindow?
     /// What most users never need (an inbox, timers, partial sequences, the global cap's record, attributes no rule
     /// reads), allocated on first use: a profile stays small for the users who need none of it.
     private var extras: Extras?
@@ -154,7 +154,7 @@ public final class UserProfile {
         var n = 16 + MemoryLayout<UserProfile>.size
         n += attributes.count * valueStride + context.count * valueStride
         n += history.byteCount + Int(recordCapacity) * MemoryLayout<RuleRecord>.stride
-        n += recentMessageIDs.capacity * 16 + inbox.count * 96 + (extras == nil ? 0 : 96)
+        n += (messageIDs?.bytes ?? 0) + inbox.count * 96 + (extras == nil ? 0 : 96)
         return n
     }
 }
