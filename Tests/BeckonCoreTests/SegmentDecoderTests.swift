@@ -1,4 +1,5 @@
 import BeckonCore
+import Foundation
 import Testing
 
 struct SegmentDecoderTests {
@@ -106,5 +107,111 @@ struct SegmentDecoderTests {
         let deep = String(repeating: "[", count: 100) + String(repeating: "]", count: 100)
         let line = #"{"type":"track","event":"E","userId":"u","timestamp":"2026-01-05T09:00:00Z","traits":{"x":"# + deep + "}}"
         #expect(throws: DecodeError.self) { try SegmentDecoder(ruleSet: rs).decode(line) }
+    }
+}
+
+/// Lines an attacker or a broken exporter sends: each is kept exactly or refused with its column.
+struct HostileLineTests {
+    let decoder: SegmentDecoder
+
+    init() throws { decoder = SegmentDecoder(ruleSet: try load(campaign())) }
+
+    func line(_ fields: String) -> String {
+        #"{"type":"track","event":"Opened","timestamp":"2026-03-01T09:00:00Z","# + fields + "}"
+    }
+
+    @Test func numericIDsAreKeptAsTheirLiteralText() throws {
+        let a = try decoder.decode(line(#""userId":12345678901234567890,"messageId":9007199254740993"#))
+        let b = try decoder.decode(line(#""userId":12345678901234567891,"messageId":9007199254740992"#))
+        #expect(a.userID == "12345678901234567890")
+        #expect(b.userID == "12345678901234567891")
+        #expect(a.messageID == "9007199254740993")
+        #expect(b.messageID == "9007199254740992")
+        #expect(try decoder.decode(line(#""userId":42"#)).userID == "42")
+        #expect(try decoder.decode(line(#""userId":1.50"#)).userID == "1.50")
+    }
+
+    @Test func invalidUTF8IsABadLineAtItsByte() {
+        let head = Array(line(#""userId":"a"#).dropLast().utf8)
+        let bytes = head + [0xFF] + Array(#"nn"}"#.utf8)
+        let error = bytes.withUnsafeBufferPointer { b -> DecodeError? in
+            do throws(DecodeError) {
+                _ = try decoder.decode(b)
+                return nil
+            } catch { return error }
+        }
+        #expect(error?.message.contains("UTF-8") == true)
+        #expect(error?.column == head.count + 1)
+    }
+
+    /// Every kind of bad line says where: at the value that is wrong, or at the object for a field that is missing.
+    @Test(arguments: [
+        (#"{"event":"Opened","userId":"u","timestamp":"2026-03-01T09:00:00Z"}"#, "{"),
+        (#"{"type":"tarck","event":"Opened","userId":"u","timestamp":"2026-03-01T09:00:00Z"}"#, #""tarck""#),
+        (#"{"type":"track","event":"","userId":"u","timestamp":"2026-03-01T09:00:00Z"}"#, #""""#),
+        (#"{"type":"track","userId":"u","timestamp":"2026-03-01T09:00:00Z"}"#, "{"),
+        (#"{"type":"track","event":"Opened","userId":"","timestamp":"2026-03-01T09:00:00Z"}"#, #""""#),
+        (#"{"type":"track","event":"Opened","timestamp":"2026-03-01T09:00:00Z"}"#, "{"),
+        (#"  {"type":"track","event":"Opened","userId":"u"}"#, "{"),
+        (#"{"type":"identify","timestamp":"2026-03-01T09:00:00Z","userId":{}}"#, "{}"),
+        (#"{"type":"track","event":"Opened","userId":"u","timestamp":"2026-13-01T09:00:00Z"}"#, #""2026-13"#),
+    ])
+    func everyBadLineHasAColumn(_ text: String, _ marker: String) {
+        let column = text.utf8.count - text.utf8[text.range(of: marker)!.lowerBound...].count + 1
+        do {
+            _ = try decoder.decode(text)
+            Issue.record("decoded: \(text)")
+        } catch {
+            #expect(error.column == column, "\(error.message)")
+        }
+    }
+
+    @Test func aLongLineIsRefusedAtTheLimit() {
+        let long = line(
+            #""userId":"u","properties":{"p":""# + String(repeating: "x", count: SegmentDecoder.maxLineBytes) + #""}"#)
+        do {
+            _ = try decoder.decode(long)
+            Issue.record("decoded")
+        } catch {
+            #expect(error.column == SegmentDecoder.maxLineBytes + 1)
+        }
+    }
+
+    @Test func idsAndNamesHaveALimit() {
+        let id = String(repeating: "u", count: SegmentDecoder.maxIDBytes + 1)
+        #expect(throws: DecodeError.self) { try decoder.decode(line(#""userId":"\#(id)""#)) }
+        #expect(throws: DecodeError.self) { try decoder.decode(line(#""userId":"u","messageId":"\#(id)""#)) }
+        #expect(throws: Never.self) { try decoder.decode(line(#""userId":"\#(id.dropLast())""#)) }
+    }
+
+    @Test func aTraitOverTheAttributeLimitIsABadLine() {
+        let big = String(repeating: "x", count: ValueLimits.maxAttributeBytes + 1)
+        let text = #"{"type":"identify","userId":"u","timestamp":"2026-03-01T09:00:00Z","traits":{"bio":"\#(big)"}}"#
+        #expect(throws: DecodeError.self) { try decoder.decode(text) }
+    }
+
+    /// Segment's correction of a device's clock: `time + (receivedAt − sentAt)`.
+    @Test(arguments: [
+        // A device a year ahead, corrected by the server's times.
+        (
+            #""timestamp":"2027-03-01T09:00:00Z","sentAt":"2027-03-01T09:00:05Z","receivedAt":"2026-03-01T09:00:06Z""#,
+            "2026-03-01T09:00:01Z"
+        ),
+        (
+            #""originalTimestamp":"2027-03-01T09:00:00Z","sentAt":"2027-03-01T09:00:05Z","receivedAt":"2026-03-01T09:00:06Z""#,
+            "2026-03-01T09:00:01Z"
+        ),
+        // Segment's own corrected `timestamp` beside `originalTimestamp` is taken as it is.
+        (
+            #""timestamp":"2026-03-01T09:00:01Z","originalTimestamp":"2027-03-01T09:00:00Z","sentAt":"2027-03-01T09:00:05Z","receivedAt":"2026-03-01T09:00:06Z""#,
+            "2026-03-01T09:00:01Z"
+        ),
+        // Without both sentAt and receivedAt, nothing to correct by.
+        (#""timestamp":"2027-03-01T09:00:00Z","sentAt":"2027-03-01T09:00:05Z""#, "2027-03-01T09:00:00Z"),
+        (#""receivedAt":"2026-03-01T09:00:06Z","sentAt":"2027-03-01T09:00:05Z""#, "2026-03-01T09:00:06Z"),
+    ])
+    func sentAtCorrectsTheDevicesClock(_ times: String, _ expected: String) throws {
+        let e = try decoder.decode(#"{"type":"track","event":"Opened","userId":"u","# + times + "}")
+        #expect(e.timestamp == t(expected))
     }
 }

@@ -17,10 +17,18 @@ public struct DecodeError: Error, Sendable, CustomStringConvertible {
 /// the rule set reads; skips everything else without building values. A hand-written byte scanner: Foundation's
 /// decoders are an order of magnitude slower.
 ///
-/// Limits: a line is at most ``maxLineBytes`` bytes and nests at most ``maxDepth`` levels.
+/// Limits: a line is at most ``maxLineBytes`` bytes and nests at most ``maxDepth`` levels; an id or an event name is
+/// at most ``maxIDBytes`` bytes. Every string Beckon keeps must be valid UTF-8 (nothing is replaced), and ids are kept
+/// exactly as sent: a number by its literal text.
+///
+/// The time of an event is `timestamp`, else `originalTimestamp`, else `receivedAt`, else `sentAt`. When the line has
+/// `sentAt` and `receivedAt` and its time is the device's own (`originalTimestamp`, or `timestamp` without
+/// `originalTimestamp` beside it), the device's clock error is taken out as Segment does:
+/// `time + (receivedAt − sentAt)`. (`timestamp` beside `originalTimestamp` is Segment's corrected time already.)
 public struct SegmentDecoder {
     public static let maxLineBytes = 1 << 20
     public static let maxDepth = 64
+    public static let maxIDBytes = 1024
 
     let ruleSet: CompiledRuleSet
     let propertyKeys: KeyTable
@@ -59,20 +67,20 @@ public struct SegmentDecoder {
 
     public func decode(_ bytes: UnsafeBufferPointer<UInt8>) throws(DecodeError) -> BoundEvent {
         if bytes.count > SegmentDecoder.maxLineBytes {
-            throw DecodeError("line is \(bytes.count) bytes long; the limit is \(SegmentDecoder.maxLineBytes)")
+            throw SegmentDecoder.overlong(bytes.count)
         }
         var p = JSONScanner(bytes)
         p.skipSpace()
         guard p.peek() == UInt8(ascii: "{") else { throw p.error("expected a JSON object ('{')") }
+        let objectColumn = p.i + 1
         p.i += 1
 
         var kind: Event.Kind?
-        var kindText: String?
-        var name: String?
-        var userID: String?
+        var kindText: (text: String, column: Int)?
+        var name: (text: String, column: Int)?
+        var userID: (text: String, column: Int)?
         var anonymousID: String?
-        var timestamp: Int64?
-        var fallbackTime: Int64?
+        var times = EventTimes()
         var messageID: String?
         // Handed to the event at the end; freed here if the line turns out bad.
         let props = ValueSlots(count: ruleSet.propertyNames.count)
@@ -99,33 +107,41 @@ public struct SegmentDecoder {
                     return
                 }
                 p.i = start
-                kindText = try p.string(for: "type")
-            case .event: name = try p.string(for: "event")
-            case .name:
-                if p.peek() == UInt8(ascii: "n") { try p.skipValue(depth: 0) } else { name = try p.string(for: "name") }
-            case .userId: userID = try p.idString(for: "userId")
+                kindText = (try p.string(for: "type"), start + 1)
+            case .event, .name:
+                if key == .name && p.peek() == UInt8(ascii: "n") { return try p.skipValue(depth: 0) }
+                let start = p.i
+                let n = try p.string(for: "\(key)")
+                if n.utf8.count > SegmentDecoder.maxIDBytes {
+                    throw DecodeError(
+                        "'\(key)' is \(n.utf8.count) bytes long; the limit is \(SegmentDecoder.maxIDBytes)", column: start + 1)
+                }
+                name = (n, start + 1)
+            case .userId:
+                let start = p.i
+                userID = try p.idString(for: "userId").map { ($0, start + 1) }
             case .anonymousId: anonymousID = try p.idString(for: "anonymousId")
             case .messageId: messageID = try p.idString(for: "messageId")
-            case .timestamp:
+            case .timestamp, .originalTimestamp, .sentAt, .receivedAt:
+                if key != .timestamp && p.peek() == UInt8(ascii: "n") { return try p.skipValue(depth: 0) }
                 let start = p.i
-                if let raw = p.plainStringBytes(), let ms = SegmentDecoder.parseTime(bytes: raw) {
-                    timestamp = ms
-                    return
-                }
-                p.i = start
-                let t = try p.string(for: "timestamp")
-                guard let ms = SegmentDecoder.parseTime(t) else {
-                    throw DecodeError("'timestamp' is not an ISO-8601 time: '\(t)'", column: start + 1)
-                }
-                timestamp = ms
-            case .originalTimestamp, .sentAt, .receivedAt:
-                if p.peek() == UInt8(ascii: "\"") {
-                    let t = try p.string(for: "\(key)")
-                    if fallbackTime == nil || key == .originalTimestamp {
-                        fallbackTime = SegmentDecoder.parseTime(t) ?? fallbackTime
-                    }
+                var ms: Int64
+                if let raw = p.plainStringBytes(), let t = SegmentDecoder.parseTime(bytes: raw) {
+                    ms = t
                 } else {
-                    try p.skipValue(depth: 0)
+                    p.i = start
+                    let t = try p.string(for: "\(key)")
+                    guard let parsed = SegmentDecoder.parseTime(t) else {
+                        throw DecodeError(
+                            "'\(key)' is not an ISO-8601 time between 1970 and 2527: '\(t)'", column: start + 1)
+                    }
+                    ms = parsed
+                }
+                switch key {
+                case .timestamp: times.timestamp = ms
+                case .originalTimestamp: times.original = ms
+                case .sentAt: times.sent = ms
+                default: times.received = ms
                 }
             case .properties:
                 sawProperties = true
@@ -146,9 +162,18 @@ public struct SegmentDecoder {
                     if p.peek() == UInt8(ascii: "n") { try p.skipValue(depth: 0); return }
                     throw p.error("'traits' must be an object")
                 }
+                let start = p.i
                 let v = try p.value(depth: 1)
                 if case .map(let m) = v {
-                    for (k, v) in m.entries { if case .string(let ks) = k { traits.append((ks, v)) } }
+                    for (k, v) in m.entries {
+                        guard case .string(let ks) = k else { continue }
+                        if v.byteSize(upTo: ValueLimits.maxAttributeBytes) > ValueLimits.maxAttributeBytes {
+                            throw DecodeError(
+                                "trait '\(ks)' is over \(ValueLimits.maxAttributeBytes) bytes (the limit of an attribute)",
+                                column: start + 1)
+                        }
+                        traits.append((ks, v))
+                    }
                 }
             }
         }
@@ -156,25 +181,34 @@ public struct SegmentDecoder {
         guard p.atEnd else { throw p.error("unexpected text after the JSON object") }
         _ = sawProperties
 
+        // A field that is missing is reported at the object's first column; one that is wrong, at its value.
         if kind == nil, let kindText {
-            kind = Event.Kind(kindText.utf8)
+            kind = Event.Kind(kindText.text.utf8)
             guard kind != nil else {
-                throw DecodeError("unknown 'type' '\(kindText)'; expected track, identify, screen, page, group or alias")
+                throw DecodeError(
+                    "unknown 'type' '\(kindText.text)'; expected track, identify, screen, page, group or alias",
+                    column: kindText.column)
             }
         }
         guard let kind else {
-            throw DecodeError("missing 'type' (track, identify, screen or page)")
+            throw DecodeError("missing 'type' (track, identify, screen or page)", column: objectColumn)
         }
         if kind == .track {
-            guard let n = name, !n.isEmpty else { throw DecodeError("a track event needs a non-empty 'event' name") }
+            guard let n = name, !n.text.isEmpty else {
+                throw DecodeError("a track event needs a non-empty 'event' name", column: name?.column ?? objectColumn)
+            }
         }
-        guard let user = (userID?.isEmpty == false ? userID : nil) ?? (anonymousID?.isEmpty == false ? anonymousID : nil) else {
-            throw DecodeError("missing 'userId' (or 'anonymousId')")
+        guard
+            let user = (userID?.text.isEmpty == false ? userID?.text : nil)
+                ?? (anonymousID?.isEmpty == false ? anonymousID : nil)
+        else {
+            throw DecodeError(
+                "missing 'userId' (or 'anonymousId'); an empty one is missing too", column: userID?.column ?? objectColumn)
         }
-        guard let time = timestamp ?? fallbackTime else {
-            throw DecodeError("missing 'timestamp' (ISO-8601, like 2026-01-05T09:00:00Z)")
+        guard let time = try times.eventTime(column: objectColumn) else {
+            throw DecodeError("missing 'timestamp' (ISO-8601, like 2026-01-05T09:00:00Z)", column: objectColumn)
         }
-        var eventName = kind == .identify ? "" : (name ?? "")
+        var eventName = kind == .identify ? "" : (name?.text ?? "")
         let table = kind == .screen || kind == .page ? screenIDs : trackIDs
         let id = eventName.withUTF8 { table.lookup($0) }.map(Int32.init) ?? -1
         handedOver = true
@@ -182,6 +216,14 @@ public struct SegmentDecoder {
             kind: kind, nameID: id, name: eventName, userID: user, timestamp: time, messageID: messageID,
             propertySlots: props, contextSlots: ctx, traits: traits, allProperties: allProps)
     }
+
+    /// The error for a line longer than ``maxLineBytes`` (the column where it passed the limit).
+    public static func overlong(_ count: Int) -> DecodeError {
+        DecodeError("the line is \(count) bytes long; the limit is \(maxLineBytes)", column: maxLineBytes + 1)
+    }
+
+    /// Times are 1970 to 2527 (44-bit milliseconds).
+    static let maxTimeMs: Int64 = 17_592_186_044_000
 
     /// RFC 3339 / ISO-8601 to ms since 1970; a number is taken as seconds (fractional allowed) since 1970.
     static func parseTime(_ s: String) -> Int64? {
@@ -191,8 +233,28 @@ public struct SegmentDecoder {
 
     static func parseTime(bytes: UnsafeBufferPointer<UInt8>) -> Int64? {
         guard let t = Timestamp.parse(bytes: bytes) else { return nil }
-        guard t.seconds >= 0, t.seconds < 17_592_186_044 else { return nil }  // 1970 to 2527 (44-bit milliseconds)
+        guard t.seconds >= 0, t.milliseconds < maxTimeMs else { return nil }
         return t.milliseconds
+    }
+}
+
+/// The times a Segment line may carry, in ms.
+struct EventTimes {
+    var timestamp: Int64?
+    var original: Int64?
+    var sent: Int64?
+    var received: Int64?
+
+    /// The event's time, with the device's clock error taken out (see ``SegmentDecoder``).
+    func eventTime(column: Int) throws(DecodeError) -> Int64? {
+        if let timestamp, original != nil { return timestamp }
+        guard let device = timestamp ?? original else { return received ?? sent }
+        guard let sent, let received else { return device }
+        let corrected = device + (received - sent)
+        guard corrected >= 0, corrected < SegmentDecoder.maxTimeMs else {
+            throw DecodeError("the time corrected by receivedAt − sentAt falls outside 1970 to 2527", column: column)
+        }
+        return corrected
     }
 }
 
@@ -286,27 +348,31 @@ struct JSONScanner {
         return try rawString()
     }
 
-    /// Ids may be strings or numbers in exports.
+    /// Ids may be strings or numbers in exports: a number is kept as its literal text (`12345678901234567890`, not a
+    /// rounded double), so that no two ids merge. At most ``SegmentDecoder/maxIDBytes`` bytes.
     mutating func idString(for key: String) throws(DecodeError) -> String? {
         skipSpace()
+        let start = i
         guard let c = peek() else { throw error("'\(key)' has no value") }
-        if c == UInt8(ascii: "\"") { return try rawString() }
-        if c == UInt8(ascii: "n") {
+        let id: String
+        if c == UInt8(ascii: "\"") {
+            id = try rawString()
+        } else if c == UInt8(ascii: "n") {
             try skipValue(depth: 0)
             return nil
+        } else if c == UInt8(ascii: "-") || (c >= 48 && c <= 57) {
+            _ = try number()
+            id = String(decoding: UnsafeBufferPointer(rebasing: b[start..<i]), as: UTF8.self)
+        } else {
+            throw error("'\(key)' must be a string or a number")
         }
-        if c == UInt8(ascii: "-") || (c >= 48 && c <= 57) {
-            let v = try number()
-            switch v {
-            case .int(let n): return String(n)
-            case .double(let d): return String(d)
-            default: return nil
-            }
+        if id.utf8.count > SegmentDecoder.maxIDBytes {
+            throw DecodeError(
+                "'\(key)' is \(id.utf8.count) bytes long; the limit is \(SegmentDecoder.maxIDBytes)", column: start + 1)
         }
-        throw error("'\(key)' must be a string")
+        return id
     }
 
-    /// A string at `i` (which is a quote), unescaped.
     /// The bytes of a string value with no escapes, without making a `String` (`nil`, and nothing consumed, otherwise).
     mutating func plainStringBytes() -> UnsafeBufferPointer<UInt8>? {
         skipSpace()
@@ -325,6 +391,7 @@ struct JSONScanner {
         return nil
     }
 
+    /// A string at `i` (which is a quote), unescaped. Its bytes must be valid UTF-8: nothing is replaced.
     mutating func rawString() throws(DecodeError) -> String {
         i += 1
         let start = i
@@ -332,7 +399,8 @@ struct JSONScanner {
         while i < b.count {
             let c = b[i]
             if c == UInt8(ascii: "\"") {
-                let s = String(decoding: UnsafeBufferPointer(rebasing: b[start..<i]), as: UTF8.self)
+                let bytes = UnsafeBufferPointer(rebasing: b[start..<i])
+                guard let s = String(validating: bytes, as: UTF8.self) else { throw invalidUTF8(from: start) }
                 i += 1
                 return s
             }
@@ -345,7 +413,8 @@ struct JSONScanner {
             let c = b[i]
             if c == UInt8(ascii: "\"") {
                 i += 1
-                return String(decoding: out, as: UTF8.self)
+                guard let s = String(validating: out, as: UTF8.self) else { throw invalidUTF8(from: start) }
+                return s
             }
             if c == UInt8(ascii: "\\") {
                 i += 1
@@ -385,6 +454,21 @@ struct JSONScanner {
             i += 1
         }
         throw error("unterminated string")
+    }
+
+    /// The error for a string starting at `start` whose bytes are not valid UTF-8, at its first bad byte.
+    func invalidUTF8(from start: Int) -> DecodeError {
+        var k = start
+        while k < b.count {
+            let c = b[k]
+            let n = c < 0x80 ? 1 : c >= 0xC2 && c < 0xE0 ? 2 : c >= 0xE0 && c < 0xF0 ? 3 : c >= 0xF0 && c < 0xF5 ? 4 : 0
+            guard n > 0, k + n <= b.count,
+                String(validating: UnsafeBufferPointer(rebasing: b[k..<(k + n)]), as: UTF8.self) != nil
+            else { break }
+            k += n
+        }
+        let byte = k < b.count ? " (byte 0x\(String(b[k], radix: 16, uppercase: true)))" : ""
+        return DecodeError("a string is not valid UTF-8\(byte); Beckon reads UTF-8 only", column: k + 1)
     }
 
     private mutating func hex4() throws(DecodeError) -> UInt32 {
