@@ -71,7 +71,7 @@ struct DryRun: ConsoleCommand {
     @Option(name: .long, help: "table (readable) or jsonl (one JSON object per fired action).")
     var format: String = "table"
 
-    @Flag(name: .long, help: "Skip bad event lines (each reported on standard error) instead of stopping.")
+    @Flag(name: .long, help: "Skip bad event lines (each reported on standard error) instead of stopping at the first.")
     var keepGoing = false
 
     @Flag(name: .long, help: "Show only fired actions, not the rules that matched but did not fire.")

@@ -36,50 +36,24 @@ public enum DryRunRunner {
             return 1
         }
         if loaded.warningCount > 0 { console.err(loaded.rendered()) }
-        guard let reader = LineReader(path: o.events) else {
+        guard var feed = EventFeed(path: o.events) else {
             console.err("error: cannot open events file '\(o.events)'\n")
             return 1
         }
         let engine = Engine(ruleSet: ruleSet, options: Engine.Options(recordVerdicts: o.format == .table && !o.firedOnly))
-        let decoder = SegmentDecoder(ruleSet: ruleSet)
-        var badLines = 0
-        var failed: String?
         let table = TablePrinter(console: console)
-        let progress = Progress(console: console, total: reader.fileSize)
-        reader.forEachLine { line in
-            if line.isEmpty || line.allSatisfy({ $0 == 32 || $0 == 9 }) { return true }
-            let event: BoundEvent
-            do throws(DecodeError) {
-                event = try decoder.decode(line)
-            } catch {
-                badLines += 1
-                let col = error.column.map { ":\($0)" } ?? ""
-                let msg = "\(o.events == "-" ? "<stdin>" : o.events):\(reader.lineNumber)\(col): bad event: \(error.message)\n"
-                if o.keepGoing {
-                    console.err(msg)
-                    return true
-                }
-                failed = msg
-                return false
-            }
-            let outcome = engine.process(event)
+        feed.run(decoder: SegmentDecoder(ruleSet: ruleSet), badLines: o.keepGoing ? .skip : .stop, console: console) {
+            let outcome = engine.process($0)
             switch o.format {
             case .jsonl:
                 for a in outcome.actions { console.out(a.json + "\n") }
             case .table:
                 table.print(outcome, firedOnly: o.firedOnly)
             }
-            progress.tick(events: engine.eventCount, bytes: reader.bytesRead)
-            return true
         }
-        progress.finish()
-        if let failed {
-            console.err(failed)
-            console.err("stopped at the first bad line; use --keep-going to skip bad lines and count them\n")
-            return 1
-        }
+        if feed.reportStop(console) { return 1 }
         if let until = o.until {
-            guard let end = untilTime(until, last: engine.clock) else {
+            guard let end = untilTime(until, last: engine.latestEventTime) else {
                 console.err("error: --until expects a timestamp like 2026-03-31T00:00:00Z or +7d, found '\(until)'\n")
                 return 64
             }
@@ -89,7 +63,7 @@ public enum DryRunRunner {
             case .table: table.print(outcome, firedOnly: o.firedOnly)
             }
         }
-        let summary = Summary(engine: engine, badLines: badLines)
+        let summary = Summary(engine: engine, badLines: feed.badLines)
         if o.format == .table {
             console.out("\n" + summary.render())
         } else {
@@ -105,7 +79,6 @@ final class TablePrinter {
     init(console: any Console) { self.console = console }
 
     func print(_ outcome: EventOutcome, firedOnly: Bool) {
-        if outcome.status == .duplicate { return }
         // Fired verdicts are noted right after their actions are made, so both lists share one order.
         var k = 0
         let actions = outcome.actions
@@ -121,7 +94,8 @@ final class TablePrinter {
                 case .scheduled, .quietHours(heldUntil: .some): mark = "⏲"
                 default: mark = "✗"
                 }
-                console.out("\(Timestamp(milliseconds: v.time))  \(v.userID)  \(mark) \(v.qualifiedID)  \(v.verdict.summary)\n")
+                let s = "\(Timestamp(milliseconds: v.time))  \(v.userID)  \(mark) \(v.qualifiedID)  \(v.verdict.summary)"
+                console.out(Terminal.safe(s) + "\n")
             }
         }
         while k < actions.count {
@@ -133,7 +107,7 @@ final class TablePrinter {
     func line(_ a: FiredAction) {
         var s = "\(Timestamp(milliseconds: a.time))  \(a.userID)  ✓ \(a.unit)/\(a.rule)  \(a.kind)  \(DryRunRunner.detail(a))"
         if !a.warnings.isEmpty { s += "  ⚠ " + a.warnings.joined(separator: "; ") }
-        console.out(s + "\n")
+        console.out(Terminal.safe(s) + "\n")
     }
 }
 
@@ -142,7 +116,8 @@ extension DryRunRunner {
     static func untilTime(_ text: String, last: Int64) -> Int64? {
         if text.hasPrefix("+") {
             guard let ms = DSLDuration.parse(String(text.dropFirst())), last != Int64.min else { return nil }
-            return last + ms
+            let (end, overflow) = last.addingReportingOverflow(ms)
+            return overflow ? nil : end
         }
         return Timestamp.parse(text)?.milliseconds
     }
@@ -201,7 +176,8 @@ struct Summary {
         func n(_ k: Int, _ word: String) -> String { "\(k) \(word)\(k == 1 ? "" : "s")" }
         let pending = engine.pendingCount
         return "\(n(s.events, "event")), \(n(engine.store.userCount, "user")), \(n(s.actions, "action")) fired"
-            + " (bad lines \(badLines), duplicates \(s.duplicates), late \(s.late))"
+            + " (bad lines \(badLines), duplicates \(s.duplicates), late \(s.late)"
+            + (s.attributesNotKept > 0 ? ", attributes not kept \(s.attributesNotKept)" : "") + ")"
             + (pending > 0 ? "; \(n(pending, "delayed action")) still pending (use --until to let time pass)" : "")
     }
 

@@ -97,19 +97,14 @@ public enum ExplainRunner {
             }
             ruleIndex = rule.index
         }
-        guard let reader = LineReader(path: o.events) else {
+        guard var feed = EventFeed(path: o.events) else {
             console.err("error: cannot open events file '\(o.events)'\n")
             return 1
         }
         var tracer = Tracer(ruleSet: ruleSet, user: o.user, rule: ruleIndex)
-        let decoder = SegmentDecoder(ruleSet: ruleSet)
-        let progress = Progress(console: console, total: reader.fileSize)
-        reader.forEachLine { line in
-            if let e = try? decoder.decode(line) { tracer.feed(e) }
-            progress.tick(events: reader.lineNumber, bytes: reader.bytesRead)
-            return true
+        feed.run(decoder: SegmentDecoder(ruleSet: ruleSet), badLines: .skip, console: console) {
+            tracer.feed($0)
         }
-        progress.finish()
         var end = tracer.streamEnd
         if let u = o.until {
             guard let t = DryRunRunner.untilTime(u, last: tracer.streamEnd) else {
@@ -149,37 +144,43 @@ public enum ExplainRunner {
     }
 
     static func text(_ steps: [Step], pending: [PendingAction], ruleSet: CompiledRuleSet, rule: Int32?, user: String) -> String {
-        var out = "user \(user)\(rule.map { ", rule \(ruleSet.rules[Int($0)].qualifiedID)" } ?? "")\n"
+        var out = ""
+        // Every line through one place: text from events is made safe to show (``Terminal``).
+        func line(_ s: String) { out += Terminal.safe(s) + "\n" }
+        line("user \(user)\(rule.map { ", rule \(ruleSet.rules[Int($0)].qualifiedID)" } ?? "")")
         for step in steps {
             let verdicts = step.outcome.verdicts.filter { rule == nil || $0.rule == rule }
             if rule != nil && verdicts.isEmpty && step.notTriggered == nil { continue }
-            out += "\n\(Timestamp(milliseconds: step.time))  \(step.title)\n"
-            if step.outcome.status == .duplicate { out += "  duplicate messageId: dropped\n" }
-            if step.outcome.late { out += "  late: evaluated at the user's clock\n" }
-            if let n = step.notTriggered { out += "  \(n)\n" }
+            line("")
+            line("\(Timestamp(milliseconds: step.time))  \(step.title)")
+            if step.outcome.status == .duplicate { line("  duplicate messageId: dropped") }
+            if step.outcome.late { line("  late: evaluated at the user's clock") }
+            if let n = step.notTriggered { line("  \(n)") }
             if rule == nil && verdicts.isEmpty && step.outcome.status != .duplicate {
-                out += "  no rule is triggered by this event\n"
+                line("  no rule is triggered by this event")
             }
             for v in verdicts {
                 // When time passes, each delayed action has its own time.
                 let when = step.event == nil ? "\(Timestamp(milliseconds: v.time))  " : ""
-                out += "  \(when)\(glyph(v.verdict)) \(v.qualifiedID)  \(v.verdict.summary)\n"
+                line("  \(when)\(glyph(v.verdict)) \(v.qualifiedID)  \(v.verdict.summary)")
                 for c in v.clauses {
-                    out += "      \(c.clause.padding(8)) \(c.passed ? "true " : "false")  \(c.detail)\n"
+                    line("      \(c.clause.padding(8)) \(c.passed ? "true " : "false")  \(c.detail)")
                 }
                 if v.verdict.fired {
                     for a in step.outcome.actions where a.unit + "/" + a.rule == v.qualifiedID {
-                        out += "      → \(a.kind)  \(DryRunRunner.detail(a))\n"
+                        line("      → \(a.kind)  \(DryRunRunner.detail(a))")
                     }
                 }
             }
         }
         let mine = pending.filter { rule == nil || $0.rule == rule }
         if !mine.isEmpty {
-            out += "\npending\n"
+            line("")
+            line("pending")
             for p in mine {
-                out +=
-                    "  ⏲ \(ruleSet.rules[Int(p.rule)].qualifiedID)  due at \(Timestamp(milliseconds: p.due))\(p.held ? " (held by quiet hours)" : "")\n"
+                line(
+                    "  ⏲ \(ruleSet.rules[Int(p.rule)].qualifiedID)  due at \(Timestamp(milliseconds: p.due))\(p.held ? " (held by quiet hours)" : "")"
+                )
             }
         }
         return out

@@ -374,11 +374,11 @@ struct StreamBuilder {
             diagnostics.append(.error(.unreadableFile, "cannot open events file '\(path)'", at: f.location))
             return
         }
-        reader.forEachLine { line in
-            if line.isEmpty || line.allSatisfy({ $0 == 32 || $0 == 9 }) { return true }
-            do throws(DecodeError) {
-                events.append(try decoder.decode(line))
-            } catch {
+        reader.readLines { line in
+            switch line.event(decoder) {
+            case nil: break
+            case .success(let e)?: events.append(e)
+            case .failure(let error)?:
                 let at = SourceLocation(file: path, position: SourcePosition(line: reader.lineNumber, column: error.column ?? 1))
                 diagnostics.append(.error(.invalidValue, "bad event: \(error.message)", at: at))
             }

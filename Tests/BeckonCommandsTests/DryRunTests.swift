@@ -48,7 +48,7 @@ struct DryRunTests {
         #expect(status == 1)
         #expect(
             Snapshot.relative(console.stderr).contains(
-                "dryrun/bad_lines/events.jsonl:3: bad event: missing 'userId' (or 'anonymousId')"))
+                "dryrun/bad_lines/events.jsonl:3:1: bad event: missing 'userId' (or 'anonymousId')"))
     }
 }
 

@@ -107,7 +107,7 @@ struct ReportTests {
         try ("{not json\n" + good).write(to: file, atomically: true, encoding: .utf8)
         let (status, out) = run([Self.small.path], events: file.path)
         #expect(status == 0)
-        #expect(out.contains(":1: bad event:"))
+        #expect(out.contains(":1:2: bad event: expected a key in quotes"))
         #expect(out.contains("bad lines 1"))
     }
 }

@@ -1,3 +1,5 @@
+import BeckonCore
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -65,18 +67,34 @@ public final class StringConsole: Console {
 }
 
 /// Reads a file (or standard input for `-`) line by line in large chunks; memory stays flat however long it is.
+///
+/// A line ends at `\n`, `\r\n` or a lone `\r`; a UTF-8 byte-order mark before the first line is skipped. A line
+/// longer than `maxLineBytes` is never held whole: its bytes are skipped up to its end, and it is handed on as
+/// ``Line/overlong(_:)`` with its length, so its number is still counted and reported.
 public final class LineReader {
+    public enum Line {
+        case text(UnsafeBufferPointer<UInt8>)
+        /// A line of this many bytes (its end excluded), longer than the limit.
+        case overlong(Int)
+    }
+
     private let fd: Int32
     private let ownsFD: Bool
+    private let maxLineBytes: Int
     private var buffer: UnsafeMutableBufferPointer<UInt8>
     private var start = 0
     private var end = 0
     private var eof = false
+    /// The bytes of an overlong line skipped so far (0: not in one).
+    private var skipped = 0
+    /// The last line ended with a `\r`: a `\n` right after it (perhaps in the next read) belongs to it.
+    private var afterCR = false
+    private var atFirstLine = true
     /// 1-based number of the line last returned.
     public private(set) var lineNumber = 0
     public private(set) var bytesRead = 0
 
-    public init?(path: String, chunkSize: Int = 1 << 20) {
+    public init?(path: String, chunkSize: Int = 1 << 20, maxLineBytes: Int = SegmentDecoder.maxLineBytes) {
         if path == "-" {
             fd = 0
             ownsFD = false
@@ -85,13 +103,17 @@ public final class LineReader {
             guard fd >= 0 else { return nil }
             ownsFD = true
         }
-        buffer = .allocate(capacity: chunkSize)
+        self.maxLineBytes = maxLineBytes
+        buffer = .allocate(capacity: max(chunkSize, 16))
     }
 
     deinit {
         buffer.deallocate()
         if ownsFD { close(fd) }
     }
+
+    /// The bytes the reader holds for lines (tests check that it stays near the line limit).
+    public var bufferCapacity: Int { buffer.count }
 
     /// Total size of the file, when it is a regular file.
     public var fileSize: Int? {
@@ -100,36 +122,82 @@ public final class LineReader {
         return Int(st.st_size)
     }
 
-    /// Calls `body` with each line (without its newline) until the end or until `body` returns false.
+    /// Calls `body` with each line that fits the limit (without its end) until the end or until `body` returns false;
+    /// overlong lines are skipped (``readLines(_:)`` hands them on).
     public func forEachLine(_ body: (UnsafeBufferPointer<UInt8>) -> Bool) {
+        readLines { line in
+            if case .text(let bytes) = line { return body(bytes) }
+            return true
+        }
+    }
+
+    /// Calls `body` with each line until the end or until `body` returns false.
+    public func readLines(_ body: (Line) -> Bool) {
         while true {
-            // Find a newline in the buffered bytes.
-            if let nl = findNewline() {
+            if atFirstLine {
+                // A byte-order mark needs its three bytes buffered to be seen.
+                if end - start < 3 && !eof {
+                    fill()
+                    continue
+                }
+                atFirstLine = false
+                if end - start >= 3 && buffer[start] == 0xEF && buffer[start + 1] == 0xBB && buffer[start + 2] == 0xBF {
+                    start += 3
+                }
+            }
+            if afterCR && start < end {
+                afterCR = false
+                if buffer[start] == 10 { start += 1 }
+            }
+            if let (lineEnd, terminator) = findLineEnd() {
                 lineNumber += 1
-                var lineEnd = nl
-                if lineEnd > start && buffer[lineEnd - 1] == 13 { lineEnd -= 1 }
-                let line = UnsafeBufferPointer(rebasing: buffer[start..<lineEnd])
-                start = nl + 1
+                let line: Line
+                if skipped > 0 {
+                    line = .overlong(skipped + lineEnd - start)
+                    skipped = 0
+                } else if lineEnd - start > maxLineBytes {
+                    line = .overlong(lineEnd - start)
+                } else {
+                    line = .text(UnsafeBufferPointer(rebasing: buffer[start..<lineEnd]))
+                }
+                start = lineEnd + 1
+                if terminator == 13 { afterCR = true }
                 if !body(line) { return }
                 continue
             }
             if eof {
-                if start < end {
+                if start < end || skipped > 0 {
                     lineNumber += 1
-                    let line = UnsafeBufferPointer(rebasing: buffer[start..<end])
+                    let line: Line
+                    if skipped > 0 || end - start > maxLineBytes {
+                        line = .overlong(skipped + end - start)
+                    } else {
+                        line = .text(UnsafeBufferPointer(rebasing: buffer[start..<end]))
+                    }
                     start = end
+                    skipped = 0
                     _ = body(line)
                 }
                 return
+            }
+            // A line past the limit is not kept: count its bytes and drop them.
+            if end - start > maxLineBytes {
+                skipped += end - start
+                start = end
             }
             fill()
         }
     }
 
-    private func findNewline() -> Int? {
+    /// The first line end in the buffered bytes and which byte it is (`\n` or `\r`).
+    private func findLineEnd() -> (Int, UInt8)? {
         guard start < end, let base = buffer.baseAddress else { return nil }
-        guard let p = memchr(base + start, 10, end - start) else { return nil }
-        return base.distance(to: p.assumingMemoryBound(to: UInt8.self))
+        let nl = memchr(base + start, 10, end - start).map { base.distance(to: $0.assumingMemoryBound(to: UInt8.self)) }
+        let upTo = nl ?? end
+        if upTo > start, let cr = memchr(base + start, 13, upTo - start) {
+            return (base.distance(to: cr.assumingMemoryBound(to: UInt8.self)), 13)
+        }
+        return nl.map { ($0, 10) }
     }
 
     private func fill() {

@@ -28,27 +28,15 @@ public enum ReportRunner {
             console.err(loaded.rendered())
             return 1
         }
-        guard let reader = LineReader(path: o.events) else {
+        guard var feed = EventFeed(path: o.events) else {
             console.err("error: cannot open events file '\(o.events)'\n")
             return 1
         }
         let builder = ReportBuilder(ruleSet: ruleSet)
-        let decoder = SegmentDecoder(ruleSet: ruleSet)
-        let progress = Progress(console: console, total: reader.fileSize)
-        var bad = 0
-        reader.forEachLine { line in
-            if line.isEmpty || line.allSatisfy({ $0 == 32 || $0 == 9 }) { return true }
-            do throws(DecodeError) {
-                builder.process(try decoder.decode(line))
-            } catch {
-                bad += 1
-                if bad <= 10 { console.err("\(o.events):\(reader.lineNumber): bad event: \(error.message) (skipped)\n") }
-            }
-            progress.tick(events: builder.engine.eventCount, bytes: reader.bytesRead)
-            return true
+        feed.run(decoder: SegmentDecoder(ruleSet: ruleSet), badLines: .skip, console: console) {
+            builder.process($0)
         }
-        progress.finish()
-        if bad > 10 { console.err("\(bad) bad lines skipped in all\n") }
+        let bad = feed.badLines
         var end = builder.last
         if let u = o.until {
             guard let t = DryRunRunner.untilTime(u, last: builder.last ?? Int64.min) else {

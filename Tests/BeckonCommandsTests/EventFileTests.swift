@@ -1,0 +1,150 @@
+import BeckonCommands
+import BeckonCore
+import Foundation
+import Testing
+
+/// Event files as editors, exporters and attackers write them: every event kept, every bad line named.
+struct LineReaderTests {
+    func lines(_ bytes: [UInt8], chunkSize: Int = 1 << 20, maxLineBytes: Int = 1 << 20) throws -> [String] {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("beckon-lines-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: file) }
+        try Data(bytes).write(to: file)
+        let reader = try #require(LineReader(path: file.path, chunkSize: chunkSize, maxLineBytes: maxLineBytes))
+        var out: [String] = []
+        reader.readLines { line in
+            switch line {
+            case .text(let b): out.append("\(reader.lineNumber):" + String(decoding: b, as: UTF8.self))
+            case .overlong(let n): out.append("\(reader.lineNumber):overlong \(n)")
+            }
+            return true
+        }
+        return out
+    }
+
+    @Test(arguments: [1, 2, 3, 5, 1 << 20])
+    func everyLineEndIsOne(chunkSize: Int) throws {
+        let expected = ["1:a", "2:b", "3:c", "4:", "5:d", "6:e"]
+        #expect(try lines(Array("a\nb\r\nc\r\rd\re".utf8), chunkSize: chunkSize) == expected)
+        #expect(try lines(Array("a\rb\rc\r\rd\re\r".utf8), chunkSize: chunkSize) == expected)
+        #expect(try lines(Array("a\r\nb\r\nc\r\n\r\nd\r\ne\r\n".utf8), chunkSize: chunkSize) == expected)
+    }
+
+    @Test(arguments: [1, 2, 4, 1 << 20])
+    func aByteOrderMarkIsSkipped(chunkSize: Int) throws {
+        #expect(try lines([0xEF, 0xBB, 0xBF] + Array("{}\n{}".utf8), chunkSize: chunkSize) == ["1:{}", "2:{}"])
+        // Only before the first line.
+        #expect(try lines(Array("{}\n".utf8) + [0xEF, 0xBB, 0xBF], chunkSize: chunkSize) == ["1:{}", "2:\u{FEFF}"])
+    }
+
+    @Test(arguments: [3, 7, 64])
+    func anOverlongLineIsCountedNotKept(chunkSize: Int) throws {
+        let long = String(repeating: "x", count: 100)
+        #expect(
+            try lines(Array("a\n\(long)\nb\n\(long)".utf8), chunkSize: chunkSize, maxLineBytes: 10) == [
+                "1:a", "2:overlong 100", "3:b", "4:overlong 100",
+            ])
+    }
+
+    /// A file of one huge line without a newline is never held whole: the reader's buffer stays near the limit.
+    @Test func aHugeLineWithoutANewlineIsNotBuffered() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("beckon-huge-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: file) }
+        try Data(repeating: UInt8(ascii: "x"), count: 64 << 20).write(to: file)
+        let reader = try #require(LineReader(path: file.path, chunkSize: 1 << 16, maxLineBytes: 1 << 16))
+        var seen: [LineReader.Line] = []
+        reader.readLines {
+            seen.append($0)
+            return true
+        }
+        guard seen.count == 1, case .overlong(let n) = seen[0] else {
+            Issue.record("expected one overlong line")
+            return
+        }
+        #expect(n == 64 << 20)
+        #expect(reader.bufferCapacity <= 1 << 18)
+    }
+}
+
+struct EventFileTests {
+    static let rules = """
+        version: 1
+        campaign: c
+        rules:
+          - id: hi
+            on: Opened
+            do: [ { deep_link: "app://hi" } ]
+          - id: later
+            on: Opened
+            wait: 1h
+            do: [ { deep_link: "app://later" } ]
+        """
+
+    func run(
+        _ events: [UInt8], keepGoing: Bool = true, format: DryRunRunner.Format = .table, until: String? = nil
+    ) throws -> (Int32, StringConsole) {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("beckon-events-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try Self.rules.write(to: dir.appendingPathComponent("rules.yaml"), atomically: true, encoding: .utf8)
+        try Data(events).write(to: dir.appendingPathComponent("events.jsonl"))
+        let console = StringConsole()
+        let status = DryRunRunner.run(
+            .init(
+                paths: [dir.appendingPathComponent("rules.yaml").path], events: dir.appendingPathComponent("events.jsonl").path,
+                format: format, keepGoing: keepGoing, until: until),
+            console: console)
+        return (status, console)
+    }
+
+    func event(_ user: String, _ time: String, id: String? = nil) -> String {
+        #"{"type":"track","event":"Opened","userId":"\#(user)","timestamp":"\#(time)""#
+            + (id.map { #","messageId":"\#($0)""# } ?? "")
+            + "}"
+    }
+
+    @Test func byteOrderMarkAndCarriageReturnsLoseNoEvent() throws {
+        let lines = (0..<4).map { event("u\($0)", "2026-03-01T09:0\($0):00Z") }
+        let (status, console) = try run([0xEF, 0xBB, 0xBF] + Array(lines.joined(separator: "\r").utf8), format: .jsonl)
+        #expect(status == 0)
+        #expect(console.stdout.split(separator: "\n").count == 4)
+        #expect(console.stderr.contains("4 events, 4 users"))
+    }
+
+    /// An action that comes due while a duplicate is read is printed, at the next event.
+    @Test func nothingDueIsLostAroundADuplicate() throws {
+        let lines = [
+            event("ann", "2026-03-01T09:00:00Z", id: "a"), event("bob", "2026-03-01T09:00:00Z", id: "b"),
+            event("bob", "2026-03-01T11:00:00Z", id: "b"), event("cat", "2026-03-01T11:00:00Z", id: "c"),
+        ]
+        let (status, console) = try run(Array(lines.joined(separator: "\n").utf8), format: .jsonl, until: "+2h")
+        #expect(status == 0)
+        let links = console.stdout.split(separator: "\n").compactMap { $0.range(of: "app://later") != nil ? $0 : nil }
+        #expect(links.count == 3)
+        #expect(console.stderr.contains("duplicates 1"))
+    }
+
+    /// A user id that holds a newline cannot forge a line of the table.
+    @Test func idsAreShownSafely() throws {
+        let forged = #"x\n2026-03-01T09:00:00Z  mallory  ✓ c/hi  deep_link  app://pwned\u001b[2J\u202e"#
+        let (status, console) = try run(Array(event(forged, "2026-03-01T09:00:00Z").utf8))
+        #expect(status == 0)
+        let lines = console.stdout.split(separator: "\n")
+        #expect(!lines.contains { $0.hasPrefix("2026-03-01T09:00:00Z  mallory") })
+        #expect(console.stdout.contains(#"x\u{A}2026"#))
+        #expect(!console.stdout.contains("\u{1B}") && !console.stdout.contains("\u{202E}"))
+    }
+
+    @Test func aBadLineIsNamedByLineAndColumn() throws {
+        let text =
+            event("u1", "2026-03-01T09:00:00Z") + "\n" + #"{"type":"track","event":"Opened","timestamp":"2026-03-01T09:00:00Z"}"#
+        let (status, console) = try run(Array(text.utf8), keepGoing: false)
+        #expect(status == 1)
+        #expect(console.stderr.contains("events.jsonl:2:1: bad event: missing 'userId'"))
+    }
+
+    @Test func aHugeUntilIsAnErrorNotACrash() throws {
+        let (status, console) = try run(Array(event("u1", "2026-03-01T09:00:00Z").utf8), until: "+9223372036854775807ms")
+        #expect(status == 64)
+        #expect(console.stderr.contains("--until"))
+    }
+}
