@@ -22,6 +22,19 @@ public struct LoadResult: Sendable {
     public var errorCount: Int { diagnostics.count(where: { $0.severity == .error }) }
     public var warningCount: Int { diagnostics.count(where: { $0.severity == .warning }) }
 
+    /// Several results reported as one (their files, rules and problems; no rule set), for `validate`.
+    public static func combining(_ results: [LoadResult]) -> LoadResult {
+        var all = LoadResult(ruleSet: nil, diagnostics: [], files: [], sources: [:], ruleCount: 0)
+        for r in results {
+            all.diagnostics += r.diagnostics
+            all.files += r.files
+            all.sources.merge(r.sources) { a, _ in a }
+            all.ruleCount += r.ruleCount
+            all.testSuites += r.testSuites
+        }
+        return all
+    }
+
     /// Every diagnostic, sorted, with source lines and carets.
     public func rendered() -> String {
         var bag = DiagnosticBag()
@@ -40,6 +53,38 @@ public enum RuleLoader {
         result.sources.merge(read.sources) { a, _ in a }
         if read.diagnostics.contains(where: { $0.severity == .error }) { result.ruleSet = nil }
         return result
+    }
+
+    /// Loads everything under `paths` for `validate`: each folder that has a settings file is a rule set of its
+    /// own, with the files under it (less those under a deeper folder with its own settings), as `beckon test`
+    /// loads an app's folder; the files under no settings folder are one more. One result per rule set, in the
+    /// order of their first files; problems reading the paths come first, in a result of their own.
+    public static func loadEach(paths: [String]) -> [LoadResult] {
+        let read = read(paths: paths)
+        var results: [LoadResult] = []
+        if !read.diagnostics.isEmpty {
+            results.append(
+                LoadResult(ruleSet: nil, diagnostics: read.diagnostics, files: [], sources: read.sources, ruleCount: 0))
+        }
+        let parsed = parse(texts: read.texts)
+        let settingsDirs = parsed.filter { $0.node?["settings"] != nil }.map { folder(of: $0.path) }
+        var order: [String] = []
+        var groups: [String: [ParsedText]] = [:]
+        for p in parsed {
+            let dir = folder(of: p.path)
+            let key =
+                settingsDirs.filter { dir == $0 || dir.hasPrefix($0 == "/" ? "/" : $0 + "/") }.max { $0.count < $1.count } ?? ""
+            if groups[key] == nil { order.append(key) }
+            groups[key, default: []].append(p)
+        }
+        for key in order { results.append(compile(groups[key]!)) }
+        return results
+    }
+
+    /// The absolute, standardized folder of a file.
+    static func folder(of path: String) -> String {
+        let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+        return ((absolute as NSString).standardizingPath as NSString).deletingLastPathComponent
     }
 
     /// Finds the campaign test files (`tests:`) under `paths` and parses them; other files are not compiled.

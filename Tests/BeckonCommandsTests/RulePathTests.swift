@@ -4,7 +4,7 @@ import BeckonYAML
 import Foundation
 import Testing
 
-/// Rule paths that cannot be read stop every command that loads rules.
+/// Rule paths that cannot be read stop every command that loads rules, and `validate` checks several apps at once.
 struct RulePathTests {
     enum BadPath: String, CaseIterable, Sendable {
         case missing, notUTF8, danglingLink, emptyFolder, deviceLink
@@ -91,5 +91,38 @@ struct RulePathTests {
             #expect(d.id == .limitExceeded, "\(d)")
             #expect(d.message.contains("the limit is \(YAMLLoader.maxFileBytes) bytes"), "\(d)")
         }
+    }
+
+    // MARK: Several apps
+
+    /// Each folder with its own settings is its own rule set: the shipped apps validate together, in one run.
+    @Test(arguments: [["rules/bossup", "rules/stampbook", "rules/ops", "campaigns/firefox"], ["rules", "campaigns"]])
+    func severalAppsValidateTogether(_ paths: [String]) {
+        let console = StringConsole()
+        let status = ValidateRunner.run(
+            paths: paths.map { SeedRuleSetTests.root.appendingPathComponent($0).path }, console: console)
+        #expect(status == 0, "\(console.stderr)")
+        #expect(console.stdout == "16 files, 32 rules: 0 errors, 0 warnings\n")
+    }
+
+    /// Problems of every app are reported in the same run, with one summary.
+    @Test func problemsOfEveryAppAreReported() throws {
+        let fm = FileManager.default
+        let dir = fm.temporaryDirectory.appendingPathComponent("beckon-apps-\(UUID().uuidString)")
+        defer { try? fm.removeItem(at: dir) }
+        for app in ["one", "two"] {
+            try fm.createDirectory(at: dir.appendingPathComponent(app), withIntermediateDirectories: true)
+            try "version: 1\nsettings: \(app)\n".write(
+                to: dir.appendingPathComponent("\(app)/settings.yaml"), atomically: true, encoding: .utf8)
+            try
+                "version: 1\ncampaign: c\nrules:\n  - id: r\n    on: Opened\n    prioirty: 1\n    do: [ { deep_link: \"a://x\" } ]\n"
+                .write(to: dir.appendingPathComponent("\(app)/rules.yaml"), atomically: true, encoding: .utf8)
+        }
+        let console = StringConsole()
+        let status = ValidateRunner.run(paths: [dir.appendingPathComponent("one").path, dir.path], console: console)
+        #expect(status == 1)
+        #expect(console.stderr.components(separatedBy: "[unknown_key]").count - 1 == 2, "\(console.stderr)")
+        #expect(!console.stderr.contains("duplicate"), "\(console.stderr)")
+        #expect(console.stderr.hasSuffix("4 files, 2 rules: 2 errors, 0 warnings\n"), "\(console.stderr)")
     }
 }
