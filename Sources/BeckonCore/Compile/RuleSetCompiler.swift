@@ -154,15 +154,27 @@ private struct Builder {
 
     /// Compiles an expression, turning its problems into diagnostics at their places in the file.
     mutating func expression(_ src: ExpressionSource, _ env: RuleEnvironment) -> CompiledExpr? {
-        let c = ExprCompiler(environment: env, tracing: env.tracing)
-        let result = c.compile(src.text)
-        for p in c.problems where !env.tracing {
+        let (result, problems) = Builder.compile(src, env.segments, ExprCompiler(environment: env, tracing: env.tracing))
+        for p in problems where !env.tracing {
             diagnostics.append(
                 .error(
                     DiagnosticID(rawValue: p.id), p.message, at: src.location(of: p.span),
                     suggestion: Builder.help(p, in: src.text)))
         }
         return result
+    }
+
+    /// Parses, checks and compiles an expression of a rule file: a condition too deep with its segments written out
+    /// is refused before it is compiled (compiling it would recurse through them).
+    static func compile(
+        _ src: ExpressionSource, _ segments: SegmentTable, _ c: ExprCompiler, inSegment: Bool = false
+    ) -> (CompiledExpr?, [ExprProblem]) {
+        let e: Expr
+        do { e = try Parser.parse(src.text) } catch { return (nil, [error]) }
+        let deep = segments.depthProblems(in: e, inSegment: inSegment)
+        if deep.tooDeep { return (nil, deep.problems) }
+        let result = c.compile(e, source: src.text)
+        return (result, c.problems)
     }
 
     /// A replacement token becomes the whole corrected expression: "did you mean `user.plan == "pro"`?".
@@ -225,10 +237,10 @@ private struct Builder {
         let symbols = self.symbols
         segments.compile = { [segments] src, tracing in
             let env = RuleEnvironment(symbols: symbols, segments: segments, place: .segment, hasChange: false, tracing: tracing)
-            let c = ExprCompiler(environment: env, tracing: tracing)
-            let r = c.compile(src.text)
+            let (r, problems) = Builder.compile(
+                src, segments, ExprCompiler(environment: env, tracing: tracing), inSegment: true)
             if !tracing {
-                for p in c.problems {
+                for p in problems {
                     segmentDiagnostics.append(
                         .error(
                             DiagnosticID(rawValue: p.id), p.message, at: src.location(of: p.span),

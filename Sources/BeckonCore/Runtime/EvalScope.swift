@@ -76,6 +76,8 @@ public final class ExprTrace {
 
     public private(set) var entries: [Entry] = []
     var depth = 0
+    /// The values of the segments evaluated so far in this trace (each is traced once).
+    var segments: [ObjectIdentifier: Value] = [:]
 
     public init() {}
 
