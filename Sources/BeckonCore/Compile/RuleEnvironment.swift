@@ -462,6 +462,9 @@ final class RuleEnvironment: ExpressionEnvironment {
         try checkEvent(name, nameArg)
         let windowText = try constantString(windowArg, c, what: "the window", usage: usage)
         guard let window = HistoryWindow.parse(windowText) else {
+            if DSLDuration.read(windowText.lowercased()) == .tooLong {
+                throw ExprProblem(DSLDuration.tooLongMessage(windowText), windowArg.span, id: "invalid_window")
+            }
             throw ExprProblem("'\(windowText)' is not a window; use \(DSL.windowDoc)", windowArg.span, id: "invalid_window")
         }
         if !allowLifetime && window == .lifetime {

@@ -153,6 +153,13 @@ public struct FileParser {
 
     mutating func duration(_ node: SourceNode, _ key: String) -> Located<Int64>? {
         guard let s = scalar(node, key, .duration) else { return nil }
+        if DSLDuration.read(s.text) == .tooLong {
+            diagnostics.error(
+                .invalidDuration,
+                "'\(key)' expects a duration of at most 100 years (\(DSLDuration.format(DSLDuration.maxMilliseconds))), "
+                    + "found '\(s.text)'", at: s.location, suggestion: "use a shorter duration")
+            return nil
+        }
         guard let ms = DSLDuration.parse(s.text) else {
             var hint = "write it as a number and a unit: ms, s, m, h, d or w (7d, 24h, 1h30m)"
             if s.text.contains("mo") || s.text.contains("month") { hint = "months vary in length; use days (30d) or `per_month`" }

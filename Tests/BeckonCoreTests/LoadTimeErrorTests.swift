@@ -1,0 +1,82 @@
+import BeckonCore
+import BeckonYAML
+import Testing
+
+/// Values that used to load and then fail (or trap) at run time are errors when the rules load, each at its place.
+struct LoadTimeErrorTests {
+    // MARK: Durations
+
+    @Test func durationsHaveAMaximumOfOneHundredYears() {
+        let hundredYears: Int64 = 3_155_760_000_000
+        #expect(DSLDuration.maxMilliseconds == hundredYears)
+        #expect(DSLDuration.parse("36525d") == hundredYears)
+        #expect(DSLDuration.parse("5217w6d") == hundredYears)
+        #expect(DSLDuration.parse("36525d1ms") == nil)
+        #expect(DSLDuration.parse("300000000w") == nil)
+        #expect(DSLDuration.parse("15250284420w") == nil)
+        #expect(DSLDuration.parse(String(repeating: "9", count: 40) + "ms") == nil)
+        #expect(DSLDuration.parse("36525d36525d") == nil)
+        #expect(DSLDuration.read("300000000w") == .tooLong)
+        #expect(DSLDuration.read("300000000x") == .invalid)
+    }
+
+    /// Every key that takes a duration refuses one over the maximum, at its position.
+    @Test func everyDurationKeyRefusesTooLongADuration() throws {
+        let long = "300000000w"
+        let yaml = """
+            version: 1
+            campaign: c
+            goals:
+              - { id: g, event: Bought, within: \(long) }
+            rules:
+              - id: waits
+                on: Opened
+                wait: \(long)
+                limit: { cooldown: \(long) }
+                do: [ { deep_link: "app://x" } ]
+              - id: sequence
+                sequence: [Opened, Bought]
+                within: \(long)
+                if: count("Opened", "\(long)") > 0
+                do: [ { deep_link: "app://x" } ]
+              - id: reprompt
+                on: Opened
+                reprompt: { after: Answered, wait: \(long) }
+                do: [ { deep_link: "app://x" } ]
+            """
+        let settings = """
+            version: 1
+            settings: s
+            sessions: { timeout: \(long) }
+            dedup_window: \(long)
+            """
+        let found = diagnostics(yaml, settings: settings).filter { $0.severity == .error }
+        let at = found.map { "\($0.location.file):\($0.location.position)" }.sorted()
+        #expect(
+            at == [
+                "rules.yaml:13:13", "rules.yaml:14:25", "rules.yaml:18:40", "rules.yaml:4:37", "rules.yaml:8:11",
+                "rules.yaml:9:24", "settings.yaml:3:22", "settings.yaml:4:15",
+            ], "\(found)")
+        #expect(found.allSatisfy { $0.message.contains("100 years (36525d)") }, "\(found)")
+    }
+
+    /// With durations bounded, a delayed action, a cooldown and `--until` stay within the engine's times.
+    @Test func theLongestDurationRunsWithoutOverflow() throws {
+        let set = try load(
+            """
+            version: 1
+            campaign: c
+            rules:
+              - id: r
+                on: Opened
+                wait: 36525d
+                limit: { cooldown: 36525d }
+                if: count("Opened", "36525d") > 0
+                do: [ { deep_link: "app://x" } ]
+            """)
+        let engine = Engine(ruleSet: set)
+        _ = engine.process(track("Opened", at: "2527-01-01T00:00:00Z"))
+        let later = engine.advance(to: t("2527-01-01T00:00:00Z") + DSLDuration.maxMilliseconds)
+        #expect(later.actions.count == 1)
+    }
+}
