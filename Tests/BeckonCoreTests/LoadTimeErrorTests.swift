@@ -79,4 +79,38 @@ struct LoadTimeErrorTests {
         let later = engine.advance(to: t("2527-01-01T00:00:00Z") + DSLDuration.maxMilliseconds)
         #expect(later.actions.count == 1)
     }
+
+    // MARK: UTC offsets
+
+    @Test(arguments: ["+99:99", "+24:00", "-24:00", "+23:60", "+00:60"])
+    func offsetsBeyondTwentyThreeFiftyNineAreRefused(_ offset: String) {
+        #expect(Timestamp.parse("2026-01-01T00:00:00" + offset) == nil)
+        #expect(Timestamp.offsetProblem("2026-01-01T00:00:00" + offset)?.contains("out of range") == true)
+        #expect(Zone(offset) == nil)
+    }
+
+    @Test(arguments: ["+23:59", "-23:59", "+00:00", "-00:00", "+05:30"])
+    func offsetsWithinRangeAreRead(_ offset: String) {
+        #expect(Timestamp.parse("2026-01-01T00:00:00" + offset) != nil)
+    }
+
+    @Test func anOffsetOutOfRangeIsAnErrorAtItsPlace() throws {
+        let yaml = """
+            version: 1
+            campaign: c
+            start: 2026-01-01T00:00:00+99:99
+            timezone: "+24:00"
+            rules:
+              - id: r
+                on: Opened
+                if: now > timestamp("2026-01-01T00:00:00+99:99") && days_since("2026-01-01T00:00:00-25:00") > 1
+                do: [ { deep_link: "app://x" } ]
+            """
+        let found = diagnostics(yaml).filter { $0.severity == .error }
+        let at = found.map { "\($0.location.position) \($0.id)" }.sorted()
+        #expect(
+            at == ["3:8 invalid_timestamp", "4:11 invalid_value", "8:25 invalid_timestamp", "8:68 invalid_timestamp"], "\(found)")
+        #expect(
+            found.first { $0.location.position.line == 3 }?.message.contains("the UTC offset '+99:99' is out of range") == true)
+    }
 }

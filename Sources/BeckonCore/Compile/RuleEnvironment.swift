@@ -678,6 +678,9 @@ final class RuleEnvironment: ExpressionEnvironment {
         }
         let arg = c.compileNode(args[0])
         if let v = arg.constant, case .string(let name) = v, Timestamp.parse(name) == nil {
+            if let why = Timestamp.offsetProblem(name) {
+                throw ExprProblem("'\(name)' is not a timestamp: \(why)", args[0].span, id: "invalid_timestamp")
+            }
             try checkEvent(name, args[0])
             let id = symbols.event(eventKey(name))
             let series = symbols.eventSeries(id, filter: [], retention: 0, lifetime: true)

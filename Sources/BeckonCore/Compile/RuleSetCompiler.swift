@@ -165,7 +165,9 @@ private struct Builder {
     }
 
     /// Parses, checks and compiles an expression of a rule file: a condition too deep with its segments written out
-    /// is refused before it is compiled (compiling it would recurse through them).
+    /// is refused before it is compiled (compiling it would recurse through them), and `timestamp("…")` of a literal
+    /// that is not a timestamp, which fails on every evaluation, is an error at the literal (CEL reports it only when
+    /// it is evaluated).
     static func compile(
         _ src: ExpressionSource, _ segments: SegmentTable, _ c: ExprCompiler, inSegment: Bool = false
     ) -> (CompiledExpr?, [ExprProblem]) {
@@ -174,7 +176,23 @@ private struct Builder {
         let deep = segments.depthProblems(in: e, inSegment: inSegment)
         if deep.tooDeep { return (nil, deep.problems) }
         let result = c.compile(e, source: src.text)
-        return (result, c.problems)
+        return (result, c.problems + timestampLiterals(e))
+    }
+
+    static func timestampLiterals(_ e: Expr) -> [ExprProblem] {
+        var bad: [(String, SourceSpan)] = []
+        e.walk { node in
+            if case .call("timestamp", nil, let args) = node.node, args.count == 1, case .literal(.string(let t)) = args[0].node,
+                Timestamp.parse(t) == nil
+            {
+                bad.append((t, args[0].span))
+            }
+        }
+        return bad.map { t, span in
+            ExprProblem(
+                "timestamp(\"\(t)\") always fails: " + (Timestamp.offsetProblem(t) ?? "'\(t)' is not an RFC 3339 timestamp"),
+                span, id: "invalid_timestamp", suggestion: "write it like 2026-01-01T09:00:00+01:00 or 2026-01-01T08:00:00Z")
+        }
     }
 
     /// A replacement token becomes the whole corrected expression: "did you mean `user.plan == "pro"`?".

@@ -115,6 +115,7 @@ public struct SegmentDecoder {
                 p.i = start
                 let t = try p.string(for: "timestamp")
                 guard let ms = SegmentDecoder.parseTime(t) else {
+                    if let why = Timestamp.offsetProblem(t) { throw DecodeError("'timestamp' '\(t)': \(why)", column: start + 1) }
                     throw DecodeError("'timestamp' is not an ISO-8601 time: '\(t)'", column: start + 1)
                 }
                 timestamp = ms

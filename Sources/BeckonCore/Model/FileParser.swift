@@ -174,6 +174,12 @@ public struct FileParser {
     mutating func timestamp(_ node: SourceNode, _ key: String) -> Located<Timestamp>? {
         guard let s = scalar(node, key, .timestamp) else { return nil }
         guard let t = Timestamp.parse(s.text) else {
+            if let why = Timestamp.offsetProblem(s.text) {
+                diagnostics.error(
+                    .invalidTimestamp, "'\(key)' expects a timestamp: \(why)", at: s.location,
+                    suggestion: "write the offset as +HH:MM from -23:59 to +23:59, or use Z for UTC")
+                return nil
+            }
             var hint = "use RFC 3339 with a zone, like 2026-01-01T00:00:00Z or 2026-01-01T09:00:00+01:00"
             if Timestamp.parse(s.text + "T00:00:00Z") != nil { hint = "add a time and zone: \(s.text)T00:00:00Z" }
             diagnostics.error(
