@@ -113,4 +113,53 @@ struct LoadTimeErrorTests {
         #expect(
             found.first { $0.location.position.line == 3 }?.message.contains("the UTC offset '+99:99' is out of range") == true)
     }
+
+    // MARK: Declared types
+
+    static let plan = """
+        version: 1
+        tracking_plan: p
+        events:
+          Bought:
+            properties:
+              amount: { type: number }
+              paid: { type: bool }
+              sku: { type: string }
+        """
+
+    func typeErrors(_ condition: String) -> [Diagnostic] {
+        let yaml =
+            "version: 1\ncampaign: c\nrules:\n  - id: r\n    on: Bought\n    if: '\(condition)'\n    do: [ { deep_link: \"a://x\" } ]\n"
+        return RuleLoader.load(texts: [("rules.yaml", yaml), ("plan.yaml", Self.plan)]).diagnostics.filter {
+            $0.severity == .error
+        }
+    }
+
+    /// A property declared `number` compared with a string (or used as one) can never be true: a type error.
+    @Test(
+        arguments: [
+            ("event.properties.amount == \"10\"", "write 10 without quotes to compare numbers"),
+            ("event.properties.amount != \"10\"", "write 10 without quotes to compare numbers"),
+            ("event.properties.amount > \"10\"", "write 10 without quotes to compare numbers"),
+            ("\"ten\" == event.properties.amount", "compare it with a number"),
+            ("event.properties.amount in [\"1\", \"2\"]", nil),
+            ("event.properties.amount.startsWith(\"1\")", nil),
+            ("event.properties.paid == \"true\"", "write true without quotes to compare with a true/false value"),
+            ("event.properties.sku == 10", "compare it with a string (in quotes)"),
+        ] as [(String, String?)])
+    func comparisonsThatCanNeverHoldAreTypeErrors(_ condition: String, _ hint: String?) throws {
+        let d = try #require(typeErrors(condition).first, "no error for \(condition)")
+        #expect(d.id == .expressionType, "\(d)")
+        #expect(d.location.position.line == 6)
+        if let hint { #expect(d.suggestion == hint, "\(d)") }
+    }
+
+    @Test(arguments: [
+        "event.properties.amount == 10", "event.properties.amount > 9.5", "event.properties.amount in [1, 2.5]",
+        "event.properties.amount + 1 > 2", "double(event.properties.amount) >= 1.0", "-event.properties.amount < 0",
+        "event.properties.amount == null", "string(event.properties.amount) == \"10\"",
+    ])
+    func numbersStillCompareWithNumbers(_ condition: String) {
+        #expect(typeErrors(condition).isEmpty, "\(typeErrors(condition))")
+    }
 }
