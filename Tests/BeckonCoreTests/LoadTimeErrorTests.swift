@@ -162,4 +162,48 @@ struct LoadTimeErrorTests {
     func numbersStillCompareWithNumbers(_ condition: String) {
         #expect(typeErrors(condition).isEmpty, "\(typeErrors(condition))")
     }
+
+    // MARK: Every problem in one run
+
+    /// A rule with a bad id still has its other problems reported.
+    @Test func aBadIdDoesNotHideTheRestOfTheRule() {
+        let yaml = """
+            version: 1
+            campaign: c
+            rules:
+              - id: Bad-Id
+                on: Opened
+                if: user.plan = 1
+                limit: { per_dya: 1 }
+                do: [ { prompt: atx } ]
+              - on: Opened
+                if: nope(
+                do: []
+            """
+        let ids = Set(diagnostics(yaml).map(\.id.rawValue))
+        #expect(
+            ids == [
+                "invalid_identifier", "expression_syntax", "unknown_key", "invalid_action", "missing_key",
+            ], "\(diagnostics(yaml))")
+    }
+
+    /// Analysis warnings of rules that compile are reported alongside the errors of others.
+    @Test func warningsAreReportedAlongsideErrors() {
+        let yaml = """
+            version: 1
+            campaign: c
+            rules:
+              - id: broken
+                on: Opened
+                if: nope(
+                do: [ { deep_link: "app://x" } ]
+              - id: never
+                on: Opened
+                if: user.plan == "a" && user.plan == "b"
+                do: [ { deep_link: "app://x" } ]
+            """
+        let found = diagnostics(yaml)
+        #expect(found.contains { $0.id == .expressionSyntax })
+        #expect(found.contains { $0.id == .neverTrue && $0.severity == .warning }, "\(found)")
+    }
 }

@@ -93,13 +93,13 @@ private struct Builder {
         if byAttribute.count < symbols.attributeNames.count {
             byAttribute.append(contentsOf: repeatElement([], count: symbols.attributeNames.count - byAttribute.count))
         }
-        if !diagnostics.hasErrors {
-            var analyzer = RuleAnalyzer(
-                files: ruleFiles, units: units, rules: rules, eventNames: symbols.eventNames, plan: symbols.plan,
-                deepLinkSchemes: settingsSeen?.deepLinkSchemes)
-            analyzer.run()
-            diagnostics.append(contentsOf: analyzer.warnings)
-        }
+        // The warnings are computed alongside errors, for every rule that compiled (a rule with errors of its own
+        // has none: what it would do is not known), so that one run reports every problem.
+        var analyzer = RuleAnalyzer(
+            files: ruleFiles, units: units, rules: rules, eventNames: symbols.eventNames, plan: symbols.plan,
+            deepLinkSchemes: settingsSeen?.deepLinkSchemes)
+        analyzer.run()
+        diagnostics.append(contentsOf: analyzer.warnings)
         return CompiledRuleSet(
             units: units, rules: rules, eventNames: symbols.eventNames, propertyNames: symbols.propertyNames,
             contextNames: symbols.contextNames, attributeNames: symbols.attributeNames,

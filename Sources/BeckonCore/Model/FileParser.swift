@@ -370,16 +370,16 @@ public struct FileParser {
         case (nil, let r?):
             kind = .ruleset
             name = identifier(r.value, "ruleset")
-        case (_?, let r?):
+        case (let c?, let r?):
+            // Reported, and the rest of the file is still read (as a campaign), so that all its problems show.
             diagnostics.error(
                 .invalidValue, "a file is either a campaign or a rule set, not both", at: r.key.location,
                 suggestion: "keep `campaign:` or `ruleset:`")
-            return nil
+            name = identifier(c.value, "campaign")
         case (nil, nil):
             diagnostics.error(
                 .missingKey, "the file needs `campaign: NAME` (in campaigns/) or `ruleset: NAME` (in rules/)",
                 at: root.location, suggestion: "add `campaign: my_campaign` after `version: 1`")
-            return nil
         }
         var spec = RuleFileSpec(
             path: file, kind: kind, name: name ?? Located("unnamed", root.location), description: nil,
@@ -463,7 +463,16 @@ public struct FileParser {
     mutating func rule(_ node: SourceNode) -> RuleSpec? {
         let context = node["id"]?.scalar.map { "rule '\($0.text)'" } ?? "a rule"
         guard let k = keys(of: node, DSL.rule, context: context) else { return nil }
-        guard let idNode = k["id"], let id = identifier(idNode.value, "id") else { return nil }
+        // A missing or malformed id is reported (by `keys` or `identifier`), and the rest of the rule is still read
+        // and compiled under the text written, so that every problem of the rule shows in the same run.
+        let id: Located<String>
+        if let idNode = k["id"] {
+            id =
+                identifier(idNode.value, "id")
+                ?? Located(idNode.value.scalar?.text ?? "rule at line \(node.location.position.line)", idNode.value.location)
+        } else {
+            id = Located("rule at line \(node.location.position.line)", node.location)
+        }
 
         var triggers: [TriggerSpec] = []
         var triggerKeys: [ScalarNode] = []
@@ -521,7 +530,8 @@ public struct FileParser {
                     .missingKey, "\(context) has no trigger", at: id.location,
                     suggestion: "add `on: EVENT`, `on_screen: SCREEN`, `on_change: ATTRIBUTE` or `sequence: [A, B]`")
             }
-            return nil
+            // Read and compile the rest under no event, so that its problems are reported too.
+            triggers.append(.events([]))
         }
         if triggers.count > 1 {
             diagnostics.error(
