@@ -732,12 +732,17 @@ public final class ExprCompiler {
 
 /// "Did you mean" for names: the closest candidate by edit distance, if close enough.
 public enum Suggest {
+    /// The longest name "did you mean" looks at.
+    static let maxSuggestedLength = 256
     public static func nearest(_ word: String, in candidates: [String]) -> String? {
         var best: (String, Int)?
+        // Names are short; a long one gets no suggestion (the distance costs the product of the lengths).
+        guard word.unicodeScalars.count <= maxSuggestedLength else { return nil }
         let lw = word.lowercased()
-        for c in Set(candidates) where c != word {
-            let d = distance(lw, c.lowercased())
+        for c in Set(candidates) where c != word && c.unicodeScalars.count <= maxSuggestedLength {
             let limit = max(1, min(3, (max(word.count, c.count) + 2) / 4))
+            if abs(word.count - c.count) > limit { continue }
+            let d = distance(lw, c.lowercased())
             if d <= limit, best == nil || d < best!.1 || (d == best!.1 && c < best!.0) { best = (c, d) }
         }
         if best == nil && lw.count >= 3 {

@@ -403,9 +403,10 @@ public struct FileParser {
         if let a = k["audience"] { spec.audience = expression(a.value, "audience") }
         if let s = k["segments"] {
             if case .mapping(let pairs, _) = s.value {
+                var names = Set<String>()
                 for (key, v) in pairs {
                     guard let n = identifier(.scalar(key), "segment name") else { continue }
-                    if spec.segments.contains(where: { $0.name.value == n.value }) {
+                    if !names.insert(n.value).inserted {
                         diagnostics.error(.duplicateName, "segment '\(n.value)' is defined twice", at: key.location)
                         continue
                     }
