@@ -33,7 +33,8 @@ let package = Package(
                 .product(name: "HeapModule", package: "swift-collections"),
             ]
         ),
-        // YAML text -> BeckonCore's source tree, keeping every line and column.
+        // YAML text -> BeckonCore's source tree, keeping every line and column. It reads libyaml's event stream
+        // through Yams' CYaml module (built with the Yams product; see Sources/BeckonYAML/YAMLEvents.swift).
         .target(name: "BeckonYAML", dependencies: ["BeckonCore", .product(name: "Yams", package: "Yams")]),
         // The commands behind the CLI, as a library so they can be tested in-process.
         // Counts malloc calls for `beckon bench` (a C shim over glibc's allocator).

@@ -12,8 +12,10 @@ public enum ReferenceDocs {
             The guide (`docs/guide.md`) explains how the pieces fit together; this page lists every key.
 
             Values written `${…}` are expressions evaluated when the action fires. Durations are written `500ms`,
-            `90s`, `30m`, `24h`, `7d`, `2w` or combined (`1h30m`). Timestamps are RFC 3339 with a zone
-            (`2026-01-01T00:00:00Z`). Names of rules, campaigns, rule sets and segments are snake_case.
+            `90s`, `30m`, `24h`, `7d`, `2w` or combined (`1h30m`), at most 100 years (`36525d`). Timestamps are
+            RFC 3339 with a zone (`2026-01-01T00:00:00Z`, or an offset from `-23:59` to `+23:59`). Names of rules,
+            campaigns, rule sets and segments are snake_case. Files are plain YAML: no anchors (`&name`), aliases
+            (`*name`), merge keys (`<<`) or tags (`!name`); a value that starts with `!` is quoted.
 
 
             """

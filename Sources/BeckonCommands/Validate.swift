@@ -2,10 +2,12 @@ import BeckonCore
 import BeckonYAML
 
 /// `beckon validate PATH...`: every problem in one run, as `file:line:col: error: message [id]` with the source
-/// line and a caret. Exit status 1 when there are errors, 0 when clean (warnings alone do not fail).
+/// line and a caret. Exit status 1 when there are errors, 0 when clean (warnings alone do not fail). Each folder with
+/// its own settings file is validated as a rule set of its own (several apps' folders validate together), and all
+/// of them are reported in one run, with one summary.
 public enum ValidateRunner {
     public static func run(paths: [String], console: any Console) -> Int32 {
-        let result = RuleLoader.load(paths: paths)
+        let result = LoadResult.combining(RuleLoader.loadEach(paths: paths))
         if !result.diagnostics.isEmpty { console.err(result.rendered()) }
         let files = result.files.count
         let summary =

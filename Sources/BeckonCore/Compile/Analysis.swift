@@ -336,11 +336,17 @@ private struct AtomCollector {
     var atoms: [RuleAnalyzer.Atom] = []
     var constantFalse: (String, SourceLocation)?
     private var expanding: Set<String> = []
+    /// Segments already expanded, with the polarity: a segment used again adds no fact, and expanding it again would
+    /// cost exponential time (a segment that uses one twice, which uses one twice…).
+    private var expanded: Set<String> = []
 
     init(segments: [String: ExpressionSource]) { self.segments = segments }
 
-    /// `origin` is where an expanded segment is named in the rule: facts inside it are reported there.
-    mutating func collect(_ e: Expr, source: ExpressionSource, origin: SourceLocation?, negated: Bool) {
+    /// `origin` is where an expanded segment is named in the rule: facts inside it are reported there. `level` counts
+    /// the levels of the condition with its segments written out: past ``Parser/maxDepth`` (a compile error) the
+    /// collector stops, so that it never recurses deeper than that.
+    mutating func collect(_ e: Expr, source: ExpressionSource, origin: SourceLocation?, negated: Bool, level: Int = 1) {
+        guard level <= Parser.maxDepth else { return }
         let at = origin ?? source.location(of: e.span)
         if let t = Self.truth(e) {
             if t == negated, constantFalse == nil {
@@ -351,16 +357,18 @@ private struct AtomCollector {
         }
         switch e.node {
         case .ident(let name) where segments[name] != nil && !expanding.contains(name):
+            // Each segment once per polarity: a second expansion adds no fact.
+            guard expanded.insert("\(negated) \(name)").inserted else { return }
             guard let src = segments[name], let inner = try? Parser.parse(src.text) else { return }
             expanding.insert(name)
-            collect(inner, source: src, origin: at, negated: negated)
+            collect(inner, source: src, origin: at, negated: negated, level: level + 1)
             expanding.remove(name)
         case .call("_&&_", nil, let args) where !negated:
-            for a in args { collect(a, source: source, origin: origin, negated: false) }
+            for a in args { collect(a, source: source, origin: origin, negated: false, level: level + 1) }
         case .call("_||_", nil, let args) where negated:
-            for a in args { collect(a, source: source, origin: origin, negated: true) }
+            for a in args { collect(a, source: source, origin: origin, negated: true, level: level + 1) }
         case .call("!_", nil, let args) where args.count == 1:
-            collect(args[0], source: source, origin: origin, negated: !negated)
+            collect(args[0], source: source, origin: origin, negated: !negated, level: level + 1)
         case .call(let fn, nil, let args) where args.count == 2 && Self.ops[fn] != nil:
             comparison(fn, args[0], args[1], at: at, negated: negated)
         default:

@@ -462,6 +462,9 @@ final class RuleEnvironment: ExpressionEnvironment {
         try checkEvent(name, nameArg)
         let windowText = try constantString(windowArg, c, what: "the window", usage: usage)
         guard let window = HistoryWindow.parse(windowText) else {
+            if DSLDuration.read(windowText.lowercased()) == .tooLong {
+                throw ExprProblem(DSLDuration.tooLongMessage(windowText), windowArg.span, id: "invalid_window")
+            }
             throw ExprProblem("'\(windowText)' is not a window; use \(DSL.windowDoc)", windowArg.span, id: "invalid_window")
         }
         if !allowLifetime && window == .lifetime {
@@ -675,6 +678,9 @@ final class RuleEnvironment: ExpressionEnvironment {
         }
         let arg = c.compileNode(args[0])
         if let v = arg.constant, case .string(let name) = v, Timestamp.parse(name) == nil {
+            if let why = Timestamp.offsetProblem(name) {
+                throw ExprProblem("'\(name)' is not a timestamp: \(why)", args[0].span, id: "invalid_timestamp")
+            }
             try checkEvent(name, args[0])
             let id = symbols.event(eventKey(name))
             let series = symbols.eventSeries(id, filter: [], retention: 0, lifetime: true)
@@ -713,6 +719,13 @@ final class RuleEnvironment: ExpressionEnvironment {
 }
 
 /// The segments of one file, compiled on first use (so order does not matter) with cycle detection.
+///
+/// Segments count toward ``Parser/maxDepth`` like any other nesting: a condition with the segments it uses written
+/// out (each use of a segment one more level) nests at most that deep, checked by ``depthProblems(in:inSegment:)`` before an
+/// expression is compiled. Compiling and evaluating recurse through the segments a condition uses, so this bounds
+/// them as it bounds one expression, whatever the order or number of segments. Each segment is compiled once and,
+/// within one evaluation (traced or not), evaluated once, however often it is used: a segment that uses another
+/// twice, which uses another twice… costs no more than the segments' own size.
 final class SegmentTable {
     struct Entry {
         var source: ExpressionSource
@@ -720,18 +733,120 @@ final class SegmentTable {
         var memo: [Bool: Int] = [:]
     }
     private var entries: [String: Entry] = [:]
-    private var compiling: Set<String> = []
+    /// The segments being compiled, outermost first.
+    private var compiling: [String] = []
     var names: [String] { Array(entries.keys) }
     /// Set by the rule-set compiler: compiles a segment's source.
     var compile: ((ExpressionSource, Bool) -> CompiledExpr?)?
     /// Segments referenced at least once (for the unused-segment warning).
     private(set) var used: Set<String> = []
     var symbols: SymbolTable?
+    /// Each segment's levels with the segments it uses written out, computed for all at the first question.
+    private var heights: [String: Int]?
 
     init() {}
 
     func add(_ name: String, _ source: ExpressionSource) { entries[name] = Entry(source: source) }
     func has(_ name: String) -> Bool { entries[name] != nil }
+
+    /// The uses of segments in `e`, with the level each is at (the whole expression is level 1).
+    func uses(in e: Expr) -> [(name: String, level: Int, span: SourceSpan)] {
+        var out: [(name: String, level: Int, span: SourceSpan)] = []
+        var stack: [(Expr, Int)] = [(e, 1)]
+        while let (node, level) = stack.popLast() {
+            switch node.node {
+            case .literal: break
+            case .ident(let name): if entries[name] != nil { out.append((name, level, node.span)) }
+            case .select(let o, _, _): stack.append((o, level + 1))
+            case .call(_, let t, let args):
+                if let t { stack.append((t, level + 1)) }
+                for a in args { stack.append((a, level + 1)) }
+            case .list(let xs): for x in xs { stack.append((x, level + 1)) }
+            case .map(let pairs):
+                for p in pairs {
+                    stack.append((p.key, level + 1))
+                    stack.append((p.value, level + 1))
+                }
+            case .comprehension(let c):
+                stack.append((c.range, level + 1))
+                if let p = c.predicate { stack.append((p, level + 1)) }
+                if let t = c.transform { stack.append((t, level + 1)) }
+            }
+        }
+        return out
+    }
+
+    /// The levels of segment `name` written out: its own expression's, or, through a use of a segment at level `l`,
+    /// `l` + that segment's. Computed for every segment at once without recursion (a depth-first walk with its own
+    /// stack); a segment that does not parse, or a use that closes a cycle, counts 1 (both are reported elsewhere).
+    func writtenOutHeight(_ name: String) -> Int {
+        if heights == nil { heights = computeHeights() }
+        return heights?[name] ?? 1
+    }
+
+    private func computeHeights() -> [String: Int] {
+        var parsed: [String: (height: Int, uses: [(name: String, level: Int)])] = [:]
+        for (name, entry) in entries {
+            // A segment that does not parse is reported when it is compiled.
+            if let e = try? Parser.parse(entry.source.text) {
+                parsed[name] = (e.height, uses(in: e).map { ($0.name, $0.level) })
+            } else {
+                parsed[name] = (1, [])
+            }
+        }
+        var heights: [String: Int] = [:]
+        var open: Set<String> = []
+        for start in entries.keys.sorted() where heights[start] == nil {
+            var stack: [(name: String, next: Int)] = [(start, 0)]
+            open.insert(start)
+            while let top = stack.last {
+                let info = parsed[top.name]!
+                if top.next < info.uses.count {
+                    stack[stack.count - 1].next += 1
+                    let u = info.uses[top.next]
+                    if heights[u.name] == nil && !open.contains(u.name) {
+                        open.insert(u.name)
+                        stack.append((u.name, 0))
+                    }
+                    continue
+                }
+                var h = info.height
+                for u in info.uses { h = max(h, u.level + (heights[u.name] ?? 1)) }
+                heights[top.name] = h
+                open.remove(top.name)
+                stack.removeLast()
+            }
+        }
+        return heights
+    }
+
+    /// Whether `e` nests deeper than ``Parser/maxDepth`` with the segments it uses written out, and the problems to
+    /// report: one for each use past which it does. A use of a segment too deep on its own is reported where that
+    /// segment is defined; in another segment, it is not reported again (a chain of segments past the limit is one
+    /// error), elsewhere it is named.
+    func depthProblems(in e: Expr, inSegment: Bool) -> (tooDeep: Bool, problems: [ExprProblem]) {
+        var tooDeep = false
+        var problems: [ExprProblem] = []
+        for u in uses(in: e) {
+            let h = writtenOutHeight(u.name)
+            guard u.level + h > Parser.maxDepth else { continue }
+            tooDeep = true
+            if h <= Parser.maxDepth {
+                problems.append(
+                    ExprProblem(
+                        "with segment '\(u.name)' written out, this condition nests \(u.level + h) levels deep; "
+                            + "the limit is \(Parser.maxDepth) (each use of a segment is a level)", u.span,
+                        id: "limit_exceeded",
+                        suggestion: "write part of the condition out, or use fewer segments that use segments"))
+            } else if !inSegment {
+                problems.append(
+                    ExprProblem(
+                        "segment '\(u.name)' nests more than \(Parser.maxDepth) levels deep with the segments it uses "
+                            + "written out (reported where they pass the limit)", u.span, id: "limit_exceeded"))
+            }
+        }
+        return (tooDeep, problems)
+    }
 
     func reference(_ name: String, span: SourceSpan, tracing: Bool) throws(ExprProblem) -> (Eval, CELType) {
         used.insert(name)
@@ -741,12 +856,19 @@ final class SegmentTable {
                 "segment '\(name)' refers to itself (through \(compiling.sorted().joined(separator: ", ")))", span,
                 id: "segment_cycle")
         }
+        // Segments too deep are refused before they are compiled (``depthProblems(in:inSegment:)``), so compiling never nests
+        // deeper than this; the check keeps that true whatever happens above.
+        guard compiling.count < Parser.maxDepth else {
+            throw ExprProblem(
+                "segments nest more than \(Parser.maxDepth) deep: " + (compiling + [name]).joined(separator: " → "), span,
+                id: "limit_exceeded")
+        }
         guard let entry = entries[name], let compile, let symbols else {
             throw ExprProblem("unknown segment '\(name)'", span, id: "unknown_identifier")
         }
-        compiling.insert(name)
+        compiling.append(name)
         let compiled = compile(entry.source, tracing)
-        compiling.remove(name)
+        compiling.removeLast()
         guard let compiled else {
             let failed: (Eval, CELType) = ({ _ in .error(EvalError("segment '\(name)' failed to compile")) }, .error)
             entries[name]?.compiled[tracing] = failed
@@ -756,8 +878,19 @@ final class SegmentTable {
         if let c = compiled.constant {
             result = ({ _ in c }, compiled.type)
         } else if tracing {
-            // A traced evaluation records what is inside the segment every time: no memo.
-            result = ({ s in compiled.evaluate(s) }, compiled.type)
+            // A traced evaluation records what is inside the segment the first time it is used, and reuses its value
+            // after that (a segment used twice by a segment used twice… would otherwise be evaluated exponentially
+            // often).
+            let key = ObjectIdentifier(compiled)
+            result = (
+                { s in
+                    guard let trace = s.trace else { return compiled.evaluate(s) }
+                    if let v = trace.segments[key] { return v }
+                    let v = compiled.evaluate(s)
+                    trace.segments[key] = v
+                    return v
+                }, compiled.type
+            )
         } else {
             let slot = symbols.memoSlot()
             result = ({ s in s.memoized(slot) { compiled.evaluate($0) } }, compiled.type)

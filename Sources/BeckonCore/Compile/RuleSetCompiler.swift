@@ -94,13 +94,13 @@ private struct Builder {
         if byAttribute.count < symbols.attributeNames.count {
             byAttribute.append(contentsOf: repeatElement([], count: symbols.attributeNames.count - byAttribute.count))
         }
-        if !diagnostics.hasErrors {
-            var analyzer = RuleAnalyzer(
-                files: ruleFiles, units: units, rules: rules, eventNames: symbols.eventNames, plan: symbols.plan,
-                deepLinkSchemes: settingsSeen?.deepLinkSchemes)
-            analyzer.run()
-            diagnostics.append(contentsOf: analyzer.warnings)
-        }
+        // The warnings are computed alongside errors, for every rule that compiled (a rule with errors of its own
+        // has none: what it would do is not known), so that one run reports every problem.
+        var analyzer = RuleAnalyzer(
+            files: ruleFiles, units: units, rules: rules, eventNames: symbols.eventNames, plan: symbols.plan,
+            deepLinkSchemes: settingsSeen?.deepLinkSchemes)
+        analyzer.run()
+        diagnostics.append(contentsOf: analyzer.warnings)
         return CompiledRuleSet(
             units: units, rules: rules, eventNames: symbols.eventNames, propertyNames: symbols.propertyNames,
             contextNames: symbols.contextNames, attributeNames: symbols.attributeNames,
@@ -155,15 +155,45 @@ private struct Builder {
 
     /// Compiles an expression, turning its problems into diagnostics at their places in the file.
     mutating func expression(_ src: ExpressionSource, _ env: RuleEnvironment) -> CompiledExpr? {
-        let c = ExprCompiler(environment: env, tracing: env.tracing)
-        let result = c.compile(src.text)
-        for p in c.problems where !env.tracing {
+        let (result, problems) = Builder.compile(src, env.segments, ExprCompiler(environment: env, tracing: env.tracing))
+        for p in problems where !env.tracing {
             diagnostics.append(
                 .error(
                     DiagnosticID(rawValue: p.id), p.message, at: src.location(of: p.span),
                     suggestion: Builder.help(p, in: src.text)))
         }
         return result
+    }
+
+    /// Parses, checks and compiles an expression of a rule file: a condition too deep with its segments written out
+    /// is refused before it is compiled (compiling it would recurse through them), and `timestamp("…")` of a literal
+    /// that is not a timestamp, which fails on every evaluation, is an error at the literal (CEL reports it only when
+    /// it is evaluated).
+    static func compile(
+        _ src: ExpressionSource, _ segments: SegmentTable, _ c: ExprCompiler, inSegment: Bool = false
+    ) -> (CompiledExpr?, [ExprProblem]) {
+        let e: Expr
+        do { e = try Parser.parse(src.text) } catch { return (nil, [error]) }
+        let deep = segments.depthProblems(in: e, inSegment: inSegment)
+        if deep.tooDeep { return (nil, deep.problems) }
+        let result = c.compile(e, source: src.text)
+        return (result, c.problems + timestampLiterals(e))
+    }
+
+    static func timestampLiterals(_ e: Expr) -> [ExprProblem] {
+        var bad: [(String, SourceSpan)] = []
+        e.walk { node in
+            if case .call("timestamp", nil, let args) = node.node, args.count == 1, case .literal(.string(let t)) = args[0].node,
+                Timestamp.parse(t) == nil
+            {
+                bad.append((t, args[0].span))
+            }
+        }
+        return bad.map { t, span in
+            ExprProblem(
+                "timestamp(\"\(t)\") always fails: " + (Timestamp.offsetProblem(t) ?? "'\(t)' is not an RFC 3339 timestamp"),
+                span, id: "invalid_timestamp", suggestion: "write it like 2026-01-01T09:00:00+01:00 or 2026-01-01T08:00:00Z")
+        }
     }
 
     /// A replacement token becomes the whole corrected expression: "did you mean `user.plan == "pro"`?".
@@ -226,10 +256,10 @@ private struct Builder {
         let symbols = self.symbols
         segments.compile = { [segments] src, tracing in
             let env = RuleEnvironment(symbols: symbols, segments: segments, place: .segment, hasChange: false, tracing: tracing)
-            let c = ExprCompiler(environment: env, tracing: tracing)
-            let r = c.compile(src.text)
+            let (r, problems) = Builder.compile(
+                src, segments, ExprCompiler(environment: env, tracing: tracing), inSegment: true)
             if !tracing {
-                for p in c.problems {
+                for p in problems {
                     segmentDiagnostics.append(
                         .error(
                             DiagnosticID(rawValue: p.id), p.message, at: src.location(of: p.span),

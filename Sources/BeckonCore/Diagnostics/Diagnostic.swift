@@ -140,18 +140,16 @@ public struct DiagnosticBag: Sendable {
 
 /// Renders diagnostics the way compilers do: the header line, the source line, a caret, and a `help:` line.
 public struct DiagnosticRenderer: Sendable {
-    /// File contents by path, for the source lines.
-    public var sources: [String: [Substring]]
+    /// File contents by path, cut into lines as positions count them (``SourceLines``).
+    public var sources: [String: SourceLines]
 
     public init(sources: [String: String] = [:]) {
-        self.sources = sources.mapValues { $0.split(separator: "\n", omittingEmptySubsequences: false) }
+        self.sources = sources.mapValues { SourceLines($0) }
     }
 
     public func render(_ d: Diagnostic) -> String {
         var out = d.description + "\n"
-        if let lines = sources[d.location.file], d.location.position.line >= 1, d.location.position.line <= lines.count {
-            var line = String(lines[d.location.position.line - 1])
-            if line.hasSuffix("\r") { line.removeLast() }
+        if let line = sources[d.location.file]?.text(ofLine: d.location.position.line).map(DiagnosticRenderer.visible) {
             out += line + "\n"
             let col = max(1, d.location.position.column)
             // Keep tabs so the caret lines up under tab-indented text.
@@ -164,4 +162,22 @@ public struct DiagnosticRenderer: Sendable {
     }
 
     public func render(_ ds: [Diagnostic]) -> String { ds.map(render).joined() }
+
+    /// A source line with control characters (a NUL, an escape…) shown as symbols (␀, ␛), one for one so that the
+    /// caret still lines up, instead of written raw to the terminal. Tabs stay.
+    static func visible(_ line: String) -> String {
+        guard line.unicodeScalars.contains(where: { ($0.value < 0x20 && $0 != "\t") || (0x7F...0x9F).contains($0.value) })
+        else { return line }
+        var out = String.UnicodeScalarView()
+        for c in line.unicodeScalars {
+            switch c.value {
+            case 0x09: out.append(c)
+            case 0x00..<0x20: out.append(Unicode.Scalar(0x2400 + c.value)!)
+            case 0x7F: out.append("\u{2421}")
+            case 0x80...0x9F: out.append("\u{FFFD}")
+            default: out.append(c)
+            }
+        }
+        return String(out)
+    }
 }

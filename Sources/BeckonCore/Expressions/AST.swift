@@ -12,7 +12,11 @@ public struct SourceSpan: Sendable, Hashable {
 /// `@in`, `_?_:_`); macros (`has`, `all`, `exists`, `exists_one`, `map`, `filter`) are expanded at parse time.
 public struct Expr: Sendable {
     public var span: SourceSpan
-    public var node: Node
+    public let node: Node
+    /// Levels of the tree from this node down to its deepest leaf (a leaf is 1). The parser keeps it within
+    /// ``Parser/maxDepth``, so that every pass that walks an expression recursively (the checker, the compiler,
+    /// the compiled closures, the analysis, the explanations) recurses at most that deep.
+    public let height: Int
 
     public indirect enum Node: Sendable {
         case literal(Value)
@@ -28,6 +32,17 @@ public struct Expr: Sendable {
     public init(_ node: Node, _ span: SourceSpan) {
         self.node = node
         self.span = span
+        var below = 0
+        switch node {
+        case .literal, .ident: break
+        case .select(let e, _, _): below = e.height
+        case .call(_, let t, let args): below = max(t?.height ?? 0, args.map(\.height).max() ?? 0)
+        case .list(let es): below = es.map(\.height).max() ?? 0
+        case .map(let es): below = es.map { max($0.key.height, $0.value.height) }.max() ?? 0
+        case .comprehension(let c):
+            below = max(c.range.height, c.predicate?.height ?? 0, c.transform?.height ?? 0)
+        }
+        height = below + 1
     }
 }
 

@@ -6,6 +6,9 @@ public indirect enum CELType: Hashable, Sendable, CustomStringConvertible {
     case int
     case uint
     case double
+    /// An int, a uint or a double, not known which: a tracking plan's `number`. It goes wherever a number does and
+    /// nowhere else (`amount == "10"` is a type error), and what an operation on it yields is left to evaluation.
+    case number
     case string
     case bytes
     case timestamp
@@ -26,6 +29,7 @@ public indirect enum CELType: Hashable, Sendable, CustomStringConvertible {
         case .int: "int"
         case .uint: "uint"
         case .double: "double"
+        case .number: "number"
         case .string: "string"
         case .bytes: "bytes"
         case .timestamp: "timestamp"
@@ -47,7 +51,7 @@ public indirect enum CELType: Hashable, Sendable, CustomStringConvertible {
 
     var isNumeric: Bool {
         switch self {
-        case .int, .uint, .double: true
+        case .int, .uint, .double, .number: true
         default: false
         }
     }
@@ -107,12 +111,15 @@ struct TypeBindings {
             return true
         case (.list(let a), .list(let b)): return assign(a, b)
         case (.map(let k1, let v1), .map(let k2, let v2)): return assign(k1, k2) && assign(v1, v2)
+        // A number may be any of the three numeric types at run time.
+        case (.int, .number), (.uint, .number), (.double, .number): return true
         default: return param == arg
         }
     }
 
     private mutating func assignLoose(_ a: CELType, _ b: CELType) -> Bool {
         if a == b || a.isDynLike || b.isDynLike { return true }
+        if (a == .number && b.isNumeric) || (b == .number && a.isNumeric) { return true }
         switch (a, b) {
         case (.list(let x), .list(let y)): return assignLoose(x, y)
         case (.map(let k1, let v1), .map(let k2, let v2)): return assignLoose(k1, k2) && assignLoose(v1, v2)

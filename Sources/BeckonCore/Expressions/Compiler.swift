@@ -215,7 +215,7 @@ public final class ExprCompiler {
             let values = entries.map { compileNode($0.value) }
             for (i, k) in keys.enumerated() where checkTypes {
                 switch k.type {
-                case .string, .int, .uint, .bool, .dyn, .error: break
+                case .string, .int, .uint, .number, .bool, .dyn, .error: break
                 default:
                     problems.append(
                         ExprProblem(
@@ -447,6 +447,7 @@ public final class ExprCompiler {
     private func describe(_ t: CELType) -> String {
         switch t {
         case .int, .uint, .double: "a number (\(t))"
+        case .number: "a number"
         case .string: "a string"
         case .null: "null"
         default: "a \(t)"
@@ -538,7 +539,7 @@ public final class ExprCompiler {
             if ExprCompiler.equatable(types[0], types[1]) { return .bool }
             throw ExprProblem(
                 "cannot compare \(describe(types[0])) with \(describe(types[1])) using '\(ExprCompiler.operatorNames[decl.name]!)'",
-                span, id: "expression_type")
+                span, id: "expression_type", suggestion: ExprCompiler.comparisonHint(nodes))
         }
         var results: [CELType] = []
         var arityMatched = false
@@ -570,17 +571,42 @@ public final class ExprCompiler {
                 "\(shown) takes \(counts.map(String.init).joined(separator: " or ")) argument(s), found \(argCount)",
                 span, id: "expression_type")
         }
+        if decl.name == "@in", types.count == 2, case .list(let element) = types[1] {
+            throw ExprProblem(
+                "'in' looks for \(describe(types[0])) in a list of \(describe(element).replacingFirstArticle()), which never "
+                    + "holds one", span, id: "expression_type")
+        }
         if ["_<_", "_<=_", "_>_", "_>=_"].contains(decl.name), types.count == 2 {
-            var hint: String?
-            for n in nodes {
-                if case .string(let t)? = n.constant, Double(t) != nil { hint = "write \(t) without quotes to compare numbers" }
-            }
             throw ExprProblem(
                 "cannot compare \(describe(types[0])) with \(describe(types[1])) using \(shown)", span,
-                id: "expression_type", suggestion: hint)
+                id: "expression_type", suggestion: ExprCompiler.comparisonHint(nodes))
         }
         let shownTypes = types.map(\.description).joined(separator: ", ")
         throw ExprProblem("no version of \(shown) accepts (\(shownTypes))", span, id: "expression_type")
+    }
+
+    /// How to fix a comparison of two kinds of values that can never be equal: a quoted number or boolean compared
+    /// with a number or a boolean loses its quotes; otherwise, compare like with like.
+    static func comparisonHint(_ nodes: [CompiledNode]) -> String? {
+        guard nodes.count == 2 else { return nil }
+        for (a, b) in [(nodes[0], nodes[1]), (nodes[1], nodes[0])] {
+            guard case .string(let t)? = a.constant else { continue }
+            if b.type.isNumeric, Double(t) != nil { return "write \(t) without quotes to compare numbers" }
+            if b.type == .bool, t == "true" || t == "false" {
+                return "write \(t) without quotes to compare with a true/false value"
+            }
+        }
+        for (a, b) in [(nodes[0], nodes[1]), (nodes[1], nodes[0])] where a.constant == nil && b.constant != nil {
+            let kind: String
+            switch a.type {
+            case .int, .uint, .double, .number: kind = "a number"
+            case .string: kind = "a string (in quotes)"
+            case .bool: kind = "true or false"
+            default: continue
+            }
+            return "compare it with \(kind)"
+        }
+        return nil
     }
 
     static func equatable(_ a: CELType, _ b: CELType) -> Bool {
@@ -709,12 +735,17 @@ public final class ExprCompiler {
 
 /// "Did you mean" for names: the closest candidate by edit distance, if close enough.
 public enum Suggest {
+    /// The longest name "did you mean" looks at.
+    static let maxSuggestedLength = 256
     public static func nearest(_ word: String, in candidates: [String]) -> String? {
         var best: (String, Int)?
+        // Names are short; a long one gets no suggestion (the distance costs the product of the lengths).
+        guard word.unicodeScalars.count <= maxSuggestedLength else { return nil }
         let lw = word.lowercased()
-        for c in Set(candidates) where c != word {
-            let d = distance(lw, c.lowercased())
+        for c in Set(candidates) where c != word && c.unicodeScalars.count <= maxSuggestedLength {
             let limit = max(1, min(3, (max(word.count, c.count) + 2) / 4))
+            if abs(word.count - c.count) > limit { continue }
+            let d = distance(lw, c.lowercased())
             if d <= limit, best == nil || d < best!.1 || (d == best!.1 && c < best!.0) { best = (c, d) }
         }
         if best == nil && lw.count >= 3 {
@@ -744,5 +775,15 @@ public enum Suggest {
             }
         }
         return d[x.count][y.count]
+    }
+}
+
+extension String {
+    /// "a number" → "numbers"… for "a list of …": drops the article and makes the noun plural.
+    fileprivate func replacingFirstArticle() -> String {
+        var t = self
+        if t.hasPrefix("a ") { t.removeFirst(2) }
+        if let paren = t.firstIndex(of: " ") { return t[..<paren] + "s" + t[paren...] }
+        return t + "s"
     }
 }

@@ -1,7 +1,11 @@
 /// Parses CEL text into an ``Expr``, expanding macros.
 ///
 /// Limits (documented in docs/reference/limits.md): an expression is at most ``maxLength`` Unicode scalars and
-/// nests at most ``maxDepth`` levels (parentheses, calls, lists, maps, ternaries, indexing).
+/// nests at most ``maxDepth`` levels. Every construct that puts one expression inside another counts: parentheses,
+/// calls, lists, maps, ternaries, indexing, field selection, unary operators, and each operator of a chain
+/// (`1 + 2 + 3` is `(1 + 2) + 3`, two levels). The parser itself never recurses deeper than that, and no tree it
+/// returns is higher (``Expr/height``), so the passes after it (checking, compiling, evaluating, explaining) are
+/// bounded too. The error, `limit_exceeded`, points at the token where the limit is passed.
 public struct Parser {
     public static let maxLength = 16_384
     public static let maxDepth = 64
@@ -82,34 +86,50 @@ public struct Parser {
 
     private func span(_ a: Expr, _ b: Expr) -> SourceSpan { SourceSpan(a.span.start, b.span.end) }
 
+    /// A node built above others (an operator of a chain, a field selection, an index…), refused when the tree
+    /// would nest deeper than ``maxDepth``; `at` is the token that builds it.
+    private func make(_ node: Expr.Node, _ span: SourceSpan, at token: SourceSpan) throws(ExprProblem) -> Expr {
+        let e = Expr(node, span)
+        if e.height > Parser.maxDepth {
+            throw ExprProblem(
+                "expression nests more than \(Parser.maxDepth) levels deep", token, id: "limit_exceeded")
+        }
+        return e
+    }
+
     // Expr = ConditionalOr ['?' ConditionalOr ':' Expr]
     mutating func expr() throws(ExprProblem) -> Expr {
         try enter()
         defer { depth -= 1 }
         let cond = try conditionalOr()
+        let question = tok.span
         if eat("?") {
             let a = try conditionalOr()
             _ = try expect(":", "in a conditional 'a ? b : c'")
             let b = try expr()
-            return Expr(.call(function: "_?_:_", target: nil, args: [cond, a, b]), span(cond, b))
+            return try make(.call(function: "_?_:_", target: nil, args: [cond, a, b]), span(cond, b), at: question)
         }
         return cond
     }
 
     private mutating func conditionalOr() throws(ExprProblem) -> Expr {
         var lhs = try conditionalAnd()
-        while eat("||") {
+        while isPunct("||") {
+            let op = tok.span
+            p += 1
             let rhs = try conditionalAnd()
-            lhs = Expr(.call(function: "_||_", target: nil, args: [lhs, rhs]), span(lhs, rhs))
+            lhs = try make(.call(function: "_||_", target: nil, args: [lhs, rhs]), span(lhs, rhs), at: op)
         }
         return lhs
     }
 
     private mutating func conditionalAnd() throws(ExprProblem) -> Expr {
         var lhs = try relation()
-        while eat("&&") {
+        while isPunct("&&") {
+            let op = tok.span
+            p += 1
             let rhs = try relation()
-            lhs = Expr(.call(function: "_&&_", target: nil, args: [lhs, rhs]), span(lhs, rhs))
+            lhs = try make(.call(function: "_&&_", target: nil, args: [lhs, rhs]), span(lhs, rhs), at: op)
         }
         return lhs
     }
@@ -129,9 +149,10 @@ public struct Parser {
             } else {
                 return lhs
             }
+            let op = tok.span
             p += 1
             let rhs = try addition()
-            lhs = Expr(.call(function: fn, target: nil, args: [lhs, rhs]), span(lhs, rhs))
+            lhs = try make(.call(function: fn, target: nil, args: [lhs, rhs]), span(lhs, rhs), at: op)
         }
     }
 
@@ -140,9 +161,10 @@ public struct Parser {
         while true {
             let fn: String
             if isPunct("+") { fn = "_+_" } else if isPunct("-") { fn = "_-_" } else { return lhs }
+            let op = tok.span
             p += 1
             let rhs = try multiplication()
-            lhs = Expr(.call(function: fn, target: nil, args: [lhs, rhs]), span(lhs, rhs))
+            lhs = try make(.call(function: fn, target: nil, args: [lhs, rhs]), span(lhs, rhs), at: op)
         }
     }
 
@@ -159,27 +181,37 @@ public struct Parser {
             } else {
                 return lhs
             }
+            let op = tok.span
             p += 1
             let rhs = try unary()
-            lhs = Expr(.call(function: fn, target: nil, args: [lhs, rhs]), span(lhs, rhs))
+            lhs = try make(.call(function: fn, target: nil, args: [lhs, rhs]), span(lhs, rhs), at: op)
         }
     }
 
+    /// `!x`, `-x`, `!!x`…: each operator is a level, counted as it is read, so that the error points at the first
+    /// operator past the limit.
     private mutating func unary() throws(ExprProblem) -> Expr {
-        if isPunct("!") {
-            let start = tok.span.start
-            var n = 0
-            while eat("!") { n += 1 }
-            var e = try member()
-            for _ in 0..<n { e = Expr(.call(function: "!_", target: nil, args: [e]), SourceSpan(start, e.span.end)) }
-            return e
+        guard isPunct("!") || isPunct("-") else { return try member() }
+        let isNot = isPunct("!")
+        let symbol = isNot ? "!" : "-"
+        let first = p
+        let start = tok.span.start
+        var n = 0
+        while isPunct(symbol) {
+            try enter()
+            p += 1
+            n += 1
         }
-        if isPunct("-") {
-            let start = tok.span.start
-            var n = 0
-            while eat("-") { n += 1 }
+        defer { depth -= n }
+        // The node of the operator `k` places from the innermost.
+        func wrap(_ e: Expr, _ k: Int) throws(ExprProblem) -> Expr {
+            try make(
+                .call(function: isNot ? "!_" : "-_", target: nil, args: [e]), SourceSpan(start, e.span.end),
+                at: tokens[first + n - 1 - k].span)
+        }
+        if !isNot {
             // A negated integer literal is folded first, so that -9223372036854775808 is representable.
-            if case .int(let mag) = tok.kind, n > 0, !nextIsMemberSuffix() {
+            if case .int(let mag) = tok.kind, !nextIsMemberSuffix() {
                 let t = tok
                 p += 1
                 var e: Expr
@@ -190,25 +222,20 @@ public struct Parser {
                 } else {
                     throw ExprProblem("integer literal is out of range", t.span)
                 }
-                for _ in 0..<(n - 1) {
-                    e = Expr(.call(function: "-_", target: nil, args: [e]), SourceSpan(start, e.span.end))
-                }
+                for k in 1..<n { e = try wrap(e, k) }
                 return e
             }
-            if case .double(let d) = tok.kind, n > 0, !nextIsMemberSuffix() {
+            if case .double(let d) = tok.kind, !nextIsMemberSuffix() {
                 let t = tok
                 p += 1
                 var e = Expr(.literal(.double(-d)), SourceSpan(start + n - 1, t.span.end))
-                for _ in 0..<(n - 1) {
-                    e = Expr(.call(function: "-_", target: nil, args: [e]), SourceSpan(start, e.span.end))
-                }
+                for k in 1..<n { e = try wrap(e, k) }
                 return e
             }
-            var e = try member()
-            for _ in 0..<n { e = Expr(.call(function: "-_", target: nil, args: [e]), SourceSpan(start, e.span.end)) }
-            return e
         }
-        return try member()
+        var e = try member()
+        for k in 0..<n { e = try wrap(e, k) }
+        return e
     }
 
     private func nextIsMemberSuffix() -> Bool {
@@ -242,15 +269,19 @@ public struct Parser {
                     let sp = SourceSpan(e.span.start, close.span.end)
                     e = try receiverCall(name, target: e, args: args, span: sp, nameSpan: nameTok.span)
                 } else {
-                    e = Expr(.select(e, field: name, testOnly: false), SourceSpan(e.span.start, nameTok.span.end))
+                    e = try make(
+                        .select(e, field: name, testOnly: false), SourceSpan(e.span.start, nameTok.span.end),
+                        at: nameTok.span)
                 }
             } else if isPunct("[") {
+                let open = tok.span
                 try enter()
                 defer { depth -= 1 }
                 p += 1
                 let index = try expr()
                 let close = try expect("]", "to close the index")
-                e = Expr(.call(function: "_[_]", target: nil, args: [e, index]), SourceSpan(e.span.start, close.span.end))
+                e = try make(
+                    .call(function: "_[_]", target: nil, args: [e, index]), SourceSpan(e.span.start, close.span.end), at: open)
             } else {
                 return e
             }
@@ -309,9 +340,9 @@ public struct Parser {
                     guard args.count == 1, case .select(let operand, let field, false) = args[0].node else {
                         throw ExprProblem("has() takes one field selection, like has(user.plan)", sp)
                     }
-                    return Expr(.select(operand, field: field, testOnly: true), sp)
+                    return try make(.select(operand, field: field, testOnly: true), sp, at: t.span)
                 }
-                return Expr(.call(function: name, target: nil, args: args), sp)
+                return try make(.call(function: name, target: nil, args: args), sp, at: t.span)
             }
             return Expr(.ident(name), t.span)
         case .punct("."):
@@ -328,7 +359,8 @@ public struct Parser {
                 p += 1
                 let args = try exprList(closing: ")")
                 let close = try expect(")", "to close the argument list of '\(name)'")
-                return Expr(.call(function: name, target: nil, args: args), SourceSpan(t.span.start, close.span.end))
+                return try make(
+                    .call(function: name, target: nil, args: args), SourceSpan(t.span.start, close.span.end), at: nt.span)
             }
             return Expr(.ident(name), SourceSpan(t.span.start, nt.span.end))
         case .punct("("):
@@ -342,7 +374,7 @@ public struct Parser {
             p += 1
             let items = try exprList(closing: "]")
             let close = try expect("]", "to close the list")
-            return Expr(.list(items), SourceSpan(t.span.start, close.span.end))
+            return try make(.list(items), SourceSpan(t.span.start, close.span.end), at: t.span)
         case .punct("{"):
             try enter()
             defer { depth -= 1 }
@@ -358,7 +390,7 @@ public struct Parser {
                 } while eat(",")
             }
             let close = try expect("}", "to close the map")
-            return Expr(.map(entries), SourceSpan(t.span.start, close.span.end))
+            return try make(.map(entries), SourceSpan(t.span.start, close.span.end), at: t.span)
         case .eof:
             throw ExprProblem("expression ends too early: a value is missing", t.span)
         default:
@@ -378,7 +410,7 @@ public struct Parser {
         case "filter": kind = .filter
         default: kind = nil
         }
-        guard let kind else { return Expr(.call(function: name, target: target, args: args), span) }
+        guard let kind else { return try make(.call(function: name, target: target, args: args), span, at: nameSpan) }
         let arity = kind == .map ? [2, 3] : [2]
         guard arity.contains(args.count), case .ident(let v) = args[0].node else {
             throw ExprProblem(
@@ -395,6 +427,6 @@ public struct Parser {
             }
         default: c.predicate = args[1]
         }
-        return Expr(.comprehension(c), span)
+        return try make(.comprehension(c), span, at: nameSpan)
     }
 }

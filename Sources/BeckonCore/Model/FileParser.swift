@@ -153,6 +153,13 @@ public struct FileParser {
 
     mutating func duration(_ node: SourceNode, _ key: String) -> Located<Int64>? {
         guard let s = scalar(node, key, .duration) else { return nil }
+        if DSLDuration.read(s.text) == .tooLong {
+            diagnostics.error(
+                .invalidDuration,
+                "'\(key)' expects a duration of at most 100 years (\(DSLDuration.format(DSLDuration.maxMilliseconds))), "
+                    + "found '\(s.text)'", at: s.location, suggestion: "use a shorter duration")
+            return nil
+        }
         guard let ms = DSLDuration.parse(s.text) else {
             var hint = "write it as a number and a unit: ms, s, m, h, d or w (7d, 24h, 1h30m)"
             if s.text.contains("mo") || s.text.contains("month") { hint = "months vary in length; use days (30d) or `per_month`" }
@@ -167,6 +174,12 @@ public struct FileParser {
     mutating func timestamp(_ node: SourceNode, _ key: String) -> Located<Timestamp>? {
         guard let s = scalar(node, key, .timestamp) else { return nil }
         guard let t = Timestamp.parse(s.text) else {
+            if let why = Timestamp.offsetProblem(s.text) {
+                diagnostics.error(
+                    .invalidTimestamp, "'\(key)' expects a timestamp: \(why)", at: s.location,
+                    suggestion: "write the offset as +HH:MM from -23:59 to +23:59, or use Z for UTC")
+                return nil
+            }
             var hint = "use RFC 3339 with a zone, like 2026-01-01T00:00:00Z or 2026-01-01T09:00:00+01:00"
             if Timestamp.parse(s.text + "T00:00:00Z") != nil { hint = "add a time and zone: \(s.text)T00:00:00Z" }
             diagnostics.error(
@@ -357,16 +370,16 @@ public struct FileParser {
         case (nil, let r?):
             kind = .ruleset
             name = identifier(r.value, "ruleset")
-        case (_?, let r?):
+        case (let c?, let r?):
+            // Reported, and the rest of the file is still read (as a campaign), so that all its problems show.
             diagnostics.error(
                 .invalidValue, "a file is either a campaign or a rule set, not both", at: r.key.location,
                 suggestion: "keep `campaign:` or `ruleset:`")
-            return nil
+            name = identifier(c.value, "campaign")
         case (nil, nil):
             diagnostics.error(
                 .missingKey, "the file needs `campaign: NAME` (in campaigns/) or `ruleset: NAME` (in rules/)",
                 at: root.location, suggestion: "add `campaign: my_campaign` after `version: 1`")
-            return nil
         }
         var spec = RuleFileSpec(
             path: file, kind: kind, name: name ?? Located("unnamed", root.location), description: nil,
@@ -390,9 +403,10 @@ public struct FileParser {
         if let a = k["audience"] { spec.audience = expression(a.value, "audience") }
         if let s = k["segments"] {
             if case .mapping(let pairs, _) = s.value {
+                var names = Set<String>()
                 for (key, v) in pairs {
                     guard let n = identifier(.scalar(key), "segment name") else { continue }
-                    if spec.segments.contains(where: { $0.name.value == n.value }) {
+                    if !names.insert(n.value).inserted {
                         diagnostics.error(.duplicateName, "segment '\(n.value)' is defined twice", at: key.location)
                         continue
                     }
@@ -450,7 +464,16 @@ public struct FileParser {
     mutating func rule(_ node: SourceNode) -> RuleSpec? {
         let context = node["id"]?.scalar.map { "rule '\($0.text)'" } ?? "a rule"
         guard let k = keys(of: node, DSL.rule, context: context) else { return nil }
-        guard let idNode = k["id"], let id = identifier(idNode.value, "id") else { return nil }
+        // A missing or malformed id is reported (by `keys` or `identifier`), and the rest of the rule is still read
+        // and compiled under the text written, so that every problem of the rule shows in the same run.
+        let id: Located<String>
+        if let idNode = k["id"] {
+            id =
+                identifier(idNode.value, "id")
+                ?? Located(idNode.value.scalar?.text ?? "rule at line \(node.location.position.line)", idNode.value.location)
+        } else {
+            id = Located("rule at line \(node.location.position.line)", node.location)
+        }
 
         var triggers: [TriggerSpec] = []
         var triggerKeys: [ScalarNode] = []
@@ -508,7 +531,8 @@ public struct FileParser {
                     .missingKey, "\(context) has no trigger", at: id.location,
                     suggestion: "add `on: EVENT`, `on_screen: SCREEN`, `on_change: ATTRIBUTE` or `sequence: [A, B]`")
             }
-            return nil
+            // Read and compile the rest under no event, so that its problems are reported too.
+            triggers.append(.events([]))
         }
         if triggers.count > 1 {
             diagnostics.error(

@@ -357,7 +357,8 @@ public enum PlanType: String, Sendable, CaseIterable {
         case .bool: .bool
         case .object: .map(.string, .dyn)
         case .list: .list(.dyn)
-        case .number, .any: .dyn
+        case .number: .number
+        case .any: .dyn
         }
     }
 }

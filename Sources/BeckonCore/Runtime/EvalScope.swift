@@ -91,6 +91,8 @@ public final class ExprTrace {
     /// is bounded whatever the data (docs/reference/limits.md).
     public static let maxEntries = 256
     public static let maxValueText = 200
+    /// The values of the segments evaluated so far in this trace (each is traced once).
+    var segments: [ObjectIdentifier: Value] = [:]
 
     public init() {}
 

@@ -96,6 +96,20 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
         return t.withUTF8 { parse(bytes: $0) }
     }
 
+    /// Why `text` is not a timestamp, when the reason is its UTC offset (`+99:99`): `nil` otherwise.
+    public static func offsetProblem(_ text: String) -> String? {
+        let bytes = Array(text.utf8)
+        // The offset is the last six characters: `+HH:MM`.
+        guard bytes.count >= 6 else { return nil }
+        let tail = bytes[(bytes.count - 6)...]
+        var p = ASCIIScanner(Array(tail))
+        guard p.eat(UInt8(ascii: "+")) || p.eat(UInt8(ascii: "-")), let h = p.digits(2), p.eat(UInt8(ascii: ":")),
+            let m = p.digits(2), p.atEnd, h > 23 || m > 59
+        else { return nil }
+        let offset = String(decoding: tail, as: UTF8.self)
+        return "the UTC offset '\(offset)' is out of range: hours go to 23 and minutes to 59 (RFC 3339)"
+    }
+
     /// ``parse(_:)`` over UTF-8 bytes (the event decoder parses timestamps in place, without making a string).
     public static func parse(bytes: UnsafeBufferPointer<UInt8>) -> Timestamp? {
         var p = ASCIIScanner(bytes)
@@ -125,6 +139,8 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
         } else if let c = p.peek(), c == UInt8(ascii: "+") || c == UInt8(ascii: "-") {
             p.advance()
             guard let oh = p.digits(2), p.eat(UInt8(ascii: ":")), let om = p.digits(2) else { return nil }
+            // RFC 3339: time-numoffset = ("+" / "-") time-hour ":" time-minute, hours 00-23, minutes 00-59.
+            guard oh <= 23 && om <= 59 else { return nil }
             offset = Int64(oh * 3600 + om * 60) * (c == UInt8(ascii: "-") ? -1 : 1)
         } else {
             return nil
