@@ -219,6 +219,38 @@ struct RegexTests {
         #expect(try RegexProgram("(?i)12").literal != nil)
     }
 
+    /// `RegexBox` is the front door `matches` and the compiler use: a bad pattern is an `EvalError` naming the
+    /// pattern and what is wrong; a good one is compiled once and shared.
+    @Test func box() throws {
+        guard case .failure(let error) = RegexBox.compile("a(?=b)") else {
+            Issue.record("lookahead accepted")
+            return
+        }
+        #expect(
+            error.message
+                == "invalid regular expression 'a(?=b)': lookahead '(?=' is not supported (RE2 syntax has no lookaround) "
+                + "at character 2")
+        let first = try RegexBox.compile("gr(a|e)y").get()
+        #expect(try RegexBox.compile("gr(a|e)y").get() === first)
+        #expect(first.matches("grey") && !first.matches("gruy"))
+    }
+
+    /// Through CEL: `matches` is an unanchored search, the empty pattern matches everything, a constant bad pattern
+    /// is refused when the expression is compiled and a pattern from data is an error value when evaluated.
+    @Test func throughCEL() {
+        #expect(same(eval("''.matches('')"), .bool(true)))
+        #expect(same(eval("'cows'.matches('')"), .bool(true)))
+        #expect(same(eval("matches('hubba', 'ubb')"), .bool(true)))
+        #expect(same(eval("'aaaaaaaaaaaaaaaaaaaaaaaaaaaaa!'.matches('(a+)+$')"), .bool(false)))
+        #expect(problems("'a'.matches('(?<=a)b')").map(\.id) == ["invalid_regex"])
+        guard case .error(let e) = eval("'a'.matches(p)", ["p": .string("(?<=a)b")]) else {
+            Issue.record("a pattern from data was not checked")
+            return
+        }
+        #expect(e.message.contains("lookbehind '(?<='"))
+        #expect(same(eval("s.matches('^(a|a)*b$')", ["s": .string(String(repeating: "a", count: 10_000))]), .bool(false)))
+    }
+
     /// The engine agrees with ICU (NSRegularExpression) on whether a pattern matches, for patterns from a grammar
     /// where RE2 and ICU mean the same: literals over a small alphabet, classes, `.`, quantifiers, alternation,
     /// groups, `^` and `$`, on short texts without newlines.
