@@ -211,34 +211,7 @@ enum Relations {
     }
 }
 
-/// Caches of compiled regular expressions and time zones shared by all evaluations.
-final class RegexBox: @unchecked Sendable {
-    // NSRegularExpression is immutable and documented as thread-safe.
-    let regex: NSRegularExpression
-    init(_ r: NSRegularExpression) { regex = r }
-
-    static let cache = Mutex<[String: RegexBox]>([:])
-
-    static func compile(_ pattern: String) -> Result<RegexBox, EvalError> {
-        if let hit = cache.withLock({ $0[pattern] }) { return .success(hit) }
-        do {
-            let r = RegexBox(try NSRegularExpression(pattern: pattern))
-            cache.withLock { c in
-                if c.count > 1024 { c.removeAll() }
-                c[pattern] = r
-            }
-            return .success(r)
-        } catch {
-            return .failure(EvalError("invalid regular expression '\(pattern)'"))
-        }
-    }
-
-    func matches(_ s: String) -> Bool {
-        let ns = s as NSString
-        return regex.firstMatch(in: s, range: NSRange(location: 0, length: ns.length)) != nil
-    }
-}
-
+/// A cache of time zones shared by all evaluations.
 enum ZoneCache {
     static let cache = Mutex<[String: Zone]>([:])
     static func zone(_ name: String) -> Zone? {
@@ -594,7 +567,7 @@ extension FunctionDecl {
                         case .failure(let e): .error(e)
                         }
                     }
-                }, doc: "`s.matches(regex)`: whether the regular expression matches anywhere in `s`"))
+                }, doc: "`s.matches(regex)`: whether the RE2 regular expression matches anywhere in `s`, in linear time"))
         add(
             FunctionDecl(
                 name: "lowerAscii", signatures: [Signature([], .string, receiver: .string)],

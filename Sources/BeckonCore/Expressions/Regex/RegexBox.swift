@@ -1,0 +1,34 @@
+import Synchronization
+
+/// A compiled pattern for CEL's `matches`, shared by all evaluations through a cache keyed by the pattern.
+///
+/// RE2 syntax, matched in time linear in the text (see `RegexProgram`); what RE2 refuses is refused here when the
+/// pattern is compiled, so a bad constant pattern is reported when rules are loaded.
+final class RegexBox: Sendable {
+    let program: RegexProgram
+
+    init(_ program: RegexProgram) { self.program = program }
+
+    static let cache = Mutex<[String: RegexBox]>([:])
+
+    static func compile(_ pattern: String) -> Result<RegexBox, EvalError> {
+        if let hit = cache.withLock({ $0[pattern] }) { return .success(hit) }
+        let box: RegexBox
+        do throws(RegexError) {
+            box = RegexBox(try RegexProgram(pattern))
+        } catch {
+            return .failure(EvalError("invalid regular expression '\(pattern)': \(error.message)"))
+        }
+        cache.withLock { c in
+            if c.count > 1024 { c.removeAll() }
+            c[pattern] = box
+        }
+        return .success(box)
+    }
+
+    /// Whether the pattern matches anywhere in `s`.
+    func matches(_ s: String) -> Bool { program.matches(s) }
+
+    /// Whether the pattern matches anywhere in `s`, adding the matcher's steps to `steps` (for tests of linearity).
+    func matches(_ s: String, steps: inout Int) -> Bool { program.matches(s, steps: &steps) }
+}
