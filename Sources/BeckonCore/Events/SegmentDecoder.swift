@@ -132,7 +132,9 @@ public struct SegmentDecoder {
                     p.i = start
                     let t = try p.string(for: "\(key)")
                     guard let parsed = SegmentDecoder.parseTime(t) else {
-                        if let why = Timestamp.offsetProblem(t) { throw DecodeError("'\(key)' '\(t)': \(why)", column: start + 1) }
+                        if let why = Timestamp.offsetProblem(t) {
+                            throw DecodeError("'\(key)' '\(t)': \(why)", column: start + 1)
+                        }
                         throw DecodeError(
                             "'\(key)' is not an ISO-8601 time between 1970 and 2527: '\(t)'", column: start + 1)
                     }
