@@ -226,6 +226,11 @@ public enum RuleLoader {
         compile(parse(texts: texts))
     }
 
+    /// As ``load(texts:)``, with a lower bound on history series than the real one (for tests of the bound).
+    static func load(texts: [(path: String, text: String)], maxSeries: Int) -> LoadResult {
+        compile(parse(texts: texts), maxSeries: maxSeries)
+    }
+
     /// A file's text and its YAML tree (`nil` when the YAML has errors).
     struct ParsedText {
         var path: String
@@ -242,7 +247,7 @@ public enum RuleLoader {
     }
 
     /// Reads the files' trees into the model and compiles them into one rule set.
-    static func compile(_ files: [ParsedText]) -> LoadResult {
+    static func compile(_ files: [ParsedText], maxSeries: Int = HistoryLog.maxSeries) -> LoadResult {
         var diagnostics: [Diagnostic] = []
         var parsed: [ParsedFile] = []
         var sources: [String: String] = [:]
@@ -256,7 +261,7 @@ public enum RuleLoader {
         }
         let ruleCount = parsed.reduce(0) { n, f in if case .rules(let r) = f { n + r.rules.count } else { n } }
         // Compile even with problems so far: expression and reference errors are reported in the same run.
-        let (set, compileProblems) = RuleSetCompiler.compile(parsed)
+        let (set, compileProblems) = RuleSetCompiler.compile(parsed, maxSeries: maxSeries)
         diagnostics += compileProblems
         let hasErrors = diagnostics.contains { $0.severity == .error }
         let suites = parsed.compactMap { if case .tests(let t) = $0 { t } else { nil } }

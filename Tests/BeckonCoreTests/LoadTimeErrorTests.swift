@@ -1,6 +1,7 @@
-import BeckonCore
-import BeckonYAML
 import Testing
+
+@testable import BeckonCore
+@testable import BeckonYAML
 
 /// Values that used to load and then fail (or trap) at run time are errors when the rules load, each at its place.
 struct LoadTimeErrorTests {
@@ -205,5 +206,32 @@ struct LoadTimeErrorTests {
         let found = diagnostics(yaml)
         #expect(found.contains { $0.id == .expressionSyntax })
         #expect(found.contains { $0.id == .neverTrue && $0.severity == .warning }, "\(found)")
+    }
+
+    // MARK: History series
+
+    /// Each distinct event a history function counts is a series; past `HistoryLog.maxSeries` (the series number a
+    /// history entry keeps in the bits above its time) the rules do not load, at the file whose rules crossed it. The
+    /// bound is lowered here to keep the test quick; the real one loads the same way.
+    @Test func historySeriesHaveALimit() {
+        #expect(HistoryLog.maxSeries == 1 << (64 - Int(HistoryLog.timeBits)))
+        let limit = 1_000
+        func file(_ name: String, series: Range<Int>) -> (String, String) {
+            let calls = series.map { "count(\"e\($0)\", \"1d\")" }.joined(separator: ",")
+            return (
+                name,
+                "version: 1\ncampaign: \(name)\nrules:\n  - { id: r, on: Opened, if: '[\(calls)].size() > 0', do: [ { deep_link: x } ] }\n"
+            )
+        }
+        let at = RuleLoader.load(texts: [file("a", series: 0..<600), file("b", series: 600..<limit)], maxSeries: limit)
+        #expect(at.ruleSet != nil, "\(at.rendered())")
+        let over = RuleLoader.load(
+            texts: [file("a", series: 0..<600), file("b", series: 600..<(limit + 1)), file("c", series: 2_000..<2_600)],
+            maxSeries: limit)
+        #expect(over.ruleSet == nil)
+        let errors = over.diagnostics.filter { $0.severity == .error }
+        #expect(errors.map(\.id) == [.limitExceeded])
+        #expect(errors.first?.message.contains("more than 1000 history series") == true, "\(errors)")
+        #expect(errors.first?.location.file == "b")
     }
 }

@@ -5,14 +5,17 @@
 /// let (ruleSet, diagnostics) = RuleSetCompiler.compile(parsedFiles)
 /// ```
 public enum RuleSetCompiler {
-    public static func compile(_ files: [ParsedFile]) -> (CompiledRuleSet?, [Diagnostic]) {
-        var b = Builder()
+    /// `maxSeries` is lowered only by tests of that bound.
+    public static func compile(_ files: [ParsedFile], maxSeries: Int = HistoryLog.maxSeries) -> (CompiledRuleSet?, [Diagnostic]) {
+        var b = Builder(maxSeries: maxSeries)
         let set = b.build(files)
         return (b.diagnostics.hasErrors ? nil : set, b.diagnostics.items)
     }
 }
 
 private struct Builder {
+    /// At most this many history series (``HistoryLog/maxSeries``).
+    let maxSeries: Int
     var diagnostics = DiagnosticBag()
     let symbols = SymbolTable()
     /// Every flow of every file, by id (so that any file's rules may move users through it).
@@ -79,7 +82,16 @@ private struct Builder {
                 continue
             }
             unitNames[file.name.value] = file.name.location
+            let before = symbols.series.count
             compileFile(file, unitIndex: Int32(units.count), units: &units, rules: &rules)
+            if before <= maxSeries && symbols.series.count > maxSeries {
+                diagnostics.error(
+                    .limitExceeded,
+                    "the rule sets keep more than \(maxSeries) history series (the limit) from this file on: "
+                        + "each event name with each property filter that a history function or a `reprompt` reads, "
+                        + "and each rule with a rolling limit, is one series",
+                    at: file.name.location, suggestion: "count fewer distinct filters, or split the rule sets")
+            }
         }
 
         var byAttribute = Array(repeating: [Int32](), count: symbols.attributeNames.count)
