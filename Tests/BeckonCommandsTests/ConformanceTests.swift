@@ -1,6 +1,7 @@
-import BeckonCommands
 import Foundation
 import Testing
+
+@testable import BeckonCommands
 
 struct ConformanceTests {
     /// Every in-subset test of the cel-spec files passes; everything skipped is a protobuf feature.
@@ -17,5 +18,13 @@ struct ConformanceTests {
         for line in console.stdout.split(separator: "\n") where line.contains("skipped") && line.hasPrefix("  ") {
             #expect(line.contains("protobuf"), "unexpected skip reason: \(line)")
         }
+    }
+
+    /// Messages nest at most `TextProto.maxDepth` (64) levels: deeper is a parse error, not a stack overflow.
+    @Test func textProtoNestingHasALimit() throws {
+        func nested(_ n: Int) -> String { String(repeating: "a { ", count: n) + String(repeating: "} ", count: n) }
+        #expect(throws: Never.self) { try TextProto.parse(nested(TextProto.maxDepth)) }
+        #expect(throws: TextProto.ParseError.self) { try TextProto.parse(nested(TextProto.maxDepth + 1)) }
+        #expect(throws: TextProto.ParseError.self) { try TextProto.parse(nested(100_000)) }
     }
 }

@@ -38,9 +38,12 @@ final class TextProto {
 
     static func parse(_ text: String) throws(ParseError) -> TextProto {
         var p = Reader(bytes: Array(text.utf8))
-        let m = try p.fields(until: nil)
+        let m = try p.fields(until: nil, depth: 0)
         return m
     }
+
+    /// Messages nest at most this deep (cel-spec's files nest 6).
+    static let maxDepth = 64
 
     struct Reader {
         let bytes: [UInt8]
@@ -65,7 +68,8 @@ final class TextProto {
             }
         }
 
-        mutating func fields(until close: UInt8?) throws(ParseError) -> TextProto {
+        mutating func fields(until close: UInt8?, depth: Int) throws(ParseError) -> TextProto {
+            guard depth <= TextProto.maxDepth else { throw error("messages nest more than \(TextProto.maxDepth) levels deep") }
             let m = TextProto()
             while true {
                 skip()
@@ -89,13 +93,15 @@ final class TextProto {
                 let c = bytes[i]
                 if c == UInt8(ascii: "{") || c == UInt8(ascii: "<") {
                     i += 1
-                    let sub = try fields(until: c == UInt8(ascii: "{") ? UInt8(ascii: "}") : UInt8(ascii: ">"))
+                    let sub = try fields(
+                        until: c == UInt8(ascii: "{") ? UInt8(ascii: "}") : UInt8(ascii: ">"), depth: depth + 1)
                     m.fields.append((name, .message(sub)))
                 } else if c == UInt8(ascii: "[") && sawColon {
                     i += 1
                     while true {
                         skip()
-                        if i < bytes.count && bytes[i] == UInt8(ascii: "]") {
+                        guard i < bytes.count else { throw error("unexpected end of file in a list") }
+                        if bytes[i] == UInt8(ascii: "]") {
                             i += 1
                             break
                         }
@@ -115,6 +121,7 @@ final class TextProto {
             if bytes[i] == UInt8(ascii: "[") {
                 let start = i
                 while i < bytes.count && bytes[i] != UInt8(ascii: "]") { i += 1 }
+                guard i < bytes.count else { throw error("'[' without ']' in a field name") }
                 i += 1
                 return String(decoding: bytes[start..<i], as: UTF8.self)
             }
