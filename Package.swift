@@ -12,6 +12,8 @@ let package = Package(
     products: [
         // What a service links: the engine and the YAML loader, no CLI.
         .library(name: "Beckon", targets: ["BeckonCore", "BeckonYAML"]),
+        // The commands as a library: for the fuzz harnesses in Fuzz/ (their own package), not for services.
+        .library(name: "BeckonCommands", targets: ["BeckonCommands"]),
         .executable(name: "beckon", targets: ["beckon"]),
     ],
     dependencies: [

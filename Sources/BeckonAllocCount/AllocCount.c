@@ -13,7 +13,15 @@ long beckon_peak_rss_kb(void) {
     return getrusage(RUSAGE_SELF, &u) == 0 ? u.ru_maxrss : 0;
 }
 
-#if defined(__linux__) && defined(__GLIBC__)
+// Under a sanitizer (which must own malloc itself), or built with -DBECKON_NO_ALLOC_COUNT (the fuzz harnesses, whose
+// C targets are not compiled with the sanitizer), nothing is replaced and the count stays 0.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+#define BECKON_NO_ALLOC_COUNT 1
+#endif
+#endif
+
+#if defined(__linux__) && defined(__GLIBC__) && !defined(BECKON_NO_ALLOC_COUNT)
 #include <malloc.h>
 #include <stdatomic.h>
 

@@ -1,0 +1,121 @@
+import BeckonCore
+import BeckonYAML
+
+/// The fuzz targets' bodies: each takes any bytes and runs one front door of Beckon on them, the way a user's input
+/// reaches it. Nothing here may crash, hang or grow without bound for any input.
+///
+/// The libFuzzer harnesses in `Fuzz/` call these (`scripts/fuzz.sh`), and the test suite runs every committed seed
+/// and every input a fuzzer once crashed on (`Fuzz/regressions/TARGET/`) through them.
+public enum FuzzEntry {
+    /// The targets by name, as `scripts/fuzz.sh` and `Fuzz/regressions/` name them.
+    public static let targets: [(name: String, run: @Sendable (UnsafeBufferPointer<UInt8>) -> Void)] = [
+        ("rules", rules), ("expression", expression), ("events", events), ("textproto", textProto),
+    ]
+
+    /// A rule file: the YAML loader, the file parser, the compiler and the analysis, then the diagnostics rendered
+    /// with their source lines and carets.
+    public static func rules(_ bytes: UnsafeBufferPointer<UInt8>) {
+        let text = String(decoding: bytes, as: UTF8.self)
+        let loaded = RuleLoader.load(texts: [("fuzz.yaml", text)])
+        _ = loaded.rendered()
+        if let rs = loaded.ruleSet { _ = Engine(ruleSet: rs) }
+    }
+
+    /// An expression: parsed, checked and compiled against a few variables of each kind, evaluated, and evaluated
+    /// again with tracing to render an explanation.
+    public static func expression(_ bytes: UnsafeBufferPointer<UInt8>) {
+        let text = String(decoding: bytes, as: UTF8.self)
+        for tracing in [false, true] {
+            let compiler = ExprCompiler(environment: FuzzEnvironment(), tracing: tracing, checkTypes: !tracing)
+            guard let e = compiler.compile(text) else { return }
+            let scope = EvalScope()
+            scope.bindings = FuzzEnvironment.bindings
+            if tracing { scope.trace = ExprTrace() }
+            _ = e.evaluate(scope)
+            _ = scope.trace?.summary()
+        }
+    }
+
+    /// An event stream: every line decoded against a rule set that reads properties, context, traits and history,
+    /// waits, sequences and cascades, processed with explanations on, then time run a month on.
+    public static func events(_ bytes: UnsafeBufferPointer<UInt8>) {
+        let engine = Engine(ruleSet: eventRules, options: .init(explain: true, trackGoals: true))
+        let decoder = SegmentDecoder(ruleSet: eventRules)
+        var start = 0
+        for i in 0...bytes.count where i == bytes.count || bytes[i] == 10 {
+            let line = UnsafeBufferPointer(rebasing: bytes[start..<i])
+            start = i + 1
+            guard let event = try? decoder.decode(line) else { continue }
+            let out = engine.process(event)
+            for a in out.actions { _ = a.json }
+            for v in out.verdicts { _ = v.verdict.summary }
+        }
+        if engine.latestEventTime != Int64.min {
+            _ = engine.advance(to: min(engine.latestEventTime, Int64(1) << 44) + 30 * 86_400_000)
+        }
+    }
+
+    /// A cel-spec test file in protocol-buffer text format, parsed and run as `beckon conformance cel` runs it.
+    public static func textProto(_ bytes: UnsafeBufferPointer<UInt8>) {
+        _ = try? ConformanceRunner.run(text: String(decoding: bytes, as: UTF8.self))
+    }
+
+    /// The rule set the event target decodes against.
+    static let eventRules: CompiledRuleSet = {
+        let yaml = """
+            version: 1
+            campaign: fuzz
+            audience: default(context.locale, "en") != "xx"
+            segments:
+              busy: count("Opened", "7d") >= 3
+            rules:
+              - id: hi
+                on: Opened
+                where: default(event.properties.n, 0) > 1 || event.properties.tags.exists(t, t == "a")
+                if: busy || default(user.plan, "") == "pro"
+                limit: { per_user: 3, per_day: 1, cooldown: 1h }
+                do:
+                  - message: { surface: launch, title: "Hi ${default(user.name, '')}", body: "${event.properties}" }
+                  - set: { seen: "${default(user.seen, 0) + 1}" }
+              - id: changed
+                on_change: seen
+                do: [ { notify: { id: "n${user.seen}", message: "seen" } } ]
+              - id: later
+                on: Signed In
+                wait: 1d
+                unless: Opened
+                recheck: true
+                do: [ { deep_link: "app://later" } ]
+              - id: journey
+                sequence: [Opened, Added, Bought]
+                within: 1h
+                correlate: cart
+                do: [ { emit: { event: Converted, payload: { cart: "${event.properties.cart}" } } } ]
+              - id: on_screen
+                on_screen: Settings
+                if: sum("Bought", "amount", "30d") > 10.5
+                do: [ { mark_read: "n1" } ]
+            goals:
+              - { id: bought, event: Bought, within: 7d }
+            """
+        guard let rs = RuleLoader.load(texts: [("fuzz.yaml", yaml)]).ruleSet else {
+            fatalError("the fuzz rule set does not load:\n" + RuleLoader.load(texts: [("fuzz.yaml", yaml)]).rendered())
+        }
+        return rs
+    }()
+}
+
+/// Variables of each kind for the expression target (no Beckon functions: those need a user and a clock).
+final class FuzzEnvironment: ExpressionEnvironment {
+    static let bindings: [String: Value] = [
+        "i": .int(7), "u": .uint(3), "d": .double(2.5), "s": .string("héllo"), "b": .bool(true), "n": .null,
+        "xs": .list([.int(1), .string("a"), .list([.int(2)])]),
+        "m": .map(ValueMap([("k", .string("v")), ("n", .int(1))])),
+    ]
+    func variable(_ name: String) -> VariableBinding? {
+        FuzzEnvironment.bindings[name] != nil ? VariableBinding.binding(name, type: .dyn) : nil
+    }
+    func function(_ name: String) -> CustomFunction? { nil }
+    var variableNames: [String] { Array(FuzzEnvironment.bindings.keys) }
+    var functionNames: [String] { [] }
+}

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Fuzzes Beckon's front doors with libFuzzer (Swift's -sanitize=fuzzer, with AddressSanitizer): the YAML loader and
+# compiler (rules), the expression parser, checker and evaluator (expression), the event decoder and engine (events),
+# and the cel-spec text-format reader (textproto). Each target starts from a seed corpus made of the shipped files and
+# from every input that once crashed it (Fuzz/regressions/TARGET/), and stops at the first crash, at an input slower
+# than 1 s (-timeout=1) or over 2 GB of memory, or when its time or run count is spent.
+#
+# Usage: scripts/fuzz.sh [--seconds N | --runs N] [--jobs N] [TARGET...]   (default: 30 s each, every target)
+# Prints per target: executions, crashes (0 or 1: libFuzzer stops at the first) and where the crash input was saved.
+# Exit status 1 if any target crashed, timed out or ran out of memory.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+limit=(-max_total_time=30)
+jobs=1
+targets=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --seconds) limit=(-max_total_time="$2"); shift ;;
+    --runs) limit=(-runs="$2" -max_total_time=1800); shift ;;
+    --jobs) jobs="$2"; shift ;;
+    rules|expression|events|textproto) targets+=("$1") ;;
+    *) echo "usage: scripts/fuzz.sh [--seconds N | --runs N] [--jobs N] [rules|expression|events|textproto]..." >&2; exit 64 ;;
+  esac
+  shift
+done
+[ ${#targets[@]} -gt 0 ] || targets=(rules expression events textproto)
+
+echo "== building the fuzz harness (Fuzz/, -sanitize=fuzzer,address)"
+swift build -c release --package-path Fuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -g -Xcc -DBECKON_NO_ALLOC_COUNT > /tmp/beckon-fuzz-build.log 2>&1 \
+  || { tail -n 40 /tmp/beckon-fuzz-build.log; exit 1; }
+bin="Fuzz/.build/release"
+work="Fuzz/.build/fuzz"
+
+# Seed corpora from what ships: rule files, the expressions in them and in the cel-spec tests, event lines and streams,
+# cel-spec files. Rebuilt every run; a target's own finds stay in $work/TARGET/found.
+seed() {
+  local t="$1" dir="$work/$t/seeds"
+  rm -rf "$dir" "$work/$t/artifacts"; mkdir -p "$dir" "$work/$t/found" "$work/$t/artifacts"
+  case "$t" in
+    rules)
+      find rules campaigns examples Tests/BeckonCommandsTests/Fixtures -name '*.yaml' | while read -r f; do
+        cp "$f" "$dir/$(echo "$f" | tr '/' '_')"; done ;;
+    expression)
+      python3 -W ignore - "$dir" <<'PY'
+import glob, hashlib, os, re, sys
+out = sys.argv[1]
+exprs = set()
+for f in glob.glob("rules/**/*.yaml", recursive=True) + glob.glob("campaigns/**/*.yaml", recursive=True):
+    for line in open(f, encoding="utf-8"):
+        m = re.match(r"\s*(?:-\s*)?(?:if|where|audience|recheck_if|[a-z_]+):\s*['\"]?(.*[a-z_]\(.*|.*(?:==|>=|<=|&&|\|\|).*?)['\"]?\s*$", line)
+        if m: exprs.add(m.group(1))
+for f in glob.glob("Tests/Conformance/cel-spec/*.textproto"):
+    for m in re.finditer(r'expr:\s*"((?:[^"\\]|\\.)*)"', open(f, encoding="utf-8").read()):
+        exprs.add(bytes(m.group(1), "utf-8").decode("unicode_escape", errors="ignore"))
+for e in exprs:
+    open(os.path.join(out, hashlib.sha1(e.encode()).hexdigest()), "w", encoding="utf-8").write(e)
+PY
+      ;;
+    events)
+      for f in samples/*/*.jsonl examples/*/*.jsonl; do
+        head -c 65536 "$f" > "$dir/$(echo "$f" | tr '/' '_')"
+        split -l 1 -a 4 "$f" "$dir/$(echo "$f" | tr '/' '_').line."
+      done ;;
+    textproto)
+      cp Tests/Conformance/cel-spec/*.textproto "$dir/" ;;
+  esac
+  if [ -d "Fuzz/regressions/$t" ]; then cp Fuzz/regressions/"$t"/* "$dir/" 2>/dev/null || true; fi
+}
+
+status=0
+summary=""
+for t in "${targets[@]}"; do
+  seed "$t"
+  log="$work/$t/log.txt"
+  echo "== fuzz-$t ${limit[*]}"
+  set +e
+  parallel=()
+  [ "$jobs" -le 1 ] || parallel=(-jobs="$jobs" -workers="$jobs")
+  # Leaks are not checked (-detect_leaks=0): LeakSanitizer reports the rule set's static schema graph, built once, as
+  # a leak; memory that grows with inputs still stops the run at -rss_limit_mb.
+  (cd "$work/$t" && BECKON_FUZZ_TARGET="$t" ASAN_OPTIONS=detect_leaks=0 "$OLDPWD/$bin/beckon-fuzz" "${limit[@]}" ${parallel[@]+"${parallel[@]}"} -timeout=1 -rss_limit_mb=2048 \
+    -detect_leaks=0 -print_final_stats=1 -artifact_prefix=artifacts/ found seeds > log.txt 2>&1)
+  rc=$?
+  set -e
+  if [ "$jobs" -gt 1 ]; then cat "$work/$t"/fuzz-*.log >> "$log" 2>/dev/null || true; rm -f "$work/$t"/fuzz-*.log; fi
+  runs=$(grep -h "stat::number_of_executed_units" "$log" | awk '{s += $2} END {print s + 0}')
+  crash=$(ls "$work/$t/artifacts" 2>/dev/null | head -n 1)
+  if [ "$rc" -ne 0 ] || [ -n "$crash" ]; then
+    status=1
+    summary+="fuzz-$t: $runs executions, 1 crash: $work/$t/artifacts/$crash (log: $log)"$'\n'
+    grep -E "ERROR|SUMMARY|Fatal|==[0-9]+==|deadly signal|timeout" "$log" | head -n 12
+  else
+    summary+="fuzz-$t: $runs executions, 0 crashes"$'\n'
+  fi
+done
+echo "== fuzz summary"
+printf "%s" "$summary"
+exit $status
