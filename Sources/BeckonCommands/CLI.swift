@@ -127,15 +127,21 @@ struct Reference: ConsoleCommand {
     static let configuration = CommandConfiguration(
         abstract: "Print a reference page generated from the code (docs/reference/*.md).", shouldDisplay: false)
 
-    @Argument(help: "dsl or functions")
+    static let pages: [String: @Sendable () -> String] = [
+        "dsl": ReferenceDocs.dsl, "functions": ReferenceDocs.functions, "limits": ReferenceDocs.limits,
+    ]
+
+    @Argument(help: "dsl, functions or limits")
     var page: String
 
     func validate() throws {
-        guard ["dsl", "functions"].contains(page) else { throw ValidationError("unknown page '\(page)'; pages: dsl, functions") }
+        guard Self.pages[page] != nil else {
+            throw ValidationError("unknown page '\(page)'; pages: \(Self.pages.keys.sorted().joined(separator: ", "))")
+        }
     }
 
     func run(console: any Console) -> Int32 {
-        console.out(page == "dsl" ? ReferenceDocs.dsl() : ReferenceDocs.functions())
+        console.out(Self.pages[page]!())
         return 0
     }
 }

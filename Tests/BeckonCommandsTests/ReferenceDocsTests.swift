@@ -24,4 +24,28 @@ struct ReferenceDocsTests {
 
     @Test func dslPage() { check(ReferenceDocs.dsl(), "dsl.md") }
     @Test func functionsPage() { check(ReferenceDocs.functions(), "functions.md") }
+    @Test func limitsPage() { check(ReferenceDocs.limits(), "limits.md") }
+
+    /// Every test the limits page names exists (as `func name(` inside `struct Suite`), so a bound cannot lose its
+    /// test without the page saying so.
+    @Test func everyLimitNamesATestThatExists() throws {
+        let tests = Snapshot.testsDirectory.deletingLastPathComponent()
+        var sources: [String: String] = [:]
+        for dir in ["BeckonCoreTests", "BeckonYAMLTests", "BeckonCommandsTests"] {
+            let folder = tests.appendingPathComponent(dir)
+            for f in try FileManager.default.contentsOfDirectory(atPath: folder.path) where f.hasSuffix(".swift") {
+                let text = try String(contentsOf: folder.appendingPathComponent(f), encoding: .utf8)
+                for part in text.components(separatedBy: "\nstruct ").dropFirst() {
+                    sources[String(part.prefix { $0 != " " && $0 != ":" && $0 != "{" }), default: ""] += part
+                }
+            }
+        }
+        let named = ReferenceDocs.limitTests()
+        #expect(named.count >= 30)
+        for name in named {
+            let parts = name.split(separator: ".")
+            let body = sources[String(parts[0])] ?? ""
+            #expect(body.contains("func \(parts[1])("), "docs/reference/limits.md names \(name), which does not exist")
+        }
+    }
 }

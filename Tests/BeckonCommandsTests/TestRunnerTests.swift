@@ -141,4 +141,24 @@ struct TestRunnerTests {
         let (status, out) = try runInline(rules: Self.rules, test: test)
         #expect(status == 0, "\(out)")
     }
+
+    /// One `repeat:` line expands to at most `TestRunner.maxRepeat` events: more is an error at the value, before
+    /// anything is built.
+    @Test func repeatHasALimit() throws {
+        func test(_ n: Int) -> String {
+            """
+            version: 1
+            tests: shop
+            cases:
+              - name: many
+                users: { u: {} }
+                events:
+                  - { event: Order Completed, at: 2026-01-01T00:00:00Z, repeat: \(n), every: 1s }
+                expect: []
+            """
+        }
+        let (status, out) = try runInline(rules: Self.rules, test: test(TestRunner.maxRepeat + 1))
+        #expect(status != 0)
+        #expect(out.contains(":7:69: error: 'repeat' is a whole number from 1 to 100000"), "\(out)")
+    }
 }

@@ -184,6 +184,22 @@ struct HostileLineTests {
         #expect(throws: Never.self) { try decoder.decode(line(#""userId":"\#(id.dropLast())""#)) }
     }
 
+    /// Event times run from 1970-01-01 to 2527 (the 44 bits of milliseconds a history entry keeps): a time outside is
+    /// a bad line at the time's column, never clamped into range.
+    @Test(arguments: ["1969-12-31T23:59:59Z", "2528-01-01T00:00:00Z", "9999-12-31T23:59:59Z"])
+    func timesOutsideTheRangeAreBadLines(_ time: String) {
+        let text = #"{"type":"track","event":"E","userId":"u","timestamp":"\#(time)"}"#
+        do {
+            _ = try decoder.decode(text)
+            Issue.record("decoded \(time)")
+        } catch {
+            #expect(error.message.contains("between 1970 and 2527"), "\(error.message)")
+            #expect(error.column == 54)
+        }
+        let ok = #"{"type":"track","event":"E","userId":"u","timestamp":"2527-01-01T00:00:00Z"}"#
+        #expect(throws: Never.self) { try decoder.decode(ok) }
+    }
+
     @Test func aTraitOverTheAttributeLimitIsABadLine() {
         let big = String(repeating: "x", count: ValueLimits.maxAttributeBytes + 1)
         let text = #"{"type":"identify","userId":"u","timestamp":"2026-03-01T09:00:00Z","traits":{"bio":"\#(big)"}}"#

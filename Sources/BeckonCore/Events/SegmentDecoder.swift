@@ -226,7 +226,7 @@ public struct SegmentDecoder {
     }
 
     /// Times are 1970 to 2527 (44-bit milliseconds).
-    static let maxTimeMs: Int64 = 17_592_186_044_000
+    public static let maxTimeMs: Int64 = 17_592_186_044_000
 
     /// RFC 3339 / ISO-8601 to ms since 1970; a number is taken as seconds (fractional allowed) since 1970.
     static func parseTime(_ s: String) -> Int64? {

@@ -736,7 +736,7 @@ public final class ExprCompiler {
 /// "Did you mean" for names: the closest candidate by edit distance, if close enough.
 public enum Suggest {
     /// The longest name "did you mean" looks at.
-    static let maxSuggestedLength = 256
+    public static let maxSuggestedLength = 256
     public static func nearest(_ word: String, in candidates: [String]) -> String? {
         var best: (String, Int)?
         // Names are short; a long one gets no suggestion (the distance costs the product of the lengths).

@@ -595,6 +595,9 @@ public struct EngineSettings: Sendable {
     public var maxCascadeDepth: Int = 8
     /// Series of all message fires, for the global cap's rolling windows (-1 if none).
     var globalSeries: Int32 = -1
+
+    /// The defaults, before any settings file.
+    public init() {}
 }
 
 /// The event, screen and trait names of the loaded tracking plans.

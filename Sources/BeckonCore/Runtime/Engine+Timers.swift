@@ -149,7 +149,7 @@ extension Engine {
     }
 
     /// Most pending actions one rule may hold for one user with `retrigger: add`.
-    static let maxPendingPerRule = 16
+    public static let maxPendingPerRule = 16
 
     /// Cancels this user's pending actions of rules whose `unless` matches the event.
     func cancelPending(_ profile: UserProfile, _ e: BoundEvent, now: Int64, rules: [Int32], out: inout EventOutcome) {
@@ -274,5 +274,5 @@ extension Engine {
     }
 
     /// Most correlation keys a sequence rule tracks per user (the stalest is forgotten first).
-    static let maxSequenceKeys = 32
+    public static let maxSequenceKeys = 32
 }

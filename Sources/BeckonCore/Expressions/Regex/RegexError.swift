@@ -85,13 +85,13 @@ struct RegexError: Error, Sendable, Equatable, CustomStringConvertible {
 }
 
 /// The bounds that keep compiling and matching a pattern cheap, whoever wrote it.
-enum RegexLimits {
+public enum RegexLimits {
     /// The largest count in `{n}`, `{n,}` or `{n,m}`, and the largest product of nested counts (as RE2).
-    static let maxRepeat = 1000
+    public static let maxRepeat = 1000
     /// Groups and repetitions nested inside one another (as Go's regexp/syntax).
-    static let maxNesting = 1000
+    public static let maxNesting = 1000
     /// Instructions in a compiled program; matching costs at most this many steps per character of text.
-    static let maxInstructions = 10_000
+    public static let maxInstructions = 10_000
     /// Scalar ranges held by all of a pattern's distinct classes together.
-    static let maxClassRanges = 100_000
+    public static let maxClassRanges = 100_000
 }

@@ -1,0 +1,245 @@
+import BeckonCore
+import BeckonYAML
+import Foundation
+
+extension ReferenceDocs {
+    /// One bound: what it bounds, its value (read from the constant that enforces it), what happens beyond it, and
+    /// the test that holds it at its edge (`Suite.function`; ReferenceDocsTests checks that each exists).
+    struct Limit {
+        var what: String
+        var limit: String
+        var beyond: String
+        var tests: [String]
+    }
+
+    /// docs/reference/limits.md: every bound on input, per event and per user, from the constants themselves.
+    public static func limits() -> String {
+        let settings = EngineSettings()
+        let sections: [(String, String, [Limit])] = [
+            (
+                "Rule files", "Checked by `validate` and by every command that loads rules; each error has its place.",
+                [
+                    Limit(
+                        what: "a rule, settings, tracking-plan or test file", limit: bytes(YAMLLoader.maxFileBytes),
+                        beyond: "`limit_exceeded`; the size is checked before the file is read",
+                        tests: ["RulePathTests.filesOverTheSizeLimitAreNotRead"]),
+                    Limit(
+                        what: "YAML nesting (maps and lists inside one another)", limit: levels(YAMLLoader.maxDepth),
+                        beyond: "`limit_exceeded` at the first node too deep, before any of it is built",
+                        tests: ["YAMLInputTests.yamlNestedTooDeepIsRefusedBeforeBuildingIt"]),
+                    Limit(
+                        what: "YAML aliases, anchors, merge keys and tags", limit: "none accepted",
+                        beyond: "`yaml_syntax` at the alias, anchor or tag; an alias is never expanded",
+                        tests: [
+                            "YAMLInputTests.aliasesAreRefusedWithoutExpandingThem",
+                            "YAMLInputTests.aValueThatStartsWithABangIsATag",
+                        ]),
+                    Limit(
+                        what: "an expression", limit: "\(number(Parser.maxLength)) characters",
+                        beyond: "`limit_exceeded`, before it is parsed", tests: ["BoundTests.expressionsHaveALengthLimit"]),
+                    Limit(
+                        what: """
+                            expression nesting: parentheses, calls, lists, maps, ternaries, indexing, field selection, \
+                            unary operators, and each operator of a chain (`a && b && c` is two levels)
+                            """, limit: levels(Parser.maxDepth),
+                        beyond: "`limit_exceeded` at the token where the limit is passed",
+                        tests: ["NestingLimitTests.deepExpressionsAreRefused"]),
+                    Limit(
+                        what: "segments used inside segments, counted with the expressions around them",
+                        limit: levels(Parser.maxDepth), beyond: "`limit_exceeded` at the use that passes it",
+                        tests: ["NestingLimitTests.segmentsCountTowardTheDepthLimit"]),
+                    Limit(
+                        what: "a duration (`wait`, `within`, `cooldown`, windows, `dedup_window`, `clock_skew`, `--until`)",
+                        limit: "\(number(Int(DSLDuration.maxMilliseconds / 86_400_000))) days (100 years)",
+                        beyond: "`invalid_duration` at the value (`--until`: exit 64)",
+                        tests: [
+                            "LoadTimeErrorTests.everyDurationKeyRefusesTooLongADuration",
+                            "EventFileTests.aHugeUntilIsAnErrorNotACrash",
+                        ]
+                    ),
+                    Limit(
+                        what: "a UTC offset in a time", limit: "−23:59 to +23:59",
+                        beyond: "an error at the offset (a bad line in an event)",
+                        tests: ["LoadTimeErrorTests.offsetsBeyondTwentyThreeFiftyNineAreRefused"]),
+                    Limit(
+                        what: """
+                            history series: each event name with each property filter that a history function or a \
+                            `reprompt` reads, plus each rule with a rolling limit
+                            """, limit: number(HistoryLog.maxSeries),
+                        beyond: "`limit_exceeded` at the file whose rules pass it",
+                        tests: ["LoadTimeErrorTests.historySeriesHaveALimit"]),
+                    Limit(
+                        what: "a name that gets a \"did you mean\"", limit: "\(Suggest.maxSuggestedLength) characters",
+                        beyond: "no suggestion (the comparison costs the product of the lengths)",
+                        tests: ["BoundTests.suggestionsAreForNamesUpTo256Characters"]),
+                    Limit(
+                        what: "events one `repeat:` line of a test expands to", limit: number(TestRunner.maxRepeat),
+                        beyond: "an error at the value", tests: ["TestRunnerTests.repeatHasALimit"]),
+                ]
+            ),
+            (
+                "Event lines", "A line beyond a bound is a bad line, reported as FILE:LINE:COLUMN (see [events](../events.md)).",
+                [
+                    Limit(
+                        what: "an event line", limit: bytes(SegmentDecoder.maxLineBytes),
+                        beyond: "a bad line; the rest of the line is skipped without being held in memory",
+                        tests: [
+                            "LineReaderTests.aHugeLineWithoutANewlineIsNotBuffered",
+                            "HostileLineTests.aLongLineIsRefusedAtTheLimit",
+                        ]),
+                    Limit(
+                        what: "JSON nesting in a line", limit: levels(SegmentDecoder.maxDepth), beyond: "a bad line",
+                        tests: ["SegmentDecoderTests.deepNestingIsRejected"]),
+                    Limit(
+                        what: "a user id, anonymous id, `messageId`, event or screen name",
+                        limit: bytes(SegmentDecoder.maxIDBytes),
+                        beyond: "a bad line (an id is never cut, which could merge two users)",
+                        tests: ["HostileLineTests.idsAndNamesHaveALimit"]),
+                    Limit(
+                        what: "an event's time (after Segment's `sentAt` correction)",
+                        limit: "1970-01-01 to \(timestampText(SegmentDecoder.maxTimeMs))",
+                        beyond: "a bad line, never clamped", tests: ["HostileLineTests.timesOutsideTheRangeAreBadLines"]),
+                    Limit(
+                        what: "a trait's value in an `identify` line", limit: bytes(ValueLimits.maxAttributeBytes),
+                        beyond: "a bad line", tests: ["HostileLineTests.aTraitOverTheAttributeLimitIsABadLine"]),
+                ]
+            ),
+            (
+                "Per user", "What one user's state may hold, whatever the stream.",
+                [
+                    Limit(
+                        what: "an attribute's value written by a `set` action", limit: bytes(ValueLimits.maxAttributeBytes),
+                        beyond: "the `set` is not applied; the action's warning says why",
+                        tests: ["ValueBoundTests.aSetThatWouldGrowPastTheLimitIsRefusedWithAWarning"]),
+                    Limit(
+                        what: "attributes that no loaded rule reads", limit: number(ValueLimits.maxOtherAttributes),
+                        beyond: "further new names are not kept, and counted (`attributesNotKept` in the engine's stats)",
+                        tests: ["ValueBoundTests.attributesNoRuleReadsAreKeptUpToTheLimit"]),
+                    Limit(
+                        what: "`messageId`s remembered for de-duplication",
+                        limit: "every id within `dedup_window` (default \(days(settings.dedupWindowMs))): 16 bytes each",
+                        beyond: "an id older than the window is forgotten; every duplicate within it is processed once",
+                        tests: [
+                            "DuplicateTests.everyDuplicateWithinTheWindowIsCaughtWhateverTheCount",
+                            "DuplicateTests.idsAreForgottenAfterTheWindowAndMemoryFollowsTheWindow",
+                        ]),
+                    Limit(
+                        what: "how far one user's events may move the stream's clock ahead of the other users'",
+                        limit: "`clock_skew` (default \(days(settings.clockSkewMs)))",
+                        beyond: "the event is processed at its own time but brings no other user's delayed action due",
+                        tests: [
+                            "ClockSkewTests.oneDeviceSetToNextYearFiresNoOtherUsersTimer",
+                            "ClockSkewTests.theBoundIsASetting",
+                        ]),
+                    Limit(
+                        what: "pending actions of one rule with `retrigger: add`", limit: number(Engine.maxPendingPerRule),
+                        beyond: "verdict `pending`: the trigger schedules nothing",
+                        tests: ["BoundTests.pendingActionsPerRuleStopAtSixteen"]),
+                    Limit(
+                        what: "correlation keys one `sequence` rule follows", limit: number(Engine.maxSequenceKeys),
+                        beyond: "the stalest key is forgotten", tests: ["BoundTests.sequenceKeysPerUserStopAtThirtyTwo"]),
+                ]
+            ),
+            (
+                "Per event", "What one event (or one delayed action coming due) may cost, whatever its data.",
+                [
+                    Limit(
+                        what: "`set` → `on_change` rounds", limit: number(settings.maxCascadeDepth),
+                        beyond: "verdict `cascade_limit` for the rules of the next round",
+                        tests: ["TriggerTests.cascadesStopAtTheDepthLimit"]),
+                    Limit(
+                        what: "comprehension steps (`exists`, `all`, `exists_one`, `map`, `filter`), all rules together",
+                        limit: number(ValueLimits.maxSteps),
+                        beyond: "the expression's value is an error: a condition is false, a field is null with a warning",
+                        tests: ["ValueBoundTests.nestedComprehensionsStopAtTheStepBudget"]),
+                    Limit(
+                        what: "a string, list or action field an expression builds", limit: bytes(ValueLimits.maxBuiltBytes),
+                        beyond: "the expression's value is an error", tests: ["ValueBoundTests.builtStringsStopAtTheLimit"]),
+                    Limit(
+                        what: "an explanation (`explain`, `dry-run --explain`)",
+                        limit: "\(ExprTrace.maxEntries) values, each shown in \(ExprTrace.maxValueText) characters",
+                        beyond: "the rest is counted, not shown", tests: ["ValueBoundTests.explanationsAreBounded"]),
+                ]
+            ),
+            (
+                "Regular expressions (`matches`)",
+                """
+                RE2 syntax, matched in linear time: at most (instructions + 1) × (characters + 1) steps. A pattern is \
+                compiled once (a rule's literal when the rules load; one from event data when first seen); one beyond a bound is \
+                refused with an error naming the construct and its position (from event data, `matches` is an error).
+                """,
+                [
+                    Limit(
+                        what: "a repeat count `{n,m}`, and nested counts multiplied", limit: number(RegexLimits.maxRepeat),
+                        beyond: "the pattern is refused", tests: ["RegexTests.refuses"]),
+                    Limit(
+                        what: "groups and repetitions nested", limit: levels(RegexLimits.maxNesting),
+                        beyond: "the pattern is refused", tests: ["RegexTests.refuses", "RegexTests.deepNestingWithinTheLimit"]),
+                    Limit(
+                        what: "instructions of a compiled pattern", limit: number(RegexLimits.maxInstructions),
+                        beyond: "the pattern is refused", tests: ["RegexTests.refuses", "RegexTests.linearSteps"]),
+                    Limit(
+                        what: "scalar ranges of all of a pattern's classes", limit: number(RegexLimits.maxClassRanges),
+                        beyond: "the pattern is refused", tests: ["BoundTests.regexClassRangesHaveALimit"]),
+                ]
+            ),
+            (
+                "Values in expressions", "As CEL specifies and its implementations do.",
+                [
+                    Limit(
+                        what: "a duration", limit: "±\(number(Int(TimeDuration.maxSeconds))) seconds (about 292 years)",
+                        beyond: "evaluation error `duration out of range`", tests: ["ConformanceTests.celSpecSubsetPasses"]),
+                    Limit(
+                        what: "a timestamp", limit: "years 1 to 9999", beyond: "evaluation error `timestamp out of range`",
+                        tests: ["ConformanceTests.celSpecSubsetPasses"]),
+                    Limit(
+                        what: "message nesting in a cel-spec test file (`beckon conformance`)", limit: levels(TextProto.maxDepth),
+                        beyond: "a parse error", tests: ["ConformanceTests.textProtoNestingHasALimit"]),
+                ]
+            ),
+        ]
+        var out = """
+            # Limits
+
+            <!-- Generated by `beckon reference limits` from the constants that enforce each bound; do not edit. -->
+
+            Every bound on what Beckon reads, keeps and computes, with what happens beyond it. Nothing beyond a bound \
+            crashes, hangs or is silently cut: input is refused with an error at its place, a bad event line is \
+            reported by line and column, and a cost bound turns one expression's value into an error. The test named \
+            beside each bound holds it at its edge.
+
+            """
+        for (title, intro, rows) in sections {
+            out += "\n## \(title)\n\n\(intro)\n\n| what | limit | beyond it | test |\n|---|---|---|---|\n"
+            for r in rows {
+                out += "| \(r.what) | \(r.limit) | \(r.beyond) | \(r.tests.map { "`\($0)`" }.joined(separator: ", ")) |\n"
+            }
+        }
+        return out
+    }
+
+    /// Every test the limits page names, for ReferenceDocsTests.
+    public static func limitTests() -> [String] {
+        limits().split(separator: "\n").filter { $0.hasPrefix("| ") }.flatMap { row in
+            (row.split(separator: "|").last ?? "").split(separator: ",").map {
+                $0.trimmingCharacters(in: .whitespaces).replacingOccurrences(of: "`", with: "")
+            }
+        }.filter { $0.contains(".") }
+    }
+
+    private static func number(_ n: Int) -> String {
+        let digits = Array(String(n))
+        return String(
+            digits.enumerated().flatMap { i, d in (i > 0 && (digits.count - i) % 3 == 0 ? [","] : []) + [d] })
+    }
+    private static func bytes(_ n: Int) -> String {
+        if n >= 1 << 20 && n % (1 << 20) == 0 { return "\(n >> 20) MiB" }
+        if n >= 1 << 10 && n % (1 << 10) == 0 && n > 1024 { return "\(n >> 10) KiB" }
+        return "\(number(n)) bytes"
+    }
+    private static func levels(_ n: Int) -> String { "\(number(n)) levels" }
+    private static func days(_ ms: Int64) -> String { "\(ms / 86_400_000) days" }
+    private static func timestampText(_ ms: Int64) -> String {
+        String(Timestamp(milliseconds: ms).description.prefix(10))
+    }
+}
