@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command (README, .ci/run): builds, runs the Swift tests, checks formatting, runs CEL conformance,
-# and validates and dry-runs everything shipped in rules/, campaigns/ and samples/.
+# validates and dry-runs everything shipped in rules/, campaigns/ and samples/, and fuzzes each fuzz target briefly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,4 +27,7 @@ echo "== campaign tests"
 
 echo "== validate shipped rule sets and dry-run the samples"
 scripts/run-samples.sh --debug --quiet
+
+echo "== fuzz smoke (every target 12 s; full runs: scripts/fuzz.sh --runs 10000000)"
+scripts/fuzz.sh --seconds 12 | sed -n '/== fuzz summary/,$p'
 echo "all checks passed"
