@@ -83,3 +83,59 @@ struct BoundTests {
         #expect(Suggest.nearest(far + "b", in: [far + "c"]) == nil)
     }
 }
+
+/// Events a library user builds are held to the bounds event lines are: outside them an event is refused, not trapped
+/// on, and changes nothing.
+struct LibraryEventBoundTests {
+    @Test func eventsOutsideTheBoundsAreRefused() throws {
+        let rs = try rule("on: A\nwait: 1d\ndo: [ { deep_link: x } ]")
+        let engine = Engine(ruleSet: rs)
+        let long = String(repeating: "u", count: SegmentDecoder.maxIDBytes + 1)
+        let big = Value.string(String(repeating: "x", count: ValueLimits.maxAttributeBytes + 1))
+        let refused: [Event] = [
+            Event(kind: .track, name: "A", userID: "u1", timestamp: Int64.max),
+            Event(kind: .track, name: "A", userID: "u1", timestamp: Int64.min),
+            Event(kind: .track, name: "A", userID: "u1", timestamp: -1),
+            Event(kind: .track, name: "A", userID: "u1", timestamp: SegmentDecoder.maxTimeMs),
+            Event(kind: .track, name: "A", userID: long, timestamp: t("2026-03-01T09:00:00Z")),
+            Event(kind: .track, name: long, userID: "u1", timestamp: t("2026-03-01T09:00:00Z")),
+            Event(kind: .track, name: "A", userID: "u1", timestamp: t("2026-03-01T09:00:00Z"), messageID: long),
+            Event(kind: .identify, userID: "u1", timestamp: t("2026-03-01T09:00:00Z"), traits: ValueMap([("bio", big)])),
+            Event(kind: .identify, userID: "u1", timestamp: t("2026-03-01T09:00:00Z"), traits: ValueMap([(long, .int(1))])),
+        ]
+        for e in refused {
+            #expect(engine.process(e).status == .refused)
+            #expect(rs.bind(e).boundProblem != nil)
+        }
+        #expect(engine.stats.refused == refused.count)
+        #expect(engine.profile(of: "u1") == nil)
+        let ok = engine.process(Event(kind: .track, name: "A", userID: "u1", timestamp: SegmentDecoder.maxTimeMs - 1))
+        #expect(ok.status == .processed)
+    }
+
+    /// A `set` whose value fails, or is too large, leaves the attribute as it was.
+    @Test func aSetThatFailsLeavesTheAttribute() throws {
+        let rs = try rule(
+            "on: A\ndo: [ { set: { bio: \"${event.properties.p + event.properties.p}\", plan: \"${user.nope}\" } } ]")
+        let engine = Engine(ruleSet: rs)
+        engine.process(identify("u1", at: "2026-03-01T09:00:00Z", [("bio", "old"), ("plan", "pro")]))
+        let half = Value.string(String(repeating: "x", count: ValueLimits.maxBuiltBytes / 2 + 1))
+        let out = engine.process(track("A", "u1", at: "2026-03-01T09:01:00Z", props: [("p", half)]))
+        let warnings = out.actions.flatMap(\.warnings)
+        #expect(warnings.contains("'bio' not set: its value failed"), "\(warnings)")
+        #expect(warnings.contains("'plan' not set: its value failed"), "\(warnings)")
+        let profile = try #require(engine.profile(of: "u1"))
+        #expect(profile.attributes[rs.attributeSlots["bio"]!].map(JSONWriter.encode) == #""old""#)
+        #expect(profile.attributes[rs.attributeSlots["plan"]!].map(JSONWriter.encode) == #""pro""#)
+    }
+
+    /// A sequence keeps a long correlation value by its hash: state stays small whatever the events carry.
+    @Test func longCorrelationValuesAreKeptByTheirHash() throws {
+        let rs = try rule("sequence: [Added, Bought]\nwithin: 1d\ncorrelate: cart\ndo: [ { deep_link: x } ]")
+        let engine = Engine(ruleSet: rs)
+        let long = Value.string(String(repeating: "c", count: 100_000))
+        engine.process(track("Added", at: "2026-03-01T10:00:00Z", props: [("cart", long)]))
+        #expect(engine.profile(of: "u1")!.approximateBytes < 10_000)
+        #expect(engine.process(track("Bought", at: "2026-03-01T10:05:00Z", props: [("cart", long)])).actions.count == 1)
+    }
+}

@@ -55,6 +55,45 @@ struct DuplicateTests {
         #expect(engine.process(track("Opened", "u1", at: "2026-03-01T09:00:00Z", id: "")).status == .processed)
         #expect(engine.process(track("Opened", "u1", at: "2026-03-01T09:01:00Z", id: "")).status == .processed)
         #expect(engine.stats.duplicates == 0)
+        // And their actions have distinct ids (an empty id is not hashed as if it were one).
+        let once = try rule("on: A\ndo: [ { deep_link: x } ]")
+        let e2 = Engine(ruleSet: once)
+        let a = e2.process(track("A", "u1", at: "2026-03-01T09:00:00Z", id: "")).actions.map(\.id)
+        let b = e2.process(track("A", "u1", at: "2026-03-01T09:01:00Z", id: "")).actions.map(\.id)
+        #expect(a.count == 1 && b.count == 1 && a != b)
+    }
+
+    /// An event from a device a year ahead does not make the user's window forget their earlier ids.
+    @Test func aSkewedEventKeepsTheUsersWindow() throws {
+        let rs = try load(campaign())
+        let engine = Engine(ruleSet: rs)
+        let base = t("2026-03-01T09:00:00Z")
+        func at(_ minutes: Int) -> String { Timestamp(milliseconds: base + Int64(minutes) * 60_000).description }
+        let mine = (0..<10).map { track("Opened", "u1", at: at($0), id: "m\($0)") }
+        for (k, e) in mine.enumerated() {
+            engine.process(e)
+            engine.process(track("Opened", "bob", at: at(k), id: "b\(k)"))
+        }
+        engine.process(track("Opened", "u1", at: "2027-03-01T09:00:00Z", id: "skewed"))
+        for e in mine { #expect(engine.process(e).status == .duplicate) }
+    }
+
+    /// A burst of ids leaves no memory behind once its ids leave the window.
+    @Test func aBurstsMemoryGoesWithItsIDs() throws {
+        let rs = try load(campaign(), settings: "version: 1\nsettings: s\ndedup_window: 1h\n")
+        let engine = Engine(ruleSet: rs)
+        let base = t("2026-03-01T00:00:00Z")
+        engine.process(track("Opened", "u1", at: Timestamp(milliseconds: base).description, id: "first"))
+        let before = engine.profile(of: "u1")!.approximateBytes
+        for k in 0..<10_000 {
+            engine.process(track("Opened", "u1", at: Timestamp(milliseconds: base + Int64(k)).description, id: "m\(k)"))
+        }
+        #expect(engine.profile(of: "u1")!.approximateBytes > before + 100_000)
+        for k in 0..<4 {
+            let later = Timestamp(milliseconds: base + Int64(2 + k) * 3_600_000).description
+            engine.process(track("Opened", "u1", at: later, id: "later\(k)"))
+        }
+        #expect(engine.profile(of: "u1")!.approximateBytes < before + 4096)
     }
 }
 
@@ -69,6 +108,24 @@ struct ClockSkewTests {
         let skewed = engine.process(track("B", "eve", at: "2027-03-01T09:00:00Z"))
         #expect(skewed.actions.isEmpty)
         // The stream goes on at its real time: Ann's reminder comes due at its own time, not before.
+        #expect(engine.process(track("B", "bob", at: "2026-03-02T08:00:00Z")).actions.isEmpty)
+        let due = engine.process(track("B", "bob", at: "2026-03-02T09:30:00Z"))
+        #expect(due.actions.map(\.userID) == ["ann"])
+        #expect(due.actions.map(\.time) == [t("2026-03-02T09:00:00Z")])
+    }
+
+    /// Two devices far ahead at different times do not vouch for each other's time.
+    @Test func devicesFarAheadAtDifferentTimesDoNotMoveTheClock() throws {
+        let rs = try rule(reminder)
+        let engine = Engine(ruleSet: rs)
+        engine.process(track("A", "ann", at: "2026-03-01T09:00:00Z"))
+        engine.process(track("B", "bob", at: "2026-03-01T09:05:00Z"))
+        for (user, time) in [
+            ("eve", "2027-03-01T09:00:00Z"), ("mal", "2026-12-01T09:00:00Z"), ("eve", "2027-03-02T09:00:00Z"),
+            ("oz", "2026-06-01T09:00:00Z"), ("mal", "2026-12-02T09:00:00Z"),
+        ] {
+            #expect(engine.process(track("B", user, at: time)).actions.isEmpty, "\(user) \(time)")
+        }
         #expect(engine.process(track("B", "bob", at: "2026-03-02T08:00:00Z")).actions.isEmpty)
         let due = engine.process(track("B", "bob", at: "2026-03-02T09:30:00Z"))
         #expect(due.actions.map(\.userID) == ["ann"])

@@ -170,6 +170,11 @@ public struct SegmentDecoder {
                 if case .map(let m) = v {
                     for (k, v) in m.entries {
                         guard case .string(let ks) = k else { continue }
+                        guard ks.utf8.count <= SegmentDecoder.maxIDBytes else {
+                            throw DecodeError(
+                                "a trait name is over \(SegmentDecoder.maxIDBytes) bytes (the limit of a name)", column: start + 1
+                            )
+                        }
                         if v.byteSize(upTo: ValueLimits.maxAttributeBytes) > ValueLimits.maxAttributeBytes {
                             throw DecodeError(
                                 "trait '\(ks)' is over \(ValueLimits.maxAttributeBytes) bytes (the limit of an attribute)",

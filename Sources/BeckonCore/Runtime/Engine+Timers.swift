@@ -235,6 +235,8 @@ extension Engine {
             if let slot = seq.correlateSlot {
                 guard let v = e.property(slot), !v.isNullValue else { continue }
                 key = JSONWriter.encode(v)
+                // A long value is kept by its hash: a user's state holds at most 32 short keys per rule.
+                if key.utf8.count > Engine.maxSequenceKeyBytes { key = "#" + String(ByteHash.hash(key), radix: 16) }
             }
             let index = profile.sequences.firstIndex { $0.rule == r && $0.key == key }
             var best = index.map { profile.sequences[$0].best } ?? Array(repeating: Int64.min, count: seq.steps.count)
@@ -275,4 +277,6 @@ extension Engine {
 
     /// Most correlation keys a sequence rule tracks per user (the stalest is forgotten first).
     public static let maxSequenceKeys = 32
+    /// Longest correlation value a sequence keeps as written; a longer one is kept by its 64-bit hash.
+    public static let maxSequenceKeyBytes = 64
 }

@@ -31,6 +31,8 @@ public final class Engine {
     public struct Stats: Sendable {
         public var events = 0
         public var duplicates = 0
+        /// Events refused for passing a bound (``BoundEvent/boundProblem``).
+        public var refused = 0
         public var late = 0
         public var actions = 0
         /// New attributes no rule reads that a user could not keep (``ValueLimits/maxOtherAttributes``).
@@ -100,17 +102,20 @@ public final class Engine {
     let scope = EvalScope()
     /// Stream time, which brings every user's delayed actions due (a user's own events bring that user's due).
     ///
-    /// One device with a wrong clock must not fire other users' timers, so one user alone cannot move it far: it
-    /// follows the latest event time of the two users furthest ahead (``leader`` and ``runnerUp``, distinct users). It
-    /// moves to the leader's time when that is at most ``EngineSettings/clockSkewMs`` past the runner-up's, and
-    /// otherwise only to the runner-up's: a real gap in the stream is crossed by the second user's event after it.
-    /// ``advance(to:)`` moves it to any time.
+    /// One device with a wrong clock must not fire other users' timers, so no one user can move it far: an event at
+    /// most ``EngineSettings/clockSkewMs`` past it moves it to the event's time; an event further ahead moves it only
+    /// once another user's event confirms it, within the skew of it (``ahead``), and then to the later of the two.
+    /// Devices far ahead at different times never confirm one another; a real gap in the stream is crossed by the
+    /// second user's event after it. ``advance(to:)`` moves it to any time.
     @exclusivity(unchecked) public internal(set) var clock: Int64 = Int64.min
-    /// The user furthest ahead in event time, and the furthest ahead of the others (users by the hash of their id).
-    @exclusivity(unchecked) var leader = (time: Int64.min, user: UInt64(0))
-    @exclusivity(unchecked) var runnerUp = (time: Int64.min, user: UInt64(0))
+    /// The latest events further ahead of the clock than the skew, one per user, waiting for another user's to confirm
+    /// them (at most ``maxAhead``, the oldest forgotten first; users by the hash of their id).
+    var ahead: [(time: Int64, user: UInt64)] = []
+    static let maxAhead = 8
+    /// The latest event time seen, whoever sent it.
+    var latestTime = Int64.min
     /// The latest event time seen (whoever sent it): `dry-run --until +7d` counts from it.
-    public var latestEventTime: Int64 { max(leader.time, clock) }
+    public var latestEventTime: Int64 { max(latestTime, clock) }
     /// Due times of pending delayed actions, soonest first (entries of cancelled actions are skipped when popped).
     @exclusivity(unchecked) var timers = Heap<TimerRef>()
     var nextTimerID: UInt64 = 1
@@ -240,6 +245,11 @@ public final class Engine {
         if !out.verdicts.isEmpty { out.verdicts.removeAll(keepingCapacity: true) }
         if !out.goalHits.isEmpty { out.goalHits.removeAll(keepingCapacity: true) }
         totals.events += 1
+        guard e.isWithinBounds else {
+            totals.refused += 1
+            out.status = .refused
+            return
+        }
         // The in-memory store's profile is borrowed from the store for the event (no reference counted); another
         // store's is held, and told of the change.
         if let m = memoryStore {
@@ -258,7 +268,7 @@ public final class Engine {
     private func process(_ e: BoundEvent, profile: UserProfile, user: UInt64, into out: inout EventOutcome) {
         let rs = ruleSet
         // A duplicate changes nothing, time included: its outcome is empty.
-        if let mid = e.messageID, !mid.isEmpty, isDuplicate(profile, mid, e.timestamp) {
+        if let mid = e.messageID, isDuplicate(profile, mid, e.timestamp) {
             totals.duplicates += 1
             out.status = .duplicate
             return
@@ -864,10 +874,19 @@ public final class Engine {
             ]
             scope.invalidateMemo()
         case .set(let attrs):
-            // Every value is computed before any is applied, so `set: {a: …, b: ${user.a}}` reads the old `a`.
-            let values = attrs.map { ($0.slot, $0.name, $0.value.evaluate(scope, field: $0.name, warnings: &w)) }
+            // Every value is computed before any is applied, so `set: {a: …, b: ${user.a}}` reads the old `a`. A value
+            // whose expression failed (it has a warning) or that is too large leaves the attribute as it was.
+            let values = attrs.map { a -> (Int?, String, Value?) in
+                let warned = w.count
+                let v = a.value.evaluate(scope, field: a.name, warnings: &w)
+                return (a.slot, a.name, w.count == warned ? v : nil)
+            }
             var m = ValueMap()
-            for (slot, name, v) in values {
+            for (slot, name, value) in values {
+                guard let v = value else {
+                    w.append("'\(name)' not set: its value failed")
+                    continue
+                }
                 let size = v.byteSize(upTo: ValueLimits.maxAttributeBytes)
                 guard size <= ValueLimits.maxAttributeBytes else {
                     w.append("'\(name)' not set: its value is over \(ValueLimits.maxAttributeBytes) bytes (the limit)")
@@ -961,27 +980,43 @@ public final class Engine {
     }
 
     /// Remembers `messageID`; `true` if it was seen within the dedup window.
+    ///
+    /// The window is measured in the user's time, as far as the stream's clock vouches for it: an id is kept as
+    /// arriving no later than ``clock`` + `clock_skew`, and ids are forgotten once they are a window behind the user's
+    /// time and the stream's clock both. So an event from a device a year ahead neither forgets the user's earlier ids
+    /// at once nor keeps its own for a year. (Before the stream's clock starts, the user's time alone.)
     private func isDuplicate(_ p: UserProfile, _ id: String, _ time: Int64) -> Bool {
         let now = max(time, p.clock)
+        let arrival = clock == Int64.min ? now : min(now, clock &+ ruleSet.settings.clockSkewMs)
+        let horizon = (clock == Int64.min ? now : min(now, clock)) &- ruleSet.settings.dedupWindowMs
         if p.messageIDs == nil { p.messageIDs = MessageIDWindow() }
-        return !p.messageIDs!.insert(ByteHash.hash(id), at: now, forgettingUpTo: now - ruleSet.settings.dedupWindowMs)
+        return !p.messageIDs!.insert(ByteHash.hash(id), at: arrival, forgettingUpTo: horizon)
     }
 
     /// Moves the stream's clock for an event of `user` at `time` (see ``clock``).
     @inline(__always) private func moveClock(_ time: Int64, user: UInt64) {
-        // Nothing changes unless the event is past the runner-up (the common case: a stream in time order moves both).
-        guard time > runnerUp.time else { return }
-        if user == leader.user {
-            if time > leader.time { leader.time = time }
-        } else if time > leader.time {
-            runnerUp = leader
-            leader = (time, user)
-        } else {
-            runnerUp = (time, user)
+        if time > latestTime { latestTime = time }
+        guard time > clock else { return }
+        // The common case: a stream in time order moves the clock a little at each event.
+        if clock != Int64.min && time &- clock <= ruleSet.settings.clockSkewMs {
+            clock = time
+            return
         }
+        moveClockAhead(time, user: user)
+    }
+
+    /// An event further ahead of the clock than the skew (or the first events of a stream): it moves the clock only
+    /// when another user's event within the skew of it confirms it.
+    private func moveClockAhead(_ time: Int64, user: UInt64) {
         let skew = ruleSet.settings.clockSkewMs
-        let to = leader.time <= runnerUp.time &+ skew ? leader.time : runnerUp.time
-        if to > clock { clock = to }
+        if let other = ahead.first(where: { $0.user != user && abs($0.time - time) <= skew }) {
+            clock = max(clock, other.time, time)
+            ahead.removeAll { $0.time - clock <= skew }
+            return
+        }
+        ahead.removeAll { $0.user == user }
+        ahead.append((time, user))
+        if ahead.count > Engine.maxAhead { ahead.removeFirst() }
     }
 }
 

@@ -76,6 +76,7 @@ public final class BoundEvent: @unchecked Sendable {
     public let name: String
     public let userID: String
     public let timestamp: Int64
+    /// The `messageId`, `nil` when there is none or it is empty.
     public let messageID: String?
     /// By ``CompiledRuleSet/propertySlots``, in memory the event owns (read in place: no reference counting).
     let propertySlots: ValueSlots
@@ -115,7 +116,8 @@ public final class BoundEvent: @unchecked Sendable {
         self.name = name
         self.userID = userID
         self.timestamp = timestamp
-        self.messageID = messageID
+        // An empty id is no id: it would make events with nothing in common duplicates, and their actions one id.
+        self.messageID = messageID?.isEmpty == false ? messageID : nil
         self.propertySlots = propertySlots
         self.contextSlots = contextSlots
         self.traits = traits

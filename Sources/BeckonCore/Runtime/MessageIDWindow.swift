@@ -27,9 +27,14 @@ final class MessageIDWindow {
             index?.remove(entries[head].hash)
             head += 1
         }
-        // Compact once half is forgotten: each entry moves at most once on average.
+        // Compact once half is forgotten: each entry moves at most once on average. Memory is given back once the ids
+        // left fill under a quarter of it, so that a burst's memory goes when its ids leave the window.
         if head > 0 && head * 2 >= entries.count {
-            entries.removeFirst(head)
+            if count * 4 < entries.capacity && entries.capacity > 16 {
+                entries = ContiguousArray(entries[head...])
+            } else {
+                entries.removeFirst(head)
+            }
             head = 0
         }
         if let index {
@@ -37,7 +42,8 @@ final class MessageIDWindow {
         } else {
             for k in head..<entries.count where entries[k].hash == hash { return false }
         }
-        entries.append((hash, time))
+        // Arrival times never decrease (a caller's guarded time may, at a stream's start).
+        entries.append((hash, max(time, entries.last?.time ?? time)))
         if index != nil {
             index!.insert(hash)
             if count < MessageIDWindow.indexThreshold / 2 { index = nil }

@@ -155,6 +155,7 @@ public final class UserProfile {
         n += attributes.count * valueStride + context.count * valueStride
         n += history.byteCount + Int(recordCapacity) * MemoryLayout<RuleRecord>.stride
         n += (messageIDs?.bytes ?? 0) + inbox.count * 96 + (extras == nil ? 0 : 96)
+        for q in sequences { n += 48 + q.key.utf8.count + q.best.count * 8 }
         return n
     }
 }

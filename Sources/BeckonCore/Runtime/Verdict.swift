@@ -198,7 +198,9 @@ public struct GoalHit: Sendable {
 
 /// What processing one event did.
 public struct EventOutcome: Sendable {
-    public enum Status: Sendable { case processed, duplicate }
+    /// `duplicate`: a `messageId` the user sent within the dedup window; `refused`: the event passes a bound of
+    /// docs/reference/limits.md (``BoundEvent/boundProblem`` says which). Neither changes anything.
+    public enum Status: Sendable { case processed, duplicate, refused }
     public var status: Status
     /// The event's time was before something already processed for its user (see docs/events.md).
     public var late: Bool
