@@ -53,8 +53,11 @@ public enum DryRunRunner {
         }
         if feed.reportStop(console) { return 1 }
         if let until = o.until {
-            guard let end = untilTime(until, last: engine.latestEventTime) else {
-                console.err("error: --until expects a timestamp like 2026-03-31T00:00:00Z or +7d, found '\(until)'\n")
+            let end: Int64
+            switch untilTime(until, last: engine.latestEventTime) {
+            case .success(let t): end = t
+            case .failure(let p):
+                console.err("error: --until: \(p.message)\n")
                 return 64
             }
             let outcome = engine.advance(to: end)
@@ -112,14 +115,30 @@ final class TablePrinter {
 }
 
 extension DryRunRunner {
-    /// `--until`: an RFC 3339 time, or `+DURATION` after the last event's time.
-    static func untilTime(_ text: String, last: Int64) -> Int64? {
+    /// Why a `--until` (or a test's `until`) cannot be used, in words for the command line.
+    struct UntilProblem: Error {
+        var message: String
+    }
+
+    /// `--until`: an RFC 3339 time, or `+DURATION` after the last event's time (`last`, `Int64.min` when none).
+    static func untilTime(_ text: String, last: Int64) -> Result<Int64, UntilProblem> {
         if text.hasPrefix("+") {
-            guard let ms = DSLDuration.parse(String(text.dropFirst())), last != Int64.min else { return nil }
-            let (end, overflow) = last.addingReportingOverflow(ms)
-            return overflow ? nil : end
+            let d = String(text.dropFirst())
+            switch DSLDuration.read(d) {
+            case .invalid: return .failure(UntilProblem(message: "'\(d)' is not a duration like 7d or 1h30m"))
+            case .tooLong: return .failure(UntilProblem(message: DSLDuration.tooLongMessage(d)))
+            case .milliseconds(let ms):
+                guard last != Int64.min else {
+                    return .failure(UntilProblem(message: "'\(text)' counts from the last event, and there is none"))
+                }
+                let (end, overflow) = last.addingReportingOverflow(ms)
+                return overflow ? .failure(UntilProblem(message: "'\(text)' is past the year 9999")) : .success(end)
+            }
         }
-        return Timestamp.parse(text)?.milliseconds
+        if let t = Timestamp.parse(text) { return .success(t.milliseconds) }
+        if let why = Timestamp.offsetProblem(text) { return .failure(UntilProblem(message: "'\(text)': \(why)")) }
+        return .failure(
+            UntilProblem(message: "expects a time like 2026-03-31T00:00:00Z or +DURATION like +7d, found '\(text)'"))
     }
 
     /// A one-line description of an action's own fields.

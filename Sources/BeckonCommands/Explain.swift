@@ -105,13 +105,15 @@ public enum ExplainRunner {
         feed.run(decoder: SegmentDecoder(ruleSet: ruleSet), badLines: .skip, console: console) {
             tracer.feed($0)
         }
+        if feed.reportReadError(console) { return 1 }
         var end = tracer.streamEnd
         if let u = o.until {
-            guard let t = DryRunRunner.untilTime(u, last: tracer.streamEnd) else {
-                console.err("error: --until expects a timestamp or +DURATION, found '\(u)'\n")
+            switch DryRunRunner.untilTime(u, last: tracer.streamEnd) {
+            case .success(let t): end = max(end, t)
+            case .failure(let p):
+                console.err("error: --until: \(p.message)\n")
                 return 64
             }
-            end = max(end, t)
         }
         tracer.finish(at: end)
         let steps = tracer.steps

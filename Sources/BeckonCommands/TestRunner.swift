@@ -97,12 +97,11 @@ public enum TestRunner {
         let expectNone = c.expectNone.compactMap { Expectation.parse($0, ruleSet: ruleSet, into: &problems) }
         var end = stream.events.map(\.timestamp).max() ?? Int64.min
         if let u = c.until {
-            if let t = DryRunRunner.untilTime(u.value, last: end) {
-                end = max(end, t)
-            } else {
+            switch DryRunRunner.untilTime(u.value, last: end) {
+            case .success(let t): end = max(end, t)
+            case .failure(let p):
                 problems.error(
-                    .wrongType, "'until' expects a timestamp or +DURATION, found '\(u.value)'", at: u.location,
-                    suggestion: "write it like 2026-03-08T00:00:00Z or +7d")
+                    .wrongType, "'until' \(p.message)", at: u.location, suggestion: "write it like 2026-03-08T00:00:00Z or +7d")
             }
         }
         if problems.hasErrors {

@@ -96,6 +96,22 @@ struct EventFileTests {
         return (status, console)
     }
 
+    /// A file that cannot be read to its end (here a folder: open succeeds, read fails) is an error, not an empty
+    /// stream: dry-run, explain and report fail and say why.
+    @Test func aReadErrorFailsTheCommand() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("beckon-readerr-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try Self.rules.write(to: dir.appendingPathComponent("rules.yaml"), atomically: true, encoding: .utf8)
+        let rules = [dir.appendingPathComponent("rules.yaml").path]
+        let dry = StringConsole()
+        #expect(DryRunRunner.run(.init(paths: rules, events: dir.path), console: dry) == 1)
+        #expect(dry.stderr.contains("reading stopped after line 0: Is a directory"), "\(dry.stderr)")
+        let report = StringConsole()
+        #expect(ReportRunner.run(.init(paths: rules, events: dir.path), console: report) == 1)
+        #expect(report.stderr.contains("Is a directory"), "\(report.stderr)")
+    }
+
     func event(_ user: String, _ time: String, id: String? = nil) -> String {
         #"{"type":"track","event":"Opened","userId":"\#(user)","timestamp":"\#(time)""#
             + (id.map { #","messageId":"\#($0)""# } ?? "")
@@ -142,9 +158,17 @@ struct EventFileTests {
         #expect(console.stderr.contains("events.jsonl:2:1: bad event: missing 'userId'"))
     }
 
-    @Test func aHugeUntilIsAnErrorNotACrash() throws {
-        let (status, console) = try run(Array(event("u1", "2026-03-01T09:00:00Z").utf8), until: "+9223372036854775807ms")
+    /// A `--until` that cannot be used exits 64 and says why: too long, not a duration, an offset out of range.
+    @Test(arguments: [
+        ("+9223372036854775807ms", "error: --until: '9223372036854775807ms' is longer than the longest duration"),
+        ("+300000000w", "error: --until: '300000000w' is longer than the longest duration a rule file may use, 100 years"),
+        ("+7x", "error: --until: '7x' is not a duration like 7d or 1h30m"),
+        ("2026-03-31T00:00:00+99:99", "error: --until: '2026-03-31T00:00:00+99:99': "),
+        ("tomorrow", "error: --until: expects a time like 2026-03-31T00:00:00Z or +DURATION like +7d, found 'tomorrow'"),
+    ])
+    func aHugeUntilIsAnErrorNotACrash(_ until: String, _ message: String) throws {
+        let (status, console) = try run(Array(event("u1", "2026-03-01T09:00:00Z").utf8), until: until)
         #expect(status == 64)
-        #expect(console.stderr.contains("--until"))
+        #expect(console.stderr.contains(message), "\(console.stderr)")
     }
 }

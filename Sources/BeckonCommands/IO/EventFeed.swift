@@ -27,8 +27,17 @@ struct EventFeed {
 
     var displayName: String { path == "-" ? "<stdin>" : path }
 
-    /// When the feed stopped at a bad line, says so on standard error (the command then fails).
+    /// When the file could not be read to its end, says so on standard error (the command then fails).
+    func reportReadError(_ console: any Console) -> Bool {
+        guard let error = reader.readError else { return false }
+        console.err(Terminal.safe("error: \(displayName): reading stopped after line \(reader.lineNumber): \(error)") + "\n")
+        return true
+    }
+
+    /// When the feed stopped at a bad line, or could not read the file to its end, says so on standard error (the
+    /// command then fails).
     func reportStop(_ console: any Console) -> Bool {
+        if reportReadError(console) { return true }
         guard let stoppedAt else { return false }
         console.err(stoppedAt)
         console.err("stopped at the first bad line; use --keep-going to skip bad lines and count them\n")

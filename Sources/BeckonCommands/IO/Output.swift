@@ -93,6 +93,8 @@ public final class LineReader {
     /// 1-based number of the line last returned.
     public private(set) var lineNumber = 0
     public private(set) var bytesRead = 0
+    /// Why reading stopped before the end of the file, if it did (the lines before it were read).
+    public private(set) var readError: String?
 
     public init?(path: String, chunkSize: Int = 1 << 20, maxLineBytes: Int = SegmentDecoder.maxLineBytes) {
         if path == "-" {
@@ -104,7 +106,7 @@ public final class LineReader {
             ownsFD = true
         }
         self.maxLineBytes = maxLineBytes
-        buffer = .allocate(capacity: max(chunkSize, 16))
+        buffer = .allocate(capacity: max(chunkSize, 1))
     }
 
     deinit {
@@ -214,8 +216,10 @@ public final class LineReader {
             buffer.deallocate()
             buffer = bigger
         }
-        let n = read(fd, buffer.baseAddress! + end, buffer.count - end)
+        var n = read(fd, buffer.baseAddress! + end, buffer.count - end)
+        while n < 0 && errno == EINTR { n = read(fd, buffer.baseAddress! + end, buffer.count - end) }
         if n <= 0 {
+            if n < 0 { readError = String(cString: strerror(errno)) }
             eof = true
         } else {
             end += n

@@ -36,14 +36,16 @@ public enum ReportRunner {
         feed.run(decoder: SegmentDecoder(ruleSet: ruleSet), badLines: .skip, console: console) {
             builder.process($0)
         }
+        if feed.reportReadError(console) { return 1 }
         let bad = feed.badLines
         var end = builder.last
         if let u = o.until {
-            guard let t = DryRunRunner.untilTime(u, last: builder.last ?? Int64.min) else {
-                console.err("error: --until expects a timestamp or +DURATION, found '\(u)'\n")
+            switch DryRunRunner.untilTime(u, last: builder.last ?? Int64.min) {
+            case .success(let t): end = max(end ?? t, t)
+            case .failure(let p):
+                console.err("error: --until: \(p.message)\n")
                 return 64
             }
-            end = max(end ?? t, t)
         }
         if let end { builder.finish(at: end) }
         let report = builder.report(paths: o.paths, eventsFile: o.events, badLines: bad, end: end)
