@@ -78,7 +78,12 @@ extension ReferenceDocs {
                 ]
             ),
             (
-                "Event lines", "A line beyond a bound is a bad line, reported as FILE:LINE:COLUMN (see [events](../events.md)).",
+                "Event lines",
+                """
+                A line beyond a bound is a bad line, reported as FILE:LINE:COLUMN (see [events](../events.md)). An event \
+                a library user builds is held to the same bounds: `Engine.process` refuses it (status `refused`, \
+                `BoundEvent.boundProblem` says why) and nothing changes.
+                """,
                 [
                     Limit(
                         what: "an event line", limit: bytes(SegmentDecoder.maxLineBytes),
@@ -91,7 +96,7 @@ extension ReferenceDocs {
                         what: "JSON nesting in a line", limit: levels(SegmentDecoder.maxDepth), beyond: "a bad line",
                         tests: ["SegmentDecoderTests.deepNestingIsRejected"]),
                     Limit(
-                        what: "a user id, anonymous id, `messageId`, event or screen name",
+                        what: "a user id, anonymous id, `messageId`, event, screen or trait name",
                         limit: bytes(SegmentDecoder.maxIDBytes),
                         beyond: "a bad line (an id is never cut, which could merge two users)",
                         tests: ["HostileLineTests.idsAndNamesHaveALimit"]),
@@ -102,15 +107,26 @@ extension ReferenceDocs {
                     Limit(
                         what: "a trait's value in an `identify` line", limit: bytes(ValueLimits.maxAttributeBytes),
                         beyond: "a bad line", tests: ["HostileLineTests.aTraitOverTheAttributeLimitIsABadLine"]),
+                    Limit(
+                        what: "any of the above in an event built in code", limit: "as above",
+                        beyond: "status `refused`; the event changes nothing",
+                        tests: ["LibraryEventBoundTests.eventsOutsideTheBoundsAreRefused"]),
                 ]
             ),
             (
-                "Per user", "What one user's state may hold, whatever the stream.",
+                "Per user",
+                """
+                What one user's state may hold. (A user's history keeps their events for the longest window a rule \
+                reads, so it grows with their events within that window.)
+                """,
                 [
                     Limit(
                         what: "an attribute's value written by a `set` action", limit: bytes(ValueLimits.maxAttributeBytes),
-                        beyond: "the `set` is not applied; the action's warning says why",
-                        tests: ["ValueBoundTests.aSetThatWouldGrowPastTheLimitIsRefusedWithAWarning"]),
+                        beyond: "the attribute is left as it was (so is it when the value fails); the action's warning says why",
+                        tests: [
+                            "ValueBoundTests.aSetThatWouldGrowPastTheLimitIsRefusedWithAWarning",
+                            "LibraryEventBoundTests.aSetThatFailsLeavesTheAttribute",
+                        ]),
                     Limit(
                         what: "attributes that no loaded rule reads", limit: number(ValueLimits.maxOtherAttributes),
                         beyond: "further new names are not kept, and counted (`attributesNotKept` in the engine's stats)",
@@ -118,17 +134,22 @@ extension ReferenceDocs {
                     Limit(
                         what: "`messageId`s remembered for de-duplication",
                         limit: "every id within `dedup_window` (default \(days(settings.dedupWindowMs))): 16 bytes each",
-                        beyond: "an id older than the window is forgotten; every duplicate within it is processed once",
+                        beyond: """
+                            an id older than the window is forgotten (when the user's next id arrives); every duplicate \
+                            within it is dropped
+                            """,
                         tests: [
                             "DuplicateTests.everyDuplicateWithinTheWindowIsCaughtWhateverTheCount",
                             "DuplicateTests.idsAreForgottenAfterTheWindowAndMemoryFollowsTheWindow",
+                            "DuplicateTests.aBurstsMemoryGoesWithItsIDs",
                         ]),
                     Limit(
-                        what: "how far one user's events may move the stream's clock ahead of the other users'",
+                        what: "how far one event may move the stream's clock unless another user's event confirms it",
                         limit: "`clock_skew` (default \(days(settings.clockSkewMs)))",
                         beyond: "the event is processed at its own time but brings no other user's delayed action due",
                         tests: [
                             "ClockSkewTests.oneDeviceSetToNextYearFiresNoOtherUsersTimer",
+                            "ClockSkewTests.devicesFarAheadAtDifferentTimesDoNotMoveTheClock",
                             "ClockSkewTests.theBoundIsASetting",
                         ]),
                     Limit(
@@ -138,6 +159,10 @@ extension ReferenceDocs {
                     Limit(
                         what: "correlation keys one `sequence` rule follows", limit: number(Engine.maxSequenceKeys),
                         beyond: "the stalest key is forgotten", tests: ["BoundTests.sequenceKeysPerUserStopAtThirtyTwo"]),
+                    Limit(
+                        what: "a correlation value a sequence keeps as written", limit: bytes(Engine.maxSequenceKeyBytes),
+                        beyond: "kept by its 64-bit hash",
+                        tests: ["LibraryEventBoundTests.longCorrelationValuesAreKeptByTheirHash"]),
                 ]
             ),
             (
@@ -148,13 +173,23 @@ extension ReferenceDocs {
                         beyond: "verdict `cascade_limit` for the rules of the next round",
                         tests: ["TriggerTests.cascadesStopAtTheDepthLimit"]),
                     Limit(
-                        what: "comprehension steps (`exists`, `all`, `exists_one`, `map`, `filter`), all rules together",
+                        what: """
+                            steps, all rules together: each comprehension iteration (`exists`, `all`, `exists_one`, \
+                            `map`, `filter`) is one; each `matches` call is its bound of work (pattern instructions × \
+                            characters) ÷ \(ValueLimits.matchWorkPerStep), charged before it runs
+                            """,
                         limit: number(ValueLimits.maxSteps),
                         beyond: "the expression's value is an error: a condition is false, a field is null with a warning",
-                        tests: ["ValueBoundTests.nestedComprehensionsStopAtTheStepBudget"]),
+                        tests: [
+                            "ValueBoundTests.nestedComprehensionsStopAtTheStepBudget",
+                            "BoundTests.matchesIsChargedToTheStepBudget",
+                        ]),
                     Limit(
-                        what: "a string, list or action field an expression builds", limit: bytes(ValueLimits.maxBuiltBytes),
+                        what: "a string or action field an expression builds", limit: bytes(ValueLimits.maxBuiltBytes),
                         beyond: "the expression's value is an error", tests: ["ValueBoundTests.builtStringsStopAtTheLimit"]),
+                    Limit(
+                        what: "a list `+` builds", limit: "\(number(ValueLimits.maxBuiltListMembers)) members",
+                        beyond: "the expression's value is an error", tests: ["BoundTests.builtListsHaveALimit"]),
                     Limit(
                         what: "an explanation (`explain`, `dry-run --explain`)",
                         limit: "\(ExprTrace.maxEntries) values, each shown in \(ExprTrace.maxValueText) characters",
@@ -164,7 +199,8 @@ extension ReferenceDocs {
             (
                 "Regular expressions (`matches`)",
                 """
-                RE2 syntax, matched in linear time: at most (instructions + 1) × (characters + 1) steps. A pattern is \
+                RE2 syntax, matched in linear time: at most (instructions + 1) × (characters + 1) steps, charged to the \
+                event's step budget (above). A pattern is \
                 compiled once (a rule's literal when the rules load; one from event data when first seen); one beyond a bound is \
                 refused with an error naming the construct and its position (from event data, `matches` is an error).
                 """,

@@ -58,6 +58,38 @@ struct BoundTests {
         }
     }
 
+    /// `matches` is charged its bound of work (instructions × characters ÷ 64) to the event's step budget before it
+    /// runs: a large pattern over a long text is an error, not seconds of matching.
+    @Test func matchesIsChargedToTheStepBudget() {
+        let long = Value.string(String(repeating: "a", count: 1 << 20))
+        guard case .error(let e) = eval("s.matches('[a-z]{1000}b')", ["s": long]) else {
+            Issue.record("a 1,000-instruction pattern over 1 MiB ran")
+            return
+        }
+        #expect(e.message.contains("steps"), "\(e.message)")
+        guard case .bool(false) = eval("s.matches('[a-z]{1000}b')", ["s": .string("abc")]),
+            case .bool(false) = eval("s.matches('ab')", ["s": long])
+        else {
+            Issue.record("a short text, or a literal pattern over a long one, was refused")
+            return
+        }
+    }
+
+    /// A list `+` builds has at most `ValueLimits.maxBuiltListMembers` members.
+    @Test func builtListsHaveALimit() {
+        let xs = Value.list(Array(repeating: .int(1), count: ValueLimits.maxBuiltListMembers / 2 + 1))
+        guard case .error(let e) = eval("xs + xs", ["xs": xs]) else {
+            Issue.record("built")
+            return
+        }
+        #expect(e.message.contains("members"), "\(e.message)")
+        guard case .list(let ys) = eval("xs + [1]", ["xs": xs]) else {
+            Issue.record("refused below the limit")
+            return
+        }
+        #expect(ys.count == ValueLimits.maxBuiltListMembers / 2 + 2)
+    }
+
     /// An expression is at most 16,384 characters: one longer is refused as `limit_exceeded`, before it is parsed.
     @Test func expressionsHaveALengthLimit() throws {
         let terms = (0..<3_000).map { "x == \($0)" }

@@ -398,7 +398,7 @@ public final class ExprCompiler {
                 throw ExprProblem(err.message, (target != nil ? args[0] : args[1]).span, id: "invalid_regex")
             }
         }
-        let n = CompiledNode(type: resultType, eval: makeCall(decl.impl, nodes))
+        let n = CompiledNode(type: resultType, eval: fn == "matches" ? makeMatches(nodes) : makeCall(decl.impl, nodes))
         var folded = decl.pure ? fold(n, nodes, span) : n
         if !tracing && folded.constant == nil { folded.predicate = Predicate.comparison(fn, nodes) }
         if ExprCompiler.operatorNames[fn] != nil && !["_<_", "_<=_", "_>_", "_>=_", "_==_", "_!=_", "@in"].contains(fn) {
@@ -423,6 +423,23 @@ public final class ExprCompiler {
             return { s in f(evals.map { $0(s) }) }
         default:
             return { _ in .error(.noSuchOverload) }
+        }
+    }
+
+    /// `matches`, whose work is charged to the event's step budget (``RegexBox/steps(for:)``) before it runs.
+    private func makeMatches(_ nodes: [CompiledNode]) -> Eval {
+        guard nodes.count == 2 else { return { _ in .error(.noSuchOverload) } }
+        let a = nodes[0].eval
+        let b = nodes[1].eval
+        return { s in
+            StringFunctions.stringPair(a(s), b(s)) { text, pattern in
+                switch RegexBox.compile(pattern) {
+                case .failure(let e): return .error(e)
+                case .success(let r):
+                    guard s.charge(r.steps(for: text)) else { return .error(ValueLimits.stepsSpent) }
+                    return .bool(r.matches(text))
+                }
+            }
         }
     }
 

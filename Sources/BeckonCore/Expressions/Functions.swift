@@ -57,7 +57,7 @@ enum Arithmetic {
             if x.count + y.count > ValueLimits.maxBuiltBytes { return .error(ValueLimits.builtTooLarge) }
             return .bytes(x + y)
         case (.list(let x), .list(let y)):
-            if x.count + y.count > ValueLimits.maxBuiltBytes / 8 { return .error(ValueLimits.builtTooLarge) }
+            if x.count + y.count > ValueLimits.maxBuiltListMembers { return .error(ValueLimits.builtListTooLong) }
             return .list(x + y)
         case (.timestamp(let t), .duration(let d)), (.duration(let d), .timestamp(let t)):
             do { return .timestamp(try Timestamp(seconds: t.seconds &+ d.seconds, nanos: t.nanos &+ d.nanos)) } catch {

@@ -7,7 +7,8 @@ public final class EvalScope {
     public var bindings: [String: Value] = [:]
     /// When set, compiled-with-tracing expressions record each sub-expression's value here.
     public var trace: ExprTrace?
-    /// Comprehension iterations for the event under way (``ValueLimits/maxSteps``): the engine zeroes it per event.
+    /// Steps taken by the event under way (``ValueLimits/maxSteps``): comprehension iterations and `matches` work. The
+    /// engine zeroes it per event.
     var steps = 0
 
     // Runtime state, set by the engine before evaluating. Unowned: the engine sets them for the length of a call that
@@ -40,6 +41,12 @@ public final class EvalScope {
     /// Counts one comprehension iteration; `false` once the event has taken ``ValueLimits/maxSteps``.
     @inline(__always) func step() -> Bool {
         steps &+= 1
+        return steps <= ValueLimits.maxSteps
+    }
+
+    /// Counts `n` steps at once (a `matches` call's work); `false` once the event has taken ``ValueLimits/maxSteps``.
+    @inline(__always) func charge(_ n: Int) -> Bool {
+        steps &+= n
         return steps <= ValueLimits.maxSteps
     }
 

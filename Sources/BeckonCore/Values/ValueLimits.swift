@@ -7,16 +7,23 @@ public enum ValueLimits {
     public static let maxAttributeBytes = 64 << 10
     /// Attributes no loaded rule reads, kept per user: further new names are not kept (counted in ``Engine/Stats``).
     public static let maxOtherAttributes = 256
-    /// A string an expression builds (`+`, `replace`, `join`), a list it concatenates, or a value it writes into an
-    /// action field is at most this many bytes; beyond it the expression's value is an error.
+    /// A string an expression builds (`+`, `replace`, `join`) or a value it writes into an action field is at most
+    /// this many bytes, and a list it concatenates at most ``maxBuiltListMembers`` members; beyond it the
+    /// expression's value is an error.
     public static let maxBuiltBytes = 1 << 20
-    /// Comprehension iterations (`exists`, `all`, `exists_one`, `map`, `filter`) for one event, all its rules'
-    /// expressions together (a delayed action coming due counts as its own): beyond it, an expression's value is an
-    /// error.
+    /// Members of a list `+` builds (a member is counted as the 8-byte reference it is: members share their values).
+    public static let maxBuiltListMembers = maxBuiltBytes / 8
+    /// Steps one event may take, all its rules' expressions together (a delayed action coming due counts as its own):
+    /// each comprehension iteration (`exists`, `all`, `exists_one`, `map`, `filter`) is one, and each `matches` call
+    /// is its bound of work divided by ``matchWorkPerStep``, charged before it runs. Beyond it, an expression's value
+    /// is an error.
     public static let maxSteps = 1_000_000
+    /// Matcher steps (an instruction at a character) per budget step: 1,000,000 steps are 64,000,000 matcher steps.
+    public static let matchWorkPerStep = 64
 
     static let builtTooLarge = EvalError("the value built is larger than \(maxBuiltBytes) bytes (the limit)")
-    static let stepsSpent = EvalError("the expression took more than \(maxSteps) steps (the limit)")
+    static let builtListTooLong = EvalError("the list built has more than \(maxBuiltListMembers) members (the limit)")
+    static let stepsSpent = EvalError("the event's expressions took more than \(maxSteps) steps (the limit)")
 }
 
 extension Value {

@@ -26,6 +26,14 @@ final class RegexBox: Sendable {
         return .success(box)
     }
 
+    /// The budget steps (``ValueLimits/maxSteps``) matching `text` takes at most: the matcher's own bound,
+    /// (instructions + 1) × (scalars + 1), one step per ``ValueLimits/matchWorkPerStep``.
+    func steps(for text: String) -> Int {
+        let perScalar = program.literal != nil ? 1 : program.instructions.count + 1
+        let work = perScalar * (text.unicodeScalars.count + 1)
+        return (work + ValueLimits.matchWorkPerStep - 1) / ValueLimits.matchWorkPerStep
+    }
+
     /// Whether the pattern matches anywhere in `s`.
     func matches(_ s: String) -> Bool { program.matches(s) }
 
