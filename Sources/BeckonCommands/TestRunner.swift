@@ -383,6 +383,12 @@ struct StreamBuilder {
             }
             return true
         }
+        if let error = reader.readError {
+            diagnostics.append(
+                .error(
+                    .unreadableFile, "events file '\(path)': reading stopped after line \(reader.lineNumber): \(error)",
+                    at: f.location))
+        }
     }
 
     /// One inline item: shorthand (`{ user, event, at }`) or a Segment object (it has `type`).

@@ -25,10 +25,29 @@ struct FuzzRegressionTests {
         data.withUnsafeBytes { target.run($0.bindMemory(to: UInt8.self)) }
     }
 
-    /// The shipped files, as the fuzzers' seeds, run through every target.
+    /// The fuzzers' seeds of each kind (scripts/fuzz.sh): every shipped rule file through the rules target, every
+    /// sample stream through the events target, every cel-spec file through the textproto target; and one rule file
+    /// through all four, as input of the wrong kind.
     @Test func seedsRun() throws {
-        let rules = try String(
-            contentsOf: Self.root.appendingPathComponent("../../rules/stampbook/welcome.yaml"), encoding: .utf8)
-        for t in FuzzEntry.targets { Array(rules.utf8).withUnsafeBufferPointer { t.run($0) } }
+        let repo = Self.root.deletingLastPathComponent().deletingLastPathComponent()
+        func files(_ dir: String, _ ext: String) -> [URL] {
+            let base = repo.appendingPathComponent(dir)
+            let all = FileManager.default.enumerator(at: base, includingPropertiesForKeys: nil)?.allObjects as? [URL] ?? []
+            return all.filter { $0.pathExtension == ext }.sorted { $0.path < $1.path }
+        }
+        let kinds: [(String, [URL])] = [
+            ("rules", files("rules", "yaml") + files("campaigns", "yaml")), ("events", files("samples", "jsonl")),
+            ("textproto", files("Tests/Conformance/cel-spec", "textproto")),
+        ]
+        for (name, urls) in kinds {
+            let target = try #require(FuzzEntry.targets.first { $0.name == name })
+            #expect(urls.count >= 5, "\(name): \(urls.count) seeds")
+            for url in urls {
+                let data = try Data(contentsOf: url)
+                data.withUnsafeBytes { target.run($0.bindMemory(to: UInt8.self)) }
+            }
+        }
+        let rules = try Data(contentsOf: files("rules", "yaml")[0])
+        for t in FuzzEntry.targets { rules.withUnsafeBytes { t.run($0.bindMemory(to: UInt8.self)) } }
     }
 }

@@ -5,7 +5,7 @@ extension BoundEvent {
     /// checks them again for events a library user builds (``Engine/process(_:)-(Event)`` refuses such an event).
     public var boundProblem: String? {
         if timestamp < 0 || timestamp >= SegmentDecoder.maxTimeMs {
-            return "the time (\(timestamp) ms since 1970) is outside 1970 to 2527"
+            return "the time (\(timestamp) ms since 1970) is outside 1970 to \(SegmentDecoder.lastYear)"
         }
         for (what, text) in [("user id", userID), ("name", name), ("messageId", messageID ?? "")]
         where text.utf8.count > SegmentDecoder.maxIDBytes {

@@ -136,7 +136,8 @@ public struct SegmentDecoder {
                             throw DecodeError("'\(key)' '\(t)': \(why)", column: start + 1)
                         }
                         throw DecodeError(
-                            "'\(key)' is not an ISO-8601 time between 1970 and 2527: '\(t)'", column: start + 1)
+                            "'\(key)' is not an ISO-8601 time between 1970 and \(SegmentDecoder.lastYear): '\(t)'",
+                            column: start + 1)
                     }
                     ms = parsed
                 }
@@ -232,6 +233,8 @@ public struct SegmentDecoder {
 
     /// Times are 1970 to 2527 (44-bit milliseconds).
     public static let maxTimeMs: Int64 = 17_592_186_044_000
+    /// The last year an event's time may be in (2527), for messages.
+    public static let lastYear = Int(Timestamp(milliseconds: maxTimeMs).description.prefix(4))!
 
     /// RFC 3339 / ISO-8601 to ms since 1970; a number is taken as seconds (fractional allowed) since 1970.
     static func parseTime(_ s: String) -> Int64? {
@@ -260,7 +263,8 @@ struct EventTimes {
         guard let sent, let received else { return device }
         let corrected = device + (received - sent)
         guard corrected >= 0, corrected < SegmentDecoder.maxTimeMs else {
-            throw DecodeError("the time corrected by receivedAt − sentAt falls outside 1970 to 2527", column: column)
+            throw DecodeError(
+                "the time corrected by receivedAt − sentAt falls outside 1970 to \(SegmentDecoder.lastYear)", column: column)
         }
         return corrected
     }
