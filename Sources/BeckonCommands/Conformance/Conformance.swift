@@ -156,20 +156,27 @@ public enum ConformanceRunner {
         // Message literals: an identifier followed by '{'.
         let scalars = Array(e.unicodeScalars)
         var inString: Unicode.Scalar?
+        var escaped = false
+        func isWordScalar(_ c: Unicode.Scalar) -> Bool { c.properties.isAlphabetic || c == "_" || ("0"..."9").contains(c) }
         for (i, c) in scalars.enumerated() {
             if let q = inString {
-                if c == "\\" { continue }
-                if c == q { inString = nil }
+                if escaped {
+                    escaped = false
+                } else if c == "\\" {
+                    escaped = true
+                } else if c == q {
+                    inString = nil
+                }
                 continue
             }
             if c == "\"" || c == "'" { inString = c; continue }
             if c == "{" {
                 var j = i - 1
                 while j >= 0 && scalars[j] == " " { j -= 1 }
-                if j >= 0, scalars[j].properties.isAlphabetic || scalars[j] == "_" || ("0"..."9").contains(scalars[j]) {
+                if j >= 0, isWordScalar(scalars[j]) {
                     // `in {`, `? {` and `: {` are maps, not messages.
                     var k = j
-                    while k >= 0 && (scalars[k].properties.isAlphabetic || scalars[k] == "_" || scalars[k] == ".") { k -= 1 }
+                    while k >= 0 && (isWordScalar(scalars[k]) || scalars[k] == ".") { k -= 1 }
                     let word = String(String.UnicodeScalarView(scalars[(k + 1)...j]))
                     if word != "in" && !word.allSatisfy(\.isNumber) { return "protobuf message literals" }
                 }
