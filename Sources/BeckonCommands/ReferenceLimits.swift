@@ -217,6 +217,11 @@ extension ReferenceDocs {
                     Limit(
                         what: "scalar ranges of all of a pattern's classes", limit: number(RegexLimits.maxClassRanges),
                         beyond: "the pattern is refused", tests: ["BoundTests.regexClassRangesHaveALimit"]),
+                    Limit(
+                        what: "compiled patterns kept for reuse (all rules and events together)",
+                        limit: "\(number(RegexLimits.cacheEntries)) patterns or \(bytes(RegexLimits.cacheBytes))",
+                        beyond: "the cache is emptied; patterns compile again when next used",
+                        tests: ["BoundTests.theRegexCacheIsBoundedInBytes"]),
                 ]
             ),
             (

@@ -1,3 +1,4 @@
+import Synchronization
 import Testing
 
 @testable import BeckonCore
@@ -88,6 +89,30 @@ struct BoundTests {
             return
         }
         #expect(ys.count == ValueLimits.maxBuiltListMembers / 2 + 2)
+    }
+
+    /// Compiled patterns are kept up to a count and a size: large patterns (from event data, say) never hold more
+    /// than `RegexLimits.cacheBytes`; the cache is emptied instead.
+    @Test func theRegexCacheIsBoundedInBytes() throws {
+        var emptied = false
+        var last = 0
+        for p in 0..<60 {
+            // Distinct patterns of 80,000 ranges each (scalars two apart): over 600 KB compiled.
+            var s = "["
+            for k in 0..<80_000 { s.unicodeScalars.append(Unicode.Scalar(0x1_0000 + 2 * k + p)!) }
+            _ = RegexBox.compile(s + "]")
+            let (count, bytes) = RegexBox.cache.withLock { c in
+                (
+                    c.boxes.count,
+                    c.bytes == c.boxes.reduce(0) { $0 + $1.value.program.byteCost + $1.key.utf8.count } ? c.bytes : -1
+                )
+            }
+            #expect(bytes >= 0, "the cache's byte count is off")
+            #expect(count <= RegexLimits.cacheEntries && bytes <= RegexLimits.cacheBytes)
+            if count < last { emptied = true }
+            last = count
+        }
+        #expect(emptied)
     }
 
     /// An expression is at most 16,384 characters: one longer is refused as `limit_exceeded`, before it is parsed.

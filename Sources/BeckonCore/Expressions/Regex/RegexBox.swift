@@ -9,19 +9,23 @@ final class RegexBox: Sendable {
 
     init(_ program: RegexProgram) { self.program = program }
 
-    static let cache = Mutex<[String: RegexBox]>([:])
+    /// Compiled patterns by their text, with the bytes they hold: emptied when it would pass
+    /// ``RegexLimits/cacheEntries`` entries or ``RegexLimits/cacheBytes`` bytes (patterns can come from event data).
+    static let cache = Mutex<(boxes: [String: RegexBox], bytes: Int)>(([:], 0))
 
     static func compile(_ pattern: String) -> Result<RegexBox, EvalError> {
-        if let hit = cache.withLock({ $0[pattern] }) { return .success(hit) }
+        if let hit = cache.withLock({ $0.boxes[pattern] }) { return .success(hit) }
         let box: RegexBox
         do throws(RegexError) {
             box = RegexBox(try RegexProgram(pattern))
         } catch {
             return .failure(EvalError("invalid regular expression '\(pattern)': \(error.message)"))
         }
+        let bytes = box.program.byteCost + pattern.utf8.count
         cache.withLock { c in
-            if c.count > 1024 { c.removeAll() }
-            c[pattern] = box
+            if c.boxes.count >= RegexLimits.cacheEntries || c.bytes + bytes > RegexLimits.cacheBytes { c = ([:], 0) }
+            c.boxes[pattern] = box
+            c.bytes += bytes
         }
         return .success(box)
     }

@@ -94,4 +94,8 @@ public enum RegexLimits {
     public static let maxInstructions = 10_000
     /// Scalar ranges held by all of a pattern's distinct classes together.
     public static let maxClassRanges = 100_000
+    /// Compiled patterns kept for reuse, all evaluations together: at most this many, holding at most
+    /// ``cacheBytes``; past either, the cache is emptied and patterns compile again when next used.
+    public static let cacheEntries = 1024
+    public static let cacheBytes = 32 << 20
 }

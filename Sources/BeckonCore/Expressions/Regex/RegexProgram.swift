@@ -60,6 +60,13 @@ struct RegexProgram: Sendable {
     private(set) var firstClass = -1
     private(set) var literal: Literal?
 
+    /// About the bytes the program holds (for the cache's bound).
+    var byteCost: Int {
+        instructions.count * MemoryLayout<Instruction>.stride + classes.count * MemoryLayout<Class>.stride
+            + bounds.count * 4 + terms.count * MemoryLayout<RegexCharSet.CategoryTerm>.stride
+            + (literal.map { $0.bytes.count + $0.failure.count * 8 } ?? 0) + 64
+    }
+
     /// Parses and compiles `pattern`, or says what is wrong with it.
     init(_ pattern: String) throws(RegexError) {
         try self.init(RegexParser.parse(pattern))
