@@ -77,15 +77,16 @@ struct NestingLimitTests {
     }
 
     /// Runs `body` on a thread with a 1 MiB stack, an eighth of a main thread's (a stack overflow would crash the
-    /// test run). The deepest expression needs less than that even in a debug build. Under AddressSanitizer
-    /// (scripts/sanitize.sh), whose frames carry red zones, the stack is 4 MiB.
+    /// test run). The deepest expression needs less than that even in a debug build. Under a sanitizer
+    /// (scripts/sanitize.sh), whose instrumented frames are larger, the stack is 4 MiB.
     func onSmallStack(_ body: @escaping @Sendable () -> Void) -> Bool {
         let done = DispatchSemaphore(value: 0)
         let thread = Thread {
             body()
             done.signal()
         }
-        thread.stackSize = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "__asan_init") == nil ? 1 << 20 : 4 << 20
+        let sanitized = ["__asan_init", "__tsan_init"].contains { (name: String) in dlsym(nil, name) != nil }
+        thread.stackSize = sanitized ? 4 << 20 : 1 << 20
         thread.start()
         return done.wait(timeout: .now() + 60) == .success
     }
