@@ -354,18 +354,18 @@ struct JSONScanner {
         }
     }
 
-    mutating func string(for key: String) throws(DecodeError) -> String {
+    mutating func string(for key: @autoclosure () -> String) throws(DecodeError) -> String {
         skipSpace()
-        guard peek() == UInt8(ascii: "\"") else { throw error("'\(key)' must be a string") }
+        guard peek() == UInt8(ascii: "\"") else { throw error("'\(key())' must be a string") }
         return try rawString()
     }
 
     /// Ids may be strings or numbers in exports: a number is kept as its literal text (`12345678901234567890`, not a
     /// rounded double), so that no two ids merge. At most ``SegmentDecoder/maxIDBytes`` bytes.
-    mutating func idString(for key: String) throws(DecodeError) -> String? {
+    mutating func idString(for key: @autoclosure () -> String) throws(DecodeError) -> String? {
         skipSpace()
         let start = i
-        guard let c = peek() else { throw error("'\(key)' has no value") }
+        guard let c = peek() else { throw error("'\(key())' has no value") }
         let id: String
         if c == UInt8(ascii: "\"") {
             id = try rawString()
@@ -376,11 +376,11 @@ struct JSONScanner {
             _ = try number()
             id = String(decoding: UnsafeBufferPointer(rebasing: b[start..<i]), as: UTF8.self)
         } else {
-            throw error("'\(key)' must be a string or a number")
+            throw error("'\(key())' must be a string or a number")
         }
         if id.utf8.count > SegmentDecoder.maxIDBytes {
             throw DecodeError(
-                "'\(key)' is \(id.utf8.count) bytes long; the limit is \(SegmentDecoder.maxIDBytes)", column: start + 1)
+                "'\(key())' is \(id.utf8.count) bytes long; the limit is \(SegmentDecoder.maxIDBytes)", column: start + 1)
         }
         return id
     }
@@ -407,15 +407,24 @@ struct JSONScanner {
     mutating func rawString() throws(DecodeError) -> String {
         i += 1
         let start = i
-        // Fast path: no escapes.
+        // Fast path: no escapes. ASCII text (every byte below 0x80, the common case) is valid UTF-8 as it is; only
+        // other text is validated (String(validating:) costs a generic call per string).
+        var seen: UInt8 = 0
         while i < b.count {
             let c = b[i]
             if c == UInt8(ascii: "\"") {
                 let bytes = UnsafeBufferPointer(rebasing: b[start..<i])
-                guard let s = String(validating: bytes, as: UTF8.self) else { throw invalidUTF8(from: start) }
+                let s: String
+                if seen < 0x80 {
+                    s = String(decoding: bytes, as: UTF8.self)
+                } else {
+                    guard let v = String(validating: bytes, as: UTF8.self) else { throw invalidUTF8(from: start) }
+                    s = v
+                }
                 i += 1
                 return s
             }
+            seen |= c
             if c == UInt8(ascii: "\\") { break }
             if c < 32 { throw error("control character in a string") }
             i += 1
