@@ -7,10 +7,11 @@ extension BoundEvent {
         if timestamp < 0 || timestamp >= SegmentDecoder.maxTimeMs {
             return "the time (\(timestamp) ms since 1970) is outside 1970 to \(SegmentDecoder.lastYear)"
         }
-        for (what, text) in [("user id", userID), ("name", name), ("messageId", messageID ?? "")]
-        where text.utf8.count > SegmentDecoder.maxIDBytes {
-            return "the \(what) is over \(SegmentDecoder.maxIDBytes) bytes"
+        // (No array of the ids: an event within the bounds, the common case, is checked without allocating.)
+        func tooLong(_ what: String, _ text: String?) -> String? {
+            (text?.utf8.count ?? 0) > SegmentDecoder.maxIDBytes ? "the \(what) is over \(SegmentDecoder.maxIDBytes) bytes" : nil
         }
+        if let why = tooLong("user id", userID) ?? tooLong("name", name) ?? tooLong("messageId", messageID) { return why }
         for t in traits {
             if t.name.utf8.count > SegmentDecoder.maxIDBytes {
                 return "a trait name is over \(SegmentDecoder.maxIDBytes) bytes"
@@ -22,11 +23,6 @@ extension BoundEvent {
         return nil
     }
 
-    /// ``boundProblem`` is `nil`: the engine's check, cheap for the common event (a time in range, short ids, no
-    /// traits).
-    @inline(__always) var isWithinBounds: Bool {
-        timestamp >= 0 && timestamp < SegmentDecoder.maxTimeMs && userID.utf8.count <= SegmentDecoder.maxIDBytes
-            && name.utf8.count <= SegmentDecoder.maxIDBytes && (messageID?.utf8.count ?? 0) <= SegmentDecoder.maxIDBytes
-            && (traits.isEmpty || boundProblem == nil)
-    }
+    /// ``boundProblem`` is `nil` (the engine's check, on every event).
+    @inline(__always) var isWithinBounds: Bool { boundProblem == nil }
 }
