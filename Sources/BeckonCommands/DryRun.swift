@@ -53,13 +53,7 @@ public enum DryRunRunner {
         }
         if feed.reportStop(console) { return 1 }
         if let until = o.until {
-            let end: Int64
-            switch untilTime(until, last: engine.latestEventTime) {
-            case .success(let t): end = t
-            case .failure(let p):
-                console.err("error: --until: \(p.message)\n")
-                return 64
-            }
+            guard let end = untilTime(until, last: engine.latestEventTime, console: console) else { return 64 }
             let outcome = engine.advance(to: end)
             switch o.format {
             case .jsonl: for a in outcome.actions { console.out(a.json + "\n") }
@@ -139,6 +133,17 @@ extension DryRunRunner {
         if let why = Timestamp.offsetProblem(text) { return .failure(UntilProblem(message: "'\(text)': \(why)")) }
         return .failure(
             UntilProblem(message: "expects a time like 2026-03-31T00:00:00Z or +DURATION like +7d, found '\(text)'"))
+    }
+
+    /// ``untilTime(_:last:)`` for a command's `--until`: `nil` once it has said on standard error why the value cannot
+    /// be used (the command then exits 64).
+    static func untilTime(_ text: String, last: Int64, console: any Console) -> Int64? {
+        switch untilTime(text, last: last) {
+        case .success(let t): return t
+        case .failure(let p):
+            console.err("error: --until: \(p.message)\n")
+            return nil
+        }
     }
 
     /// A one-line description of an action's own fields.

@@ -108,12 +108,8 @@ public enum ExplainRunner {
         if feed.reportReadError(console) { return 1 }
         var end = tracer.streamEnd
         if let u = o.until {
-            switch DryRunRunner.untilTime(u, last: tracer.streamEnd) {
-            case .success(let t): end = max(end, t)
-            case .failure(let p):
-                console.err("error: --until: \(p.message)\n")
-                return 64
-            }
+            guard let t = DryRunRunner.untilTime(u, last: tracer.streamEnd, console: console) else { return 64 }
+            end = max(end, t)
         }
         tracer.finish(at: end)
         let steps = tracer.steps

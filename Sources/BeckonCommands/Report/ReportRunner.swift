@@ -40,12 +40,8 @@ public enum ReportRunner {
         let bad = feed.badLines
         var end = builder.last
         if let u = o.until {
-            switch DryRunRunner.untilTime(u, last: builder.last ?? Int64.min) {
-            case .success(let t): end = max(end ?? t, t)
-            case .failure(let p):
-                console.err("error: --until: \(p.message)\n")
-                return 64
-            }
+            guard let t = DryRunRunner.untilTime(u, last: builder.last ?? Int64.min, console: console) else { return 64 }
+            end = max(end ?? t, t)
         }
         if let end { builder.finish(at: end) }
         let report = builder.report(paths: o.paths, eventsFile: o.events, badLines: bad, end: end)
