@@ -51,7 +51,8 @@ let package = Package(
         .executableTarget(name: "beckon", dependencies: ["BeckonCommands"]),
         .testTarget(
             name: "BeckonCoreTests",
-            dependencies: ["BeckonCore", "BeckonYAML", .product(name: "PropertyBased", package: "swift-property-based")]
+            dependencies: ["BeckonCore", "BeckonYAML", .product(name: "PropertyBased", package: "swift-property-based")],
+            exclude: ["Fixtures"]
         ),
         .testTarget(name: "BeckonYAMLTests", dependencies: ["BeckonCore", "BeckonYAML"]),
         .testTarget(

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Fuzzes Beckon's front doors with libFuzzer (Swift's -sanitize=fuzzer, with AddressSanitizer): the YAML loader and
 # compiler (rules), the expression parser, checker and evaluator (expression), the event decoder and engine (events),
-# and the cel-spec text-format reader (textproto). Each target starts from a seed corpus made of the shipped files and
-# from every input that once crashed it (Fuzz/regressions/TARGET/), and stops at the first crash, at an input slower
-# than 1 s (-timeout=1) or over 2 GB of memory, or when its time or run count is spent.
+# the cel-spec text-format reader (textproto), and a user's saved state decoded, restored and run on (state). Each
+# target starts from a seed corpus made of the shipped files (for state: states the engine wrote, and the golden
+# version-1 state) and from every input that once crashed it (Fuzz/regressions/TARGET/), and stops at the first crash,
+# at an input slower than 1 s (-timeout=1) or over 2 GB of memory, or when its time or run count is spent.
 #
 # Usage: scripts/fuzz.sh [--seconds N | --runs N] [--jobs N] [TARGET...]   (default: 30 s each, every target)
 # Prints per target: executions, crashes (0 or 1: libFuzzer stops at the first) and where the crash input was saved.
@@ -18,12 +19,12 @@ while [ $# -gt 0 ]; do
     --seconds) limit=(-max_total_time="$2"); shift ;;
     --runs) limit=(-runs="$2" -max_total_time=1800); shift ;;
     --jobs) jobs="$2"; shift ;;
-    rules|expression|events|textproto) targets+=("$1") ;;
-    *) echo "usage: scripts/fuzz.sh [--seconds N | --runs N] [--jobs N] [rules|expression|events|textproto]..." >&2; exit 64 ;;
+    rules|expression|events|textproto|state) targets+=("$1") ;;
+    *) echo "usage: scripts/fuzz.sh [--seconds N | --runs N] [--jobs N] [rules|expression|events|textproto|state]..." >&2; exit 64 ;;
   esac
   shift
 done
-[ ${#targets[@]} -gt 0 ] || targets=(rules expression events textproto)
+[ ${#targets[@]} -gt 0 ] || targets=(rules expression events textproto state)
 
 echo "== building the fuzz harness (Fuzz/, -sanitize=fuzzer,address)"
 swift build -c release --package-path Fuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -g -Xcc -DBECKON_NO_ALLOC_COUNT > /tmp/beckon-fuzz-build.log 2>&1 \
@@ -63,6 +64,10 @@ PY
       done ;;
     textproto)
       cp Tests/Conformance/cel-spec/*.textproto "$dir/" ;;
+    state)
+      BECKON_FUZZ_WRITE_STATE_SEEDS="$dir" "$bin/beckon-fuzz"
+      python3 -c 'import sys; open(sys.argv[2], "wb").write(bytes.fromhex(open(sys.argv[1]).read().strip()))' \
+        Tests/BeckonCoreTests/Fixtures/user-state-v1.hex "$dir/golden-v1" ;;
   esac
   if [ -d "Fuzz/regressions/$t" ]; then cp Fuzz/regressions/"$t"/* "$dir/" 2>/dev/null || true; fi
 }

@@ -1,4 +1,5 @@
 import BeckonCommands
+import BeckonCore
 import Foundation
 import Testing
 
@@ -46,6 +47,13 @@ struct FuzzRegressionTests {
                 let data = try Data(contentsOf: url)
                 data.withUnsafeBytes { target.run($0.bindMemory(to: UInt8.self)) }
             }
+        }
+        let state = try #require(FuzzEntry.targets.first { $0.name == "state" })
+        let stateSeeds = FuzzEntry.stateSeeds()
+        #expect(stateSeeds.count == 4)
+        for seed in stateSeeds {
+            #expect((try? UserState(decoding: seed)) != nil)
+            seed.withUnsafeBufferPointer { state.run($0) }
         }
         let rules = try Data(contentsOf: files("rules", "yaml")[0])
         for t in FuzzEntry.targets { rules.withUnsafeBytes { t.run($0.bindMemory(to: UInt8.self)) } }

@@ -4,6 +4,13 @@ import Foundation
 /// The target this process fuzzes, named by BECKON_FUZZ_TARGET (an environment variable, so that the workers
 /// libFuzzer starts for -jobs inherit it): one of FuzzEntry.targets.
 let target: @Sendable (UnsafeBufferPointer<UInt8>) -> Void = {
+    // BECKON_FUZZ_WRITE_STATE_SEEDS=DIR writes the state target's seeds there (scripts/fuzz.sh) and exits.
+    if let dir = ProcessInfo.processInfo.environment["BECKON_FUZZ_WRITE_STATE_SEEDS"] {
+        for (i, seed) in FuzzEntry.stateSeeds().enumerated() {
+            FileManager.default.createFile(atPath: "\(dir)/state-\(i)", contents: Data(seed))
+        }
+        exit(0)
+    }
     let name = ProcessInfo.processInfo.environment["BECKON_FUZZ_TARGET"] ?? ""
     guard let t = FuzzEntry.targets.first(where: { $0.name == name }) else {
         let names = FuzzEntry.targets.map(\.name).joined(separator: ", ")

@@ -9,7 +9,7 @@ import BeckonYAML
 public enum FuzzEntry {
     /// The targets by name, as `scripts/fuzz.sh` and `Fuzz/regressions/` name them.
     public static let targets: [(name: String, run: @Sendable (UnsafeBufferPointer<UInt8>) -> Void)] = [
-        ("rules", rules), ("expression", expression), ("events", events), ("textproto", textProto),
+        ("rules", rules), ("expression", expression), ("events", events), ("textproto", textProto), ("state", state),
     ]
 
     /// A rule file: the YAML loader, the file parser, the compiler and the analysis, then the diagnostics rendered
@@ -58,6 +58,47 @@ public enum FuzzEntry {
     /// A cel-spec test file in protocol-buffer text format, parsed and run as `beckon conformance cel` runs it.
     public static func textProto(_ bytes: UnsafeBufferPointer<UInt8>) {
         _ = try? ConformanceRunner.run(text: String(decoding: bytes, as: UTF8.self))
+    }
+
+    /// A user's saved state (``UserState/init(decoding:)``): decoded; what decodes is restored into an engine, which
+    /// then processes the user's next events and lets a month pass, and its state must encode and decode again.
+    public static func state(_ bytes: UnsafeBufferPointer<UInt8>) {
+        guard let s = try? UserState(decoding: Array(bytes)) else { return }
+        let engine = Engine(ruleSet: eventRules, options: .init(explain: true))
+        try? engine.restore(s)
+        let at = min(max(s.clock, 0), SegmentDecoder.maxTimeMs - 1)
+        for (i, name) in ["Opened", "Added", "Bought", "Signed In"].enumerated() {
+            engine.process(
+                Event(
+                    kind: .track, name: name, userID: s.userID, timestamp: at, messageID: "fuzz\(i)",
+                    properties: ValueMap([("cart", .int(1)), ("amount", .double(20))])))
+        }
+        engine.advance(to: min(engine.latestEventTime, Int64(1) << 44) + 30 * 86_400_000)
+        if let after = engine.state(of: s.userID) {
+            precondition((try? UserState(decoding: after.encoded())) != nil, "a restored state does not encode again")
+        }
+    }
+
+    /// Seeds for the state target: the encoded states of users after a stream over ``eventRules`` that leaves them
+    /// attributes, history, fire records, delayed actions, partial sequences and an inbox.
+    public static func stateSeeds() -> [[UInt8]] {
+        let engine = Engine(ruleSet: eventRules)
+        let t0: Int64 = 1_772_445_600_000
+        for u in 0..<4 {
+            let user = "user\(u)"
+            engine.process(
+                Event(
+                    kind: .identify, userID: user, timestamp: t0,
+                    traits: ValueMap([("plan", .string("pro")), ("name", .string("Ada \(u)"))])))
+            for (i, name) in ["Opened", "Opened", "Added", "Signed In", "Opened", "Bought"].prefix(2 + u).enumerated() {
+                engine.process(
+                    Event(
+                        kind: .track, name: name, userID: user, timestamp: t0 + Int64(i) * 600_000, messageID: "\(u)-\(i)",
+                        properties: ValueMap([("cart", .int(Int64(u))), ("n", .int(2)), ("amount", .double(12.5))]),
+                        context: ValueMap([("locale", "en_GB")])))
+            }
+        }
+        return engine.states().sorted { $0.userID < $1.userID }.map { $0.encoded() }
     }
 
     /// The rule set the event target decodes against.

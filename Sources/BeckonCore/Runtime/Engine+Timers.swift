@@ -55,14 +55,12 @@ extension Engine {
         defer { (scope.event, scope.profile, scope.now, scope.change) = saved }
         while let top = timers.min, top.due <= time {
             timers.removeMin()
-            guard
-                let profile = store.profile(
-                    for: top.userID, create: false, make: { UserProfile(userID: "", attributeCount: 0, contextCount: 0) }),
-                let i = profile.pending.firstIndex(where: { $0.id == top.id })
+            // (A saved user's placeholder, id 0, loads them: restoring puts their own timers in the queue.)
+            guard let profile = profile(of: top.userID), let i = profile.pending.firstIndex(where: { $0.id == top.id })
             else { continue }
             let p = profile.pending.remove(at: i)
             fireDue(p, profile: profile, out: &out)
-            store.didUpdate(profile)
+            if memoryStore == nil { stored(profile) }
         }
     }
 
@@ -85,14 +83,20 @@ extension Engine {
     /// Pending delayed actions of every user, soonest first.
     public var pendingCount: Int { store.allProfiles().reduce(0) { $0 + $1.pending.count } }
 
-    /// Re-reads pending actions from the store into the queue (after loading profiles from storage).
+    /// Re-reads pending actions from the store into the queue: those of the profiles it holds, and for each user whose
+    /// saved state holds some (``StateStore/usersWithPendingActions()``), a placeholder due with their soonest, which
+    /// loads them when it comes due.
     public func rebuildTimers() {
         timers = Heap()
         for p in store.allProfiles() {
             for a in p.pending {
                 timers.insert(TimerRef(due: a.due, id: a.id, userID: p.userID))
-                nextTimerID = max(nextTimerID, a.id + 1)
+                nextTimerID = max(nextTimerID, a.id &+ 1)
             }
+        }
+        for (user, due) in store.usersWithPendingActions()
+        where store.profile(for: user, create: false, make: { newProfile(user) }) == nil {
+            timers.insert(TimerRef(due: due, id: 0, userID: user))
         }
     }
 

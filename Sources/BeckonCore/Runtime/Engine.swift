@@ -121,6 +121,8 @@ public final class Engine {
     var nextTimerID: UInt64 = 1
     /// With `explain`: the conditions of rules evaluated in this round, until their verdict is noted.
     var clauseBuffer: [Int32: [ClauseTrace]] = [:]
+    /// The stable names a ``UserState`` uses for this rule set's rules and series (made on first use).
+    lazy var stateNames = StateNames(ruleSet)
 
     public init(ruleSet: CompiledRuleSet, store: any StateStore = InMemoryStateStore(), options: Options = Options()) {
         self.ruleSet = ruleSet
@@ -146,11 +148,28 @@ public final class Engine {
 
     /// The store, when it is the in-memory one (called directly, not through the protocol). `store` holds it: using
     /// this reference counts nothing.
-    private let memoryStore: Unmanaged<InMemoryStateStore>?
+    let memoryStore: Unmanaged<InMemoryStateStore>?
 
     private func profileFor(_ userID: String, hash: UInt64?, create: Bool) -> UserProfile? {
         if let m = memoryStore { return storedProfile(m, userID, hash: hash, create: create)?.takeUnretainedValue() }
-        return store.profile(for: userID, create: create) { newProfile(userID) }
+        return loadedProfile(userID, create: create)
+    }
+
+    /// The profile of `userID` from a store other than the in-memory one: the one it holds, else the user's saved
+    /// state restored (their delayed actions put in the timers), else with `create` a new one.
+    func loadedProfile(_ userID: String, create: Bool) -> UserProfile? {
+        if let p = store.profile(for: userID, create: false, make: { newProfile(userID) }) { return p }
+        if let saved = store.savedState(of: userID), saved.userID == userID {
+            try? restore(saved)
+            if let p = store.profile(for: userID, create: false, make: { newProfile(userID) }) { return p }
+        }
+        return create ? store.profile(for: userID, create: true) { newProfile(userID) } : nil
+    }
+
+    /// Tells a store other than the in-memory one that `profile` changed (with its whole state, if it saves states).
+    func stored(_ profile: UserProfile) {
+        store.didUpdate(profile)
+        if store.savesStates { store.save(state(of: profile)) }
     }
 
     /// The in-memory store's reference to the profile of `userID` (the store keeps it: taking it counts nothing).
@@ -162,7 +181,7 @@ public final class Engine {
         }
     }
 
-    private func newProfile(_ userID: String) -> UserProfile {
+    func newProfile(_ userID: String) -> UserProfile {
         UserProfile(userID: userID, attributeCount: ruleSet.attributeNames.count, contextCount: ruleSet.contextNames.count)
     }
 
@@ -258,9 +277,9 @@ public final class Engine {
                 process(e, profile: $0, user: h, into: &out)
             }
         } else {
-            let profile = store.profile(for: e.userID, create: true) { newProfile(e.userID) }!
+            let profile = loadedProfile(e.userID, create: true)!
             process(e, profile: profile, user: ByteHash.hash(e.userID), into: &out)
-            store.didUpdate(profile)
+            stored(profile)
         }
     }
 

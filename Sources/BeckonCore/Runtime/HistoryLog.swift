@@ -247,3 +247,24 @@ public struct ValuedEntry: Sendable, Hashable {
     public var key: UInt64
     public var value: Double
 }
+
+extension HistoryLog {
+    /// Puts back a series' lifetime facts (restoring a ``UserState``).
+    mutating func restoreLifetime(series: Int32, count: UInt32, first: Int64, last: Int64) {
+        let side = ensureSide()
+        side.lifetime.removeAll { $0.series == series }
+        let at = side.lifetime.firstIndex { $0.series > series } ?? side.lifetime.count
+        side.lifetime.insert(LifetimeStat(series: series, count: count, first: first, last: last), at: at)
+    }
+
+    /// Puts back an occurrence of `series` at `ms` without dropping any (restoring a ``UserState``: what was recorded
+    /// is kept, whatever the windows of the rule set it is restored under).
+    mutating func restoreEntry(series: Int32, at ms: Int64) {
+        record(series: series, at: ms, now: 0, retentionMs: 1, keepsLifetime: false)
+    }
+
+    /// Puts back a numeric value of `series` at `ms`, without dropping any.
+    mutating func restoreValue(series: Int32, at ms: Int64, value: Double) {
+        recordValue(series: series, at: ms, value: value, now: 0, retentionMs: 1)
+    }
+}

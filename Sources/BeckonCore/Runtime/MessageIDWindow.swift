@@ -55,4 +55,14 @@ final class MessageIDWindow {
 
     /// Approximate bytes held (for `beckon bench`'s state per user).
     var bytes: Int { 48 + entries.capacity * 16 + (index.map { $0.capacity * 16 } ?? 0) }
+
+    /// The ids in the window, oldest first (a user's state, ``UserState/messageIDs``).
+    var snapshot: [(hash: UInt64, time: Int64)] { Array(entries[head...]) }
+
+    /// A window holding `ids`, oldest first (as ``snapshot`` gave them).
+    convenience init(restoring ids: [(hash: UInt64, time: Int64)]) {
+        self.init()
+        entries = ContiguousArray(ids)
+        if count > MessageIDWindow.indexThreshold { index = Set(ids.map(\.hash)) }
+    }
 }

@@ -2,8 +2,13 @@ import CBeckon
 
 /// Where user profiles live. The engine asks for a profile, changes it in place, then tells the store.
 ///
-/// ``InMemoryStateStore`` is the implementation here; a database-backed store loads a profile in
-/// ``profile(for:create:)`` and writes it back in ``didUpdate(_:)``.
+/// ``InMemoryStateStore`` keeps profiles in memory only. A store backed by a database (``SavedStateStore`` over a
+/// ``StateBackend``) keeps the live profiles it has loaded, and besides:
+/// - hands the engine the saved state of a user it has no profile for (``savedState(of:)``): the engine restores it
+///   with ``Engine/restore(_:)``, delayed actions and timers included, before the user's event;
+/// - receives every changed user's whole state after an event or a timer (``save(_:)``, when ``savesStates``);
+/// - names the users with delayed actions (``usersWithPendingActions()``), whose timers ``Engine/rebuildTimers()``
+///   sets so that they come due by the stream's clock even if the user sends nothing.
 public protocol StateStore: AnyObject {
     /// The profile of `userID`; a new empty one when `create` is true and there is none.
     func profile(for userID: String, create: Bool, make: () -> UserProfile) -> UserProfile?
@@ -12,6 +17,22 @@ public protocol StateStore: AnyObject {
     var userCount: Int { get }
     /// Every profile, in no particular order.
     func allProfiles() -> [UserProfile]
+    /// The saved state of `userID`, for a user the store has no profile for (`nil`: a new user).
+    func savedState(of userID: String) -> UserState?
+    /// Whether the engine hands every changed user's state to ``save(_:)``.
+    var savesStates: Bool { get }
+    /// A changed user's whole state, after the event or timer that changed it.
+    func save(_ state: UserState)
+    /// Users whose saved states hold delayed actions, and when their soonest is due.
+    func usersWithPendingActions() -> [(userID: String, due: Int64)]
+}
+
+extension StateStore {
+    /// Saves nothing, and has nothing saved: every profile is in memory.
+    public func savedState(of userID: String) -> UserState? { nil }
+    public var savesStates: Bool { false }
+    public func save(_ state: UserState) {}
+    public func usersWithPendingActions() -> [(userID: String, due: Int64)] { [] }
 }
 
 /// Profiles in memory, for dry-runs, tests and single-process services.

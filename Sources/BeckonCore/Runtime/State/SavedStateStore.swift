@@ -1,0 +1,108 @@
+/// Durable storage of users' encoded states: a table of bytes by user id, with each user's soonest delayed action.
+///
+/// The contract a database implements for ``SavedStateStore``: ``write(_:)`` stores a batch all or nothing, and
+/// ``read(_:)`` returns what the last successful write of that user stored.
+public protocol StateBackend: AnyObject {
+    /// The bytes last written for `userID` (``UserState/encoded()``), if any.
+    func read(_ userID: String) throws -> [UInt8]?
+    /// Stores these users' states, all or none.
+    func write(_ batch: [SavedState]) throws
+    /// Users whose state holds delayed actions, with the soonest due time.
+    func usersWithPendingActions() throws -> [(userID: String, due: Int64)]
+}
+
+/// One user's state as a backend stores it.
+public struct SavedState: Sendable, Hashable {
+    public var userID: String
+    public var bytes: [UInt8]
+    /// The soonest delayed action's due time (`nil`: none), so that a backend can index the users with timers.
+    public var nextDue: Int64?
+
+    public init(userID: String, bytes: [UInt8], nextDue: Int64?) {
+        self.userID = userID
+        self.bytes = bytes
+        self.nextDue = nextDue
+    }
+}
+
+/// A ``StateStore`` over a ``StateBackend``: the users an engine works on are live profiles in memory; a user it has
+/// not loaded is restored from the backend on their first event or timer; every change is queued as the user's whole
+/// encoded state and written by ``flush()`` in one batch (a service flushes before it acknowledges what it accepted).
+///
+/// Bytes a backend returns that do not decode are reported by ``decodingFailures`` and the user starts empty, so one
+/// damaged row never stops the stream.
+public final class SavedStateStore: StateStore {
+    public let backend: any StateBackend
+    private let live = InMemoryStateStore()
+    private var queued: [String: SavedState] = [:]
+    /// Users whose saved bytes did not decode, and why.
+    public private(set) var decodingFailures: [(userID: String, error: any Error)] = []
+
+    public init(backend: any StateBackend) { self.backend = backend }
+
+    public func profile(for userID: String, create: Bool, make: () -> UserProfile) -> UserProfile? {
+        live.profile(for: userID, create: create, make: make)
+    }
+
+    public func didUpdate(_ profile: UserProfile) {}
+    public var userCount: Int { live.userCount }
+    public func allProfiles() -> [UserProfile] { live.allProfiles() }
+
+    public func savedState(of userID: String) -> UserState? {
+        do {
+            guard let bytes = try queued[userID]?.bytes ?? backend.read(userID) else { return nil }
+            return try UserState(decoding: bytes)
+        } catch {
+            decodingFailures.append((userID, error))
+            return nil
+        }
+    }
+
+    public var savesStates: Bool { true }
+
+    public func save(_ state: UserState) {
+        queued[state.userID] = SavedState(
+            userID: state.userID, bytes: state.encoded(), nextDue: state.pending.map(\.due).min())
+    }
+
+    public func usersWithPendingActions() -> [(userID: String, due: Int64)] {
+        var users = Dictionary((try? backend.usersWithPendingActions())?.map { ($0.userID, $0.due) } ?? []) { a, _ in a }
+        for (id, s) in queued { users[id] = s.nextDue }
+        return users.map { ($0.key, $0.value) }.sorted { $0.userID < $1.userID }
+    }
+
+    /// Users changed since the last ``flush()``.
+    public var queuedCount: Int { queued.count }
+
+    /// Writes every queued state in one batch; on failure they stay queued (and the error is thrown).
+    public func flush() throws {
+        guard !queued.isEmpty else { return }
+        try backend.write(queued.values.sorted { $0.userID < $1.userID })
+        queued = [:]
+    }
+}
+
+/// A ``StateBackend`` in memory (tests, and a model of what a database keeps).
+public final class MemoryStateBackend: StateBackend {
+    public private(set) var rows: [String: SavedState] = [:]
+    /// Batches written.
+    public private(set) var writes = 0
+
+    public init() {}
+
+    public func read(_ userID: String) throws -> [UInt8]? { rows[userID]?.bytes }
+
+    public func write(_ batch: [SavedState]) throws {
+        for s in batch { rows[s.userID] = s }
+        writes += 1
+    }
+
+    public func usersWithPendingActions() throws -> [(userID: String, due: Int64)] {
+        rows.values.compactMap { s in s.nextDue.map { (s.userID, $0) } }.sorted { $0.userID < $1.userID }
+    }
+
+    /// Replaces a row's bytes (for tests of damaged rows).
+    public func overwrite(_ userID: String, bytes: [UInt8]) {
+        rows[userID, default: SavedState(userID: userID, bytes: [], nextDue: nil)].bytes = bytes
+    }
+}
