@@ -44,6 +44,7 @@ public enum BenchRunner {
         var decode = 0.0
         var peakRSSKB = 0
         var stateBytesPerUser = 0.0
+        var stateCost = StateCost()
         var allocationsPerEvent = 0.0
         var fires: [(String, Int)] = []
         var scaleRules = 0
@@ -139,6 +140,7 @@ public enum BenchRunner {
         r.inProcess = first.best
         r.allocationsPerEvent = Double(first.allocations) / Double(max(1, r.events))
         r.stateBytesPerUser = Double(first.heapBytes) / Double(max(1, r.users))
+        r.stateCost = first.state
         if !o.endToEnd { r.fires = first.fires }
         users = []
         events = []
@@ -168,8 +170,8 @@ public enum BenchRunner {
 
     static func inProcess(
         _ rules: CompiledRuleSet, users: [BoundEvent], events: [BoundEvent], repeats: Int
-    ) -> (best: Double, allocations: UInt64, heapBytes: Int, fires: [(String, Int)]) {
-        var out = (best: 0.0, allocations: UInt64(0), heapBytes: 0, fires: [(String, Int)]())
+    ) -> (best: Double, allocations: UInt64, heapBytes: Int, fires: [(String, Int)], state: StateCost) {
+        var out = (best: 0.0, allocations: UInt64(0), heapBytes: 0, fires: [(String, Int)](), state: StateCost())
         for run in 0..<max(1, repeats) {
             let heapBefore = heapInUse()
             let engine = Engine(ruleSet: rules)
@@ -189,6 +191,7 @@ public enum BenchRunner {
                 out.allocations = beckon_alloc_count() - allocs0
                 out.heapBytes = heapInUse() - heapBefore
                 out.fires = fires(engine)
+                out.state = StateCost.measure(engine)
             }
         }
         return out
@@ -278,6 +281,9 @@ public enum BenchRunner {
         out += "peak RSS:     \(r.peakRSSKB / 1024) MB after the end-to-end run\n"
         out += String(
             format: "state:        %.0f bytes per user (heap in use after − before, %d users)\n", r.stateBytesPerUser, r.users)
+        out += String(
+            format: "state bytes:  %d median, %d p99 encoded per user; %.2f µs to take + encode, %.2f µs to decode + restore\n",
+            r.stateCost.medianBytes, r.stateCost.p99Bytes, r.stateCost.encodeMicros, r.stateCost.decodeMicros)
         out += String(format: "allocations:  %.2f per event\n", r.allocationsPerEvent)
         out += String(format: "load+compile: %.1f ms for %d rules", r.compileMs, r.rules)
         if r.compileRules > 0 { out += String(format: "; %.0f ms for %d rules", r.compileManyMs, r.compileRules) }
@@ -307,6 +313,10 @@ public enum BenchRunner {
             ("events_per_s_in_process", .int(Int64(r.inProcess))), ("events_per_s_end_to_end", .int(Int64(r.endToEnd))),
             ("events_per_s_decode", .int(Int64(r.decode))),
             ("peak_rss_kb", .int(Int64(r.peakRSSKB))), ("state_bytes_per_user", d(r.stateBytesPerUser)),
+            ("encoded_state_bytes_median", .int(Int64(r.stateCost.medianBytes))),
+            ("encoded_state_bytes_p99", .int(Int64(r.stateCost.p99Bytes))),
+            ("state_encode_us_per_user", d(r.stateCost.encodeMicros)),
+            ("state_decode_us_per_user", d(r.stateCost.decodeMicros)),
             ("allocations_per_event", d(r.allocationsPerEvent)), ("compile_ms", d(r.compileMs)),
             ("scale_rules", .int(Int64(r.scaleRules))), ("events_per_s_in_process_scaled", .int(Int64(r.scaleInProcess))),
             ("compile_rules", .int(Int64(r.compileRules))), ("compile_ms_many", d(r.compileManyMs)),
