@@ -48,6 +48,73 @@ struct PredicateTests {
         }
     }
 
+    /// Every kind of limit, alone or with the global cap, decides the same fires on the fast path (no verdicts
+    /// recorded: the gate for the kinds it names, the general check for the rest) as on the general path; and the gate
+    /// takes exactly the rules whose kinds it names.
+    @Test func everyLimitKindDecidesAlikeOnBothPaths() async throws {
+        let values: [LimitKind: [String]] = [
+            .onOccurrence: ["1", "2", "3"], .everyOccurrence: ["1", "2", "3"], .perUser: ["1", "2", "4"],
+            .perSession: ["1", "2"], .perMinute: ["1", "2"], .perHour: ["1", "2"], .perDay: ["1", "3"],
+            .perWeek: ["2", "4"], .perMonth: ["3", "5"], .cooldown: ["10m", "1h", "2d"],
+        ]
+        #expect(Set(values.keys) == Set(LimitKind.allCases), "a new kind needs values here")
+        for kind in LimitKind.allCases {
+            let rs = try load(Self.limited("\(kind.key): \(values[kind]![0])"))
+            #expect((rs.rules[0].gate != nil) == LimitKind.decidedByGate.contains(kind), "\(kind)")
+        }
+        let seeds = Gen.int(in: 0...Int(Int32.max))
+        await propertyCheck(count: 60, input: seeds) { seed in
+            var rng = SplitMix(seed: UInt64(seed))
+            for kind in LimitKind.allCases {
+                let v = values[kind]!
+                let own = "\(kind.key): \(v[rng.next(in: 0...v.count - 1)])"
+                let global = kind.rawValue < LimitKind.perUser.rawValue || rng.next(in: 0...1) == 0 ? nil : own
+                let settings = """
+                    version: 1
+                    settings: app
+                    sessions: { start_on: [start], timeout: 30m }
+                    """ + (global.map { "\nglobal_limit: { \($0) }" } ?? "")
+                guard let rs = try? load(Self.limited(own), settings: settings) else { return }
+                var events: [Event] = []
+                var at = t("2026-03-01T10:00:00Z")
+                for _ in 0..<rng.next(in: 10...60) {
+                    let gaps = [5, 40, 300, 1_500, 4_000, 30_000, 200_000, 700_000]
+                    at += Int64(gaps[rng.next(in: 0...gaps.count - 1)]) * 1000
+                    let user = "u\(rng.next(in: 1...2))"
+                    let time = Timestamp(milliseconds: at).description
+                    events.append(
+                        rng.next(in: 0...5) == 0
+                            ? track("start", user, at: time)
+                            : track("e1", user, at: time, props: [("p", .int(Int64(rng.next(in: 6...8))))]))
+                }
+                let fast = Engine(ruleSet: rs)
+                let general = Engine(ruleSet: rs, options: .init(recordVerdicts: true))
+                for e in events {
+                    #expect(fast.process(e).actions.map(\.json) == general.process(e).actions.map(\.json), "\(own)")
+                }
+                #expect(fast.stats.fired == general.stats.fired, "\(own), global \(global ?? "none")")
+                #expect(fast.stats.blocked == general.stats.blocked, "\(own), global \(global ?? "none")")
+            }
+        }
+    }
+
+    /// A rule with a gate-friendly `where` and the limit `limit`, beside one with none, on other surfaces.
+    static func limited(_ limit: String) -> String {
+        """
+        version: 1
+        campaign: c
+        rules:
+          - id: limited
+            on: e1
+            where: event.properties.p != 7
+            limit: { \(limit) }
+            do: [ { message: { surface: s, title: A } } ]
+          - id: free
+            on: e1
+            do: [ { message: { surface: t, title: B } } ]
+        """
+    }
+
     // MARK: Random conditions and streams
 
     static let limits = ["", "{ per_user: 2 }", "{ cooldown: 20m }", "{ per_session: 1 }", "{ per_user: 3, cooldown: 10m }"]

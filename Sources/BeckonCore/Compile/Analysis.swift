@@ -240,7 +240,7 @@ struct RuleAnalyzer {
             var moot: [(String, Located<Int>)] = []
             if let n = own.perUser { moot.append(("per_user", n)) }
             if let n = own.perSession { moot.append(("per_session", n)) }
-            for r in own.rolling { moot.append((r.window.key, r.max)) }
+            for r in own.rolling { moot.append((r.kind.key, r.max)) }
             for (key, n) in moot {
                 warn(
                     .limitNeverBinds,
@@ -250,16 +250,12 @@ struct RuleAnalyzer {
         }
         if let cooldown = l.cooldown, cooldown.value > 0 {
             for r in own.rolling {
-                let window: Int64 =
-                    switch r.window {
-                    case .fixed(let ms, _): ms
-                    case .month: 31 * 86_400_000
-                    }
+                let window = r.kind.window?.maxSpanMs ?? 0
                 let most = Int((window + cooldown.value - 1) / cooldown.value)
                 if r.max.value >= most {
                     warn(
                         .limitNeverBinds,
-                        "`\(r.window.key): \(r.max.value)` never binds on its own: `cooldown: \(DSLDuration.format(cooldown.value))` "
+                        "`\(r.kind.key): \(r.max.value)` never binds on its own: `cooldown: \(DSLDuration.format(cooldown.value))` "
                             + "already allows at most \(most) fire\(most == 1 ? "" : "s") in its window",
                         at: r.max.location, "remove it, or shorten the cooldown")
                 }
@@ -274,7 +270,7 @@ struct RuleAnalyzer {
         guard let cooldown = l.cooldown, let start = file.start, let end = file.end else { return }
         let life = end.value.milliseconds - start.value.milliseconds
         guard life > 0, cooldown.value >= life else { return }
-        let counts = ([("per_user", l.perUser)] + l.rolling.map { ($0.window.key, Optional($0.max)) })
+        let counts = ([("per_user", l.perUser)] + l.rolling.map { ($0.kind.key, Optional($0.max)) })
             .compactMap { key, n in n.flatMap { $0.value > 1 ? "`\(key): \($0.value)`" : nil } }
         guard !counts.isEmpty else { return }
         out.append(

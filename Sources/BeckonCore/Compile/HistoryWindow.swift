@@ -1,4 +1,5 @@
-/// The span a history function looks back over.
+/// The span a history function or a rolling limit looks back over: the one window type, with one rule for how long
+/// its entries are kept (``retentionMs``).
 public enum HistoryWindow: Sendable, Hashable, CustomStringConvertible {
     /// The last `ms` milliseconds, now included: `(now - ms, now]`.
     case rolling(ms: Int64)
@@ -7,6 +8,9 @@ public enum HistoryWindow: Sendable, Hashable, CustomStringConvertible {
     case calendar(CalendarUnit, count: Int)
     /// Everything ever recorded.
     case lifetime
+    /// Since the same time one calendar month ago, in the user's zone (the day clamped to the month's length):
+    /// `per_month`.
+    case monthBack
 
     public enum CalendarUnit: String, Sendable, Hashable { case day, week, month }
 
@@ -26,15 +30,40 @@ public enum HistoryWindow: Sendable, Hashable, CustomStringConvertible {
         return nil
     }
 
-    /// How long entries must be kept to answer this window at any later time.
+    /// The longest this window can be: a calendar period at its longest in days (a month 31 days), before any
+    /// daylight-saving hour.
+    var maxSpanMs: Int64 {
+        switch self {
+        case .rolling(let ms): ms
+        case .calendar(.day, let n): Int64(n) * 86_400_000
+        case .calendar(.week, let n): Int64(n * 7) * 86_400_000
+        case .calendar(.month, let n): Int64(n * 31) * 86_400_000
+        case .monthBack: 31 * 86_400_000
+        case .lifetime: 0
+        }
+    }
+
+    /// How long entries must be kept to answer this window at any later time: a rolling window's length; a window in
+    /// the user's calendar its longest span and a day more (for the user's zone and daylight saving).
     var retentionMs: Int64 {
         switch self {
         case .rolling(let ms): ms
-        case .calendar(.day, let n): Int64(n + 1) * 86_400_000
-        case .calendar(.week, let n): Int64(n * 7 + 1) * 86_400_000
-        case .calendar(.month, let n): Int64(n * 31 + 1) * 86_400_000
         case .lifetime: 0
+        default: maxSpanMs + 86_400_000
         }
+    }
+
+    /// Whether the window depends on the user's time zone.
+    var needsZone: Bool {
+        switch self {
+        case .calendar, .monthBack: true
+        case .rolling, .lifetime: false
+        }
+    }
+
+    /// When the oldest of the entries in the window leaves it, if that can be known now (a rolling window's).
+    func freesAt(oldest: Int64) -> Int64? {
+        if case .rolling(let ms) = self { oldest + ms } else { nil }
     }
 
     public var description: String {
@@ -43,6 +72,7 @@ public enum HistoryWindow: Sendable, Hashable, CustomStringConvertible {
         case .calendar(let u, 1): "calendar \(u.rawValue)"
         case .calendar(let u, let n): "\(n) calendar \(u.rawValue)s"
         case .lifetime: "lifetime"
+        case .monthBack: "one month back"
         }
     }
 
@@ -52,6 +82,7 @@ public enum HistoryWindow: Sendable, Hashable, CustomStringConvertible {
         case .rolling(let ms): return now - ms + 1
         case .lifetime: return 0
         case .calendar(let unit, let n): return Calendars.periodStart(unit, now: now, zone: zone, back: n - 1)
+        case .monthBack: return Calendars.monthBefore(now, zone: zone) + 1
         }
     }
 }

@@ -614,7 +614,7 @@ final class RuleEnvironment: ExpressionEnvironment {
                 per = p
             }
             intervals = Double(ms) / Double(per)
-        case .lifetime: intervals = 1
+        case .lifetime, .monthBack: intervals = 1
         }
         let series = series(name, window: window)
         let zone = zoneIfCalendar(window)

@@ -62,7 +62,7 @@ private struct Builder {
             if let d = s.clockSkewMs { settings.clockSkewMs = d }
             if !s.globalLimits.isEmpty {
                 let g = CompiledLimits(s.globalLimits)
-                if g.rolling.contains(where: { $0.window == .month }) { _ = symbols.zoneSlots }
+                if g.needsZone { _ = symbols.zoneSlots }
                 settings.globalLimits = g
                 if !g.rolling.isEmpty {
                     settings.globalSeries = symbols.upsertSeries(
@@ -418,7 +418,7 @@ private struct Builder {
         if let r = spec.reprompt, let times = r.times { limitSpec.perUser = Located(times, r.location) }
         if let r = spec.reprompt { checkEvent(r.after) }
         let limits = CompiledLimits(limitSpec)
-        if limits.rolling.contains(where: { $0.window == .month }) { _ = symbols.zoneSlots }
+        if limits.needsZone { _ = symbols.zoneSlots }
         if let perUser = limitSpec.perUser, let n = limitSpec.onOccurrence, perUser.value < 1 {
             diagnostics.error(.invalidLimit, "on_occurrence \(n.value) with per_user 0 never fires", at: perUser.location)
         }

@@ -724,13 +724,8 @@ public struct FileParser {
         guard let k = keys(of: node, DSL.limits, context: context) else { return spec }
         spec.perUser = k["per_user"].flatMap { integer($0.value, "per_user", min: 1) }
         spec.perSession = k["per_session"].flatMap { integer($0.value, "per_session", min: 1) }
-        let rolling: [(String, RollingWindow)] = [
-            ("per_minute", .fixed(ms: 60_000, key: "per_minute")), ("per_hour", .fixed(ms: 3_600_000, key: "per_hour")),
-            ("per_day", .fixed(ms: 86_400_000, key: "per_day")), ("per_week", .fixed(ms: 604_800_000, key: "per_week")),
-            ("per_month", .month),
-        ]
-        for (key, window) in rolling {
-            if let n = k[key].flatMap({ integer($0.value, key, min: 1) }) { spec.rolling.append((window, n)) }
+        for kind in LimitKind.rolling {
+            if let n = k[kind.key].flatMap({ integer($0.value, kind.key, min: 1) }) { spec.rolling.append((kind, n)) }
         }
         spec.cooldown = k["cooldown"].flatMap { duration($0.value, "cooldown") }
         if let c = spec.cooldown, c.value == 0 {

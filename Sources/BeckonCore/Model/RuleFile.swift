@@ -195,8 +195,8 @@ public enum TriggerSpec: Sendable {
 public struct LimitSpec: Sendable {
     public var perUser: Located<Int>?
     public var perSession: Located<Int>?
-    /// Rolling windows: (window in ms, or `month` for one calendar month, max fires).
-    public var rolling: [(window: RollingWindow, max: Located<Int>)] = []
+    /// Rolling windows (each a ``LimitKind`` with a ``LimitKind/window``) and their most fires, in the order written.
+    public var rolling: [(kind: LimitKind, max: Located<Int>)] = []
     /// Milliseconds.
     public var cooldown: Located<Int64>?
     public var onOccurrence: Located<Int>?
@@ -217,24 +217,9 @@ public struct LimitSpec: Sendable {
         m.cooldown = cooldown ?? defaults.cooldown
         m.onOccurrence = onOccurrence ?? defaults.onOccurrence
         m.everyOccurrence = everyOccurrence ?? defaults.everyOccurrence
-        for d in defaults.rolling where !rolling.contains(where: { $0.window == d.window }) { m.rolling.append(d) }
+        for d in defaults.rolling where !rolling.contains(where: { $0.kind == d.kind }) { m.rolling.append(d) }
         return m
     }
-}
-
-/// The span of a rolling limit.
-public enum RollingWindow: Sendable, Hashable, CustomStringConvertible {
-    case fixed(ms: Int64, key: String)
-    /// One calendar month back from now, in the user's zone.
-    case month
-
-    public var key: String {
-        switch self {
-        case .fixed(_, let key): key
-        case .month: "per_month"
-        }
-    }
-    public var description: String { key }
 }
 
 public struct RuleSpec: Sendable {

@@ -399,41 +399,6 @@ final class CompiledReprompt: Sendable {
     }
 }
 
-public struct CompiledLimits: Sendable {
-    public var perUser: Int?
-    public var perSession: Int?
-    public var rolling: [(window: RollingWindow, max: Int)] = []
-    public var cooldownMs: Int64?
-    public var onOccurrence: Int?
-    public var everyOccurrence: Int?
-
-    init(_ spec: LimitSpec) {
-        perUser = spec.perUser?.value
-        perSession = spec.perSession?.value
-        rolling = spec.rolling.map { ($0.window, $0.max.value) }
-        cooldownMs = spec.cooldown?.value
-        onOccurrence = spec.onOccurrence?.value
-        everyOccurrence = spec.everyOccurrence?.value
-    }
-
-    var isEmpty: Bool {
-        perUser == nil && perSession == nil && rolling.isEmpty && cooldownMs == nil && onOccurrence == nil
-            && everyOccurrence == nil
-    }
-
-    public var tracksOccurrences: Bool { onOccurrence != nil || everyOccurrence != nil }
-
-    /// How long fire times must be kept for the rolling limits.
-    var retentionMs: Int64 {
-        rolling.map { w -> Int64 in
-            switch w.window {
-            case .fixed(let ms, _): ms
-            case .month: 32 * 86_400_000
-            }
-        }.max() ?? 0
-    }
-}
-
 public final class CompiledRule: Sendable {
     public let index: Int32
     public let unit: Int32
@@ -512,10 +477,11 @@ public final class CompiledRule: Sendable {
     }
 }
 
-/// What decides a simple rule — conditions that are flat predicates and only count, per-session or cooldown
-/// limits — so that the engine can decide it, when it records no verdicts, without building a ``Verdict``. It makes the
-/// same checks in the same order as the engine's general evaluation (`where`, `if`, then limits), which the engine
-/// uses for every other rule, for plain units only, and whenever verdicts are recorded.
+/// What decides a simple rule — conditions that are flat predicates and only the limits of
+/// ``LimitKind/decidedByGate`` — so that the engine can decide it, when it records no verdicts, without building a
+/// ``Verdict``. It makes the same checks in the same order as the engine's general evaluation (`where`, `if`, then the
+/// limits through ``LimitStanding``'s tests), which the engine uses for every other rule, for plain units only, and
+/// whenever verdicts are recorded.
 struct SimpleGate: Sendable {
     // Owned by the rule's `whereExpr` and `ifExpr`, which live as long as the rule: copying the gate or reading
     // them counts no references.
@@ -526,7 +492,7 @@ struct SimpleGate: Sendable {
     let cooldownMs: Int64
 
     init?(whereExpr: CompiledExpr?, ifExpr: CompiledExpr?, limits: CompiledLimits, reprompt: CompiledReprompt?) {
-        guard reprompt == nil, limits.rolling.isEmpty, !limits.tracksOccurrences else { return nil }
+        guard reprompt == nil, limits.kinds.allSatisfy(LimitKind.decidedByGate.contains) else { return nil }
         if let w = whereExpr {
             guard let p = w.predicate else { return nil }
             whereTerms = .passUnretained(p)
@@ -553,9 +519,11 @@ struct SimpleGate: Sendable {
             return Verdict.BlockIndex.ifClause
         }
         guard hasLimits, let rec = profile.recordPointer(rule)?.pointee else { return nil }
-        if rec.fires >= perUser { return Verdict.BlockIndex.perUser }
-        if rec.firesInSession(profile.session.id) >= perSession { return Verdict.BlockIndex.perSession }
-        if cooldownMs > 0, rec.lastFire != Int64.min, now - rec.lastFire < cooldownMs { return Verdict.BlockIndex.cooldown }
+        if LimitStanding.perUserBlocks(fires: rec.fires, max: perUser) { return Verdict.BlockIndex.perUser }
+        if LimitStanding.perSessionBlocks(rec, session: profile.session.id, max: perSession) {
+            return Verdict.BlockIndex.perSession
+        }
+        if LimitStanding.cooldownBlocks(lastFire: rec.lastFire, ms: cooldownMs, now: now) { return Verdict.BlockIndex.cooldown }
         return nil
     }
 }

@@ -609,27 +609,10 @@ public final class Engine {
     /// How much room each limit has left, for `explain`: "per_user 1 of 3 used; per_week 0 of 1".
     private func limitStatus(_ rule: CompiledRule, _ rec: RuleRecord, profile: UserProfile, now: Int64, occurrence: Int) -> String
     {
-        let l = rule.limits
-        var parts: [String] = []
-        if let n = l.onOccurrence { parts.append("occurrence \(occurrence) (fires on \(Engine.ordinal(n)))") }
-        if let n = l.everyOccurrence { parts.append("occurrence \(occurrence) (fires on every \(Engine.ordinal(n)))") }
-        if let n = l.perUser { parts.append("per_user \(rec.fires) of \(n) used") }
-        if let n = l.perSession { parts.append("per_session \(rec.firesInSession(profile.session.id)) of \(n)") }
-        for (window, max) in l.rolling {
-            let from: Int64
-            switch window {
-            case .fixed(let ms, _): from = now - ms + 1
-            case .month: from = Calendars.monthBefore(now, zone: RuleEnvironment.userZone(profile, scope.event, zoneSlots)) + 1
-            }
-            parts.append("\(window.key) \(profile.history.count(series: rule.fireSeries, from: from, to: now)) of \(max)")
-        }
-        if let cd = l.cooldownMs {
-            parts.append(
-                rec.lastFire == Int64.min
-                    ? "cooldown \(DSLDuration.format(cd)) (never fired)"
-                    : "cooldown \(DSLDuration.format(cd)) (last fired \(Timestamp(milliseconds: rec.lastFire)))")
-        }
-        return parts.joined(separator: "; ")
+        rule.limits.kinds.compactMap {
+            standing($0, rule.limits, record: rec, series: rule.fireSeries, profile: profile, now: now, occurrence: occurrence)?
+                .explanation
+        }.joined(separator: "; ")
     }
 
     /// Why the file's `start`/`end` keep it from firing now, if they do.
@@ -688,53 +671,61 @@ public final class Engine {
         return trace.summary()
     }
 
-    /// The first limit that blocks a fire now, if any.
+    /// The first limit that blocks a fire now, if any, in ``CompiledLimits/kinds`` order.
     /// With `occurrence` nil (a delayed action coming due) the occurrence limits, decided at trigger time, are skipped.
     func check(
         _ l: CompiledLimits, record rec: RuleRecord, series: Int32, profile: UserProfile, now: Int64, occurrence: Int?
     ) -> LimitHit? {
-        if let n = l.onOccurrence, let occurrence, occurrence != n {
-            return LimitHit(
-                key: "on_occurrence", count: occurrence, max: n, freesAt: nil, keyIndex: Verdict.LimitIndex.onOccurrence)
-        }
-        if let n = l.everyOccurrence, let occurrence, occurrence % n != 0 {
-            return LimitHit(
-                key: "every_occurrence", count: occurrence, max: n, freesAt: nil, keyIndex: Verdict.LimitIndex.everyOccurrence)
-        }
-        if let n = l.perUser, Int(rec.fires) >= n {
-            return LimitHit(key: "per_user", count: Int(rec.fires), max: n, freesAt: nil, keyIndex: Verdict.LimitIndex.perUser)
-        }
-        if let n = l.perSession {
-            let c = rec.firesInSession(profile.session.id)
-            if c >= n {
-                return LimitHit(key: "per_session", count: c, max: n, freesAt: nil, keyIndex: Verdict.LimitIndex.perSession)
+        for kind in l.kinds {
+            if let s = standing(kind, l, record: rec, series: series, profile: profile, now: now, occurrence: occurrence),
+                s.blocks
+            {
+                return s.hit
             }
-        }
-        for (window, max) in l.rolling {
-            let from: Int64
-            switch window {
-            case .fixed(let ms, _): from = now - ms + 1
-            case .month: from = Calendars.monthBefore(now, zone: RuleEnvironment.userZone(profile, scope.event, zoneSlots)) + 1
-            }
-            let c = profile.history.count(series: series, from: from, to: now)
-            if c >= max {
-                let times = profile.history.times(series: series, from: from, to: now)
-                var frees: Int64?
-                if let oldest = times.dropLast(max - 1).last ?? times.first {
-                    switch window {
-                    case .fixed(let ms, _): frees = oldest + ms
-                    case .month: frees = nil
-                    }
-                }
-                return LimitHit(key: window.key, count: c, max: max, freesAt: frees)
-            }
-        }
-        if let cd = l.cooldownMs, rec.lastFire != Int64.min, now - rec.lastFire < cd {
-            return LimitHit(
-                key: "cooldown", count: 1, max: 1, freesAt: rec.lastFire + cd, lastFire: rec.lastFire, cooldownMs: cd,
-                keyIndex: Verdict.LimitIndex.cooldown)
         }
         return nil
+    }
+
+    /// How `kind` of limits `l` stands for the user now (`nil` when `l` has no such limit, or it is an occurrence limit
+    /// and `occurrence` is nil). The one place each kind of limit is decided.
+    func standing(
+        _ kind: LimitKind, _ l: CompiledLimits, record rec: RuleRecord, series: Int32, profile: UserProfile, now: Int64,
+        occurrence: Int?
+    ) -> LimitStanding? {
+        switch kind {
+        case .onOccurrence:
+            guard let n = l.onOccurrence, let occurrence else { return nil }
+            return LimitStanding(kind: kind, used: occurrence, max: n, blocks: occurrence != n)
+        case .everyOccurrence:
+            guard let n = l.everyOccurrence, let occurrence else { return nil }
+            return LimitStanding(kind: kind, used: occurrence, max: n, blocks: occurrence % n != 0)
+        case .perUser:
+            guard let n = l.perUser else { return nil }
+            return LimitStanding(
+                kind: kind, used: Int(rec.fires), max: n,
+                blocks: LimitStanding.perUserBlocks(fires: rec.fires, max: UInt32(clamping: n)))
+        case .perSession:
+            guard let n = l.perSession else { return nil }
+            return LimitStanding(
+                kind: kind, used: rec.firesInSession(profile.session.id), max: n,
+                blocks: LimitStanding.perSessionBlocks(rec, session: profile.session.id, max: n))
+        case .perMinute, .perHour, .perDay, .perWeek, .perMonth:
+            guard let max = l.rolling.first(where: { $0.kind == kind })?.max, let window = kind.window else { return nil }
+            let zone = window.needsZone ? RuleEnvironment.userZone(profile, scope.event, zoneSlots) : Zone.utc
+            let from = window.start(now: now, zone: zone)
+            let c = profile.history.count(series: series, from: from, to: now)
+            guard c >= max else { return LimitStanding(kind: kind, used: c, max: max, blocks: false) }
+            let times = profile.history.times(series: series, from: from, to: now)
+            let oldest = times.dropLast(max - 1).last ?? times.first
+            return LimitStanding(
+                kind: kind, used: c, max: max, blocks: true, freesAt: oldest.flatMap { window.freesAt(oldest: $0) })
+        case .cooldown:
+            guard let cd = l.cooldownMs else { return nil }
+            let blocks = LimitStanding.cooldownBlocks(lastFire: rec.lastFire, ms: cd, now: now)
+            return LimitStanding(
+                kind: kind, used: blocks ? 1 : 0, max: Int(cd), blocks: blocks,
+                freesAt: blocks ? rec.lastFire + cd : nil, lastFire: rec.lastFire)
+        }
     }
 
     var zoneSlots: (attribute: Int?, context: Int?) {

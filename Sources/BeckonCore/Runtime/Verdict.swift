@@ -72,10 +72,7 @@ public enum Verdict: Sendable {
 }
 
 extension Verdict {
-    static let limitKeys = [
-        "on_occurrence", "every_occurrence", "per_user", "per_session", "per_minute", "per_hour", "per_day", "per_week",
-        "per_month", "cooldown",
-    ]
+    static let limitKeys = LimitKind.allCases.map(\.key)
     static let plainCodes = [
         "not_live", "where", "if", "audience", "reprompt", "lost", "cascade_limit", "pending", "cancelled", "quiet_hours",
         "held",
@@ -86,15 +83,13 @@ extension Verdict {
     /// read it per verdict).
     static let blockCodeCount = 31
 
-    /// Places in ``limitKeys`` the engine knows when it blocks (so a ``LimitHit`` carries its index, unsearched).
+    /// Places in ``limitKeys`` of the kinds the fast path blocks on: their ``LimitKind`` raw values.
     enum LimitIndex {
-        // Literals, not searches of `limitKeys`: the engine reads them per rule, and a computed static costs a
-        // `swift_once` call per read. `literalIndexesNameTheirCodes` checks each against the tables.
-        static let onOccurrence = 0
-        static let everyOccurrence = 1
-        static let perUser = 2
-        static let perSession = 3
-        static let cooldown = 9
+        static let onOccurrence = LimitKind.onOccurrence.rawValue
+        static let everyOccurrence = LimitKind.everyOccurrence.rawValue
+        static let perUser = LimitKind.perUser.rawValue
+        static let perSession = LimitKind.perSession.rawValue
+        static let cooldown = LimitKind.cooldown.rawValue
     }
 
     /// Places in ``blockCodes`` of the blocks a ``SimpleGate`` decides (literals, checked by `literalIndexesNameTheirCodes`).
