@@ -10,6 +10,11 @@ struct SchemaTests {
     static let root = SeedRuleSetTests.root
     static let committed = root.appendingPathComponent("schema/beckon.schema.json")
 
+    /// The schema's action keys are the action kinds a rule file can write, in the same order.
+    @Test func actionKeysAreTheActionKinds() {
+        #expect(DSL.actions.map(\.name) == ActionKind.written.map(\.rawValue))
+    }
+
     static func schema() throws -> [String: Any] {
         let data = try Data(contentsOf: committed)
         return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])

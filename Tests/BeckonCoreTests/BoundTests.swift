@@ -127,7 +127,7 @@ struct BoundTests {
             _ = try Parser.parse(long)
             Issue.record("an expression of \(long.count) characters parsed")
         } catch {
-            #expect(error.id == "limit_exceeded")
+            #expect(error.id == .limitExceeded)
             #expect(error.message.contains("16384"), "\(error.message)")
         }
     }

@@ -135,7 +135,7 @@ struct ExpressionTests {
 
     @Test func nestingIsLimited() {
         let deep = String(repeating: "(", count: 100) + "1" + String(repeating: ")", count: 100)
-        #expect(problems(deep).contains { $0.id == "limit_exceeded" })
+        #expect(problems(deep).contains { $0.id == .limitExceeded })
         let ok = String(repeating: "(", count: 32) + "1" + String(repeating: ")", count: 32)
         #expect(problems(ok).isEmpty)
     }

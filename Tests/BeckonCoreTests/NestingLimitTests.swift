@@ -46,7 +46,7 @@ struct NestingLimitTests {
             _ = try Parser.parse(text)
             Issue.record("\(c.name) \(n) deep parsed")
         } catch {
-            #expect(error.id == "limit_exceeded", "\(error.message)")
+            #expect(error.id == .limitExceeded, "\(error.message)")
             #expect(error.message == "expression nests more than \(Parser.maxDepth) levels deep")
             // The error is where the limit is passed: within the first 64 levels' worth of text.
             #expect(error.span.start < c.make(Parser.maxDepth + 1).unicodeScalars.count, "\(error.span)")

@@ -199,7 +199,7 @@ final class RuleEnvironment: ExpressionEnvironment {
         return ExprProblem(
             "'\(variable)' has no field '\(field)'"
                 + (hint.map { "; did you mean '\($0)'?" } ?? "; its fields: " + fields.joined(separator: ", ")),
-            span, id: "unknown_identifier", suggestion: hint)
+            span, id: .unknownIdentifier, suggestion: hint)
     }
 
     /// How to write `user.NAME` for a name (brackets when it is not an identifier).
@@ -221,7 +221,7 @@ final class RuleEnvironment: ExpressionEnvironment {
             guard plan.allPropertyNames.contains(key) else {
                 throw ExprProblem(
                     "no event of the tracking plan has a property '\(key)'" + PlanIndex.hint(key, plan.allPropertyNames), span,
-                    id: "unknown_property",
+                    id: .unknownProperty,
                     suggestion: Suggest.nearest(key, in: plan.allPropertyNames).map { "event.properties." + $0 })
             }
             return .dyn
@@ -236,7 +236,7 @@ final class RuleEnvironment: ExpressionEnvironment {
                 ? "event '\(planned[0])' has" : "none of " + planned.map { "'\($0)'" }.joined(separator: ", ") + " has"
             throw ExprProblem(
                 "\(which) no property '\(key)' in the tracking plan" + PlanIndex.hint(key, props), span,
-                id: "unknown_property", suggestion: Suggest.nearest(key, in: props).map { "event.properties." + $0 })
+                id: .unknownProperty, suggestion: Suggest.nearest(key, in: props).map { "event.properties." + $0 })
         }
         return types.count == planned.count ? CELType.join(types) : .dyn
     }
@@ -319,7 +319,7 @@ final class RuleEnvironment: ExpressionEnvironment {
             if let plan = symbols.plan {
                 guard plan.hasTrait(key) else {
                     throw ExprProblem(
-                        plan.unknownTrait(key), span, id: "unknown_trait",
+                        plan.unknownTrait(key), span, id: .unknownTrait,
                         suggestion: Suggest.nearest(key, in: Array(plan.traits.keys)).map(RuleEnvironment.userPath))
                 }
                 type = plan.traits[key]?.type.celType ?? .map(.string, .dyn)
@@ -361,7 +361,7 @@ final class RuleEnvironment: ExpressionEnvironment {
         throws(ExprProblem) -> (Eval, CELType, Int)
     {
         guard let key = path.first else {
-            throw ExprProblem("use a field of the context, like context.locale or context.os.name", span, id: "expression_type")
+            throw ExprProblem("use a field of the context, like context.locale or context.os.name", span, id: .expressionType)
         }
         let slot = symbols.context(key)
         if testOnly && path.count == 1 {
@@ -399,7 +399,7 @@ final class RuleEnvironment: ExpressionEnvironment {
             guard let f = path.first else {
                 throw ExprProblem(
                     "use a field of the inbox: inbox.unread, inbox.total, inbox.ids, inbox.unread_ids", span,
-                    id: "expression_type")
+                    id: .expressionType)
             }
             switch f {
             case "unread": return ({ s in .int(Int64(s.profile?.unreadCount ?? 0)) }, .int, 1)
@@ -437,7 +437,7 @@ final class RuleEnvironment: ExpressionEnvironment {
     private func constantString(_ e: Expr, _ c: ExprCompiler, what: String, usage: String) throws(ExprProblem) -> String {
         let n = c.compileNode(e)
         guard let v = n.constant, case .string(let s) = v else {
-            throw ExprProblem("\(what) must be written as a quoted string, like \(usage)", e.span, id: "expression_type")
+            throw ExprProblem("\(what) must be written as a quoted string, like \(usage)", e.span, id: .expressionType)
         }
         return s
     }
@@ -450,7 +450,7 @@ final class RuleEnvironment: ExpressionEnvironment {
     private func checkEvent(_ name: String, _ arg: Expr) throws(ExprProblem) {
         guard let plan = symbols.plan, !plan.hasEvent(eventKey(name)) else { return }
         throw ExprProblem(
-            plan.unknownEvent(name), arg.span, id: "unknown_event",
+            plan.unknownEvent(name), arg.span, id: .unknownEvent,
             suggestion: Suggest.nearest(name, in: Array(plan.events.keys)).map { "\"\($0)\"" })
     }
 
@@ -463,13 +463,13 @@ final class RuleEnvironment: ExpressionEnvironment {
         let windowText = try constantString(windowArg, c, what: "the window", usage: usage)
         guard let window = HistoryWindow.parse(windowText) else {
             if DSLDuration.read(windowText.lowercased()) == .tooLong {
-                throw ExprProblem(DSLDuration.tooLongMessage(windowText), windowArg.span, id: "invalid_window")
+                throw ExprProblem(DSLDuration.tooLongMessage(windowText), windowArg.span, id: .invalidWindow)
             }
-            throw ExprProblem("'\(windowText)' is not a window; use \(DSL.windowDoc)", windowArg.span, id: "invalid_window")
+            throw ExprProblem("'\(windowText)' is not a window; use \(DSL.windowDoc)", windowArg.span, id: .invalidWindow)
         }
         if !allowLifetime && window == .lifetime {
             throw ExprProblem(
-                "this function needs a rolling or calendar window, not lifetime", windowArg.span, id: "invalid_window")
+                "this function needs a rolling or calendar window, not lifetime", windowArg.span, id: .invalidWindow)
         }
         if case .calendar = window { _ = symbols.zoneSlots }
         return (name, window)
@@ -505,7 +505,7 @@ final class RuleEnvironment: ExpressionEnvironment {
         guard args.count == 2 || args.count == 3 else {
             throw ExprProblem(
                 "count() takes an event name, a window and optionally a property filter, like \(usage)", span,
-                id: "expression_type")
+                id: .expressionType)
         }
         let (name, window) = try nameAndWindow(args[0], args[1], c, usage: usage)
         var filter: [(slot: Int, value: Value)] = []
@@ -514,15 +514,15 @@ final class RuleEnvironment: ExpressionEnvironment {
             guard let fv = f.constant, case .map(let m) = fv else {
                 throw ExprProblem(
                     "the filter must be a map of property names to values, like {\"rule\": \"welcome\"}", args[2].span,
-                    id: "expression_type")
+                    id: .expressionType)
             }
             for (k, v) in m.entries {
                 guard case .string(let key) = k else {
-                    throw ExprProblem("filter keys are property names (strings)", args[2].span, id: "expression_type")
+                    throw ExprProblem("filter keys are property names (strings)", args[2].span, id: .expressionType)
                 }
                 filter.append((symbols.property(key), v))
             }
-            if name == "*" { throw ExprProblem("a filter needs an event name, not \"*\"", args[2].span, id: "expression_type") }
+            if name == "*" { throw ExprProblem("a filter needs an event name, not \"*\"", args[2].span, id: .expressionType) }
         }
         let series = series(name, window: window, filter: filter)
         if window == .lifetime {
@@ -547,11 +547,11 @@ final class RuleEnvironment: ExpressionEnvironment {
         let usage = "sum(\"Order Completed\", \"total\", \"30d\")"
         guard args.count == 3 else {
             throw ExprProblem(
-                "sum() takes an event name, a numeric property and a window, like \(usage)", span, id: "expression_type")
+                "sum() takes an event name, a numeric property and a window, like \(usage)", span, id: .expressionType)
         }
         let (name, window) = try nameAndWindow(args[0], args[2], c, usage: usage, allowLifetime: false)
         let property = try constantString(args[1], c, what: "the property", usage: usage)
-        if name == "*" { throw ExprProblem("sum() needs an event name, not \"*\"", args[0].span, id: "expression_type") }
+        if name == "*" { throw ExprProblem("sum() needs an event name, not \"*\"", args[0].span, id: .expressionType) }
         let series = series(name, window: window, valueSlot: symbols.property(property))
         let zone = zoneIfCalendar(window)
         return CompiledNode(
@@ -566,7 +566,7 @@ final class RuleEnvironment: ExpressionEnvironment {
         let usage = "active_days(\"E_Opened_App\", \"30d\")"
         guard args.count == 2 else {
             throw ExprProblem(
-                "active_days() takes an event name (or \"*\") and a window, like \(usage)", span, id: "expression_type")
+                "active_days() takes an event name (or \"*\") and a window, like \(usage)", span, id: .expressionType)
         }
         let (name, window) = try nameAndWindow(args[0], args[1], c, usage: usage, allowLifetime: false)
         let series = series(name, window: window)
@@ -590,7 +590,7 @@ final class RuleEnvironment: ExpressionEnvironment {
         guard args.count == 2 || args.count == 3 else {
             throw ExprProblem(
                 "average() takes an event name, a window and optionally an interval (default a day), like \(usage)", span,
-                id: "expression_type")
+                id: .expressionType)
         }
         let (name, window) = try nameAndWindow(args[0], args[1], c, usage: usage, allowLifetime: false)
         var intervals: Double
@@ -599,7 +599,7 @@ final class RuleEnvironment: ExpressionEnvironment {
             if args.count == 3 {
                 throw ExprProblem(
                     "a calendar window is averaged per calendar period; leave out the interval", args[2].span,
-                    id: "invalid_window")
+                    id: .invalidWindow)
             }
             intervals = Double(n)
         case .rolling(let ms):
@@ -609,7 +609,7 @@ final class RuleEnvironment: ExpressionEnvironment {
                 guard let p = DSLDuration.parse(text), p > 0, p <= ms else {
                     throw ExprProblem(
                         "the interval must be a duration no longer than the window, like 1d", args[2].span,
-                        id: "invalid_window")
+                        id: .invalidWindow)
                 }
                 per = p
             }
@@ -647,7 +647,7 @@ final class RuleEnvironment: ExpressionEnvironment {
     ) throws(ExprProblem) -> CompiledNode {
         let usage = "\(fn)(\"E_Opened_App\")"
         guard args.count == 1 else {
-            throw ExprProblem("\(fn)() takes one event name, like \(usage)", span, id: "expression_type")
+            throw ExprProblem("\(fn)() takes one event name, like \(usage)", span, id: .expressionType)
         }
         let name = try constantString(args[0], c, what: "the event name", usage: usage)
         try checkEvent(name, args[0])
@@ -674,12 +674,12 @@ final class RuleEnvironment: ExpressionEnvironment {
     private func compileDaysSince(_ args: [Expr], _ span: SourceSpan, _ c: ExprCompiler) throws(ExprProblem) -> CompiledNode {
         guard args.count == 1 else {
             throw ExprProblem(
-                "days_since() takes one event name or timestamp, like days_since(\"Signed In\")", span, id: "expression_type")
+                "days_since() takes one event name or timestamp, like days_since(\"Signed In\")", span, id: .expressionType)
         }
         let arg = c.compileNode(args[0])
         if let v = arg.constant, case .string(let name) = v, Timestamp.parse(name) == nil {
             if let why = Timestamp.offsetProblem(name) {
-                throw ExprProblem("'\(name)' is not a timestamp: \(why)", args[0].span, id: "invalid_timestamp")
+                throw ExprProblem("'\(name)' is not a timestamp: \(why)", args[0].span, id: .invalidTimestamp)
             }
             try checkEvent(name, args[0])
             let id = symbols.event(eventKey(name))
@@ -697,7 +697,7 @@ final class RuleEnvironment: ExpressionEnvironment {
         case .timestamp, .string, .dyn, .null, .error: break
         default:
             throw ExprProblem(
-                "days_since() needs an event name or a timestamp, not \(arg.type)", args[0].span, id: "expression_type")
+                "days_since() needs an event name or a timestamp, not \(arg.type)", args[0].span, id: .expressionType)
         }
         let ev = arg.eval
         return CompiledNode(
@@ -836,13 +836,13 @@ final class SegmentTable {
                     ExprProblem(
                         "with segment '\(u.name)' written out, this condition nests \(u.level + h) levels deep; "
                             + "the limit is \(Parser.maxDepth) (each use of a segment is a level)", u.span,
-                        id: "limit_exceeded",
+                        id: .limitExceeded,
                         suggestion: "write part of the condition out, or use fewer segments that use segments"))
             } else if !inSegment {
                 problems.append(
                     ExprProblem(
                         "segment '\(u.name)' nests more than \(Parser.maxDepth) levels deep with the segments it uses "
-                            + "written out (reported where they pass the limit)", u.span, id: "limit_exceeded"))
+                            + "written out (reported where they pass the limit)", u.span, id: .limitExceeded))
             }
         }
         return (tooDeep, problems)
@@ -854,17 +854,17 @@ final class SegmentTable {
         guard !compiling.contains(name) else {
             throw ExprProblem(
                 "segment '\(name)' refers to itself (through \(compiling.sorted().joined(separator: ", ")))", span,
-                id: "segment_cycle")
+                id: .segmentCycle)
         }
         // Segments too deep are refused before they are compiled (``depthProblems(in:inSegment:)``), so compiling never nests
         // deeper than this; the check keeps that true whatever happens above.
         guard compiling.count < Parser.maxDepth else {
             throw ExprProblem(
                 "segments nest more than \(Parser.maxDepth) deep: " + (compiling + [name]).joined(separator: " → "), span,
-                id: "limit_exceeded")
+                id: .limitExceeded)
         }
         guard let entry = entries[name], let compile, let symbols else {
-            throw ExprProblem("unknown segment '\(name)'", span, id: "unknown_identifier")
+            throw ExprProblem("unknown segment '\(name)'", span, id: .unknownIdentifier)
         }
         compiling.append(name)
         let compiled = compile(entry.source, tracing)

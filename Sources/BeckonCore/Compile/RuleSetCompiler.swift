@@ -171,7 +171,7 @@ private struct Builder {
         for p in problems where !env.tracing {
             diagnostics.append(
                 .error(
-                    DiagnosticID(rawValue: p.id), p.message, at: src.location(of: p.span),
+                    p.id, p.message, at: src.location(of: p.span),
                     suggestion: Builder.help(p, in: src.text)))
         }
         return result
@@ -204,7 +204,7 @@ private struct Builder {
         return bad.map { t, span in
             ExprProblem(
                 "timestamp(\"\(t)\") always fails: " + (Timestamp.offsetProblem(t) ?? "'\(t)' is not an RFC 3339 timestamp"),
-                span, id: "invalid_timestamp", suggestion: "write it like 2026-01-01T09:00:00+01:00 or 2026-01-01T08:00:00Z")
+                span, id: .invalidTimestamp, suggestion: "write it like 2026-01-01T09:00:00+01:00 or 2026-01-01T08:00:00Z")
         }
     }
 
@@ -217,7 +217,7 @@ private struct Builder {
         var fixed = String.UnicodeScalarView(scalars[..<p.span.start])
         // For a call, replace only the name before '('.
         var end = p.span.end
-        if p.id == "unknown_function", let paren = scalars[p.span.start..<p.span.end].firstIndex(of: "(") { end = paren }
+        if p.id == .unknownFunction, let paren = scalars[p.span.start..<p.span.end].firstIndex(of: "(") { end = paren }
         fixed.append(contentsOf: s.unicodeScalars)
         fixed.append(contentsOf: scalars[end...])
         return "did you mean `\(String(fixed))`?"
@@ -274,7 +274,7 @@ private struct Builder {
                 for p in problems {
                     segmentDiagnostics.append(
                         .error(
-                            DiagnosticID(rawValue: p.id), p.message, at: src.location(of: p.span),
+                            p.id, p.message, at: src.location(of: p.span),
                             suggestion: Builder.help(p, in: src.text)))
                 }
             }
@@ -283,7 +283,7 @@ private struct Builder {
         // Compile every segment, used or not, so that its problems are reported.
         for (name, src) in file.segments where segments.has(name.value) {
             do { _ = try segments.reference(name.value, span: SourceSpan(0, 0), tracing: false) } catch {
-                diagnostics.error(DiagnosticID(rawValue: error.id), error.message, at: src.location(of: error.span))
+                diagnostics.error(error.id, error.message, at: src.location(of: error.span))
             }
         }
 

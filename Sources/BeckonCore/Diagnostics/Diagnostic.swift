@@ -43,52 +43,50 @@ public struct Diagnostic: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// The classes of problems `beckon validate` reports. Each has a test that provokes it.
-public struct DiagnosticID: RawRepresentable, Sendable, Hashable, ExpressibleByStringLiteral, CustomStringConvertible {
-    public var rawValue: String
-    public init(rawValue: String) { self.rawValue = rawValue }
-    public init(stringLiteral value: String) { rawValue = value }
-    public var description: String { rawValue }
-
-    public static let yamlSyntax: DiagnosticID = "yaml_syntax"
-    public static let unknownKey: DiagnosticID = "unknown_key"
-    public static let missingKey: DiagnosticID = "missing_key"
-    public static let duplicateKey: DiagnosticID = "duplicate_key"
-    public static let wrongType: DiagnosticID = "wrong_type"
-    public static let invalidValue: DiagnosticID = "invalid_value"
-    public static let invalidDuration: DiagnosticID = "invalid_duration"
-    public static let invalidTimestamp: DiagnosticID = "invalid_timestamp"
-    public static let invalidWindow: DiagnosticID = "invalid_window"
-    public static let unsupportedVersion: DiagnosticID = "unsupported_version"
-    public static let duplicateRuleID: DiagnosticID = "duplicate_rule_id"
-    public static let duplicateName: DiagnosticID = "duplicate_name"
-    public static let invalidIdentifier: DiagnosticID = "invalid_identifier"
-    public static let expressionSyntax: DiagnosticID = "expression_syntax"
-    public static let expressionType: DiagnosticID = "expression_type"
-    public static let unknownIdentifier: DiagnosticID = "unknown_identifier"
-    public static let unknownFunction: DiagnosticID = "unknown_function"
-    public static let segmentCycle: DiagnosticID = "segment_cycle"
-    public static let invalidRegex: DiagnosticID = "invalid_regex"
-    public static let invalidLimit: DiagnosticID = "invalid_limit"
-    public static let invalidAction: DiagnosticID = "invalid_action"
-    public static let invalidTrigger: DiagnosticID = "invalid_trigger"
-    public static let invalidSchedule: DiagnosticID = "invalid_schedule"
-    public static let limitExceeded: DiagnosticID = "limit_exceeded"
-    public static let unreadableFile: DiagnosticID = "unreadable_file"
-    public static let noRuleFiles: DiagnosticID = "no_rule_files"
-    public static let duplicateSettings: DiagnosticID = "duplicate_settings"
-    public static let unknownEvent: DiagnosticID = "unknown_event"
-    public static let unknownProperty: DiagnosticID = "unknown_property"
-    public static let unknownTrait: DiagnosticID = "unknown_trait"
-    public static let unknownFlow: DiagnosticID = "unknown_flow"
+/// The classes of problems `beckon validate` reports (a closed set: an id is a case, never a string made on the spot).
+/// Each has a test that provokes it.
+public enum DiagnosticID: String, CaseIterable, Sendable, CustomStringConvertible {
+    case yamlSyntax = "yaml_syntax"
+    case unknownKey = "unknown_key"
+    case missingKey = "missing_key"
+    case duplicateKey = "duplicate_key"
+    case wrongType = "wrong_type"
+    case invalidValue = "invalid_value"
+    case invalidDuration = "invalid_duration"
+    case invalidTimestamp = "invalid_timestamp"
+    case invalidWindow = "invalid_window"
+    case unsupportedVersion = "unsupported_version"
+    case duplicateRuleID = "duplicate_rule_id"
+    case duplicateName = "duplicate_name"
+    case invalidIdentifier = "invalid_identifier"
+    case expressionSyntax = "expression_syntax"
+    case expressionType = "expression_type"
+    case unknownIdentifier = "unknown_identifier"
+    case unknownFunction = "unknown_function"
+    case segmentCycle = "segment_cycle"
+    case invalidRegex = "invalid_regex"
+    case invalidLimit = "invalid_limit"
+    case invalidAction = "invalid_action"
+    case invalidTrigger = "invalid_trigger"
+    case invalidSchedule = "invalid_schedule"
+    case limitExceeded = "limit_exceeded"
+    case unreadableFile = "unreadable_file"
+    case noRuleFiles = "no_rule_files"
+    case duplicateSettings = "duplicate_settings"
+    case unknownEvent = "unknown_event"
+    case unknownProperty = "unknown_property"
+    case unknownTrait = "unknown_trait"
+    case unknownFlow = "unknown_flow"
 
     // Analysis warnings: the rules load, but some part of them cannot do what it says.
-    public static let neverTrue: DiagnosticID = "never_true"
-    public static let shadowedRule: DiagnosticID = "shadowed_rule"
-    public static let limitNeverBinds: DiagnosticID = "limit_never_binds"
-    public static let limitAlwaysBinds: DiagnosticID = "limit_always_binds"
-    public static let deepLinkScheme: DiagnosticID = "deep_link_scheme"
-    public static let delayOutlivesCampaign: DiagnosticID = "delay_outlives_campaign"
+    case neverTrue = "never_true"
+    case shadowedRule = "shadowed_rule"
+    case limitNeverBinds = "limit_never_binds"
+    case limitAlwaysBinds = "limit_always_binds"
+    case deepLinkScheme = "deep_link_scheme"
+    case delayOutlivesCampaign = "delay_outlives_campaign"
+
+    public var description: String { rawValue }
 
     /// The analysis warnings; a rule or a file silences them with `silence: [id]`. Each has a fixture under
     /// Tests/BeckonCommandsTests/Fixtures/analysis.
@@ -96,14 +94,9 @@ public struct DiagnosticID: RawRepresentable, Sendable, Hashable, ExpressibleByS
         .neverTrue, .shadowedRule, .limitNeverBinds, .limitAlwaysBinds, .deepLinkScheme, .delayOutlivesCampaign,
     ]
 
-    /// Every class `validate` reports; each has a fixture under Tests/BeckonCommandsTests/Fixtures/diagnostics.
-    public static let all: [DiagnosticID] = [
-        .yamlSyntax, .unknownKey, .missingKey, .duplicateKey, .wrongType, .invalidValue, .invalidDuration, .invalidTimestamp,
-        .invalidWindow, .unsupportedVersion, .duplicateRuleID, .duplicateName, .invalidIdentifier, .expressionSyntax,
-        .expressionType, .unknownIdentifier, .unknownFunction, .segmentCycle, .invalidRegex, .invalidLimit, .invalidAction,
-        .invalidTrigger, .invalidSchedule, .limitExceeded, .unreadableFile, .noRuleFiles, .duplicateSettings, .unknownEvent,
-        .unknownProperty, .unknownTrait, .unknownFlow,
-    ]
+    /// Every class `validate` reports that is not an analysis warning; each has a fixture under
+    /// Tests/BeckonCommandsTests/Fixtures/diagnostics.
+    public static let all: [DiagnosticID] = allCases.filter { !analysis.contains($0) }
 }
 
 /// Collects diagnostics while loading; every problem is kept, in order.

@@ -220,7 +220,7 @@ public final class ExprCompiler {
                     problems.append(
                         ExprProblem(
                             "map keys must be strings, ints, uints or bools, not \(k.type)",
-                            entries[i].key.span, id: "expression_type"))
+                            entries[i].key.span, id: .expressionType))
                 }
             }
             let type = CELType.map(CELType.join(keys.map(\.type)), CELType.join(values.map(\.type)))
@@ -278,7 +278,7 @@ public final class ExprCompiler {
         let hint = Suggest.nearest(name, in: candidates)
         return ExprProblem(
             "unknown name '\(name)'" + (hint.map { "; did you mean '\($0)'?" } ?? ""), span,
-            id: "unknown_identifier", suggestion: hint)
+            id: .unknownIdentifier, suggestion: hint)
     }
 
     private func select(_ e: Expr, operand: Expr, field: String, testOnly: Bool) throws(ExprProblem) -> CompiledNode {
@@ -379,7 +379,7 @@ public final class ExprCompiler {
             if !checkTypes { return runtimeError("unbound function '\(fn)'") }
             if let t = target, environment.function(fn) != nil {
                 _ = t
-                throw ExprProblem("'\(fn)' is called as \(fn)(…), not as a method", span, id: "unknown_function")
+                throw ExprProblem("'\(fn)' is called as \(fn)(…), not as a method", span, id: .unknownFunction)
             }
             let names =
                 Array(FunctionDecl.standard.keys.filter { !$0.contains("_") && $0 != "@in" })
@@ -387,7 +387,7 @@ public final class ExprCompiler {
             let hint = Suggest.nearest(fn, in: names)
             throw ExprProblem(
                 "unknown function '\(fn)'" + (hint.map { "; did you mean '\($0)'?" } ?? ""), span,
-                id: "unknown_function", suggestion: hint)
+                id: .unknownFunction, suggestion: hint)
         }
         var nodes: [CompiledNode] = []
         if let target { nodes.append(compileNode(target)) }
@@ -395,7 +395,7 @@ public final class ExprCompiler {
         let resultType = try checkCall(decl, receiver: target != nil, nodes, span)
         if fn == "matches", let pattern = nodes.last?.constant, case .string(let p) = pattern {
             if case .failure(let err) = RegexBox.compile(p) {
-                throw ExprProblem(err.message, (target != nil ? args[0] : args[1]).span, id: "invalid_regex")
+                throw ExprProblem(err.message, (target != nil ? args[0] : args[1]).span, id: .invalidRegex)
             }
         }
         let n = CompiledNode(type: resultType, eval: fn == "matches" ? makeMatches(nodes) : makeCall(decl.impl, nodes))
@@ -457,7 +457,7 @@ public final class ExprCompiler {
         default:
             throw ExprProblem(
                 "\(what) needs a true/false value, but this is \(describe(n.type))", e.span,
-                id: "expression_type")
+                id: .expressionType)
         }
     }
 
@@ -476,7 +476,7 @@ public final class ExprCompiler {
             problems.append(
                 ExprProblem(
                     "'\(isAnd ? "&&" : "||")' needs true/false values on both sides, but the \(i == 0 ? "left" : "right") side is \(describe(o.type))",
-                    span, id: "expression_type"))
+                    span, id: .expressionType))
         }
         let a = ops[0].eval
         let b = ops[1].eval
@@ -556,7 +556,7 @@ public final class ExprCompiler {
             if ExprCompiler.equatable(types[0], types[1]) { return .bool }
             throw ExprProblem(
                 "cannot compare \(describe(types[0])) with \(describe(types[1])) using '\(ExprCompiler.operatorNames[decl.name]!)'",
-                span, id: "expression_type", suggestion: ExprCompiler.comparisonHint(nodes))
+                span, id: .expressionType, suggestion: ExprCompiler.comparisonHint(nodes))
         }
         var results: [CELType] = []
         var arityMatched = false
@@ -581,25 +581,25 @@ public final class ExprCompiler {
             let counts = Set(decl.signatures.filter { ($0.receiver != nil) == receiver }.map(\.params.count)).sorted()
             if counts.isEmpty {
                 let form = receiver ? "as a function, \(decl.name)(x)" : "as a method, x.\(decl.name)(…)"
-                throw ExprProblem("\(shown) is called \(form)", span, id: "expression_type")
+                throw ExprProblem("\(shown) is called \(form)", span, id: .expressionType)
             }
             let argCount = types.count - (receiver ? 1 : 0)
             throw ExprProblem(
                 "\(shown) takes \(counts.map(String.init).joined(separator: " or ")) argument(s), found \(argCount)",
-                span, id: "expression_type")
+                span, id: .expressionType)
         }
         if decl.name == "@in", types.count == 2, case .list(let element) = types[1] {
             throw ExprProblem(
                 "'in' looks for \(describe(types[0])) in a list of \(describe(element).replacingFirstArticle()), which never "
-                    + "holds one", span, id: "expression_type")
+                    + "holds one", span, id: .expressionType)
         }
         if ["_<_", "_<=_", "_>_", "_>=_"].contains(decl.name), types.count == 2 {
             throw ExprProblem(
                 "cannot compare \(describe(types[0])) with \(describe(types[1])) using \(shown)", span,
-                id: "expression_type", suggestion: ExprCompiler.comparisonHint(nodes))
+                id: .expressionType, suggestion: ExprCompiler.comparisonHint(nodes))
         }
         let shownTypes = types.map(\.description).joined(separator: ", ")
-        throw ExprProblem("no version of \(shown) accepts (\(shownTypes))", span, id: "expression_type")
+        throw ExprProblem("no version of \(shown) accepts (\(shownTypes))", span, id: .expressionType)
     }
 
     /// How to fix a comparison of two kinds of values that can never be equal: a quoted number or boolean compared
@@ -649,7 +649,7 @@ public final class ExprCompiler {
             guard checkTypes else { break }
             throw ExprProblem(
                 "\(c.kind.rawValue)() works on a list or a map, not \(describe(range.type))", c.range.span,
-                id: "expression_type")
+                id: .expressionType)
         }
         _ = elemType
         let slot = localsInUse

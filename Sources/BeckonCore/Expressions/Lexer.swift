@@ -3,10 +3,10 @@ public struct ExprProblem: Error, Sendable {
     public var message: String
     public var span: SourceSpan
     /// Matchable id, as in diagnostics: `expression_syntax`, `expression_type`, `unknown_identifier`…
-    public var id: String
+    public var id: DiagnosticID
     public var suggestion: String?
 
-    public init(_ message: String, _ span: SourceSpan, id: String = "expression_syntax", suggestion: String? = nil) {
+    public init(_ message: String, _ span: SourceSpan, id: DiagnosticID = .expressionSyntax, suggestion: String? = nil) {
         self.message = message
         self.span = span
         self.id = id

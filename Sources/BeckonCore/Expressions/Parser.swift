@@ -20,7 +20,7 @@ public struct Parser {
         if n > maxLength {
             throw ExprProblem(
                 "expression is \(n) characters long; the limit is \(maxLength)", SourceSpan(0, n),
-                id: "limit_exceeded")
+                id: .limitExceeded)
         }
         var lexer = Lexer(text)
         var parser = Parser(tokens: try lexer.tokens())
@@ -80,7 +80,7 @@ public struct Parser {
         if depth > Parser.maxDepth {
             throw ExprProblem(
                 "expression nests more than \(Parser.maxDepth) levels deep", tok.span,
-                id: "limit_exceeded")
+                id: .limitExceeded)
         }
     }
 
@@ -92,7 +92,7 @@ public struct Parser {
         let e = Expr(node, span)
         if e.height > Parser.maxDepth {
             throw ExprProblem(
-                "expression nests more than \(Parser.maxDepth) levels deep", token, id: "limit_exceeded")
+                "expression nests more than \(Parser.maxDepth) levels deep", token, id: .limitExceeded)
         }
         return e
     }

@@ -571,7 +571,7 @@ public struct FileParser {
     /// `silence: [ids]`: each must be the id of an analysis warning.
     mutating func silence(_ node: SourceNode) -> [Located<String>]? {
         guard let ids = oneOrMany(node, "silence") else { return nil }
-        for id in ids where !DiagnosticID.analysis.contains(DiagnosticID(rawValue: id.value)) {
+        for id in ids where !(DiagnosticID(rawValue: id.value).map(DiagnosticID.analysis.contains) ?? false) {
             let names = DiagnosticID.analysis.map(\.rawValue)
             diagnostics.error(
                 .invalidValue,
@@ -766,9 +766,9 @@ public struct FileParser {
             return nil
         }
         let (key, value) = pairs[0]
-        switch key.text {
-        case "message": return message(value).map { Located(.message($0), key.location) }
-        case "screen":
+        switch ActionKind(rawValue: key.text) {
+        case .message: return message(value).map { Located(.message($0), key.location) }
+        case .screen:
             if case .scalar = value {
                 return templateValue(value, "screen").map { Located(.screen(id: $0, params: []), key.location) }
             }
@@ -776,9 +776,9 @@ public struct FileParser {
                 let id = k["id"].flatMap({ templateValue($0.value, "id") })
             else { return nil }
             return Located(.screen(id: id, params: k["params"].map { valueMap($0.value, "params") } ?? []), key.location)
-        case "deep_link": return templateValue(value, "deep_link").map { Located(.deepLink($0), key.location) }
-        case "mark_read": return templateValue(value, "mark_read").map { Located(.markRead($0), key.location) }
-        case "prompt":
+        case .deepLink: return templateValue(value, "deep_link").map { Located(.deepLink($0), key.location) }
+        case .markRead: return templateValue(value, "mark_read").map { Located(.markRead($0), key.location) }
+        case .prompt:
             guard let s = scalar(value, "prompt", DSL.actions[5].type) else { return nil }
             let allowed = ["att", "notifications", "location"]
             guard allowed.contains(s.text) else {
@@ -789,7 +789,7 @@ public struct FileParser {
                 return nil
             }
             return Located(.prompt(s.text), key.location)
-        case "notify":
+        case .notify:
             guard let k = keys(of: value, DSL.notify, context: "notify"),
                 let msg = k["message"].flatMap({ templateValue($0.value, "message") })
             else { return nil }
@@ -801,12 +801,12 @@ public struct FileParser {
                         message: msg,
                         link: k["link"].flatMap { templateValue($0.value, "link") },
                         data: k["data"].map { valueMap($0.value, "data") } ?? [])), key.location)
-        case "emit":
+        case .emit:
             guard let k = keys(of: value, DSL.emit, context: "emit"), let ev = k["event"].flatMap({ string($0.value, "event") })
             else { return nil }
             return Located(
                 .emit(event: ev.value, payload: k["payload"].map { valueMap($0.value, "payload") } ?? []), key.location)
-        case "set":
+        case .set:
             guard case .mapping(let attrs, _) = value, !attrs.isEmpty else {
                 diagnostics.error(
                     .wrongType, "'set' expects a map of attribute names to values, found \(value.kindDescription)",
@@ -826,13 +826,13 @@ public struct FileParser {
                 out.append((Located(k.text, k.location), self.value(v)))
             }
             return Located(.set(out), key.location)
-        case "unset":
+        case .unset:
             guard let names = oneOrMany(value, "unset") else { return nil }
             for n in names {
                 if let bad = FileParser.reservedAttribute(n.value) { diagnostics.error(.invalidAction, bad, at: n.location) }
             }
             return Located(.unset(names), key.location)
-        case "flow":
+        case .flow:
             guard let k = keys(of: value, DSL.flowAction, context: "flow") else { return nil }
             let verbs = ["start", "resume", "complete"].filter { k[$0] != nil }
             guard verbs.count == 1, let verb = FlowActionSpec.Verb(rawValue: verbs[0]),

@@ -259,18 +259,18 @@ public enum ActionSpec: Sendable {
     /// `flow: { start | resume | complete: FLOW, step: … }`.
     case flow(FlowActionSpec)
 
-    public var kind: String {
+    public var kind: ActionKind {
         switch self {
-        case .message: "message"
-        case .screen: "screen"
-        case .deepLink: "deep_link"
-        case .notify: "notify"
-        case .markRead: "mark_read"
-        case .prompt: "prompt"
-        case .emit: "emit"
-        case .set: "set"
-        case .unset: "unset"
-        case .flow: "flow"
+        case .message: .message
+        case .screen: .screen
+        case .deepLink: .deepLink
+        case .notify: .notify
+        case .markRead: .markRead
+        case .prompt: .prompt
+        case .emit: .emit
+        case .set: .set
+        case .unset: .unset
+        case .flow: .flow
         }
     }
 }

@@ -189,7 +189,7 @@ final class ActionOrigin: Sendable {
         self.unitKind = unitKind
         self.rule = rule
         qualifiedRule = unit + "/" + rule
-        kinds = actions.map(\.kind)
+        kinds = actions.map(\.kind.rawValue)
         constantFields = actions.map(\.constantFields)
         constantMask = constantFields.prefix(64).enumerated().reduce(0) { $0 | ($1.element == nil ? 0 : 1 << $1.offset) }
         headJSON = ActionOrigin.members { w in
@@ -420,18 +420,18 @@ enum ActionTemplate: Sendable {
         return constant ? fields : nil
     }
 
-    var kind: String {
+    /// The kind its fires carry (a flow's is the screen it shows).
+    var kind: ActionKind {
         switch self {
-        case .message: "message"
-        case .screen: "screen"
-        case .deepLink: "deep_link"
-        case .notify: "notify"
-        case .markRead: "mark_read"
-        case .prompt: "prompt"
-        case .emit: "emit"
-        case .set: "set"
-        case .unset: "unset"
-        case .flow: "screen"
+        case .message: .message
+        case .screen, .flow: .screen
+        case .deepLink: .deepLink
+        case .notify: .notify
+        case .markRead: .markRead
+        case .prompt: .prompt
+        case .emit: .emit
+        case .set: .set
+        case .unset: .unset
         }
     }
 }

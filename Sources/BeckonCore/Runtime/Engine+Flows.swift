@@ -46,7 +46,7 @@ extension Engine {
     ) {
         guard let index = ruleSet.flowIndex[id] else {
             w.append("flow: no flow named '\(id)'")
-            fa.kind = "flow"
+            fa.kind = ActionKind.flow.rawValue
             fa.fields = [("flow", .string(id)), ("status", .string("unknown"))]
             return
         }
@@ -70,7 +70,7 @@ extension Engine {
             }
         }
         guard var s = state, !s.done else {
-            fa.kind = "flow"
+            fa.kind = ActionKind.flow.rawValue
             fa.fields = [("flow", .string(id)), ("status", .string(state == nil ? "not_started" : "done"))]
             return
         }
@@ -87,7 +87,7 @@ extension Engine {
             params[string: "back"] = .bool(!st.noBackFromHere)
             for (k, v) in flow.params { params[string: k] = v.evaluate(scope, field: "params." + k, warnings: &w) }
             for (k, v) in st.params { params[string: k] = v.evaluate(scope, field: "params." + k, warnings: &w) }
-            fa.kind = "screen"
+            fa.kind = ActionKind.screen.rawValue
             fa.fields = [("screen", .string(st.id)), ("params", .map(params))]
         } else {
             s.step = nil
@@ -98,10 +98,10 @@ extension Engine {
                 params[string: "version"] = .int(Int64(flow.version))
                 params[string: "back"] = .bool(false)
                 for (k, v) in flow.params { params[string: k] = v.evaluate(scope, field: "params." + k, warnings: &w) }
-                fa.kind = "screen"
+                fa.kind = ActionKind.screen.rawValue
                 fa.fields = [("screen", .string(finish)), ("params", .map(params))]
             } else {
-                fa.kind = "flow"
+                fa.kind = ActionKind.flow.rawValue
                 fa.fields = [("flow", .string(id)), ("status", .string("done"))]
             }
         }

@@ -805,7 +805,8 @@ public final class Engine {
             out.actions.append(
                 FiredAction(
                     origin: rule.origin, actionIndex: -1, triggerKey: triggerKey, time: now, userID: profile.userID,
-                    trigger: trigger, kind: "held_back", fields: [("actions", .list(rule.actions.map { .string($0.kind) }))]))
+                    trigger: trigger, kind: ActionKind.heldBack.rawValue,
+                    fields: [("actions", .list(rule.actions.map { .string($0.kind.rawValue) }))]))
             return false
         }
         let reference = rule.originReference
