@@ -56,9 +56,7 @@ struct BenchTests {
             .notLive("x"), .lostTo(rule: "a", priority: 1, ownPriority: 0), .cascadeLimit(8), .alreadyPending(due: 0),
             .cancelled(by: "e", due: 0), .quietHours(heldUntil: nil), .quietHours(heldUntil: 5),
         ]
-        for c in ["where", "if", "audience", "reprompt"] {
-            verdicts.append(.conditionFalse(clause: c, value: .bool(false), why: nil))
-        }
+        for c in Clause.allCases { verdicts.append(.conditionFalse(clause: c, value: .bool(false), why: nil)) }
         for k in Verdict.limitKeys { verdicts += [.limited(hit(k)), .globalLimited(hit(k))] }
         for v in verdicts {
             let i = v.blockIndex
@@ -75,6 +73,7 @@ struct BenchTests {
         #expect(keys[Verdict.LimitIndex.perUser] == "per_user")
         #expect(keys[Verdict.LimitIndex.perSession] == "per_session")
         #expect(keys[Verdict.LimitIndex.cooldown] == "cooldown")
+        #expect(keys == LimitKind.allCases.map(\.key))
         let codes = Verdict.blockCodes
         #expect(codes.count == Verdict.blockCodeCount)
         #expect(codes[Verdict.BlockIndex.whereClause] == "where")

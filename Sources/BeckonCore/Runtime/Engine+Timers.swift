@@ -191,11 +191,11 @@ extension Engine {
         if let why = notLive(unit, profile: profile, now: now) { return block(.notLive(why)) }
         if rule.timing.recheck {
             if let a = unit.audience, case let v = a.evaluate(scope), !v.isTrue {
-                return block(.conditionFalse(clause: "audience", value: v, why: why(unit.audienceTraced)))
+                return block(.conditionFalse(clause: .audience, value: v, why: why(unit.audienceTraced)))
             }
             if let c = rule.ifExpr {
                 let v = c.evaluate(scope)
-                if !v.isTrue { return block(.conditionFalse(clause: "if", value: v, why: why(rule.ifTraced))) }
+                if !v.isTrue { return block(.conditionFalse(clause: .ifClause, value: v, why: why(rule.ifTraced))) }
             }
         }
         if !rule.limits.isEmpty {

@@ -540,7 +540,7 @@ public final class Engine {
         let unit: CompiledUnit? = ruleSet.plainUnits[Int(rule.unit)] ? nil : ruleSet.units[Int(rule.unit)]
         if let unit, let why = notLive(unit, profile: profile, now: now) { return .notLive(why) }
         if let w = rule.whereExpr,
-            let no = clause("where", w, traced: rule.whereTraced, rule: rule.index, profile: profile, event: event, now: now)
+            let no = clause(.whereClause, w, traced: rule.whereTraced, rule: rule.index, profile: profile, event: event, now: now)
         {
             return no
         }
@@ -553,13 +553,13 @@ public final class Engine {
         }
         if let unit, let a = unit.audience,
             let no = clause(
-                "audience", a, traced: unit.audienceTraced, rule: rule.index, memo: unit.audienceMemo, profile: profile,
+                .audience, a, traced: unit.audienceTraced, rule: rule.index, memo: unit.audienceMemo, profile: profile,
                 event: event, now: now)
         {
             return no
         }
         if let c = rule.ifExpr,
-            let no = clause("if", c, traced: rule.ifTraced, rule: rule.index, profile: profile, event: event, now: now)
+            let no = clause(.ifClause, c, traced: rule.ifTraced, rule: rule.index, profile: profile, event: event, now: now)
         {
             return no
         }
@@ -571,7 +571,7 @@ public final class Engine {
                         clause: "reprompt", passed: block == nil,
                         detail: block ?? "due: the latest \(rp.after) was \(rp.when), long enough ago"))
             }
-            if let block { return .conditionFalse(clause: "reprompt", value: .bool(false), why: block) }
+            if let block { return .conditionFalse(clause: .reprompt, value: .bool(false), why: block) }
         }
         if rule.hasLimits {
             let rec = profile.record(for: rule.index) ?? RuleRecord(rule: rule.index)
@@ -594,7 +594,7 @@ public final class Engine {
     /// ``Predicate`` is decided by it; otherwise its closures run (memoized in `memo` when given), and with `explain`
     /// its values are kept.
     private func clause(
-        _ name: String, _ e: CompiledExpr, traced: CompiledExpr?, rule: Int32, memo: Int? = nil, profile: UserProfile,
+        _ name: Clause, _ e: CompiledExpr, traced: CompiledExpr?, rule: Int32, memo: Int? = nil, profile: UserProfile,
         event: BoundEvent?, now: Int64
     ) -> Verdict? {
         if !options.recordVerdicts, let p = e.predicate {
@@ -602,7 +602,7 @@ public final class Engine {
                 ? nil : .conditionFalse(clause: name, value: .bool(false), why: nil)
         }
         let v = memo.map { scope.memoized($0) { e.evaluate($0) } } ?? e.evaluate(scope)
-        explainClause(rule, name, v, traced)
+        explainClause(rule, name.rawValue, v, traced)
         return v.isTrue ? nil : .conditionFalse(clause: name, value: v, why: why(traced))
     }
 

@@ -3,9 +3,9 @@ public enum Verdict: Sendable {
     case fired
     /// The campaign has not started, has ended, or is disabled.
     case notLive(String)
-    /// `where`, `audience` or `if` was false or failed (the value says which: `false` or an error).
-    /// `why` lists the values that decided, when verdicts are recorded.
-    case conditionFalse(clause: String, value: Value, why: String?)
+    /// `where`, `audience` or `if` was false or failed (the value says which: `false` or an error), or a re-prompt is
+    /// not due. `why` lists the values that decided, when verdicts are recorded.
+    case conditionFalse(clause: Clause, value: Value, why: String?)
     /// One of the rule's limits blocked it.
     case limited(LimitHit)
     /// Another rule on the same surface won arbitration.
@@ -32,7 +32,7 @@ public enum Verdict: Sendable {
         switch self {
         case .fired: return "fired"
         case .notLive(let why): return why
-        case .conditionFalse("reprompt", _, let why): return "reprompt: " + (why ?? "not due")
+        case .conditionFalse(.reprompt, _, let why): return "reprompt: " + (why ?? "not due")
         case .conditionFalse(let clause, let v, let why):
             let detail = why.map { $0.isEmpty ? "" : ": " + $0 } ?? ""
             if case .error(let e) = v { return "\(clause) failed (\(e.message))" + detail }
@@ -57,7 +57,7 @@ public enum Verdict: Sendable {
         switch self {
         case .fired: "fired"
         case .notLive: "not_live"
-        case .conditionFalse(let clause, _, _): clause
+        case .conditionFalse(let clause, _, _): clause.rawValue
         case .limited(let hit): "limit:" + hit.key
         case .lostTo: "lost"
         case .globalLimited(let hit): "global_limit:" + hit.key
@@ -71,25 +71,53 @@ public enum Verdict: Sendable {
     }
 }
 
+/// The condition a rule failed: its clause.
+public enum Clause: String, Sendable, CaseIterable, CustomStringConvertible {
+    case whereClause = "where"
+    case ifClause = "if"
+    case audience, reprompt
+
+    public var description: String { rawValue }
+}
+
 extension Verdict {
+    /// The codes of verdicts that are neither fires nor limits, in the order of their counters.
+    enum BlockCode: Int, CaseIterable {
+        case notLive, whereClause, ifClause, audience, reprompt, lost, cascadeLimit, pending, cancelled, quietHours, held
+
+        var rawName: String {
+            switch self {
+            case .notLive: "not_live"
+            case .whereClause: Clause.whereClause.rawValue
+            case .ifClause: Clause.ifClause.rawValue
+            case .audience: Clause.audience.rawValue
+            case .reprompt: Clause.reprompt.rawValue
+            case .lost: "lost"
+            case .cascadeLimit: "cascade_limit"
+            case .pending: "pending"
+            case .cancelled: "cancelled"
+            case .quietHours: "quiet_hours"
+            case .held: "held"
+            }
+        }
+    }
+
     static let limitKeys = LimitKind.allCases.map(\.key)
-    static let plainCodes = [
-        "not_live", "where", "if", "audience", "reprompt", "lost", "cascade_limit", "pending", "cancelled", "quiet_hours",
-        "held",
-    ]
+    static let plainCodes = BlockCode.allCases.map(\.rawName)
     /// The codes of verdicts that are not fires, in a fixed order: ``blockIndex`` counts them without strings.
     static let blockCodes = plainCodes + limitKeys.map { "limit:" + $0 } + limitKeys.map { "global_limit:" + $0 }
     /// How many ``blockCodes`` there are (a literal, checked by `literalIndexesNameTheirCodes`: the engine's counters
     /// read it per verdict).
     static let blockCodeCount = 31
 
-    /// Places in ``limitKeys`` of the kinds the fast path blocks on: their ``LimitKind`` raw values.
+    /// Places in ``limitKeys`` of the kinds the fast path blocks on: their ``LimitKind`` raw values, as literals (the
+    /// engine reads them per rule; `literalIndexesNameTheirCodes` checks each against ``LimitKind``).
     enum LimitIndex {
-        static let onOccurrence = LimitKind.onOccurrence.rawValue
-        static let everyOccurrence = LimitKind.everyOccurrence.rawValue
-        static let perUser = LimitKind.perUser.rawValue
-        static let perSession = LimitKind.perSession.rawValue
-        static let cooldown = LimitKind.cooldown.rawValue
+        static let onOccurrence = 0
+        static let everyOccurrence = 1
+        static let perUser = 2
+        static let perSession = 3
+        static let cooldown = 9
     }
 
     /// Places in ``blockCodes`` of the blocks a ``SimpleGate`` decides (literals, checked by `literalIndexesNameTheirCodes`).
@@ -107,21 +135,19 @@ extension Verdict {
         let n = Verdict.plainCodes.count
         switch self {
         case .fired, .scheduled, .heldBack: return nil
-        case .notLive: return 0
+        case .notLive: return BlockCode.notLive.rawValue
         case .conditionFalse(let clause, _, _):
-            // The engine's clauses are these four literals, told apart by length and first letter (no compare).
-            switch (clause.utf8.count, clause.utf8.first) {
-            case (5, UInt8(ascii: "w")): return 1
-            case (2, UInt8(ascii: "i")): return 2
-            case (8, UInt8(ascii: "a")): return 3
-            case (8, UInt8(ascii: "r")): return 4
-            default: return nil
+            switch clause {
+            case .whereClause: return BlockCode.whereClause.rawValue
+            case .ifClause: return BlockCode.ifClause.rawValue
+            case .audience: return BlockCode.audience.rawValue
+            case .reprompt: return BlockCode.reprompt.rawValue
             }
-        case .lostTo: return 5
-        case .cascadeLimit: return 6
-        case .alreadyPending: return 7
-        case .cancelled: return 8
-        case .quietHours(let until): return until == nil ? 9 : 10
+        case .lostTo: return BlockCode.lost.rawValue
+        case .cascadeLimit: return BlockCode.cascadeLimit.rawValue
+        case .alreadyPending: return BlockCode.pending.rawValue
+        case .cancelled: return BlockCode.cancelled.rawValue
+        case .quietHours(let until): return (until == nil ? BlockCode.quietHours : BlockCode.held).rawValue
         case .limited(let hit): return (hit.keyIndex >= 0 ? hit.keyIndex : limit(hit.key)).map { n + $0 }
         case .globalLimited(let hit):
             return (hit.keyIndex >= 0 ? hit.keyIndex : limit(hit.key)).map { n + Verdict.limitKeys.count + $0 }
