@@ -960,7 +960,10 @@ public final class Engine {
     }
 
     private func updateSession(_ p: UserProfile, startsSession: Bool, _ now: Int64) {
-        if p.session.id == 0 || now - p.session.lastActivity >= ruleSet.settings.sessionTimeoutMs || startsSession {
+        // (A restored session may have no last activity: it is over.)
+        if p.session.id == 0 || p.session.lastActivity == Int64.min
+            || now - p.session.lastActivity >= ruleSet.settings.sessionTimeoutMs || startsSession
+        {
             p.session.id &+= 1
             p.session.start = now
         }

@@ -160,7 +160,8 @@ struct StateReader {
         let z = u - 1
         let d = Int64(bitPattern: (z >> 1) ^ (0 &- (z & 1)))
         let (t, overflow) = reference.addingReportingOverflow(d)
-        guard !overflow, abs(t) <= StateReader.timeBound else { throw error("a time is out of range") }
+        // (Not `abs(t)`: it traps on Int64.min.)
+        guard !overflow, t >= -StateReader.timeBound, t <= StateReader.timeBound else { throw error("a time is out of range") }
         return t
     }
 
