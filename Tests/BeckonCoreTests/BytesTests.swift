@@ -3,10 +3,10 @@ import Testing
 
 @testable import BeckonCore
 
-/// `Value.sameBytes` decides most comparisons from a string's two words: identical words are the same bytes, and two
-/// strings in Swift's small form (up to 15 UTF-8 bytes, stored in the words) with different words differ. These
-/// tests hold that layout to what the code assumes, and the result to a byte-by-byte comparison.
-struct StringBitsTests {
+/// `Bytes.equal` (the storage layer's string comparison, which `Value.sameBytes` and the profile table use) and
+/// `Bytes.hash` read strings through public API only; they must agree with a byte-by-byte comparison for strings of
+/// every kind.
+struct BytesTests {
     /// The same texts made in different ways: literals, decoded bytes, built up with spare capacity (a large string
     /// holding few bytes), bridged through Foundation, and non-ASCII.
     static func variants(_ text: String) -> [String] {
@@ -18,55 +18,18 @@ struct StringBitsTests {
         return [text, decoded, reserved, bridged, String(text.reversed().reversed())]
     }
 
-    @Test func smallFlagFollowsTheByteCount() {
-        #if _pointerBitWidth(_64)
-            #expect(StringBits("").isSmall)
-            #expect(StringBits("free").isSmall)
-            #expect(StringBits("fifteen bytes!!").isSmall)
-            #expect(StringBits("é").isSmall)
-            #expect(!StringBits("sixteen bytes!!!").isSmall)
-            var reserved = String()
-            reserved.reserveCapacity(64)
-            reserved += "abc"
-            #expect(!StringBits(reserved).isSmall)
-        #endif
-    }
-
-    /// `Value.equal` of a value and a constant in place reads a string payload as the first two words of a `Value`
-    /// and of a `Value?`.
-    @Test func stringPayloadIsTheFirstTwoWords() {
-        #if _pointerBitWidth(_64)
-            for text in ["free", "sixteen bytes!!!"] {
-                let bits = StringBits(text)
-                withUnsafePointer(to: Value.string(text)) {
-                    #expect(UnsafeRawPointer($0).load(as: StringBits.self) == bits)
-                }
-                withUnsafePointer(to: Value?.some(.string(text))) {
-                    #expect(UnsafeRawPointer($0).load(as: StringBits.self) == bits)
-                }
-            }
-        #endif
-    }
-
-    @Test func inPlaceEqualityAgreesWithEquality() {
-        let values: [Value?] = [
-            nil, .null, .bool(true), .int(3), .double(3), .uint(3), .string("free"), .string("pro"),
-            .string("sixteen bytes!!!"), .string("e\u{301}"), .string("\u{e9}"), .list([.int(1)]),
-        ]
-        for a in values {
-            for b in values.compactMap({ $0 }) {
-                for x
-                    in (a.map { v -> [Value?] in
-                        guard case .string(let s) = v else { return [v] }
-                        return Self.variants(s).map { .string($0) }
-                    } ?? [nil])
-                {
-                    let expected = x.map { Value.equal($0, b) } ?? false
-                    let got = withUnsafePointer(to: x) { p in withUnsafePointer(to: b) { Value.equal(p, $0) } }
-                    #expect(got == expected, "\(String(describing: x)) \(b)")
-                }
-            }
+    @Test func equalStringsHashAlike() {
+        for text in ["", "free", "sixteen bytes!!!", "caf\u{e9}", String(repeating: "x", count: 41)] {
+            let hashes = Set(
+                Self.variants(text).map { s -> Int in
+                    var h = Hasher()
+                    Bytes.hash(s, into: &h)
+                    return h.finalize()
+                })
+            #expect(hashes.count == 1, "\(text)")
         }
+        // Canonically equivalent, different bytes: different keys (a seeded Hasher makes a collision unlikely).
+        #expect(ExactString("caf\u{e9}") != ExactString("cafe\u{301}"))
     }
 
     @Test func sameBytesAgreesWithTheBytes() {
@@ -80,11 +43,34 @@ struct StringBitsTests {
                 for a in Self.variants(x) {
                     for b in Self.variants(y) {
                         #expect(
-                            Value.sameBytes(a, b) == (Array(a.utf8) == Array(b.utf8)),
+                            Bytes.equal(a, b) == (Array(a.utf8) == Array(b.utf8)),
                             "\(a.debugDescription) \(b.debugDescription)")
                     }
                 }
             }
         }
+    }
+
+    /// `equal(_:ascii:)` is `equal` whenever its second string is ASCII, for texts that are canonically equivalent to
+    /// ASCII ones without being them: the Kelvin sign, the Greek question mark, varia, the Ohm and Ångström signs.
+    @Test func asciiFastPathAgreesWithTheBytes() {
+        let ascii = ["", "K", "K;", "`", "a`b", "US", "free", "sixteen bytes!!!", String(repeating: "x", count: 40)]
+        let others =
+            ascii + [
+                "\u{212A}", "\u{212A};", "\u{037E}", "K\u{037E}", "\u{1FEF}", "a\u{1FEF}b", "\u{2126}", "\u{212B}", "é", "KK",
+            ]
+        for c in ascii {
+            #expect(Bytes.isASCII(c))
+            for x in others {
+                for a in Self.variants(x) {
+                    for b in Self.variants(c) {
+                        #expect(
+                            Bytes.equal(a, ascii: b) == (Array(a.utf8) == Array(b.utf8)),
+                            "\(a.debugDescription) \(b.debugDescription)")
+                    }
+                }
+            }
+        }
+        #expect(!Bytes.isASCII("é"))
     }
 }

@@ -709,7 +709,7 @@ struct StoreAndOutcomeTests {
             let batch = Engine(ruleSet: rs, store: store)
             var got: [String] = []
             var out = EventOutcome()
-            events.withUnsafeBufferPointer { buf in batch.process(buf, into: &out) { got += $0.actions.map(\.json) } }
+            batch.process(events.span, into: &out) { got += $0.actions.map(\.json) }
             #expect(got == expected)
             #expect(batch.stats.fired == one.stats.fired)
         }

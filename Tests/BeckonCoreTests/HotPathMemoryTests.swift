@@ -51,28 +51,6 @@ struct HistoryLogStorageTests {
     }
 }
 
-/// Numbers compared in place decide exactly what the general comparison decides, for every pair of kinds.
-struct InPlaceNumberTests {
-    static let values: [Value] = [
-        .int(-3), .int(0), .int(7), .int(.max), .double(-3), .double(0), .double(6.5), .double(7), .double(.nan),
-        .double(.infinity), .uint(7), .string("7"), .bool(true), .null,
-    ]
-
-    @Test func orderAndEqualityInPlaceAgreeWithTheGeneralOnes() {
-        for a in Self.values {
-            for b in Self.values {
-                let general = Value.order(a, b)
-                let inPlace = withUnsafePointer(to: Value?.some(a)) { pa in withUnsafePointer(to: b) { Value.order(pa, $0) } }
-                #expect(general == inPlace, "order(\(a), \(b))")
-                let eq = withUnsafePointer(to: Value?.some(a)) { pa in withUnsafePointer(to: b) { Value.equal(pa, $0) } }
-                #expect(eq == Value.equal(a, b), "equal(\(a), \(b))")
-            }
-            let missing = withUnsafePointer(to: Value?.none) { pa in withUnsafePointer(to: a) { Value.order(pa, $0) } }
-            #expect(missing == nil)
-        }
-    }
-}
-
 /// The prefetch hints cover the objects they are for (a hint past an object's end is harmless, one short of it
 /// leaves a line to be missed). An allocation's usable size is at least the object's size.
 struct PrefetchCoverageTests {
@@ -83,8 +61,8 @@ struct PrefetchCoverageTests {
                 kind: .track, nameID: 0, name: "E", userID: "u", timestamp: 0, messageID: nil, properties: [nil],
                 context: [])
             // The usable size is at least what the object asked for.
-            #expect(mallocUsableSize(Unmanaged.passUnretained(p).toOpaque()) <= UserProfile.objectBytes)
-            #expect(mallocUsableSize(Unmanaged.passUnretained(e).toOpaque()) <= BoundEvent.objectBytes)
+            #expect(mallocUsableSize(Unmanaged.passUnretained(p).toOpaque()) <= Engine.Lookahead.objectBytes)
+            #expect(mallocUsableSize(Unmanaged.passUnretained(e).toOpaque()) <= Engine.Lookahead.objectBytes)
         }
     #endif
 }

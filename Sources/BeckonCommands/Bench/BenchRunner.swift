@@ -108,7 +108,7 @@ public enum BenchRunner {
             var batch: [BoundEvent] = []
             batch.reserveCapacity(Self.batchSize)
             func flush() {
-                batch.withUnsafeBufferPointer { engine.process($0, into: &outcome) { sink.write($0.actions) } }
+                engine.process(batch.span, into: &outcome) { sink.write($0.actions) }
                 batch.removeAll(keepingCapacity: true)
             }
             reader.forEachLine { line in
@@ -183,7 +183,7 @@ public enum BenchRunner {
             // outcome whose memory is reused. The actions are counted, not read (reading one makes it).
             var outcome = EventOutcome()
             var actions = 0
-            events.withUnsafeBufferPointer { buf in engine.process(buf, into: &outcome) { actions += $0.actions.count } }
+            engine.process(events.span, into: &outcome) { actions += $0.actions.count }
             let dt = now() - t0
             precondition(actions == engine.stats.actions - actionsBefore, "every action handed over")
             out.best = max(out.best, Double(events.count) / dt)

@@ -82,16 +82,9 @@ public struct SegmentDecoder {
         var anonymousID: String?
         var times = EventTimes()
         var messageID: String?
-        // Handed to the event at the end; freed here if the line turns out bad.
-        let props = ValueSlots(count: ruleSet.propertyNames.count)
-        let ctx = ValueSlots(count: ruleSet.contextNames.count)
-        var handedOver = false
-        defer {
-            if !handedOver {
-                props.free()
-                ctx.free()
-            }
-        }
+        // Handed to the event at the end (freed with it, or here if the line turns out bad).
+        let props = SlotRow(count: ruleSet.propertyNames.count)
+        let ctx = SlotRow(count: ruleSet.contextNames.count)
         var traits: [(name: String, value: Value)] = []
         var allProps: ValueMap?
         var sawProperties = false
@@ -220,7 +213,6 @@ public struct SegmentDecoder {
         var eventName = kind == .identify ? "" : (name?.text ?? "")
         let table = kind == .screen || kind == .page ? screenIDs : trackIDs
         let id = eventName.withUTF8 { table.lookup($0) }.map(Int32.init) ?? -1
-        handedOver = true
         return BoundEvent(
             kind: kind, nameID: id, name: eventName, userID: user, timestamp: time, messageID: messageID,
             propertySlots: props, contextSlots: ctx, traits: traits, allProperties: allProps)
@@ -337,7 +329,7 @@ struct JSONScanner {
     }
 
     /// Reads an object, keeping only the keys that have a slot.
-    mutating func slots(into out: ValueSlots, _ table: KeyTable, what: String) throws(DecodeError) {
+    mutating func slots(into out: borrowing SlotRow, _ table: KeyTable, what: String) throws(DecodeError) {
         skipSpace()
         if peek() == UInt8(ascii: "n") {
             try skipValue(depth: 0)

@@ -44,8 +44,8 @@ extension FunctionDecl {
                 name: "sha256", signatures: [Signature([.string], .string), Signature([.bytes], .string)],
                 impl: .unary { v in
                     switch v {
-                    case .string(let s): return .string(SHA256.hash(data: Array(s.utf8)).withUnsafeBytes { Hex.encode($0) })
-                    case .bytes(let b): return .string(SHA256.hash(data: b).withUnsafeBytes { Hex.encode($0) })
+                    case .string(let s): return .string(Hex.encode(SHA256.hash(data: Array(s.utf8))))
+                    case .bytes(let b): return .string(Hex.encode(SHA256.hash(data: b)))
                     case .error: return v
                     default: return .error(.noSuchOverload)
                     }

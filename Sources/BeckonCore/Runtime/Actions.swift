@@ -7,11 +7,13 @@ import Crypto
 /// consumer can drop an action it has already seen.
 public struct FiredAction: Sendable {
     /// Computed when asked for (a SHA-256), so that a service that does not use ids does not pay for them.
-    public var id: String { withID { String(decoding: $0, as: UTF8.self) } }
-
-    /// The id's 32 hex digits, without making a `String` of them.
-    func withID<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
-        FiredAction.withID(rule: origin.qualifiedRule, action: actionIndex, user: userID, trigger: triggerKey, body)
+    public var id: String {
+        var message: [UInt8] = []
+        var digits: [UInt8] = []
+        FiredAction.appendID(
+            rule: origin.qualifiedRule, action: actionIndex, user: userID, trigger: triggerKey, to: &digits,
+            scratch: &message)
+        return String(decoding: digits, as: UTF8.self)
     }
     /// The rule's names and compiled actions (one object per rule, shared by all its fires), the action's place in
     /// the rule's `do` (-1 for `held_back`), and the trigger's key: what `id` hashes.
@@ -93,18 +95,22 @@ public struct FiredAction: Sendable {
     ) {
         w.beginObject()
         w.key(static: "id")
-        withID(rule: origin.qualifiedRule, action: actionIndex, user: userID, trigger: triggerKey) { w.plainString($0) }
+        w.plainString { bytes, scratch in
+            appendID(
+                rule: origin.qualifiedRule, action: actionIndex, user: userID, trigger: triggerKey, to: &bytes,
+                scratch: &scratch)
+        }
         w.key(static: "time")
-        Timestamp(milliseconds: time).withRFC3339 { w.plainString($0) }
+        w.plainString { bytes, _ in Timestamp(milliseconds: time).appendRFC3339(to: &bytes) }
         w.key(static: "userId")
         w.string(userID)
-        origin.headJSON.withUnsafeBytes { w.members($0) }
+        w.members(origin.headJSON)
         w.key(static: "trigger")
         w.string(trigger)
         if let own {
             ActionOrigin.writeKindAndFields(own.kind, own.fields, to: &w)
         } else if let json = origin.constantJSON[actionIndex] {
-            json.withUnsafeBytes { w.members($0) }
+            w.members(json)
         } else {
             ActionOrigin.writeKindAndFields(origin.kinds[actionIndex], origin.constantFields[actionIndex] ?? [], to: &w)
         }
@@ -115,53 +121,38 @@ public struct FiredAction: Sendable {
         w.endObject()
     }
 
-    /// A deterministic id: the first 16 bytes of SHA-256 over the parts, as 32 hex digits.
-    /// The parts (`rule`, the action index in decimal, `user`, the trigger key's text), each followed by a 0 byte, are
-    /// laid out in one stack buffer and hashed at once; the hex digits are made in another.
-    static func withID<R>(
-        rule: String, action: Int, user: String, trigger: TriggerKey, _ body: (UnsafeRawBufferPointer) -> R
-    ) -> R {
-        let size = rule.utf8.count + 21 + user.utf8.count + (trigger.messageID?.utf8.count ?? 21) + trigger.suffix.utf8.count + 4
-        let digest = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: size) { buf in
-            var at = 0
-            func put(_ s: String) {
-                var s = s
-                s.withUTF8 { utf8 in
-                    _ = UnsafeMutableBufferPointer(rebasing: buf[at...]).initialize(from: utf8)
-                    at += utf8.count
-                }
-            }
-            func put(decimal n: Int) {
-                if n < 0 { buf[at] = UInt8(ascii: "-"); at += 1 }
-                var m = n.magnitude
-                let start = at
-                repeat {
-                    buf[at] = UInt8(48 + m % 10)
-                    at += 1
-                    m /= 10
-                } while m > 0
-                buf[start..<at].reverse()
-            }
-            put(rule)
-            buf[at] = 0; at += 1
-            put(decimal: action)
-            buf[at] = 0; at += 1
-            put(user)
-            buf[at] = 0; at += 1
-            if let id = trigger.messageID {
-                put(id)
-            } else {
-                buf[at] = UInt8(ascii: "#"); at += 1
-                put(decimal: Int(trigger.eventCount))
-            }
-            put(trigger.suffix)
-            buf[at] = 0; at += 1
-            return SHA256.hash(data: UnsafeRawBufferPointer(UnsafeMutableBufferPointer(rebasing: buf[..<at])))
+    /// A deterministic id: the first 16 bytes of SHA-256 over the parts, as 32 hex digits appended to `digits`. The
+    /// parts (`rule`, the action index in decimal, `user`, the trigger key's text), each followed by a 0 byte, are laid
+    /// out in `scratch` (emptied first; a writer keeps one across actions, so an id allocates nothing) and hashed at once.
+    static func appendID(
+        rule: String, action: Int, user: String, trigger: TriggerKey, to digits: inout [UInt8], scratch m: inout [UInt8]
+    ) {
+        m.removeAll(keepingCapacity: true)
+        func decimal(_ n: Int) {
+            if n < 0 { m.append(UInt8(ascii: "-")) }
+            var v = n.magnitude
+            let start = m.count
+            repeat {
+                m.append(UInt8(48 + v % 10))
+                v /= 10
+            } while v > 0
+            m[start...].reverse()
         }
-        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 32) { hex in
-            _ = digest.withUnsafeBytes { Hex.write(UnsafeRawBufferPointer(rebasing: $0[..<16]), into: hex) }
-            return body(UnsafeRawBufferPointer(hex))
+        m.append(contentsOf: rule.utf8)
+        m.append(0)
+        decimal(action)
+        m.append(0)
+        m.append(contentsOf: user.utf8)
+        m.append(0)
+        if let id = trigger.messageID {
+            m.append(contentsOf: id.utf8)
+        } else {
+            m.append(UInt8(ascii: "#"))
+            decimal(Int(trigger.eventCount))
         }
+        m.append(contentsOf: trigger.suffix.utf8)
+        m.append(0)
+        Hex.append(SHA256.hash(data: m).prefix(16), to: &digits)
     }
 }
 
@@ -243,20 +234,18 @@ struct TriggerKey: Sendable {
 
 enum Hex {
     static let digits = Array("0123456789abcdef".utf8)
-    static func encode(_ bytes: some Collection<UInt8>) -> String {
-        String(unsafeUninitializedCapacity: bytes.count * 2) { write(bytes, into: $0) }
+    static func encode(_ bytes: some Sequence<UInt8>) -> String {
+        var out: [UInt8] = []
+        append(bytes, to: &out)
+        return String(decoding: out, as: UTF8.self)
     }
 
-    /// Two lower-case hex digits per byte into `out` (at least twice as long); returns the digits written.
-    @discardableResult
-    static func write(_ bytes: some Collection<UInt8>, into out: UnsafeMutableBufferPointer<UInt8>) -> Int {
-        var i = 0
+    /// Two lower-case hex digits per byte, appended to `out`.
+    static func append(_ bytes: some Sequence<UInt8>, to out: inout [UInt8]) {
         for b in bytes {
-            out[i] = digits[Int(b >> 4)]
-            out[i + 1] = digits[Int(b & 15)]
-            i += 2
+            out.append(digits[Int(b >> 4)])
+            out.append(digits[Int(b & 15)])
         }
-        return i
     }
 }
 
@@ -403,7 +392,7 @@ enum ActionTemplate: Sendable {
         case .emit(let event, let payload):
             // Fields that come out null (an unknown email, a missing click id) are left out of the payload.
             let m = ValueMap(payload.map { ($0.key, value($0.value, "payload." + $0.key)) })
-            return [("event", .string(event)), ("payload", Engine.withoutNulls(.map(m)))]
+            return [("event", .string(event)), ("payload", Value.map(m).withoutNulls)]
         case .notify, .markRead, .set, .unset, .flow:
             return nil
         }
@@ -439,6 +428,8 @@ enum ActionTemplate: Sendable {
 /// A small, fast JSON writer with a fixed key order.
 public struct JSONWriter {
     public private(set) var bytes: [UInt8] = []
+    /// Room for the bytes of an action id before they are hashed (kept, so an id allocates nothing).
+    private var scratch: [UInt8] = []
     /// Whether the next member of the innermost open object or array needs a comma; the same for the ones around it.
     private var needsComma = false
     private var outer: [Bool] = []
@@ -460,16 +451,17 @@ public struct JSONWriter {
         afterKey = false
     }
 
-    /// A string value from bytes that need no escaping (hex digits, timestamps).
-    mutating func plainString(_ b: UnsafeRawBufferPointer) {
+    /// A string value whose bytes need no escaping (hex digits, timestamps), appended by `write` to the output (it is
+    /// handed the writer's scratch buffer too).
+    mutating func plainString(_ write: (inout [UInt8], inout [UInt8]) -> Void) {
         separate()
         bytes.append(UInt8(ascii: "\""))
-        bytes.append(contentsOf: b)
+        write(&bytes, &scratch)
         bytes.append(UInt8(ascii: "\""))
     }
 
     /// Members already written as JSON (`"k":v,"k2":v2`, no braces), into the open object.
-    mutating func members(_ json: UnsafeRawBufferPointer) {
+    mutating func members(_ json: [UInt8]) {
         separate()
         bytes.append(contentsOf: json)
     }
@@ -502,10 +494,10 @@ public struct JSONWriter {
     public mutating func endArray() { close(UInt8(ascii: "]")) }
 
     /// A key that needs no escaping, written without scanning it.
-    mutating func key(static k: StaticString) {
+    mutating func key(static k: String) {
         separate()
         bytes.append(UInt8(ascii: "\""))
-        bytes.append(contentsOf: UnsafeRawBufferPointer(start: k.utf8Start, count: k.utf8CodeUnitCount))
+        bytes.append(contentsOf: k.utf8)
         bytes.append(UInt8(ascii: "\""))
         bytes.append(UInt8(ascii: ":"))
         afterKey = true
@@ -526,8 +518,7 @@ public struct JSONWriter {
 
     public mutating func raw(_ s: String) {
         separate()
-        var text = s
-        text.withUTF8 { bytes.append(contentsOf: $0) }
+        bytes.append(contentsOf: s.utf8)
     }
 
     public mutating func value(_ v: Value) {
@@ -564,14 +555,9 @@ public struct JSONWriter {
 
     private mutating func writeString(_ s: String) {
         bytes.append(UInt8(ascii: "\""))
-        // Most strings need no escape: scanned and copied as one buffer.
-        var text = s
-        let plain = text.withUTF8 { utf8 in
-            for c in utf8 where c < 32 || c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") { return false }
-            bytes.append(contentsOf: utf8)
-            return true
-        }
-        if plain {
+        // Most strings need no escape: scanned, then copied at once.
+        if !s.utf8.contains(where: { $0 < 32 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            bytes.append(contentsOf: s.utf8)
             bytes.append(UInt8(ascii: "\""))
             return
         }

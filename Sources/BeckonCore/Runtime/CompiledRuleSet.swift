@@ -112,11 +112,7 @@ public final class CompiledRuleSet: Sendable {
             goals: goals.map { !$0.isEmpty }, sessionStarts: settings.sessionStartEvents)
     }
 
-    deinit {
-        eventPlans.free()
-        ruleTable.free()
-        seriesTable.free()
-    }
+    deinit { for r in rules { Borrowed.reclaim(r) } }
 
     /// The rule with this id (`rule` or `campaign/rule`).
     public func rule(named name: String) -> CompiledRule? {
@@ -125,11 +121,11 @@ public final class CompiledRuleSet: Sendable {
 
     /// Binds a general ``Event`` to this rule set's slots.
     public func bind(_ e: Event) -> BoundEvent {
-        let props = ValueSlots(count: propertyNames.count)
+        let props = SlotRow(count: propertyNames.count)
         for (k, v) in e.properties.entries {
             if case .string(let key) = k, let slot = propertySlots[key] { props[slot] = v }
         }
-        let ctx = ValueSlots(count: contextNames.count)
+        let ctx = SlotRow(count: contextNames.count)
         for (k, v) in e.context.entries {
             if case .string(let key) = k, let slot = contextSlots[key] { ctx[slot] = v }
         }
@@ -145,36 +141,30 @@ public final class CompiledRuleSet: Sendable {
     }
 }
 
-/// Trivial entries in flat memory the rule set owns (and frees), read by index without counting a reference to an
-/// array: what the engine reads of rules and series on its hot path.
-struct FlatTable<Entry>: @unchecked Sendable {
-    private let base: UnsafeMutablePointer<Entry>
-
-    init(_ entries: [Entry]) {
-        base = .allocate(capacity: max(1, entries.count))
-        base.initialize(from: entries, count: entries.count)
-    }
-
-    @inline(__always) subscript(_ i: Int32) -> Entry { base[Int(i)] }
-
-    func free() { base.deallocate() }
-}
-
-/// Each rule, and whether a ``SimpleGate`` decides it (it has a gate, in a plain unit). The rule set's `rules` keep
-/// the rules alive.
+/// Each rule, lent by the rule set (which keeps every rule), with the ``SimpleGate`` that decides it when it has one
+/// and its unit is plain (read from the table: no copy out of the rule object).
 struct RuleEntry {
-    let rule: Unmanaged<CompiledRule>
-    let gated: Bool
+    let rule: Borrowed<CompiledRule>
+    let gate: SimpleGate?
+    let hasLimits: Bool
 }
+
+/// The rules by index, for the engine's hot path: read with no reference counted per rule.
 typealias RuleTable = FlatTable<RuleEntry>
 
 extension FlatTable where Entry == RuleEntry {
     init(rules: [CompiledRule], plainUnits: [Bool]) {
-        self.init(rules.map { RuleEntry(rule: .passUnretained($0), gated: $0.gate != nil && plainUnits[Int($0.unit)]) })
+        self.init(
+            rules.map {
+                RuleEntry(rule: Borrowed(lending: $0), gate: plainUnits[Int($0.unit)] ? $0.gate : nil, hasLimits: $0.hasLimits)
+            })
     }
 
-    /// Rule `i`, with no reference counted (the caller holds it `unowned(unsafe)` or passes it on).
-    @inline(__always) func rule(_ i: Int32) -> CompiledRule { self[i].rule.takeUnretainedValue() }
+    /// Runs `body` with rule `i`, counting no reference.
+    @inline(__always) func withRule<R>(_ i: Int32, _ body: (CompiledRule) -> R) -> R { self[i].rule.with(body) }
+
+    /// Rule `i` (counted if the caller keeps it).
+    @inline(__always) func rule(_ i: Int32) -> CompiledRule { self[i].rule.object }
 }
 
 /// What recording an entry of a series needs (a filter, rarer, is read from the series itself).
@@ -195,8 +185,8 @@ struct SeriesEntry {
 typealias SeriesTable = FlatTable<SeriesEntry>
 
 /// Per event id, the rules it triggers and the series it records, with flags for the rarer work it asks for — in two
-/// flat buffers the rule set owns, so that the engine reads an event's plan without counting references.
-struct EventPlans: @unchecked Sendable {
+/// flat tables the rule set owns, so that the engine reads an event's plan without counting references.
+struct EventPlans: ~Copyable {
     struct Plan {
         /// Where the event's rules and its series are in ``items``.
         var rulesStart: Int32
@@ -211,55 +201,42 @@ struct EventPlans: @unchecked Sendable {
         var isGoal: Bool
         /// It starts a new session (`session.start_on`).
         var startsSession: Bool
+
+        /// Where the event's rules are in the plans' items, in evaluation order.
+        var rules: Range<Int> { Int(rulesStart)..<Int(rulesStart + rulesCount) }
+        /// Where the event series it records are.
+        var series: Range<Int> { Int(seriesStart)..<Int(seriesStart + seriesCount) }
     }
 
-    private let plans: UnsafeMutablePointer<Plan>
-    private let items: UnsafeMutablePointer<Int32>
-    let count: Int
+    private let plans: FlatTable<Plan>
+    /// Rule and series indices, each event's in two runs (``Plan/rules``, ``Plan/series``).
+    private let items: FlatTable<Int32>
+    var count: Int { plans.count }
 
     init(rules: [[Int32]], series: [[Int32]], cancel: [[Int32]], sequences: [[Int32]], goals: [Bool], sessionStarts: Set<Int32>) {
-        count = rules.count
-        plans = .allocate(capacity: max(1, count))
-        let total = rules.reduce(0) { $0 + $1.count } + series.reduce(0) { $0 + $1.count }
-        items = .allocate(capacity: max(1, total))
-        var at = 0
+        var items: [Int32] = []
+        var plans: [Plan] = []
         func put(_ list: [Int32]) -> (Int32, Int32) {
-            let start = at
-            for x in list {
-                items[at] = x
-                at += 1
-            }
+            let start = items.count
+            items += list
             return (Int32(start), Int32(list.count))
         }
-        for id in 0..<count {
+        for id in 0..<rules.count {
             let (rs, rc) = put(rules[id])
             let (ss, sc) = put(series[id])
-            (plans + id).initialize(
-                to: Plan(
+            plans.append(
+                Plan(
                     rulesStart: rs, rulesCount: rc, seriesStart: ss, seriesCount: sc, cancels: !cancel[id].isEmpty,
                     stepsSequences: !sequences[id].isEmpty, isGoal: goals[id], startsSession: sessionStarts.contains(Int32(id))))
         }
+        self.plans = FlatTable(plans)
+        self.items = FlatTable(items)
     }
 
-    func free() {
-        plans.deallocate()
-        items.deallocate()
-    }
+    @inline(__always) subscript(_ id: Int32) -> Plan { plans[id] }
 
-    @inline(__always) subscript(_ id: Int32) -> Plan {
-        precondition(id >= 0 && Int(id) < count, "event id out of range")
-        return plans[Int(id)]
-    }
-
-    /// The rules an event triggers directly, in evaluation order.
-    @inline(__always) func rules(_ p: Plan) -> UnsafeBufferPointer<Int32> {
-        UnsafeBufferPointer(start: items + Int(p.rulesStart), count: Int(p.rulesCount))
-    }
-
-    /// The event series it records.
-    @inline(__always) func series(_ p: Plan) -> UnsafeBufferPointer<Int32> {
-        UnsafeBufferPointer(start: items + Int(p.seriesStart), count: Int(p.seriesCount))
-    }
+    /// A rule or series index of a plan's ``Plan/rules`` or ``Plan/series``.
+    @inline(__always) func item(_ i: Int) -> Int32 { items[i] }
 }
 
 /// A campaign or rule set after compilation.
@@ -426,8 +403,8 @@ public final class CompiledRule: Sendable {
     let actions: [ActionTemplate]
     /// Its names and compiled actions as its fires carry them.
     let origin: ActionOrigin
-    /// `origin`, read without counting a reference (the rule holds it).
-    let originReference: Unmanaged<ActionOrigin>
+    /// `origin`, lent by the rule (which holds it), read without counting a reference.
+    let originReference: Borrowed<ActionOrigin>
     /// Set when the rule is simple enough to decide from flat data (see ``SimpleGate``).
     let gate: SimpleGate?
     /// `timing` has a delay; it has quiet hours (flags read without copying `timing`).
@@ -467,13 +444,20 @@ public final class CompiledRule: Sendable {
         self.timing = timing
         self.reprompt = reprompt
         origin = ActionOrigin(unit: unitName, unitKind: unitKind, rule: id, actions: actions)
-        originReference = .passUnretained(origin)
+        originReference = Borrowed(lending: origin)
         gate = SimpleGate(whereExpr: whereExpr, ifExpr: ifExpr, limits: limits, reprompt: reprompt)
         isDelayed = timing.isDelayed
         hasQuietHours = timing.quietHours != nil
         hasLimits = !limits.isEmpty
         tracksOccurrences = limits.tracksOccurrences
         keepsRecord = !limits.isEmpty || reprompt != nil
+    }
+
+    deinit {
+        // Takes back what the rule lent: its origin and its gate's predicates.
+        Borrowed.reclaim(origin)
+        if let p = whereExpr?.predicate, gate?.whereTerms != nil { Borrowed.reclaim(p) }
+        if let p = ifExpr?.predicate, gate?.ifTerms != nil { Borrowed.reclaim(p) }
     }
 }
 
@@ -483,10 +467,10 @@ public final class CompiledRule: Sendable {
 /// limits through ``LimitStanding``'s tests), which the engine uses for every other rule, for plain units only, and
 /// whenever verdicts are recorded.
 struct SimpleGate: Sendable {
-    // Owned by the rule's `whereExpr` and `ifExpr`, which live as long as the rule: copying the gate or reading
-    // them counts no references.
-    let whereTerms: Unmanaged<Predicate>?
-    let ifTerms: Unmanaged<Predicate>?
+    // Lent by the rule's `whereExpr` and `ifExpr`, which live as long as the rule: copying the gate or reading them
+    // counts no references.
+    let whereTerms: Borrowed<Predicate>?
+    let ifTerms: Borrowed<Predicate>?
     let perUser: UInt32
     let perSession: Int
     let cooldownMs: Int64
@@ -495,13 +479,13 @@ struct SimpleGate: Sendable {
         guard reprompt == nil, limits.kinds.allSatisfy(LimitKind.decidedByGate.contains) else { return nil }
         if let w = whereExpr {
             guard let p = w.predicate else { return nil }
-            whereTerms = .passUnretained(p)
+            whereTerms = Borrowed(lending: p)
         } else {
             whereTerms = nil
         }
         if let c = ifExpr {
             guard let p = c.predicate else { return nil }
-            ifTerms = .passUnretained(p)
+            ifTerms = Borrowed(lending: p)
         } else {
             ifTerms = nil
         }
@@ -510,17 +494,20 @@ struct SimpleGate: Sendable {
         cooldownMs = limits.cooldownMs ?? 0
     }
 
-    /// `nil` when the rule qualifies; else the index in ``Verdict/blockCodes`` of why not.
-    func blocks(profile: UserProfile, event: BoundEvent?, now: Int64, rule: Int32, hasLimits: Bool) -> Int? {
-        if let w = whereTerms, !w._withUnsafeGuaranteedRef({ $0.holds(profile: profile, event: event, now: now) }) {
+    /// `nil` when the rule qualifies; else the index in ``Verdict/blockCodes`` of why not. The user and the event are
+    /// read through the loans the engine's scope holds for the event.
+    func blocks(_ scope: EvalScope, now: Int64, rule: Int32, hasLimits: Bool) -> Int? {
+        let profile = scope.profileLoan
+        let event = scope.eventLoan
+        if let w = whereTerms, !w.with({ $0.holds(profile: profile, event: event, now: now) }) {
             return Verdict.BlockIndex.whereClause
         }
-        if let c = ifTerms, !c._withUnsafeGuaranteedRef({ $0.holds(profile: profile, event: event, now: now) }) {
+        if let c = ifTerms, !c.with({ $0.holds(profile: profile, event: event, now: now) }) {
             return Verdict.BlockIndex.ifClause
         }
-        guard hasLimits, let rec = profile.recordPointer(rule)?.pointee else { return nil }
+        guard hasLimits, let rec = profile?.with({ $0.record(for: rule) }) else { return nil }
         if LimitStanding.perUserBlocks(fires: rec.fires, max: perUser) { return Verdict.BlockIndex.perUser }
-        if LimitStanding.perSessionBlocks(rec, session: profile.session.id, max: perSession) {
+        if LimitStanding.perSessionBlocks(rec, session: profile!.with { $0.session.id }, max: perSession) {
             return Verdict.BlockIndex.perSession
         }
         if LimitStanding.cooldownBlocks(lastFire: rec.lastFire, ms: cooldownMs, now: now) { return Verdict.BlockIndex.cooldown }

@@ -11,19 +11,56 @@ public final class EvalScope {
     /// engine zeroes it per event.
     var steps = 0
 
-    // Runtime state, set by the engine before evaluating. Unowned: the engine sets them for the length of a call that
-    // holds both, and clears them before it returns (setting them counts no references). Only the engine's thread
-    // touches them, one access at a time: no exclusivity checks.
-    @exclusivity(unchecked) unowned(unsafe) var event: BoundEvent?
-    @exclusivity(unchecked) unowned(unsafe) var profile: UserProfile?
-    /// Evaluation time in ms (the user's clock).
-    @exclusivity(unchecked) var now: Int64 = 0
-    @exclusivity(unchecked) var change: AttributeChange?
-    /// Per-event memo of segment and audience values: valid when `memoEpoch[i] == epoch`.
-    @exclusivity(unchecked) var memo: [Value] = []
-    @exclusivity(unchecked) var memoEpoch: [UInt32] = []
-    @exclusivity(unchecked) var epoch: UInt32 = 1
+    /// What the engine sets before evaluating, read on every evaluation: kept in a cell (the storage layer's
+    /// ``ExclusiveCell``) so that reading it counts no references and checks no exclusive access in release builds.
+    struct Hot {
+        /// The event and the user, lent for as long as they are bound (``event``, ``profile``).
+        var event: Borrowed<BoundEvent>?
+        var profile: Borrowed<UserProfile>?
+        /// Evaluation time in ms (the user's clock).
+        var now: Int64 = 0
+        var change: AttributeChange?
+        /// Per-event memo of segment and audience values: valid when `memoEpoch[i] == epoch`.
+        var memo: [Value] = []
+        var memoEpoch: [UInt32] = []
+        var epoch: UInt32 = 1
+    }
+    let hot = ExclusiveCell(Hot())
     var ruleSet: CompiledRuleSet?
+
+    /// The event under evaluation. The engine binds it for the length of a call that holds it (setting it lends it,
+    /// replacing or clearing it takes the loan back).
+    var event: BoundEvent? {
+        @inline(__always) get { hot.value.event?.object }
+        set {
+            hot.value.event?.endLoan()
+            hot.value.event = newValue.map { Borrowed(lending: $0) }
+        }
+    }
+    /// The user under evaluation, bound as ``event`` is.
+    var profile: UserProfile? {
+        @inline(__always) get { hot.value.profile?.object }
+        set {
+            hot.value.profile?.endLoan()
+            hot.value.profile = newValue.map { Borrowed(lending: $0) }
+        }
+    }
+    /// The loans of the bound event and user, for readers that borrow them in turn (a ``Predicate``).
+    var eventLoan: Borrowed<BoundEvent>? { hot.value.event }
+    var profileLoan: Borrowed<UserProfile>? { hot.value.profile }
+    /// Evaluation time in ms (the user's clock).
+    var now: Int64 {
+        @inline(__always) get { hot.value.now }
+        set { hot.value.now = newValue }
+    }
+    var change: AttributeChange? {
+        @inline(__always) get { hot.value.change }
+        set { hot.value.change = newValue }
+    }
+    /// Whether an attribute change is bound (cheaper than reading it).
+    var hasChange: Bool { hot.value.change != nil }
+    /// Whether an event is bound.
+    var hasEvent: Bool { hot.value.event != nil }
 
     public init() {}
 
@@ -32,9 +69,9 @@ public final class EvalScope {
     }
 
     func ensureMemo(_ n: Int) {
-        if memo.count < n {
-            memo.append(contentsOf: repeatElement(.null, count: n - memo.count))
-            memoEpoch.append(contentsOf: repeatElement(0, count: n - memoEpoch.count))
+        if hot.value.memo.count < n {
+            hot.value.memo.append(contentsOf: repeatElement(.null, count: n - hot.value.memo.count))
+            hot.value.memoEpoch.append(contentsOf: repeatElement(0, count: n - hot.value.memoEpoch.count))
         }
     }
 
@@ -51,13 +88,13 @@ public final class EvalScope {
     }
 
     /// Starts a new memo generation (a new event, or state changed by actions).
-    func invalidateMemo() { epoch &+= 1 }
+    func invalidateMemo() { hot.value.epoch &+= 1 }
 
     @inline(__always) func memoized(_ slot: Int, _ compute: (EvalScope) -> Value) -> Value {
-        if memoEpoch[slot] == epoch { return memo[slot] }
+        if hot.value.memoEpoch[slot] == hot.value.epoch { return hot.value.memo[slot] }
         let v = compute(self)
-        memo[slot] = v
-        memoEpoch[slot] = epoch
+        hot.value.memo[slot] = v
+        hot.value.memoEpoch[slot] = hot.value.epoch
         return v
     }
 

@@ -1,5 +1,3 @@
-import CBeckon
-
 /// An incoming event in the shape of the Segment spec: `track`, `identify`, `screen`…
 ///
 /// Services that already hold decoded events build these directly; JSON lines go through ``SegmentDecoder``.
@@ -67,9 +65,6 @@ public struct Event: Sendable {
 public final class BoundEvent: @unchecked Sendable {
     // @unchecked: the slots are memory the event owns, written only while it is built and freed when it goes.
 
-    /// Bytes from a bound event object's start that hold all of it (a test checks that they do), for the prefetch hints.
-    static let objectBytes = 136
-
     public let kind: Event.Kind
     /// Index in the rule set's event names, or -1 when no rule mentions the event.
     public let nameID: Int32
@@ -79,9 +74,9 @@ public final class BoundEvent: @unchecked Sendable {
     /// The `messageId`, `nil` when there is none or it is empty.
     public let messageID: String?
     /// By ``CompiledRuleSet/propertySlots``, in memory the event owns (read in place: no reference counting).
-    let propertySlots: ValueSlots
+    let propertySlots: SlotRow
     /// By ``CompiledRuleSet/contextSlots``.
-    let contextSlots: ValueSlots
+    let contextSlots: SlotRow
     /// Identify traits, all of them.
     public let traits: [(name: String, value: Value)]
     /// Every property, kept only when a rule reads `event.properties` as a whole.
@@ -101,14 +96,14 @@ public final class BoundEvent: @unchecked Sendable {
     ) {
         self.init(
             kind: kind, nameID: nameID, name: name, userID: userID, timestamp: timestamp, messageID: messageID,
-            propertySlots: ValueSlots(copying: properties), contextSlots: ValueSlots(copying: context), traits: traits,
+            propertySlots: SlotRow(copying: properties), contextSlots: SlotRow(copying: context), traits: traits,
             allProperties: allProperties)
     }
 
     /// Takes `propertySlots` and `contextSlots` over: the event frees them.
     init(
         kind: Event.Kind, nameID: Int32, name: String, userID: String, timestamp: Int64, messageID: String?,
-        propertySlots: ValueSlots, contextSlots: ValueSlots, traits: [(name: String, value: Value)],
+        propertySlots: consuming SlotRow, contextSlots: consuming SlotRow, traits: [(name: String, value: Value)],
         allProperties: ValueMap?
     ) {
         self.kind = kind
@@ -124,15 +119,8 @@ public final class BoundEvent: @unchecked Sendable {
         self.allProperties = allProperties
     }
 
-    deinit {
-        propertySlots.free()
-        contextSlots.free()
-    }
-
-    /// Asks the CPU for the property slots' memory.
-    @inline(__always) func prefetchProperties() {
-        beckon_prefetch_range(propertySlots.base, propertySlots.count * MemoryLayout<Value?>.stride, 4)
-    }
+    /// Asks the CPU for the property slots' memory (a hint).
+    @inline(__always) func prefetchProperties() { propertySlots.prefetch() }
 
     /// The key under which the rule set interns this event's name: the name for track events,
     /// `screen:NAME` for screen and page views.

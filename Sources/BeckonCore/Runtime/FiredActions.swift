@@ -6,9 +6,10 @@
 /// JSON without making it. Firing an action so counts no references, and resetting the outcome for the next event
 /// frees nothing per action (what is left is dropped as later actions take its place). Actions whose fields were computed, or that are their own (`held_back`), are kept whole.
 public struct FiredActions: RandomAccessCollection, Sendable {
-    /// One fired action. `origin` is kept alive by `keeper`; `own` ≥ 0: the action is `owned[own]`.
+    /// One fired action. `origin` is lent by its rule, which `keeper` keeps; `own` ≥ 0: the action is `owned[own]`
+    /// (which holds its origin itself).
     struct Record {
-        var origin: Unmanaged<ActionOrigin>
+        var origin: Borrowed<ActionOrigin>?
         var action: Int32
         var trigger: Int32
         var own: Int32
@@ -20,6 +21,15 @@ public struct FiredActions: RandomAccessCollection, Sendable {
         var userID: String
         var key: TriggerKey
         var name: String
+
+        /// Whether a fire of `userID` with `key` and `name` shares this trigger: the same count and the same bytes
+        /// (not `==`, which would equate canonically equivalent ids of different users).
+        @inline(__always) func isSame(_ userID: String, _ key: TriggerKey, _ name: String) -> Bool {
+            self.key.eventCount == key.eventCount && Bytes.equal(self.userID, userID) && Bytes.equal(self.name, name)
+                && Bytes.equal(self.key.suffix, key.suffix)
+                && (self.key.messageID == nil
+                    ? key.messageID == nil : key.messageID.map { Bytes.equal(self.key.messageID!, $0) } ?? false)
+        }
     }
 
     // Each list's first `…Count` entries are live. Resetting sets the counts to 0 and later appends overwrite what is
@@ -32,10 +42,6 @@ public struct FiredActions: RandomAccessCollection, Sendable {
     private var ownedCount = 0
     /// Holds the origins of the records (the rule set whose rules they belong to).
     private var keeper: CompiledRuleSet?
-    /// The bits of the last trigger's strings and count. Strings with the same bits are the same string (the last
-    /// trigger's are held, so their memory cannot be reused), so a fire whose bits match shares it without comparing
-    /// or copying text.
-    private var lastTrigger: TriggerBits?
 
     public init() {}
 
@@ -52,8 +58,8 @@ public struct FiredActions: RandomAccessCollection, Sendable {
         if r.own >= 0 { return owned[Int(r.own)] }
         let t = triggers[Int(r.trigger)]
         return FiredAction(
-            origin: r.origin.takeUnretainedValue(), actionIndex: Int(r.action), triggerKey: t.key, time: r.time,
-            userID: t.userID, trigger: t.name)
+            origin: r.origin!.object, actionIndex: Int(r.action), triggerKey: t.key, time: r.time, userID: t.userID,
+            trigger: t.name)
     }
 
     /// Writes action `i` as ``FiredAction/json`` does.
@@ -64,13 +70,11 @@ public struct FiredActions: RandomAccessCollection, Sendable {
             owned[Int(r.own)].write(to: &w)
             return
         }
-        triggers.withUnsafeBufferPointer { t in
-            let trigger = t.baseAddress! + Int(r.trigger)
-            r.origin._withUnsafeGuaranteedRef { origin in
-                FiredAction.write(
-                    origin: origin, actionIndex: Int(r.action), triggerKey: trigger.pointee.key, time: r.time,
-                    userID: trigger.pointee.userID, trigger: trigger.pointee.name, to: &w)
-            }
+        let t = Int(r.trigger)
+        r.origin!.with { origin in
+            FiredAction.write(
+                origin: origin, actionIndex: Int(r.action), triggerKey: triggers[t].key, time: r.time,
+                userID: triggers[t].userID, trigger: triggers[t].name, to: &w)
         }
     }
 
@@ -80,7 +84,6 @@ public struct FiredActions: RandomAccessCollection, Sendable {
         recordCount = 0
         triggerCount = 0
         ownedCount = 0
-        lastTrigger = nil
     }
 
     /// Puts `x` at `a[n]` (over what is left there, or appended), then counts it.
@@ -92,13 +95,11 @@ public struct FiredActions: RandomAccessCollection, Sendable {
     /// Adds a fire of action `action` of `origin`'s rule with the rule's compiled kind and fields. The rule is one of
     /// the rule set the collection was last ``reset(for:)`` (which keeps `origin` alive).
     mutating func append(
-        origin: Unmanaged<ActionOrigin>, action: Int, time: Int64, userID: String, key: TriggerKey, trigger name: String
+        origin: Borrowed<ActionOrigin>, action: Int, time: Int64, userID: String, key: TriggerKey, trigger name: String
     ) {
         assert(keeper != nil, "reset(for:) first")
-        let bits = TriggerBits(userID, key, name)
-        if lastTrigger != bits {
+        if triggerCount == 0 || !triggers[triggerCount - 1].isSame(userID, key, name) {
             Self.put(Trigger(userID: userID, key: key, name: name), in: &triggers, at: &triggerCount)
-            lastTrigger = bits
         }
         Self.put(
             Record(origin: origin, action: Int32(action), trigger: Int32(triggerCount - 1), own: -1, time: time),
@@ -108,27 +109,9 @@ public struct FiredActions: RandomAccessCollection, Sendable {
     /// Adds an action kept whole.
     public mutating func append(_ action: FiredAction) {
         let record = Record(
-            origin: .passUnretained(action.origin), action: Int32(action.actionIndex), trigger: -1, own: Int32(ownedCount),
-            time: action.time)
+            origin: nil, action: Int32(action.actionIndex), trigger: -1, own: Int32(ownedCount), time: action.time)
         Self.put(action, in: &owned, at: &ownedCount)
         Self.put(record, in: &records, at: &recordCount)
-    }
-
-    /// The words of a trigger's strings (``StringBits``) and its count.
-    private struct TriggerBits: Equatable {
-        var user: StringBits
-        var message: StringBits?
-        var suffix: StringBits
-        var name: StringBits
-        var count: UInt32
-
-        @inline(__always) init(_ userID: String, _ key: TriggerKey, _ name: String) {
-            user = StringBits(userID)
-            message = key.messageID.map(StringBits.init)
-            suffix = StringBits(key.suffix)
-            self.name = StringBits(name)
-            count = key.eventCount
-        }
     }
 }
 

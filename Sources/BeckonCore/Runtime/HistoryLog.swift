@@ -1,5 +1,3 @@
-import CBeckon
-
 /// A user's event history, as compact as exactness allows.
 ///
 /// Every tracked occurrence is one `UInt64`: the series index in the top 20 bits, milliseconds since 1970 in the
@@ -14,10 +12,8 @@ public struct HistoryLog: ~Copyable {
     static let timeMask: UInt64 = (1 << 44) - 1
     public static let maxSeries = 1 << 20
 
-    /// The entries, sorted: `size` of them in room for `capacity`.
-    private var base: UnsafeMutablePointer<UInt64>? = nil
-    private var size: Int32 = 0
-    private var capacity: Int32 = 0
+    /// The entries, sorted.
+    private var log = RawVector<UInt64>()
     /// Lifetime facts and numeric values live in a side object made on first use: most users' logs need neither.
     private var side: Side?
 
@@ -35,75 +31,35 @@ public struct HistoryLog: ~Copyable {
 
     public init() {}
 
-    deinit { base?.deallocate() }
-
     /// The entries, oldest series first (a copy).
-    public var entries: [UInt64] { Array(UnsafeBufferPointer(start: base, count: Int(size))) }
+    public var entries: [UInt64] { log.elements }
     public var lifetime: ContiguousArray<LifetimeStat> { side?.lifetime ?? [] }
     /// Numeric property values of series that `sum` reads, keyed like `entries`.
     public var values: ContiguousArray<ValuedEntry> { side?.values ?? [] }
 
-    /// Asks the CPU for the entries' memory.
-    @inline(__always) func prefetch() {
-        if let base { beckon_prefetch_range(base, Int(size) * 8, 8) }
-    }
+    /// Asks the CPU for the entries' memory (a hint).
+    @inline(__always) func prefetch() { log.prefetch(maxLines: 8) }
 
     @inline(__always) static func key(_ series: Int32, _ ms: Int64) -> UInt64 {
         (UInt64(UInt32(bitPattern: series)) << timeBits) | (UInt64(max(0, ms)) & timeMask)
     }
 
     /// The first index whose entry is not below `k`.
-    @inline(__always) func lowerBound(_ k: UInt64) -> Int { lowerBound(k, from: 0, to: Int(size)) }
+    @inline(__always) func lowerBound(_ k: UInt64) -> Int { log.lowerBound { $0 < k } }
 
     /// ``lowerBound(_:)`` within `from..<to`, where it is known to be.
-    @inline(__always) func lowerBound(_ k: UInt64, from: Int, to: Int) -> Int {
-        guard let base else { return 0 }
-        var lo = from
-        var hi = to
-        while lo < hi {
-            let mid = (lo + hi) >> 1
-            if base[mid] < k { lo = mid + 1 } else { hi = mid }
-        }
-        return lo
-    }
-
-    /// Puts `k` at index `i`, moving the entries from `i` on one place up.
-    private mutating func insert(_ k: UInt64, at i: Int) {
-        if size == capacity {
-            let grown = max(4, Int(capacity) * 2)
-            precondition(grown <= Int(Int32.max), "history log too long")
-            let new = UnsafeMutablePointer<UInt64>.allocate(capacity: grown)
-            if let base {
-                new.update(from: base, count: Int(size))
-                base.deallocate()
-            }
-            base = new
-            capacity = Int32(grown)
-        }
-        let p = base!
-        (p + i + 1).update(from: p + i, count: Int(size) - i)  // overlapping: moves like memmove
-        p[i] = k
-        size += 1
-    }
-
-    /// Drops the entries in `a..<b`.
-    private mutating func remove(_ a: Int, _ b: Int) {
-        guard b > a, let p = base else { return }
-        (p + a).update(from: p + b, count: Int(size) - b)
-        size -= Int32(b - a)
-    }
+    @inline(__always) func lowerBound(_ k: UInt64, from: Int, to: Int) -> Int { log.lowerBound(from: from, to: to) { $0 < k } }
 
     /// Records an occurrence at `ms`, dropping this series' entries at or before `ms - retention`
     /// relative to `now` (entries no window can reach any more).
     public mutating func record(series: Int32, at ms: Int64, now: Int64, retentionMs: Int64, keepsLifetime: Bool) {
         if retentionMs > 0 {
             let k = HistoryLog.key(series, ms)
-            let n = Int(size)
             // Where it goes, after equal entries. Common case: the newest entry of the newest series goes at the end.
-            let at = n == 0 || base![n - 1] <= k ? n : lowerBound(k &+ 1)
+            let at = log.last.map { $0 <= k } ?? true ? log.count : lowerBound(k &+ 1)
             let cutoff = now - retentionMs
             if cutoff <= 0 {
-                insert(k, at: at)
+                log.insert(k, at: at)
             } else {
                 record(k, at: at, series: series, ms: ms, cutoff: cutoff)
             }
@@ -119,18 +75,17 @@ public struct HistoryLog: ~Copyable {
         let keep = HistoryLog.key(series, cutoff + 1)
         if ms <= cutoff {
             // Out of reach already: it goes at once, with every entry of the series at or before the cutoff.
-            return remove(start, lowerBound(keep, from: at, to: Int(size)))
+            return log.removeSubrange(start..<lowerBound(keep, from: at, to: log.count))
         }
         // Those at or before the cutoff, `start..<cut`, go.
         let cut = lowerBound(keep, from: start, to: at)
-        if cut == start { return insert(k, at: at) }
+        if cut == start { return log.insert(k, at: at) }
         // One in, `cut - start` out: the survivors move down over the expired ones, the new entry follows them, and
         // only what is left of the gap moves the later series (nothing, in the steady one-in-one-out case).
-        let p = base!
         let kept = at - cut
-        (p + start).update(from: p + cut, count: kept)
-        p[start + kept] = k
-        remove(start + kept + 1, at)
+        log.copy(cut..<at, to: start)
+        log[start + kept] = k
+        log.removeSubrange((start + kept + 1)..<at)
     }
 
     private mutating func bumpLifetime(_ series: Int32, _ ms: Int64) {
@@ -198,21 +153,21 @@ public struct HistoryLog: ~Copyable {
 
     /// The times of `series` in `from...to`, oldest first.
     public func times(series: Int32, from: Int64, to: Int64) -> [Int64] {
-        entries(series: series, from: from, to: to).map { Int64(base![$0] & HistoryLog.timeMask) }
+        entries(series: series, from: from, to: to).map { Int64(log[$0] & HistoryLog.timeMask) }
     }
 
     /// Where the entries of `series` with time in `from...to` are.
     @inline(__always) private func entries(series: Int32, from: Int64, to: Int64) -> Range<Int> {
-        guard to >= from, size > 0 else { return 0..<0 }
+        guard to >= from, !log.isEmpty else { return 0..<0 }
         let a = lowerBound(HistoryLog.key(series, max(0, from)))
-        return a..<lowerBound(HistoryLog.key(series, to) &+ 1, from: a, to: Int(size))
+        return a..<lowerBound(HistoryLog.key(series, to) &+ 1, from: a, to: log.count)
     }
 
     /// The latest time of `series` at or before `to`, if it is still in the log.
     public func latest(series: Int32, atOrBefore to: Int64) -> Int64? {
         let b = lowerBound(HistoryLog.key(series, to) &+ 1)
-        guard b > 0, let base else { return nil }
-        let e = base[b - 1]
+        guard b > 0 else { return nil }
+        let e = log[b - 1]
         guard e >> HistoryLog.timeBits == UInt64(UInt32(bitPattern: series)) else { return nil }
         return Int64(e & HistoryLog.timeMask)
     }
@@ -230,7 +185,7 @@ public struct HistoryLog: ~Copyable {
 
     /// Heap bytes this log holds.
     public var byteCount: Int {
-        Int(capacity) * 8 + (side.map { $0.lifetime.capacity * MemoryLayout<LifetimeStat>.stride + $0.values.capacity * 16 } ?? 0)
+        log.capacity * 8 + (side.map { $0.lifetime.capacity * MemoryLayout<LifetimeStat>.stride + $0.values.capacity * 16 } ?? 0)
     }
 }
 

@@ -42,59 +42,49 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
 
     /// RFC 3339 in UTC with the shortest exact fraction: `2009-02-13T23:31:30Z`, `…30.123Z`.
     public var description: String {
-        if let s = wholeSecondText({ String(decoding: $0, as: UTF8.self) }) { return s }
-        let (days, secs) = Civil.floorDivMod(seconds, 86_400)
-        let (y, m, d) = Civil.civil(fromDays: days)
-        var out = Civil.pad(y, 4) + "-" + Civil.pad(m, 2) + "-" + Civil.pad(d, 2) + "T"
-        out += Civil.pad(secs / 3600, 2) + ":" + Civil.pad((secs % 3600) / 60, 2) + ":" + Civil.pad(secs % 60, 2)
-        out += Civil.fraction(nanos)
-        return out + "Z"
+        var bytes: [UInt8] = []
+        appendRFC3339(to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
     }
 
-    /// ``description``'s bytes, made in a stack buffer when the time is whole seconds in years 0–9999.
-    func withRFC3339<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
-        if let r = wholeSecondText(body) { return r }
-        var s = description
-        return s.withUTF8 { body(UnsafeRawBufferPointer($0)) }
-    }
-
-    /// `2009-02-13T23:31:30Z` in a stack buffer, for whole seconds in years 0–9999 (else `nil`).
-    private func wholeSecondText<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R? {
+    /// Appends ``description``'s bytes to `bytes` (digit by digit for whole seconds in years 0–9999, the common case:
+    /// no string is made).
+    func appendRFC3339(to bytes: inout [UInt8]) {
         let (days, secs) = Civil.floorDivMod(seconds, 86_400)
         let (y, m, d) = Civil.civil(fromDays: days)
-        if nanos == 0, (0...9999).contains(y) {
-            return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { buf in
-                func put(_ v: Int64, _ width: Int, at i: Int) {
-                    var v = v
-                    for k in stride(from: i + width - 1, through: i, by: -1) {
-                        buf[k] = UInt8(48 + v % 10)
-                        v /= 10
-                    }
-                }
-                put(Int64(y), 4, at: 0)
-                buf[4] = UInt8(ascii: "-")
-                put(Int64(m), 2, at: 5)
-                buf[7] = UInt8(ascii: "-")
-                put(Int64(d), 2, at: 8)
-                buf[10] = UInt8(ascii: "T")
-                put(secs / 3600, 2, at: 11)
-                buf[13] = UInt8(ascii: ":")
-                put((secs % 3600) / 60, 2, at: 14)
-                buf[16] = UInt8(ascii: ":")
-                put(secs % 60, 2, at: 17)
-                buf[19] = UInt8(ascii: "Z")
-                return body(UnsafeRawBufferPointer(buf))
-            }
+        guard nanos == 0, (0...9999).contains(y) else {
+            var out = Civil.pad(y, 4) + "-" + Civil.pad(m, 2) + "-" + Civil.pad(d, 2) + "T"
+            out += Civil.pad(secs / 3600, 2) + ":" + Civil.pad((secs % 3600) / 60, 2) + ":" + Civil.pad(secs % 60, 2)
+            out += Civil.fraction(nanos)
+            bytes.append(contentsOf: (out + "Z").utf8)
+            return
         }
-        return nil
+        func put(_ v: Int64, _ width: Int) {
+            var digits = InlineArray<4, UInt8>(repeating: 48)
+            var v = v
+            for k in stride(from: width - 1, through: 0, by: -1) {
+                digits[k] = UInt8(48 + v % 10)
+                v /= 10
+            }
+            for k in 0..<width { bytes.append(digits[k]) }
+        }
+        put(Int64(y), 4)
+        bytes.append(UInt8(ascii: "-"))
+        put(Int64(m), 2)
+        bytes.append(UInt8(ascii: "-"))
+        put(Int64(d), 2)
+        bytes.append(UInt8(ascii: "T"))
+        put(secs / 3600, 2)
+        bytes.append(UInt8(ascii: ":"))
+        put((secs % 3600) / 60, 2)
+        bytes.append(UInt8(ascii: ":"))
+        put(secs % 60, 2)
+        bytes.append(UInt8(ascii: "Z"))
     }
 
     /// Parses RFC 3339 (`2026-01-05T09:00:00Z`, `…09:00:00.250+01:00`); also accepts a lower-case `t`/`z`
     /// and a space between date and time. Returns `nil` when the text is not a timestamp.
-    public static func parse(_ text: String) -> Timestamp? {
-        var t = text
-        return t.withUTF8 { parse(bytes: $0) }
-    }
+    public static func parse(_ text: String) -> Timestamp? { parse(bytes: Array(text.utf8)) }
 
     /// Why `text` is not a timestamp, when the reason is its UTC offset (`+99:99`): `nil` otherwise.
     public static func offsetProblem(_ text: String) -> String? {
@@ -111,7 +101,7 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
     }
 
     /// ``parse(_:)`` over UTF-8 bytes (the event decoder parses timestamps in place, without making a string).
-    public static func parse(bytes: UnsafeBufferPointer<UInt8>) -> Timestamp? {
+    public static func parse<Bytes: RandomAccessCollection<UInt8>>(bytes: Bytes) -> Timestamp? where Bytes.Index == Int {
         var p = ASCIIScanner(bytes)
         guard let y = p.digits(4), p.eat(UInt8(ascii: "-")), let mo = p.digits(2), p.eat(UInt8(ascii: "-")),
             let d = p.digits(2)

@@ -116,69 +116,7 @@ extension Value {
     }
 
     /// Whether two strings have the same UTF-8 bytes (Swift's `==` would also equate canonically equivalent ones).
-    ///
-    /// Most strings compared here are short, and a string of up to 15 UTF-8 bytes is stored in its own two words
-    /// (Swift's "small" form: the bytes, the count and flags that follow from them). So identical words mean the same
-    /// bytes, and two small strings with different words differ; only otherwise are the bytes read, which counts
-    /// references. `StringBitsTests` checks this layout.
-    @inline(__always) static func sameBytes(_ x: String, _ y: String) -> Bool {
-        #if _pointerBitWidth(_64)
-            let a = StringBits(x)
-            let b = StringBits(y)
-            if a == b { return true }
-            if a.isSmall && b.isSmall { return false }
-        #endif
-        return compareBytes(x, y)
-    }
-
-    private static func compareBytes(_ x: String, _ y: String) -> Bool {
-        var x = x
-        var y = y
-        return x.withUTF8 { a in
-            y.withUTF8 { b in
-                guard a.count == b.count else { return false }
-                var i = 0
-                while i < a.count && a[i] == b[i] { i += 1 }
-                return i == a.count
-            }
-        }
-    }
-
-    /// ``equal(_:_:)`` of a value and a constant read in place: two strings are compared by their words (see
-    /// ``sameBytes(_:_:)``) without copying them, which would count references.
-    @inline(__always) static func equal(_ a: UnsafePointer<Value?>, _ b: UnsafePointer<Value>) -> Bool {
-        #if _pointerBitWidth(_64)
-            if case .string? = a.pointee, case .string = b.pointee {
-                // A string payload is the first two words of a `Value` and of a `Value?` (`StringBitsTests`).
-                let x = UnsafeRawPointer(a).load(as: StringBits.self)
-                let y = UnsafeRawPointer(b).load(as: StringBits.self)
-                if x == y { return true }
-                if x.isSmall && y.isSmall { return false }
-            }
-        #endif
-        switch b.pointee {
-        case .double(let y): if case .double(let x)? = a.pointee { return x == y }
-        case .int(let y): if case .int(let x)? = a.pointee { return x == y }
-        case .bool(let y): if case .bool(let x)? = a.pointee { return x == y }
-        default: break
-        }
-        guard let x = a.pointee else { return false }
-        return equal(x, b.pointee)
-    }
-
-    /// ``order(_:_:)`` of a value and a constant read in place: two numbers of the same kind are compared where they
-    /// are (copying a `Value` to a call counts references when it holds a string or a list).
-    @inline(__always) static func order(_ a: UnsafePointer<Value?>, _ b: UnsafePointer<Value>) -> Numeric.Order? {
-        switch b.pointee {
-        case .double(let y):
-            if case .double(let x)? = a.pointee { return Numeric.cmp(x, y) }
-        case .int(let y):
-            if case .int(let x)? = a.pointee { return Numeric.cmp(x, y) }
-        default: break
-        }
-        guard let x = a.pointee else { return nil }
-        return order(x, b.pointee)
-    }
+    @inline(__always) static func sameBytes(_ x: String, _ y: String) -> Bool { Bytes.equal(x, y) }
 
     /// CEL equality as a Swift `Bool` (errors are unequal to everything).
     public static func equal(_ a: Value, _ b: Value) -> Bool {
@@ -282,15 +220,15 @@ extension Value {
     }
 }
 
-#if _pointerBitWidth(_64)
-    /// The two words of a `String` on a 64-bit platform (see ``Value/sameBytes(_:_:)``).
-    struct StringBits: Equatable {
-        let low: UInt64
-        let high: UInt64
+extension Value {
+    var isNullValue: Bool { if case .null = self { true } else { false } }
 
-        @inline(__always) init(_ s: String) { (low, high) = unsafeBitCast(s, to: (UInt64, UInt64).self) }
-
-        /// Swift's small-string form: bit 61 of the second word (its discriminator's "small" flag).
-        @inline(__always) var isSmall: Bool { high & (1 << 61) != 0 }
+    /// This value with null members of maps and lists removed, at every depth.
+    var withoutNulls: Value {
+        switch self {
+        case .map(let m): .map(ValueMap(m.entries.filter { !$0.value.isNullValue }.map { ($0.key, $0.value.withoutNulls) }))
+        case .list(let xs): .list(xs.map(\.withoutNulls))
+        default: self
+        }
     }
-#endif
+}

@@ -114,8 +114,5 @@ struct ExactString: Hashable, Sendable {
     let value: String
     init(_ value: String) { self.value = value }
     static func == (a: ExactString, b: ExactString) -> Bool { Value.sameBytes(a.value, b.value) }
-    func hash(into h: inout Hasher) {
-        var v = value
-        v.withUTF8 { h.combine(bytes: UnsafeRawBufferPointer($0)) }
-    }
+    func hash(into h: inout Hasher) { Bytes.hash(value, into: &h) }
 }

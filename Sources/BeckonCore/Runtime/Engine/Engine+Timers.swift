@@ -60,7 +60,7 @@ extension Engine {
             else { continue }
             let p = profile.pending.remove(at: i)
             fireDue(p, profile: profile, out: &out)
-            if memoryStore == nil { stored(profile) }
+            if memoryTable == nil { stored(profile) }
         }
     }
 

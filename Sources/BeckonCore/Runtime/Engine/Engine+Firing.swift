@@ -1,0 +1,175 @@
+/// Firing: the last checks before actions go out (quiet hours, the global cap), the fire's record, and each action's
+/// fields — a rule's constant actions as compact records, the others computed, with their effect on the user's state.
+extension Engine {
+    /// The last checks before actions go out, shared by immediate rules and delayed actions that came due:
+    /// quiet hours (hold or drop) and the global message cap; then the rule fires.
+    func deliver(
+        _ rule: CompiledRule, profile: UserProfile, now: Int64, triggerKey: TriggerKey, trigger: String, round: inout RoundState,
+        out: inout EventOutcome
+    ) {
+        if rule.hasQuietHours, let q = rule.timing.quietHours, let end = quietUntil(q, profile: profile, now: now) {
+            if q.hold {
+                schedule(
+                    rule, due: end, held: true, profile: profile, now: now, triggerKey: triggerKey, trigger: trigger,
+                    change: scope.change, out: &out)
+            } else {
+                note(rule.index, .quietHours(heldUntil: nil), now: now, userID: profile.userID, trigger: trigger, out: &out)
+            }
+            return
+        }
+        if rule.surface != nil, let g = ruleSet.settings.globalLimits,
+            let hit = check(
+                g, record: profile.messages, series: ruleSet.settings.globalSeries, profile: profile, now: now, occurrence: nil)
+        {
+            note(rule.index, .globalLimited(hit), now: now, userID: profile.userID, trigger: trigger, out: &out)
+            return
+        }
+        let sent = fire(rule, profile: profile, now: now, triggerKey: triggerKey, trigger: trigger, round: &round, out: &out)
+        note(rule.index, sent ? .fired : .heldBack, now: now, userID: profile.userID, trigger: trigger, out: &out)
+    }
+
+    /// Records the fire and runs the actions; `false` when the user is held back (nothing was sent).
+    @discardableResult
+    func fire(
+        _ rule: CompiledRule, profile: UserProfile, now: Int64, triggerKey: TriggerKey, trigger: String,
+        round: inout RoundState, out: inout EventOutcome
+    ) -> Bool {
+        let sessionID = profile.session.id
+        // Only limits and re-prompts read a rule's record: a rule with neither keeps no state per user.
+        if rule.keepsRecord { profile.withRecord(rule.index) { $0.noteFire(at: now, session: sessionID) } }
+        if rule.fireSeries >= 0 {
+            profile.history.record(
+                series: rule.fireSeries, at: now, now: now,
+                retentionMs: ruleSet.seriesTable[rule.fireSeries].retentionMs, keepsLifetime: false)
+        }
+        if rule.surface != nil {
+            profile.messages.noteFire(at: now, session: sessionID)
+            let g = ruleSet.settings.globalSeries
+            if g >= 0 {
+                profile.history.record(
+                    series: g, at: now, now: now, retentionMs: ruleSet.seriesTable[g].retentionMs, keepsLifetime: false)
+            }
+        }
+        if ruleSet.hasHoldouts, ruleSet.units[Int(rule.unit)].isHeldOut(profile.userID) {
+            // The control group: the fire is recorded (and counts for limits and reports), nothing is sent.
+            out.actions.append(
+                FiredAction(
+                    origin: rule.origin, actionIndex: -1, triggerKey: triggerKey, time: now, userID: profile.userID,
+                    trigger: trigger, kind: ActionKind.heldBack.rawValue,
+                    fields: [("actions", .list(rule.actions.map { .string($0.kind.rawValue) }))]))
+            return false
+        }
+        let origin = rule.originReference
+        for i in 0..<origin.with({ $0.kinds.count }) {
+            if origin.with({ $0.isConstant(i) }) {
+                out.actions.append(
+                    origin: origin, action: i, time: now, userID: profile.userID, key: triggerKey, trigger: trigger)
+            } else {
+                var fa = FiredAction(
+                    origin: origin.object, actionIndex: i, triggerKey: triggerKey, time: now, userID: profile.userID,
+                    trigger: trigger)
+                perform(rule.actions[i], rule: rule, profile: profile, now: now, action: &fa, round: &round)
+                out.actions.append(fa)
+            }
+        }
+        return true
+    }
+
+    func perform(
+        _ a: ActionTemplate, rule: CompiledRule, profile: UserProfile, now: Int64, action fa: inout FiredAction,
+        round: inout RoundState
+    ) {
+        var w: [String] = []
+        defer { fa.warnings = w }
+        func eval(_ v: CompiledValue?, _ field: String) -> Value? { v.map { $0.evaluate(scope, field: field, warnings: &w) } }
+        func text(_ v: Value?) -> String? {
+            guard let v else { return nil }
+            if case .string(let s) = v { return s }
+            if case .null = v { return nil }
+            if case .string(let s) = Conversions.toString(v) { return s }
+            return JSONWriter.encode(v)
+        }
+        if let fields = a.pureFields({ $0.evaluate(scope, field: $1, warnings: &w) }) {
+            fa.fields = fields
+            return
+        }
+        switch a {
+        case .message, .screen, .deepLink, .prompt, .emit: break  // pure: done above
+        case .notify(let idT, let senderT, let messageT, let linkT, let data):
+            let id = text(eval(idT, "id")) ?? fa.id
+            let sender = text(eval(senderT, "sender"))
+            let message = text(eval(messageT, "message")) ?? ""
+            let link = text(eval(linkT, "link"))
+            let item = InboxItem(
+                id: id, sender: sender, message: message, link: link, createdAt: now, read: false, readAt: nil,
+                rule: rule.qualifiedID)
+            if let i = profile.inbox.firstIndex(where: { $0.id == id }) {
+                profile.inbox[i] = item
+            } else {
+                profile.inbox.append(item)
+            }
+            var n = ValueMap()
+            n[string: "id"] = .string(id)
+            if let sender { n[string: "sender"] = .string(sender) }
+            n[string: "message"] = .string(message)
+            if let link { n[string: "link"] = .string(link) }
+            if !data.isEmpty {
+                n[string: "data"] = .map(
+                    ValueMap(data.map { ($0.key, $0.value.evaluate(scope, field: "data." + $0.key, warnings: &w)) }))
+            }
+            fa.fields = [("notification", .map(n)), ("unread", .int(Int64(profile.unreadCount)))]
+            scope.invalidateMemo()
+        case .markRead(let idT):
+            let id = text(eval(idT, "mark_read")) ?? ""
+            var found = false
+            if let i = profile.inbox.firstIndex(where: { $0.id == id }) {
+                found = true
+                if !profile.inbox[i].read {
+                    profile.inbox[i].read = true
+                    profile.inbox[i].readAt = now
+                }
+            }
+            fa.fields = [
+                ("notification", .map(ValueMap([("id", .string(id))]))), ("found", .bool(found)),
+                ("unread", .int(Int64(profile.unreadCount))),
+            ]
+            scope.invalidateMemo()
+        case .set(let attrs):
+            // Every value is computed before any is applied, so `set: {a: …, b: ${user.a}}` reads the old `a`. A value
+            // whose expression failed (it has a warning) or that is too large leaves the attribute as it was.
+            let values = attrs.map { a -> (Int?, String, Value?) in
+                let warned = w.count
+                let v = a.value.evaluate(scope, field: a.name, warnings: &w)
+                return (a.slot, a.name, w.count == warned ? v : nil)
+            }
+            var m = ValueMap()
+            for (slot, name, value) in values {
+                guard let v = value else {
+                    w.append("'\(name)' not set: its value failed")
+                    continue
+                }
+                let size = v.byteSize(upTo: ValueLimits.maxAttributeBytes)
+                guard size <= ValueLimits.maxAttributeBytes else {
+                    w.append("'\(name)' not set: its value is over \(ValueLimits.maxAttributeBytes) bytes (the limit)")
+                    continue
+                }
+                applyAttribute(profile, name: name, slot: slot, value: v.isNullValue ? nil : v, changes: &round.changes)
+                m[string: name] = v
+            }
+            fa.fields = [("attributes", .map(m))]
+            scope.invalidateMemo()
+        case .flow(let verb, let flowT, let stepT):
+            let id = text(eval(flowT, "flow")) ?? ""
+            let step = stepT.flatMap { text(eval($0, "step")) }
+            performFlow(verb, id: id, step: step, profile: profile, now: now, action: &fa, warnings: &w, round: &round)
+        case .unset(let names):
+            var m = ValueMap()
+            for (slot, name) in names {
+                applyAttribute(profile, name: name, slot: slot, value: nil, changes: &round.changes)
+                m[string: name] = .null
+            }
+            fa.fields = [("attributes", .map(m))]
+            scope.invalidateMemo()
+        }
+    }
+}

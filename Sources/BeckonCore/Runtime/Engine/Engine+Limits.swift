@@ -1,0 +1,103 @@
+/// Limits and re-prompts: whether a rule (or the global cap) may fire for a user now, decided in one place for every
+/// path (the general evaluation, delayed actions coming due, `explain`'s words; the fast path's gate reads the same
+/// tests through ``LimitStanding``).
+extension Engine {
+    /// The first limit that blocks a fire now, if any, in ``CompiledLimits/kinds`` order.
+    /// With `occurrence` nil (a delayed action coming due) the occurrence limits, decided at trigger time, are skipped.
+    func check(
+        _ l: CompiledLimits, record rec: RuleRecord, series: Int32, profile: UserProfile, now: Int64, occurrence: Int?
+    ) -> LimitHit? {
+        for kind in l.kinds {
+            if let s = standing(kind, l, record: rec, series: series, profile: profile, now: now, occurrence: occurrence),
+                s.blocks
+            {
+                return s.hit
+            }
+        }
+        return nil
+    }
+
+    /// How `kind` of limits `l` stands for the user now (`nil` when `l` has no such limit, or it is an occurrence limit
+    /// and `occurrence` is nil). The one place each kind of limit is decided.
+    func standing(
+        _ kind: LimitKind, _ l: CompiledLimits, record rec: RuleRecord, series: Int32, profile: UserProfile, now: Int64,
+        occurrence: Int?
+    ) -> LimitStanding? {
+        switch kind {
+        case .onOccurrence:
+            guard let n = l.onOccurrence, let occurrence else { return nil }
+            return LimitStanding(kind: kind, used: occurrence, max: n, blocks: occurrence != n)
+        case .everyOccurrence:
+            guard let n = l.everyOccurrence, let occurrence else { return nil }
+            return LimitStanding(kind: kind, used: occurrence, max: n, blocks: occurrence % n != 0)
+        case .perUser:
+            guard let n = l.perUser else { return nil }
+            return LimitStanding(
+                kind: kind, used: Int(rec.fires), max: n,
+                blocks: LimitStanding.perUserBlocks(fires: rec.fires, max: UInt32(clamping: n)))
+        case .perSession:
+            guard let n = l.perSession else { return nil }
+            return LimitStanding(
+                kind: kind, used: rec.firesInSession(profile.session.id), max: n,
+                blocks: LimitStanding.perSessionBlocks(rec, session: profile.session.id, max: n))
+        case .perMinute, .perHour, .perDay, .perWeek, .perMonth:
+            guard let max = l.rolling.first(where: { $0.kind == kind })?.max, let window = kind.window else { return nil }
+            let zone = window.needsZone ? RuleEnvironment.userZone(profile, scope.event, zoneSlots) : Zone.utc
+            let from = window.start(now: now, zone: zone)
+            let c = profile.history.count(series: series, from: from, to: now)
+            guard c >= max else { return LimitStanding(kind: kind, used: c, max: max, blocks: false) }
+            let times = profile.history.times(series: series, from: from, to: now)
+            let oldest = times.dropLast(max - 1).last ?? times.first
+            return LimitStanding(
+                kind: kind, used: c, max: max, blocks: true, freesAt: oldest.flatMap { window.freesAt(oldest: $0) })
+        case .cooldown:
+            guard let cd = l.cooldownMs else { return nil }
+            let blocks = LimitStanding.cooldownBlocks(lastFire: rec.lastFire, ms: cd, now: now)
+            return LimitStanding(
+                kind: kind, used: blocks ? 1 : 0, max: Int(cd), blocks: blocks,
+                freesAt: blocks ? rec.lastFire + cd : nil, lastFire: rec.lastFire)
+        }
+    }
+
+    /// How much room each limit has left, for `explain`: "per_user 1 of 3 used; per_week 0 of 1".
+    func limitStatus(_ rule: CompiledRule, _ rec: RuleRecord, profile: UserProfile, now: Int64, occurrence: Int) -> String {
+        rule.limits.kinds.compactMap {
+            standing($0, rule.limits, record: rec, series: rule.fireSeries, profile: profile, now: now, occurrence: occurrence)?
+                .explanation
+        }.joined(separator: "; ")
+    }
+
+    /// Why the re-prompt condition holds the rule back, if it does.
+    func repromptBlock(_ rp: CompiledReprompt, rule: Int32, profile: UserProfile, now: Int64) -> String? {
+        guard let all = profile.history.lifetimeStat(series: rp.allSeries) else { return "no \(rp.after) yet" }
+        guard let m = profile.history.lifetimeStat(series: rp.matchingSeries), m.last == all.last else {
+            return "the latest \(rp.after) was not \(rp.when)"
+        }
+        if now - m.last < rp.waitMs {
+            return
+                "\(DSLDuration.format(now - m.last)) since the latest \(rp.after) (\(rp.when)); needs \(DSLDuration.format(rp.waitMs))"
+        }
+        // Asking again counts as a prompt too: wait as long after the rule's own last ask.
+        if let rec = profile.record(for: rule), rec.lastFire != Int64.min, now - rec.lastFire < rp.waitMs {
+            return "asked again \(DSLDuration.format(now - rec.lastFire)) ago; needs \(DSLDuration.format(rp.waitMs))"
+        }
+        return nil
+    }
+
+    var zoneSlots: (attribute: Int?, context: Int?) {
+        (ruleSet.attributeSlots["timezone"], ruleSet.contextSlots["timezone"])
+    }
+
+    /// 1st, 2nd, 3rd, 4th, 11th, 21st…
+    static func ordinal(_ n: Int) -> String {
+        let suffix: String
+        switch (n % 10, n % 100) {
+        case (_, 11...13): suffix = "th"
+        case (1, _): suffix = "st"
+        case (2, _): suffix = "nd"
+        case (3, _): suffix = "rd"
+        default: suffix = "th"
+        }
+        return "\(n)\(suffix)"
+    }
+}
