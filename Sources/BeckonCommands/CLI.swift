@@ -71,7 +71,8 @@ struct DryRun: ConsoleCommand {
     @Option(name: .long, help: "table (readable) or jsonl (one JSON object per fired action).")
     var format: String = "table"
 
-    @Flag(name: .long, help: "Skip bad event lines (each reported on standard error) instead of stopping at the first.")
+    /// Bad lines are skipped by default now; the flag is kept so that scripts that pass it still run.
+    @Flag(name: .long, help: .hidden)
     var keepGoing = false
 
     @Flag(name: .long, help: "Show only fired actions, not the rules that matched but did not fire.")
@@ -92,7 +93,7 @@ struct DryRun: ConsoleCommand {
     func run(console: any Console) -> Int32 {
         DryRunRunner.run(
             DryRunRunner.Options(
-                paths: paths, events: events, format: DryRunRunner.Format(rawValue: format)!, keepGoing: keepGoing,
+                paths: paths, events: events, format: DryRunRunner.Format(rawValue: format)!,
                 firedOnly: firedOnly, until: until),
             console: console)
     }

@@ -10,19 +10,20 @@ public enum DryRunRunner {
         public var paths: [String]
         public var events: String
         public var format: Format = .table
-        public var keepGoing = false
+        /// What to do at a bad event line.
+        public var badLines: BadLinePolicy = .goOn
         public var firedOnly = false
         /// After the stream, let time run to this instant (RFC 3339, or `+DURATION` after the last event) so that
         /// delayed actions due by then fire.
         public var until: String?
         public init(
-            paths: [String], events: String, format: Format = .table, keepGoing: Bool = false, firedOnly: Bool = false,
-            until: String? = nil
+            paths: [String], events: String, format: Format = .table, badLines: BadLinePolicy = .goOn,
+            firedOnly: Bool = false, until: String? = nil
         ) {
             self.paths = paths
             self.events = events
             self.format = format
-            self.keepGoing = keepGoing
+            self.badLines = badLines
             self.firedOnly = firedOnly
             self.until = until
         }
@@ -36,13 +37,13 @@ public enum DryRunRunner {
             return 1
         }
         if loaded.warningCount > 0 { console.err(loaded.rendered()) }
-        guard var feed = EventFeed(path: o.events) else {
+        guard let stream = EventStream(path: o.events, badLines: o.badLines) else {
             console.err("error: cannot open events file '\(o.events)'\n")
             return 1
         }
         let engine = Engine(ruleSet: ruleSet, options: Engine.Options(recordVerdicts: o.format == .table && !o.firedOnly))
         let table = TablePrinter(console: console)
-        feed.run(decoder: SegmentDecoder(ruleSet: ruleSet), badLines: o.keepGoing ? .skip : .stop, console: console) {
+        stream.events(decoder: SegmentDecoder(ruleSet: ruleSet), console: console) {
             let outcome = engine.process($0)
             switch o.format {
             case .jsonl:
@@ -51,7 +52,7 @@ public enum DryRunRunner {
                 table.print(outcome, firedOnly: o.firedOnly)
             }
         }
-        if feed.reportStop(console) { return 1 }
+        if stream.finish(console: console) { return 1 }
         if let until = o.until {
             guard let end = untilTime(until, last: engine.latestEventTime, console: console) else { return 64 }
             let outcome = engine.advance(to: end)
@@ -60,7 +61,7 @@ public enum DryRunRunner {
             case .table: table.print(outcome, firedOnly: o.firedOnly)
             }
         }
-        let summary = Summary(engine: engine, badLines: feed.badLines)
+        let summary = Summary(engine: engine, badLines: stream.badLines)
         if o.format == .table {
             console.out("\n" + summary.render())
         } else {

@@ -14,8 +14,11 @@ public enum ExplainRunner {
         public var rule: String?
         public var format: Format = .text
         public var until: String?
+        /// What to do at a bad event line.
+        public var badLines: BadLinePolicy = .goOn
         public init(
-            paths: [String], events: String, user: String, rule: String? = nil, format: Format = .text, until: String? = nil
+            paths: [String], events: String, user: String, rule: String? = nil, format: Format = .text, until: String? = nil,
+            badLines: BadLinePolicy = .goOn
         ) {
             self.paths = paths
             self.events = events
@@ -23,6 +26,7 @@ public enum ExplainRunner {
             self.rule = rule
             self.format = format
             self.until = until
+            self.badLines = badLines
         }
     }
 
@@ -97,15 +101,13 @@ public enum ExplainRunner {
             }
             ruleIndex = rule.index
         }
-        guard var feed = EventFeed(path: o.events) else {
+        guard let stream = EventStream(path: o.events, badLines: o.badLines) else {
             console.err("error: cannot open events file '\(o.events)'\n")
             return 1
         }
         var tracer = Tracer(ruleSet: ruleSet, user: o.user, rule: ruleIndex)
-        feed.run(decoder: SegmentDecoder(ruleSet: ruleSet), badLines: .skip, console: console) {
-            tracer.feed($0)
-        }
-        if feed.reportReadError(console) { return 1 }
+        stream.events(decoder: SegmentDecoder(ruleSet: ruleSet), console: console) { tracer.feed($0) }
+        if stream.finish(console: console) { return 1 }
         var end = tracer.streamEnd
         if let u = o.until {
             guard let t = DryRunRunner.untilTime(u, last: tracer.streamEnd, console: console) else { return 64 }

@@ -12,7 +12,11 @@ public enum TestRunner {
     /// How many of a rule's triggers a failure's explain trace shows (the last ones).
     static let maxTraceSteps = 5
 
-    public static func run(paths: [String], filter: String? = nil, console: any Console) -> Int32 {
+    /// `badLines`: what to do at a bad line of a case's `events_file` (its own events are part of the test file, and a
+    /// bad one is an error there).
+    public static func run(
+        paths: [String], filter: String? = nil, badLines: BadLinePolicy = .goOn, console: any Console
+    ) -> Int32 {
         let found = RuleLoader.loadTests(paths: paths)
         if !found.diagnostics.isEmpty { console.err(found.rendered()) }
         if found.errorCount > 0 {
@@ -41,7 +45,9 @@ public enum TestRunner {
                 continue
             }
             for c in cases {
-                let result = runCase(c, suite: suite, ruleSet: ruleSet, sources: found.sources)
+                let result = runCase(
+                    c, suite: suite, ruleSet: ruleSet, sources: found.sources, badLines: badLines, console: console)
+                tally.badLines += result.badLines
                 if result.passed {
                     tally.passed += 1
                     console.out("  ✓ \(c.name.value)\n")
@@ -56,7 +62,8 @@ public enum TestRunner {
         let suites = found.testSuites.count
         console.out(
             "\n\(suites) test file\(suites == 1 ? "" : "s"), \(total) case\(total == 1 ? "" : "s"): "
-                + "\(tally.passed) passed, \(tally.failed) failed\n")
+                + "\(tally.passed) passed, \(tally.failed) failed"
+                + (tally.badLines > 0 ? " (bad event lines \(tally.badLines), skipped)" : "") + "\n")
         if total == 0, let filter {
             console.err("no test case matches '\(filter)'\n")
             return 1
@@ -67,11 +74,14 @@ public enum TestRunner {
     struct Tally {
         var passed = 0
         var failed = 0
+        var badLines = 0
     }
 
     struct CaseResult {
         var passed: Bool
         var report: String
+        /// Bad lines of the case's `events_file`, skipped.
+        var badLines = 0
     }
 
     static func resolve(_ path: String, from dir: String) -> String {
@@ -87,10 +97,11 @@ public enum TestRunner {
     // MARK: One case
 
     static func runCase(
-        _ c: TestCaseSpec, suite: TestSuiteSpec, ruleSet: CompiledRuleSet, sources: [String: String]
+        _ c: TestCaseSpec, suite: TestSuiteSpec, ruleSet: CompiledRuleSet, sources: [String: String],
+        badLines: BadLinePolicy, console: any Console
     ) -> CaseResult {
         var stream = StreamBuilder(suite: suite, testCase: c, ruleSet: ruleSet)
-        stream.build()
+        stream.build(badLines: badLines, console: console)
         var problems = DiagnosticBag()
         problems.append(contentsOf: stream.diagnostics)
         let expect = c.expect.compactMap { Expectation.parse($0, ruleSet: ruleSet, into: &problems) }
@@ -105,7 +116,8 @@ public enum TestRunner {
             }
         }
         if problems.hasErrors {
-            return CaseResult(passed: false, report: DiagnosticRenderer(sources: sources).render(problems.sorted))
+            return CaseResult(
+                passed: false, report: DiagnosticRenderer(sources: sources).render(problems.sorted), badLines: stream.badLines)
         }
 
         let engine = Engine(ruleSet: ruleSet)
@@ -126,7 +138,7 @@ public enum TestRunner {
         let matched = Set(matches.compactMap { $0 })
         let extra = c.exact ? came.indices.filter { !matched.contains($0) } : []
         let passed = !matches.contains(nil) && !unwanted.contains { $0 != nil } && extra.isEmpty
-        guard !passed else { return CaseResult(passed: true, report: "") }
+        guard !passed else { return CaseResult(passed: true, report: "", badLines: stream.badLines) }
 
         var out = "at \(c.location)\n"
         if !expect.isEmpty {
@@ -158,7 +170,7 @@ public enum TestRunner {
                 out += why(x, stream: stream, ruleSet: ruleSet, end: end)
             }
         }
-        return CaseResult(passed: false, report: out)
+        return CaseResult(passed: false, report: out, badLines: stream.badLines)
     }
 
     /// The explain trace of an expected rule that did not fire, for each user it was expected for.
@@ -326,6 +338,8 @@ struct StreamBuilder {
     private(set) var diagnostics: [Diagnostic] = []
     /// Users in order of first appearance.
     private(set) var users: [String] = []
+    /// Bad lines of the `events_file`, skipped.
+    private(set) var badLines = 0
 
     static let shorthandKeys = [
         "user", "event", "screen", "identify", "at", "after", "properties", "context", "id", "repeat", "every",
@@ -338,8 +352,8 @@ struct StreamBuilder {
         self.decoder = SegmentDecoder(ruleSet: ruleSet)
     }
 
-    mutating func build() {
-        if let f = testCase.eventsFile { readFile(f) }
+    mutating func build(badLines policy: BadLinePolicy, console: any Console) {
+        if let f = testCase.eventsFile { readFile(f, badLines: policy, console: console) }
         var now = events.last?.timestamp
         for item in testCase.events { expand(item, now: &now) }
         // Starting traits: an identify per user, first, at the stream's first instant.
@@ -366,29 +380,27 @@ struct StreamBuilder {
         for e in events where !users.contains(e.userID) { users.append(e.userID) }
     }
 
-    private mutating func readFile(_ f: Located<String>) {
+    /// The `events_file`, through the one event reader and its bad-line policy: a bad line is reported and skipped,
+    /// or (`--strict`) the case fails at it.
+    private mutating func readFile(_ f: Located<String>, badLines policy: BadLinePolicy, console: any Console) {
         let dir = (suite.path as NSString).deletingLastPathComponent
         let path = TestRunner.resolve(f.value, from: dir)
-        guard let reader = LineReader(path: path) else {
+        guard let stream = EventStream(path: path, badLines: policy) else {
             diagnostics.append(.error(.unreadableFile, "cannot open events file '\(path)'", at: f.location))
             return
         }
-        reader.readLines { line in
-            switch line.event(decoder) {
-            case nil: break
-            case .success(let e)?: events.append(e)
-            case .failure(let error)?:
-                let at = SourceLocation(file: path, position: SourcePosition(line: reader.lineNumber, column: error.column ?? 1))
-                diagnostics.append(.error(.invalidValue, "bad event: \(error.message)", at: at))
-            }
-            return true
-        }
-        if let error = reader.readError {
+        stream.events(decoder: decoder, console: console) { events.append($0) }
+        let failed = stream.finish(console: console)
+        if let bad = stream.bad.stoppedAt {
+            let at = SourceLocation(file: path, position: SourcePosition(line: bad.line, column: bad.column))
+            diagnostics.append(.error(.invalidValue, "bad event: \(bad.message) (--strict)", at: at))
+        } else if failed, let error = stream.readError {
             diagnostics.append(
                 .error(
-                    .unreadableFile, "events file '\(path)': reading stopped after line \(reader.lineNumber): \(error)",
+                    .unreadableFile, "events file '\(path)': reading stopped after line \(stream.lineNumber): \(error)",
                     at: f.location))
         }
+        if !failed { badLines = stream.badLines }
     }
 
     /// One inline item: shorthand (`{ user, event, at }`) or a Segment object (it has `type`).

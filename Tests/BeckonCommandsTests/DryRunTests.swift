@@ -14,7 +14,7 @@ struct DryRunTests {
         let status = DryRunRunner.run(
             .init(
                 paths: [dir.appendingPathComponent("rules.yaml").path], events: dir.appendingPathComponent("events.jsonl").path,
-                format: format, keepGoing: true, until: until),
+                format: format, until: until),
             console: console)
         return (status, console)
     }
@@ -38,12 +38,13 @@ struct DryRunTests {
         }
     }
 
-    @Test func stopsAtTheFirstBadLineWithoutKeepGoing() {
+    @Test func stopsAtTheFirstBadLineWhenStrict() {
         let dir = Snapshot.fixtures.appendingPathComponent("dryrun/bad_lines")
         let console = StringConsole()
         let status = DryRunRunner.run(
             .init(
-                paths: [dir.appendingPathComponent("rules.yaml").path], events: dir.appendingPathComponent("events.jsonl").path),
+                paths: [dir.appendingPathComponent("rules.yaml").path], events: dir.appendingPathComponent("events.jsonl").path,
+                badLines: .strict),
             console: console)
         #expect(status == 1)
         #expect(

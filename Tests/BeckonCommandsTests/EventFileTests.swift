@@ -80,7 +80,7 @@ struct EventFileTests {
         """
 
     func run(
-        _ events: [UInt8], keepGoing: Bool = true, format: DryRunRunner.Format = .table, until: String? = nil
+        _ events: [UInt8], badLines: BadLinePolicy = .goOn, format: DryRunRunner.Format = .table, until: String? = nil
     ) throws -> (Int32, StringConsole) {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("beckon-events-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
@@ -91,7 +91,7 @@ struct EventFileTests {
         let status = DryRunRunner.run(
             .init(
                 paths: [dir.appendingPathComponent("rules.yaml").path], events: dir.appendingPathComponent("events.jsonl").path,
-                format: format, keepGoing: keepGoing, until: until),
+                format: format, badLines: badLines, until: until),
             console: console)
         return (status, console)
     }
@@ -153,7 +153,7 @@ struct EventFileTests {
     @Test func aBadLineIsNamedByLineAndColumn() throws {
         let text =
             event("u1", "2026-03-01T09:00:00Z") + "\n" + #"{"type":"track","event":"Opened","timestamp":"2026-03-01T09:00:00Z"}"#
-        let (status, console) = try run(Array(text.utf8), keepGoing: false)
+        let (status, console) = try run(Array(text.utf8), badLines: .strict)
         #expect(status == 1)
         #expect(console.stderr.contains("events.jsonl:2:1: bad event: missing 'userId'"))
     }

@@ -42,6 +42,8 @@ public enum BenchRunner {
         var inProcess = 0.0
         var endToEnd = 0.0
         var decode = 0.0
+        /// Lines of the Segment file that did not decode, skipped.
+        var badLines = 0
         var peakRSSKB = 0
         var stateBytesPerUser = 0.0
         var stateCost = StateCost()
@@ -89,21 +91,21 @@ public enum BenchRunner {
         r.compileMs = compileMs
         let segment = NSTemporaryDirectory() + "beckon-bench-\(UUID().uuidString).jsonl"
         defer { try? FileManager.default.removeItem(atPath: segment) }
-        (r.users, r.events) = try workload.writeSegment(to: segment)
+        (r.users, r.events) = try workload.writeSegment(to: segment, console: console)
         console.err("bench: \(r.users) users, \(r.events) events, \(r.rules) rules\n")
 
         // End to end: file → decode → evaluate → actions as JSON (to /dev/null).
         if o.endToEnd {
             let engine = Engine(ruleSet: rules)
             let decoder = SegmentDecoder(ruleSet: rules)
-            guard let reader = LineReader(path: segment) else {
+            guard let stream = EventStream(path: segment, badLines: .goOn) else {
                 throw BenchWorkload.Problem(description: "cannot read \(segment)")
             }
             let sink = NullSink()
             var t0 = 0.0
-            var failure: String?
             // Lines are decoded into batches the engine processes with look-ahead (as a service consuming a stream in
-            // batches would); one outcome serves the run, its memory reused from event to event.
+            // batches would); one outcome serves the run, its memory reused from event to event. A bad line is
+            // counted and skipped (the one bad-line policy, ``BadLinePolicy/goOn``).
             var outcome = EventOutcome()
             var batch: [BoundEvent] = []
             batch.reserveCapacity(Self.batchSize)
@@ -111,8 +113,8 @@ public enum BenchRunner {
                 engine.process(batch.span, into: &outcome) { sink.write($0.actions) }
                 batch.removeAll(keepingCapacity: true)
             }
-            reader.forEachLine { line in
-                if reader.lineNumber == r.users + 1 {
+            stream.lines(console: console) { line in
+                if t0 == 0 && stream.lineNumber > r.users {
                     flush()
                     t0 = now()
                 }
@@ -120,21 +122,25 @@ public enum BenchRunner {
                     batch.append(try decoder.decode(line))
                     if batch.count == Self.batchSize { flush() }
                 } catch {
-                    failure = "\(segment):\(reader.lineNumber): \(error)"
-                    return false
+                    return stream.badLine(error, console: console)
                 }
                 return true
             }
             flush()
             sink.flush()
-            if let failure { throw BenchWorkload.Problem(description: failure) }
+            if stream.finish(console: console) { throw BenchWorkload.Problem(description: "cannot read \(segment)") }
+            r.badLines = stream.badLines
             r.endToEnd = Double(r.events) / (now() - t0)
             r.peakRSSKB = peakRSS()
             r.fires = fires(engine)
         }
 
         // In process: events decoded beforehand.
-        var (users, events, decodeRate) = try decode(segment, users: r.users, rules: rules)
+        // Bad lines are reported once, by the first pass over the file.
+        let quiet = StringConsole()
+        var (users, events, decodeRate, bad) = try decode(
+            segment, users: r.users, rules: rules, console: o.endToEnd ? quiet : console)
+        if !o.endToEnd { r.badLines = bad }
         r.decode = decodeRate
         let first = inProcess(rules, users: users, events: events, repeats: o.repeats)
         r.inProcess = first.best
@@ -148,7 +154,7 @@ public enum BenchRunner {
         // Many rules spread over event names the stream does not send.
         if o.scaleRules > r.rules {
             let (many, _) = try load(try workload.rulesYAML(extra: o.scaleRules - r.rules))
-            let (u, e, _) = try decode(segment, users: r.users, rules: many)
+            let (u, e, _, _) = try decode(segment, users: r.users, rules: many, console: quiet)
             r.scaleRules = many.rules.count
             r.scaleInProcess = inProcess(many, users: u, events: e, repeats: o.repeats).best
         }
@@ -236,29 +242,33 @@ public enum BenchRunner {
     /// Decodes the users' and the events' lines; with the events decoded per second (the event lines alone: JSON to
     /// `BoundEvent`, the share of end to end that is decoding).
     static func decode(
-        _ path: String, users: Int, rules: CompiledRuleSet
-    ) throws -> (users: [BoundEvent], events: [BoundEvent], perSecond: Double) {
+        _ path: String, users: Int, rules: CompiledRuleSet, console: any Console
+    ) throws -> (users: [BoundEvent], events: [BoundEvent], perSecond: Double, badLines: Int) {
         let decoder = SegmentDecoder(ruleSet: rules)
-        guard let reader = LineReader(path: path) else { throw BenchWorkload.Problem(description: "cannot read \(path)") }
+        guard let stream = EventStream(path: path, badLines: .goOn) else {
+            throw BenchWorkload.Problem(description: "cannot read \(path)")
+        }
         var u: [BoundEvent] = []
         var e: [BoundEvent] = []
         u.reserveCapacity(users)
-        var failure: String?
         var t0 = now()
-        reader.forEachLine { line in
-            if reader.lineNumber == users + 1 { t0 = now() }
+        var timing = false
+        stream.lines(console: console) { line in
+            if !timing && stream.lineNumber > users {
+                timing = true
+                t0 = now()
+            }
             do throws(DecodeError) {
                 let x = try decoder.decode(line)
-                if reader.lineNumber <= users { u.append(x) } else { e.append(x) }
+                if stream.lineNumber <= users { u.append(x) } else { e.append(x) }
             } catch {
-                failure = "\(path):\(reader.lineNumber): \(error)"
-                return false
+                return stream.badLine(error, console: console)
             }
             return true
         }
         let dt = now() - t0
-        if let failure { throw BenchWorkload.Problem(description: failure) }
-        return (u, e, Double(e.count) / dt)
+        if stream.finish(console: console) { throw BenchWorkload.Problem(description: "cannot read \(path)") }
+        return (u, e, Double(e.count) / dt, stream.badLines)
     }
 
     static func peakRSS() -> Int { beckon_peak_rss_kb() }
@@ -274,7 +284,8 @@ public enum BenchRunner {
 
     static func text(_ r: Result) -> String {
         var out =
-            "workload: \(r.users) users, \(r.events) events, \(r.rules) rules (one thread; \(ProcessInfo.processInfo.activeProcessorCount) cores)\n"
+            "workload: \(r.users) users, \(r.events) events, \(r.rules) rules (one thread; \(ProcessInfo.processInfo.activeProcessorCount) cores)"
+            + (r.badLines > 0 ? "; \(r.badLines) bad lines skipped" : "") + "\n"
         out += "in process:   \(rate(r.inProcess)) events/s (events decoded beforehand; best of runs)\n"
         out += "end to end:   \(rate(r.endToEnd)) events/s (JSON lines → decode → evaluate → actions as JSON)\n"
         out += "decoding:     \(rate(r.decode)) events/s (the event lines alone, JSON → events; part of end to end)\n"
@@ -311,7 +322,7 @@ public enum BenchRunner {
             ("users", .int(Int64(r.users))), ("events", .int(Int64(r.events))), ("rules", .int(Int64(r.rules))),
             ("cores", .int(Int64(ProcessInfo.processInfo.activeProcessorCount))),
             ("events_per_s_in_process", .int(Int64(r.inProcess))), ("events_per_s_end_to_end", .int(Int64(r.endToEnd))),
-            ("events_per_s_decode", .int(Int64(r.decode))),
+            ("events_per_s_decode", .int(Int64(r.decode))), ("bad_lines", .int(Int64(r.badLines))),
             ("peak_rss_kb", .int(Int64(r.peakRSSKB))), ("state_bytes_per_user", d(r.stateBytesPerUser)),
             ("encoded_state_bytes_median", .int(Int64(r.stateCost.medianBytes))),
             ("encoded_state_bytes_p99", .int(Int64(r.stateCost.p99Bytes))),

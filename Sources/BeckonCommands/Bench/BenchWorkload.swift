@@ -107,9 +107,13 @@ struct BenchWorkload {
     // MARK: Events
 
     /// Writes the workload as Segment JSON lines: one `identify` per user (with all its fields as traits, at the first
-    /// event's time), then one `track` per event. Returns the number of users and events written.
-    func writeSegment(to path: String) throws -> (users: Int, events: Int) {
-        guard let events = LineReader(path: eventsPath), let users = LineReader(path: usersPath) else {
+    /// event's time), then one `track` per event. Returns the number of users and events written. A line of the
+    /// workload that is not a user or an event is a bad line, under the one policy (``BadLinePolicy/goOn``): counted,
+    /// reported on `console`, skipped.
+    func writeSegment(to path: String, console: any Console) throws -> (users: Int, events: Int) {
+        guard let events = EventStream(path: eventsPath, badLines: .goOn),
+            let users = EventStream(path: usersPath, badLines: .goOn)
+        else {
             throw Problem(description: "cannot read \(eventsPath) or \(usersPath)")
         }
         guard FileManager.default.createFile(atPath: path, contents: nil), let out = FileHandle(forWritingAtPath: path) else {
@@ -124,22 +128,19 @@ struct BenchWorkload {
                 buffer.removeAll(keepingCapacity: true)
             }
         }
-        // The first event's time, for the identifies.
+        // The first event's time, for the identifies (its bad lines are met again below).
         var firstTS: Int64?
-        events.forEachLine { line in
-            if let v = try? SegmentLine.parse(line) { firstTS = v.ts }
-            return false
+        EventStream(path: eventsPath, badLines: .goOn)?.lines(console: StringConsole()) { line in
+            firstTS = try? SegmentLine.parse(line).ts
+            return firstTS == nil
         }
         guard let start = firstTS else { throw Problem(description: "\(eventsPath) has no event") }
         let startText = Timestamp(milliseconds: start * 1000).description
         var nUsers = 0
-        var failure: Problem?
-        users.forEachLine { line in
-            if line.isEmpty { return true }
+        users.lines(console: console) { line in
             let text = String(decoding: line, as: UTF8.self)
             guard case .map(var m)? = try? JSONValue.parse(text), case .string(let id)? = m[string: "id"] else {
-                failure = Problem(description: "\(usersPath):\(users.lineNumber): not a user object")
-                return false
+                return users.badLine(DecodeError("not a user object"), console: console)
             }
             m = ValueMap(m.entries.filter { if case .string("id") = $0.key { false } else { true } })
             let identify = ValueMap([
@@ -151,16 +152,13 @@ struct BenchWorkload {
             flush()
             return true
         }
-        if let failure { throw failure }
-        guard let events2 = LineReader(path: eventsPath) else { throw Problem(description: "cannot read \(eventsPath)") }
+        if users.finish(console: console) { throw Problem(description: "cannot read \(usersPath)") }
         var nEvents = 0
         var lastTS: Int64 = .min
         var lastText = ""
-        events2.forEachLine { line in
-            if line.isEmpty { return true }
+        events.lines(console: console) { line in
             guard let e = try? SegmentLine.parse(line) else {
-                failure = Problem(description: "\(eventsPath):\(events2.lineNumber): not a workload event")
-                return false
+                return events.badLine(DecodeError("not a workload event"), console: console)
             }
             if e.ts != lastTS {
                 lastTS = e.ts
@@ -179,7 +177,7 @@ struct BenchWorkload {
             flush()
             return true
         }
-        if let failure { throw failure }
+        if events.finish(console: console) { throw Problem(description: "cannot read \(eventsPath)") }
         flush(force: true)
         return (nUsers, nEvents)
     }

@@ -13,12 +13,18 @@ public enum ReportRunner {
         public var format: Format = .text
         public var html: String?
         public var until: String?
-        public init(paths: [String], events: String, format: Format = .text, html: String? = nil, until: String? = nil) {
+        /// What to do at a bad event line.
+        public var badLines: BadLinePolicy = .goOn
+        public init(
+            paths: [String], events: String, format: Format = .text, html: String? = nil, until: String? = nil,
+            badLines: BadLinePolicy = .goOn
+        ) {
             self.paths = paths
             self.events = events
             self.format = format
             self.html = html
             self.until = until
+            self.badLines = badLines
         }
     }
 
@@ -28,16 +34,14 @@ public enum ReportRunner {
             console.err(loaded.rendered())
             return 1
         }
-        guard var feed = EventFeed(path: o.events) else {
+        guard let stream = EventStream(path: o.events, badLines: o.badLines) else {
             console.err("error: cannot open events file '\(o.events)'\n")
             return 1
         }
         let builder = ReportBuilder(ruleSet: ruleSet)
-        feed.run(decoder: SegmentDecoder(ruleSet: ruleSet), badLines: .skip, console: console) {
-            builder.process($0)
-        }
-        if feed.reportReadError(console) { return 1 }
-        let bad = feed.badLines
+        stream.events(decoder: SegmentDecoder(ruleSet: ruleSet), console: console) { builder.process($0) }
+        if stream.finish(console: console) { return 1 }
+        let bad = stream.badLines
         var end = builder.last
         if let u = o.until {
             guard let t = DryRunRunner.untilTime(u, last: builder.last ?? Int64.min, console: console) else { return 64 }

@@ -1,0 +1,142 @@
+import BeckonCore
+
+/// What a command does at a bad event line: the one policy of `dry-run`, `explain`, `report`, `test` and `bench`.
+///
+/// A bad line — not a JSON object, not a Segment event Beckon can keep, or longer than
+/// ``SegmentDecoder/maxLineBytes`` — is reported as `FILE:LINE:COLUMN: bad event: MESSAGE` on standard error.
+public enum BadLinePolicy: Sendable {
+    /// Count each bad line, report the first ``BadLinePolicy/reportedLines`` of them, skip them all and go on; at the
+    /// end one line says how many more there were. Every command's default.
+    case goOn
+    /// Stop at the first bad line and report it; the command fails (`--strict`).
+    case strict
+
+    /// How many bad lines ``goOn`` reports one by one.
+    public static let reportedLines = 10
+}
+
+/// The bad lines of one stream under a ``BadLinePolicy``: counted, the first ones reported, the rest summed up at
+/// the end. The policy's only implementation; every reader of events goes through it.
+struct BadLines {
+    let policy: BadLinePolicy
+    /// The file as reports name it.
+    let file: String
+    private(set) var count = 0
+    /// The bad line the stream stopped at (``BadLinePolicy/strict``): its line, column and what is wrong.
+    private(set) var stoppedAt: (line: Int, column: Int, message: String)?
+
+    init(policy: BadLinePolicy, file: String) {
+        self.policy = policy
+        self.file = file
+    }
+
+    /// Counts a bad line, reports it when it is among the first, and says whether to go on reading.
+    mutating func note(line: Int, column: Int?, _ message: String, console: any Console) -> Bool {
+        count += 1
+        if count <= BadLinePolicy.reportedLines {
+            console.err(Terminal.safe("\(file):\(line):\(column ?? 1): bad event: \(message)") + "\n")
+        }
+        guard policy == .goOn else {
+            stoppedAt = (line, column ?? 1, message)
+            return false
+        }
+        return true
+    }
+
+    /// Says how many bad lines were not reported one by one, or that the stream stopped at one. Returns whether the
+    /// command must fail (it stopped).
+    func finish(console: any Console) -> Bool {
+        if stoppedAt != nil {
+            console.err("stopped at the first bad line (--strict); without it bad lines are counted and skipped\n")
+            return true
+        }
+        let more = count - BadLinePolicy.reportedLines
+        if more > 0 { console.err("… and \(more) more bad line\(more == 1 ? "" : "s")\n") }
+        return false
+    }
+}
+
+/// The events of a file (or standard input, `-`), decoded for a rule set: the one reading loop of `dry-run`,
+/// `explain`, `report`, `test` and `bench`, with one policy for bad lines (``BadLinePolicy``). Blank lines are
+/// skipped.
+final class EventStream {
+    let path: String
+    private let reader: LineReader
+    private(set) var bad: BadLines
+
+    /// `nil` when the file cannot be opened.
+    init?(path: String, badLines policy: BadLinePolicy, chunkSize: Int = 1 << 20) {
+        guard let reader = LineReader(path: path, chunkSize: chunkSize) else { return nil }
+        self.path = path
+        self.reader = reader
+        bad = BadLines(policy: policy, file: path == "-" ? "<stdin>" : path)
+    }
+
+    var displayName: String { bad.file }
+    /// Bad lines met so far (reported or counted, and skipped or stopped at).
+    var badLines: Int { bad.count }
+    /// 1-based number of the line last read.
+    var lineNumber: Int { reader.lineNumber }
+    /// Why reading stopped before the end of the file, if it did.
+    var readError: String? { reader.readError }
+
+    /// Decodes every line and hands each event to `body`, in order, with a progress line on a terminal.
+    func events(decoder: SegmentDecoder, console: any Console, _ body: (BoundEvent) -> Void) {
+        let progress = Progress(console: console, total: reader.fileSize)
+        var events = 0
+        reader.readLines { line in
+            switch line.event(decoder) {
+            case nil: return true
+            case .success(let event)?:
+                body(event)
+                events += 1
+                progress.tick(events: events, bytes: reader.bytesRead)
+                return true
+            case .failure(let error)?:
+                return badLine(error, console: console)
+            }
+        }
+        progress.finish()
+    }
+
+    /// The raw bytes of each line that is not blank, for a caller that decodes them itself (the bench's timed loop,
+    /// which decodes into batches) until `body` returns false. An overlong line is a bad line here; a line the caller
+    /// cannot decode goes to ``badLine(_:console:)``, whose answer `body` returns.
+    func lines(console: any Console, _ body: (UnsafeBufferPointer<UInt8>) -> Bool) {
+        reader.readLines { line in
+            switch line {
+            case .overlong(let n): return badLine(SegmentDecoder.overlong(n), console: console)
+            case .text(let bytes): return LineReader.Line.isBlank(bytes) || body(bytes)
+            }
+        }
+    }
+
+    /// Counts the bad line just read under the policy; whether to go on.
+    func badLine(_ error: DecodeError, console: any Console) -> Bool {
+        bad.note(line: reader.lineNumber, column: error.column, error.message, console: console)
+    }
+
+    /// At the end of the stream: says on standard error why the stream could not be read to its end, or that it
+    /// stopped at a bad line, or how many bad lines were not shown. Returns whether the command must fail.
+    func finish(console: any Console) -> Bool {
+        let stopped = bad.finish(console: console)
+        guard let error = readError else { return stopped }
+        console.err(Terminal.safe("error: \(displayName): reading stopped after line \(reader.lineNumber): \(error)") + "\n")
+        return true
+    }
+}
+
+extension LineReader.Line {
+    /// The event on this line: `nil` for a blank line, the reason for a bad one (an overlong line is one).
+    func event(_ decoder: SegmentDecoder) -> Result<BoundEvent, DecodeError>? {
+        switch self {
+        case .overlong(let n): return .failure(SegmentDecoder.overlong(n))
+        case .text(let bytes):
+            if Self.isBlank(bytes) { return nil }
+            do throws(DecodeError) { return .success(try decoder.decode(bytes)) } catch { return .failure(error) }
+        }
+    }
+
+    /// Whether a line holds nothing but spaces and tabs (skipped, not a bad line).
+    static func isBlank(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool { bytes.allSatisfy { $0 == 32 || $0 == 9 } }
+}
