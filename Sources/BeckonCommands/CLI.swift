@@ -57,19 +57,53 @@ struct Validate: ConsoleCommand {
     func run(console: any Console) -> Int32 { ValidateRunner.run(paths: paths, console: console) }
 }
 
-struct DryRun: ConsoleCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "dry-run",
-        abstract: "Run an event stream (Segment-spec JSON lines) through the rules and show what fires and why not.")
-
+/// The rule files and the event stream of `dry-run`, `explain` and `report`, with what to do at a bad line.
+struct StreamOptions: ParsableArguments {
     @Argument(help: "Rule files or folders.")
     var paths: [String]
 
     @Option(name: .long, help: "Newline-delimited JSON events, or - for standard input.")
     var events: String
 
+    @OptionGroup var badLines: BadLineOptions
+}
+
+/// `--strict`: the one switch of the bad-line policy (``BadLinePolicy``).
+struct BadLineOptions: ParsableArguments {
+    @Flag(
+        name: .long,
+        help: """
+            Stop at the first bad event line (exit status 1). Without it, each bad line is counted and skipped, \
+            the first \(BadLinePolicy.reportedLines) reported with file:line:column.
+            """)
+    var strict = false
+
+    var policy: BadLinePolicy { strict ? .strict : .goOn }
+}
+
+/// `--until`, for the commands that run a stream and can let time run on after it.
+struct UntilOption: ParsableArguments {
+    @Option(
+        name: .long,
+        help:
+            "After the stream, let time run to this instant (RFC 3339, or +7d after the last event) so delayed actions come due.")
+    var until: String?
+}
+
+extension DryRunRunner.Format: ExpressibleByArgument {}
+extension ExplainRunner.Format: ExpressibleByArgument {}
+extension ReportRunner.Format: ExpressibleByArgument {}
+extension BenchRunner.Format: ExpressibleByArgument {}
+
+struct DryRun: ConsoleCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "dry-run",
+        abstract: "Run an event stream (Segment-spec JSON lines) through the rules and show what fires and why not.")
+
+    @OptionGroup var stream: StreamOptions
+
     @Option(name: .long, help: "table (readable) or jsonl (one JSON object per fired action).")
-    var format: String = "table"
+    var format: DryRunRunner.Format = .table
 
     /// Bad lines are skipped by default now; the flag is kept so that scripts that pass it still run.
     @Flag(name: .long, help: .hidden)
@@ -78,23 +112,13 @@ struct DryRun: ConsoleCommand {
     @Flag(name: .long, help: "Show only fired actions, not the rules that matched but did not fire.")
     var firedOnly = false
 
-    @Option(
-        name: .long,
-        help:
-            "After the last event, let time run to this instant (RFC 3339, or +7d after the last event) so delayed actions fire.")
-    var until: String?
-
-    func validate() throws {
-        guard DryRunRunner.Format(rawValue: format) != nil else {
-            throw ValidationError("--format must be table or jsonl, not '\(format)'")
-        }
-    }
+    @OptionGroup var until: UntilOption
 
     func run(console: any Console) -> Int32 {
         DryRunRunner.run(
             DryRunRunner.Options(
-                paths: paths, events: events, format: DryRunRunner.Format(rawValue: format)!,
-                firedOnly: firedOnly, until: until),
+                paths: stream.paths, events: stream.events, format: format, badLines: stream.badLines.policy,
+                firedOnly: firedOnly, until: until.until),
             console: console)
     }
 }
@@ -128,21 +152,23 @@ struct Reference: ConsoleCommand {
     static let configuration = CommandConfiguration(
         abstract: "Print a reference page generated from the code (docs/reference/*.md).", shouldDisplay: false)
 
-    static let pages: [String: @Sendable () -> String] = [
-        "dsl": ReferenceDocs.dsl, "functions": ReferenceDocs.functions, "limits": ReferenceDocs.limits,
-    ]
+    enum Page: String, CaseIterable, ExpressibleByArgument {
+        case dsl, functions, limits
 
-    @Argument(help: "dsl, functions or limits")
-    var page: String
-
-    func validate() throws {
-        guard Self.pages[page] != nil else {
-            throw ValidationError("unknown page '\(page)'; pages: \(Self.pages.keys.sorted().joined(separator: ", "))")
+        var text: String {
+            switch self {
+            case .dsl: ReferenceDocs.dsl()
+            case .functions: ReferenceDocs.functions()
+            case .limits: ReferenceDocs.limits()
+            }
         }
     }
 
+    @Argument(help: "The page.")
+    var page: Page
+
     func run(console: any Console) -> Int32 {
-        console.out(Self.pages[page]!())
+        console.out(page.text)
         return 0
     }
 }
@@ -151,11 +177,7 @@ struct Explain: ConsoleCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show, for each of one user's events, why each rule fired or did not, with the values it saw.")
 
-    @Argument(help: "Rule files or folders.")
-    var paths: [String]
-
-    @Option(name: .long, help: "Newline-delimited JSON events, or - for standard input.")
-    var events: String
+    @OptionGroup var stream: StreamOptions
 
     @Option(name: .long, help: "The user (userId or anonymousId).")
     var user: String
@@ -164,22 +186,15 @@ struct Explain: ConsoleCommand {
     var rule: String?
 
     @Option(name: .long, help: "text or json.")
-    var format: String = "text"
+    var format: ExplainRunner.Format = .text
 
-    @Option(name: .long, help: "Let time run to this instant after the stream (RFC 3339 or +7d), so delayed actions come due.")
-    var until: String?
-
-    func validate() throws {
-        guard ExplainRunner.Format(rawValue: format) != nil else {
-            throw ValidationError("--format must be text or json, not '\(format)'")
-        }
-    }
+    @OptionGroup var until: UntilOption
 
     func run(console: any Console) -> Int32 {
         ExplainRunner.run(
             .init(
-                paths: paths, events: events, user: user, rule: rule, format: ExplainRunner.Format(rawValue: format)!,
-                until: until),
+                paths: stream.paths, events: stream.events, user: user, rule: rule, format: format, until: until.until,
+                badLines: stream.badLines.policy),
             console: console)
     }
 }
@@ -195,7 +210,11 @@ struct Test: ConsoleCommand {
     @Option(name: .long, help: "Only the cases whose name contains this text.")
     var filter: String?
 
-    func run(console: any Console) -> Int32 { TestRunner.run(paths: paths, filter: filter, console: console) }
+    @OptionGroup var badLines: BadLineOptions
+
+    func run(console: any Console) -> Int32 {
+        TestRunner.run(paths: paths, filter: filter, badLines: badLines.policy, console: console)
+    }
 }
 
 struct ReportCommand: ConsoleCommand {
@@ -204,32 +223,21 @@ struct ReportCommand: ConsoleCommand {
         abstract: "Measure a stream: per rule what its triggers came to; per campaign exposure, goals, treatment against holdout."
     )
 
-    @Argument(help: "Rule files or folders.")
-    var paths: [String]
-
-    @Option(name: .long, help: "Newline-delimited JSON events, or - for standard input.")
-    var events: String
+    @OptionGroup var stream: StreamOptions
 
     @Option(name: .long, help: "text or json.")
-    var format: String = "text"
+    var format: ReportRunner.Format = .text
 
     @Option(name: .long, help: "Also write a self-contained HTML page with charts to this file.")
     var html: String?
 
-    @Option(
-        name: .long,
-        help: "Let time run to this instant after the stream (RFC 3339 or +7d): delayed actions come due, windows close.")
-    var until: String?
-
-    func validate() throws {
-        guard ReportRunner.Format(rawValue: format) != nil else {
-            throw ValidationError("--format must be text or json, not '\(format)'")
-        }
-    }
+    @OptionGroup var until: UntilOption
 
     func run(console: any Console) -> Int32 {
         ReportRunner.run(
-            .init(paths: paths, events: events, format: ReportRunner.Format(rawValue: format)!, html: html, until: until),
+            .init(
+                paths: stream.paths, events: stream.events, format: format, html: html, until: until.until,
+                badLines: stream.badLines.policy),
             console: console)
     }
 }
@@ -259,7 +267,7 @@ struct Bench: ConsoleCommand {
     var workload: String
 
     @Option(name: .long, help: "text or json.")
-    var format: String = "text"
+    var format: BenchRunner.Format = .text
 
     @Option(name: .long, help: "The reference result to compare fires with (bench.py ref writes results/ref.json).")
     var reference: String?
@@ -276,14 +284,8 @@ struct Bench: ConsoleCommand {
     @Flag(name: .long, help: .hidden)
     var noEndToEnd = false
 
-    func validate() throws {
-        guard BenchRunner.Format(rawValue: format) != nil else {
-            throw ValidationError("--format must be text or json, not '\(format)'")
-        }
-    }
-
     func run(console: any Console) -> Int32 {
-        var o = BenchRunner.Options(workload: workload, format: BenchRunner.Format(rawValue: format)!, reference: reference)
+        var o = BenchRunner.Options(workload: workload, format: format, reference: reference)
         o.scaleRules = scaleRules
         o.compileRules = compileRules
         o.repeats = repeats

@@ -5,7 +5,7 @@ import BeckonYAML
 /// rule's verdict with the values its conditions saw, the limit that blocked it and when it frees up, the rival it
 /// lost to, and the delayed actions scheduled, fired or cancelled.
 public enum ExplainRunner {
-    public enum Format: String, Sendable { case text, json }
+    public enum Format: String, Sendable, CaseIterable { case text, json }
 
     public struct Options: Sendable {
         public var paths: [String]

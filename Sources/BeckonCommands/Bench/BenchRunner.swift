@@ -13,7 +13,7 @@ import Foundation
 /// fires per rule (to compare with the reference), the cost of 5,000 rules against 50, and how long 10,000 rules
 /// take to load and compile. Everything runs on one thread.
 public enum BenchRunner {
-    public enum Format: String, Sendable { case text, json }
+    public enum Format: String, Sendable, CaseIterable { case text, json }
 
     public struct Options: Sendable {
         public var workload: String

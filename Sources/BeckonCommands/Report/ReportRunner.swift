@@ -5,7 +5,7 @@ import Foundation
 /// `beckon report PATH... --events FILE [--format text|json] [--html FILE]`: per rule, what its triggers came to;
 /// per campaign and rule set, exposure and each goal's conversion, time to goal, and treatment against holdout.
 public enum ReportRunner {
-    public enum Format: String, Sendable { case text, json }
+    public enum Format: String, Sendable, CaseIterable { case text, json }
 
     public struct Options: Sendable {
         public var paths: [String]
