@@ -63,7 +63,7 @@ public enum TestRunner {
         console.out(
             "\n\(suites) test file\(suites == 1 ? "" : "s"), \(total) case\(total == 1 ? "" : "s"): "
                 + "\(tally.passed) passed, \(tally.failed) failed"
-                + (tally.badLines > 0 ? " (bad event lines \(tally.badLines), skipped)" : "") + "\n")
+                + (tally.badLines > 0 ? " (bad lines \(tally.badLines), skipped)" : "") + "\n")
         if total == 0, let filter {
             console.err("no test case matches '\(filter)'\n")
             return 1

@@ -104,7 +104,7 @@ struct BadLinePolicyTests {
             #expect(json["bad_lines"] as? Int == 15)
             #expect(json["events"] as? Int == Self.goodEvents)
         case .test:
-            #expect(console.stdout.contains("1 case: 1 passed, 0 failed (bad event lines 15, skipped)"), "\(console.stdout)")
+            #expect(console.stdout.contains("1 case: 1 passed, 0 failed (bad lines 15, skipped)"), "\(console.stdout)")
         }
     }
 
