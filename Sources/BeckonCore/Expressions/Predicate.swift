@@ -79,40 +79,38 @@ final class Predicate: Sendable {
 
     let terms: [Term]
 
-    /// The terms as `holds` reads them: plain data in a flat table, with each term's constant, then each `in` list's
-    /// values, in a row of slots beside them, and what kind each constant is in a flat table of its own — all read in
-    /// place, counting no references.
+    /// A term as `holds` runs it: the test specialised for the constant's kind when it is a number, a flag or a
+    /// string (the common conditions), so deciding it is one switch on the test and one on the value; anything else,
+    /// and a value of another kind than the constant's, goes to the general comparison of ``Value``.
+    private enum Op: BitwiseCopyable {
+        case orderInt(OrderSet, Int64)
+        case orderDouble(OrderSet, Double)
+        /// `==` (or with `negate`, `!=`) of a number or flag.
+        case equalInt(Int64, negate: Bool)
+        case equalDouble(Double, negate: Bool)
+        case equalBool(Bool, negate: Bool)
+        /// `==`/`!=` of a string constant; `ascii`: compared with ``Bytes/equal(_:ascii:)``.
+        case equalString(ascii: Bool, negate: Bool)
+        case isIn
+        /// `in` a list of integers only.
+        case isInInts
+        case isTrue
+        /// Any other constant: the general comparison.
+        case general
+    }
+
+    /// The terms as `holds` reads them: plain data in a flat table, each with where its constant (then its `in` list)
+    /// is in a row of slots beside them — both read in place, counting no references.
     private struct FlatTerm: BitwiseCopyable {
         var operand: Operand
-        var test: Test
-        /// Where the term's constant is in ``constants``, and its `in` list after it.
+        var op: Op
         var constant: Int32
         var listCount: Int32
     }
-
-    /// A constant as the tests read it: numbers and flags whole, strings by whether they are ASCII (compared with
-    /// ``Bytes/equal(_:ascii:)``), the rest read from ``constants``.
-    private enum ConstantKind: BitwiseCopyable {
-        case int(Int64)
-        case double(Double)
-        case bool(Bool)
-        case asciiString
-        case string
-        case other
-
-        init(_ v: Value) {
-            switch v {
-            case .int(let x): self = .int(x)
-            case .double(let x): self = .double(x)
-            case .bool(let x): self = .bool(x)
-            case .string(let s): self = Bytes.isASCII(s) ? .asciiString : .string
-            default: self = .other
-            }
-        }
-    }
     private let flat: FlatTable<FlatTerm>
     private let constants: ConstantRow
-    private let kinds: FlatTable<ConstantKind>
+    /// Per constant: an ASCII string (for `in` lists).
+    private let asciiConstants: FlatTable<Bool>
 
     init(terms: [Term]) {
         self.terms = terms
@@ -120,110 +118,135 @@ final class Predicate: Sendable {
         var constants: [Value] = []
         for t in terms {
             flat.append(
-                FlatTerm(operand: t.operand, test: t.test, constant: Int32(constants.count), listCount: Int32(t.list.count)))
+                FlatTerm(
+                    operand: t.operand, op: Predicate.op(t), constant: Int32(constants.count), listCount: Int32(t.list.count)))
             constants.append(t.constant)
             constants += t.list
         }
         self.flat = FlatTable(flat)
-        self.kinds = FlatTable(constants.map(ConstantKind.init))
+        self.asciiConstants = FlatTable(constants.map { if case .string(let s) = $0 { Bytes.isASCII(s) } else { false } })
         self.constants = ConstantRow(constants.map(Optional.some))
+    }
+
+    private static func op(_ t: Term) -> Op {
+        switch (t.test, t.constant) {
+        case (.order(let a), .int(let c)): .orderInt(a, c)
+        case (.order(let a), .double(let c)): .orderDouble(a, c)
+        case (.equal, .int(let c)): .equalInt(c, negate: false)
+        case (.notEqual, .int(let c)): .equalInt(c, negate: true)
+        case (.equal, .double(let c)): .equalDouble(c, negate: false)
+        case (.notEqual, .double(let c)): .equalDouble(c, negate: true)
+        case (.equal, .bool(let c)): .equalBool(c, negate: false)
+        case (.notEqual, .bool(let c)): .equalBool(c, negate: true)
+        case (.equal, .string(let c)): .equalString(ascii: Bytes.isASCII(c), negate: false)
+        case (.notEqual, .string(let c)): .equalString(ascii: Bytes.isASCII(c), negate: true)
+        case (.isIn, _): t.list.allSatisfy { if case .int = $0 { true } else { false } } ? .isInInts : .isIn
+        case (.isTrue, _): .isTrue
+        default: .general
+        }
     }
 
     /// Whether term `i` holds for this user and event at `now` (both read through their loans: no reference counted).
     private func holds(term i: Int, _ profile: Borrowed<UserProfile>?, _ event: Borrowed<BoundEvent>?, _ now: Int64) -> Bool {
-        let t = i
         switch flat[i].operand {
         case .attribute(let slot):
             guard let profile else { return false }
-            return profile.with { test(t, $0.attributes, slot) }
+            return profile.with { test(i, $0.attributes, slot) }
         case .property(let slot):
             guard let event else { return false }
-            return event.with { test(t, $0.propertySlots, slot) }
+            return event.with { test(i, $0.propertySlots, slot) }
         case .count(let series, let ms):
             let n = profile?.with { $0.history.count(series: series, from: now - ms + 1, to: now) } ?? 0
-            return test(t, count: Int64(n))
+            return test(i, count: Int64(n))
         case .lifetimeCount(let series):
-            return test(t, count: Int64(profile?.with { $0.history.lifetimeStat(series: series)?.count } ?? 0))
+            return test(i, count: Int64(profile?.with { $0.history.lifetimeStat(series: series)?.count } ?? 0))
         }
     }
 
     @inline(__always) private func test(_ t: Int, count n: Int64) -> Bool {
-        if case .int(let c) = kinds[Int(flat[t].constant)] {
-            switch flat[t].test {
-            case .order(let accepts): return accepts.accepts(Numeric.cmp(n, c))
-            case .equal: return n == c
-            case .notEqual: return n != c
-            default: break
-            }
+        switch flat[t].op {
+        case .orderInt(let accepts, let c): accepts.accepts(Numeric.cmp(n, c))
+        case .equalInt(let c, let negate): (n == c) != negate
+        default: test(t, .int(n))
         }
-        return test(t, .int(n))
     }
 
     /// Term `t` of a slot's value, read in place. A missing value or an error fails every test, as the error the
     /// closures evaluate to fails the condition.
     @inline(__always) private func test(_ t: Int, _ row: borrowing SlotRow, _ slot: Int) -> Bool {
-        let k = Int(flat[t].constant)
-        switch flat[t].test {
-        case .equal: return equal(row, slot, k) ?? false
-        case .notEqual: return equal(row, slot, k).map { !$0 } ?? false
-        case .order(let accepts):
-            let v = row.peek(slot)
-            switch (v, kinds[k]) {
-            case (.missing, _), (.error, _): return false
-            case (.int(let x), .int(let y)): return accepts.accepts(Numeric.cmp(x, y))
-            case (.double(let x), .double(let y)): return accepts.accepts(Numeric.cmp(x, y))
-            default: return order(row, slot, k, accepts)
-            }
-        case .isIn:
-            for i in k + 1..<k + 1 + Int(flat[t].listCount) {
-                guard let e = equal(row, slot, i) else { return false }
-                if e { return true }
-            }
-            return false
-        case .isTrue:
-            if case .bool(true) = row.peek(slot) { return true }
-            return false
-        }
-    }
-
-    /// ``Value/equal(_:_:)`` of a slot's value and constant `k`, read in place; `nil` when the slot holds nothing or an
-    /// error.
-    @inline(__always) private func equal(_ row: borrowing SlotRow, _ slot: Int, _ k: Int) -> Bool? {
         let v = row.peek(slot)
-        switch (v, kinds[k]) {
-        case (.missing, _), (.error, _): return nil
-        case (.int(let x), .int(let y)): return x == y
-        case (.double(let x), .double(let y)): return x == y
-        case (.bool(let x), .bool(let y)): return x == y
-        case (.string, .asciiString):
-            return row.withString(slot) { x in constants.withString(k) { Bytes.equal(x, ascii: $0) } ?? false }
-        case (.string, .string): return row.withString(slot) { x in constants.withString(k) { Bytes.equal(x, $0) } ?? false }
-        case (_, .asciiString), (_, .string): return false
-        default: return slowEqual(row, slot, k)
+        switch flat[t].op {
+        case .orderDouble(let accepts, let c):
+            switch v {
+            case .double(let x): return accepts.accepts(Numeric.cmp(x, c))
+            case .int(let x): return accepts.accepts(Numeric.cmpIntDouble(x, c))
+            default: break
+            }
+        case .orderInt(let accepts, let c):
+            switch v {
+            case .int(let x): return accepts.accepts(Numeric.cmp(x, c))
+            case .double(let x): return accepts.accepts(Numeric.flip(Numeric.cmpIntDouble(c, x)))
+            default: break
+            }
+        case .equalString(let ascii, let negate):
+            if case .string = v {
+                let k = Int(flat[t].constant)
+                return row.withString(slot) { x in
+                    constants.withString(k) { ascii ? Bytes.equal(x, ascii: $0) : Bytes.equal(x, $0) } ?? false
+                } != negate
+            }
+        case .equalInt(let c, let negate): if case .int(let x) = v { return (x == c) != negate }
+        case .equalDouble(let c, let negate): if case .double(let x) = v { return (x == c) != negate }
+        case .equalBool(let c, let negate): if case .bool(let x) = v { return (x == c) != negate }
+        case .isTrue: if case .bool(let x) = v { return x }
+        case .isIn:
+            let k = Int(flat[t].constant)
+            let list = k + 1..<k + 1 + Int(flat[t].listCount)
+            switch v {
+            case .string:
+                return row.withString(slot) { x in
+                    list.contains { i in
+                        constants.withString(i) { asciiConstants[i] ? Bytes.equal(x, ascii: $0) : Bytes.equal(x, $0) } == true
+                    }
+                } ?? false
+            default: break
+            }
+        case .isInInts:
+            if case .int(let x) = v {
+                let k = Int(flat[t].constant)
+                return (k + 1..<k + 1 + Int(flat[t].listCount)).contains {
+                    if case .int(let y) = constants.peek($0) { x == y } else { false }
+                }
+            }
+        case .general: break
+        }
+        switch v {
+        case .missing, .error: return false
+        default: return slowTest(t, row, slot)
         }
     }
 
-    /// The general comparisons, for kinds the fast paths leave (mixed numbers, unsigned, lists…).
-    @inline(never) private func slowEqual(_ row: borrowing SlotRow, _ slot: Int, _ k: Int) -> Bool {
-        Value.equal(row[slot]!, constants[k]!)
+    /// A term the fast paths leave (another kind of value than the constant's, unsigned numbers, lists…): the general
+    /// comparison of ``Value``, with the slot's value copied out.
+    @inline(never) private func slowTest(_ t: Int, _ row: borrowing SlotRow, _ slot: Int) -> Bool {
+        guard let v = row[slot] else { return false }
+        if case .isTrue = flat[t].op { return false }
+        return test(t, v)
     }
 
-    @inline(never) private func order(_ row: borrowing SlotRow, _ slot: Int, _ k: Int, _ accepts: OrderSet) -> Bool {
-        guard let o = Value.order(row[slot]!, constants[k]!) else { return false }
-        return accepts.accepts(o)
-    }
-
-    /// Term `t` of a computed value (a count that is not compared with an integer).
+    /// Term `t` of a value by the general comparisons (a computed count, or a slot's value the fast paths left).
     private func test(_ t: Int, _ v: Value) -> Bool {
+        if case .error = v { return false }
         let k = Int(flat[t].constant)
-        switch flat[t].test {
-        case .equal: return Value.equal(v, constants[k]!)
-        case .notEqual: return !Value.equal(v, constants[k]!)
+        let c = constants[k]!
+        switch terms[t].test {
+        case .equal: return Value.equal(v, c)
+        case .notEqual: return !Value.equal(v, c)
         case .order(let accepts):
-            guard let o = Value.order(v, constants[k]!) else { return false }
+            guard let o = Value.order(v, c) else { return false }
             return accepts.accepts(o)
         case .isIn: return (k + 1..<k + 1 + Int(flat[t].listCount)).contains { Value.equal(v, constants[$0]!) }
-        case .isTrue: return false
+        case .isTrue: if case .bool(let b) = v { return b } else { return false }
         }
     }
 
@@ -268,7 +291,7 @@ final class Predicate: Sendable {
 
     /// Whether every test holds for this user and event at `now` (the engine passes what it holds, so reading them
     /// counts no references).
-    func holds(profile: Borrowed<UserProfile>?, event: Borrowed<BoundEvent>?, now: Int64) -> Bool {
+    @inline(__always) func holds(profile: Borrowed<UserProfile>?, event: Borrowed<BoundEvent>?, now: Int64) -> Bool {
         for i in 0..<flat.count where !holds(term: i, profile, event, now) { return false }
         return true
     }

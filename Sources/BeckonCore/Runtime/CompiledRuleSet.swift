@@ -496,7 +496,7 @@ struct SimpleGate: Sendable {
 
     /// `nil` when the rule qualifies; else the index in ``Verdict/blockCodes`` of why not. The user and the event are
     /// read through the loans the engine's scope holds for the event.
-    func blocks(_ scope: EvalScope, now: Int64, rule: Int32, hasLimits: Bool) -> Int? {
+    @inline(__always) func blocks(_ scope: EvalScope, now: Int64, rule: Int32, hasLimits: Bool) -> Int? {
         let profile = scope.profileLoan
         let event = scope.eventLoan
         if let w = whereTerms, !w.with({ $0.holds(profile: profile, event: event, now: now) }) {
