@@ -18,6 +18,9 @@ grep -E "^✔ Test run|Executed .* tests" "$log" || true
 echo "== swift format lint"
 swift format lint --strict -r Sources Tests Package.swift
 
+echo "== raw memory only where it is allowed"
+scripts/check-unsafe.sh
+
 beckon=".build/debug/beckon"
 echo "== CEL conformance"
 "$beckon" conformance cel Tests/Conformance/cel-spec/*.textproto | tail -n 1
