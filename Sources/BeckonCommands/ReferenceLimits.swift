@@ -65,7 +65,7 @@ extension ReferenceDocs {
                         what: """
                             history series: each event name with each property filter that a history function or a \
                             `reprompt` reads, plus each rule with a rolling limit
-                            """, limit: number(HistoryLog.maxSeries),
+                            """, limit: number(ValueLimits.maxSeries),
                         beyond: "`limit_exceeded` at the file whose rules pass it",
                         tests: ["LoadTimeErrorTests.historySeriesHaveALimit"]),
                     Limit(

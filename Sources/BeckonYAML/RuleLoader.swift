@@ -247,7 +247,7 @@ public enum RuleLoader {
     }
 
     /// Reads the files' trees into the model and compiles them into one rule set.
-    static func compile(_ files: [ParsedText], maxSeries: Int = HistoryLog.maxSeries) -> LoadResult {
+    static func compile(_ files: [ParsedText], maxSeries: Int = ValueLimits.maxSeries) -> LoadResult {
         var diagnostics: [Diagnostic] = []
         var parsed: [ParsedFile] = []
         var sources: [String: String] = [:]

@@ -535,15 +535,3 @@ enum ExprPrinter {
         return String(operand.dropFirst(prefix.count))
     }
 }
-
-extension Value {
-    /// The value as a `Double`, when it is a number.
-    var number: Double? {
-        switch self {
-        case .int(let n): Double(n)
-        case .uint(let n): Double(n)
-        case .double(let d): d
-        default: nil
-        }
-    }
-}

@@ -490,7 +490,7 @@ final class RuleEnvironment: ExpressionEnvironment {
         _ window: HistoryWindow, _ s: EvalScope, _ p: UserProfile, _ zone: (attribute: Int, context: Int)?
     ) -> Int64 {
         if case .calendar = window, let zone {
-            return window.start(now: s.now, zone: RuleEnvironment.userZone(p, s.event, (zone.attribute, zone.context)))
+            return window.start(now: s.now, zone: UserProfile.userZone(p, s.event, (zone.attribute, zone.context)))
         }
         return window.start(now: s.now, zone: .utc)
     }
@@ -575,7 +575,7 @@ final class RuleEnvironment: ExpressionEnvironment {
             type: .int,
             eval: { s in
                 guard let p = s.profile else { return .int(0) }
-                let z = RuleEnvironment.userZone(p, s.event, (zone.attribute, zone.context))
+                let z = UserProfile.userZone(p, s.event, (zone.attribute, zone.context))
                 let from = RuleEnvironment.windowStart(window, s, p, zone)
                 var days = Set<Int64>()
                 for t in p.history.times(series: series, from: from, to: s.now) {
@@ -626,20 +626,6 @@ final class RuleEnvironment: ExpressionEnvironment {
                 return .double(
                     Double(p.history.count(series: series, from: RuleEnvironment.windowStart(window, s, p, zone), to: s.now)) / n)
             })
-    }
-
-    /// The user's zone: the `timezone` attribute, else the event's or last `context.timezone`, else UTC.
-    static func userZone(_ p: UserProfile, _ e: BoundEvent?, _ slots: (attribute: Int?, context: Int?)) -> Zone {
-        var candidates: [Value?] = []
-        if let a = slots.attribute, a < p.attributes.count { candidates.append(p.attributes[a]) }
-        if let c = slots.context {
-            if let e, c < e.contextSlots.count { candidates.append(e.contextSlots[c]) }
-            if c < p.context.count { candidates.append(p.context[c]) }
-        }
-        for v in candidates {
-            if case .string(let name)? = v, let z = ZoneCache.zone(name) { return z }
-        }
-        return .utc
     }
 
     private func compileSeen(

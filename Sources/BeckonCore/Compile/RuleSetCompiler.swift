@@ -6,7 +6,8 @@
 /// ```
 public enum RuleSetCompiler {
     /// `maxSeries` is lowered only by tests of that bound.
-    public static func compile(_ files: [ParsedFile], maxSeries: Int = HistoryLog.maxSeries) -> (CompiledRuleSet?, [Diagnostic]) {
+    public static func compile(_ files: [ParsedFile], maxSeries: Int = ValueLimits.maxSeries) -> (CompiledRuleSet?, [Diagnostic])
+    {
         var b = Builder(maxSeries: maxSeries)
         let set = b.build(files)
         return (b.diagnostics.hasErrors ? nil : set, b.diagnostics.items)
@@ -14,7 +15,7 @@ public enum RuleSetCompiler {
 }
 
 private struct Builder {
-    /// At most this many history series (``HistoryLog/maxSeries``).
+    /// At most this many history series (``ValueLimits/maxSeries``).
     let maxSeries: Int
     var diagnostics = DiagnosticBag()
     let symbols = SymbolTable()

@@ -104,3 +104,13 @@ extension SourceNode {
 
     public var scalar: ScalarNode? { if case .scalar(let s) = self { s } else { nil } }
 }
+
+/// A range in an expression's text, in Unicode scalars from its start (the unit YAML columns use).
+public struct SourceSpan: Sendable, Hashable {
+    public var start: Int
+    public var end: Int
+    public init(_ start: Int, _ end: Int) {
+        self.start = start
+        self.end = end
+    }
+}

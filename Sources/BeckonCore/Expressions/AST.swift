@@ -1,13 +1,3 @@
-/// A range in an expression's text, in Unicode scalars from its start (the unit YAML columns use).
-public struct SourceSpan: Sendable, Hashable {
-    public var start: Int
-    public var end: Int
-    public init(_ start: Int, _ end: Int) {
-        self.start = start
-        self.end = end
-    }
-}
-
 /// A parsed CEL expression. Operators are calls of CEL's internal function names (`_+_`, `_&&_`, `!_`, `_[_]`,
 /// `@in`, `_?_:_`); macros (`has`, `all`, `exists`, `exists_one`, `map`, `filter`) are expanded at parse time.
 public struct Expr: Sendable {

@@ -136,3 +136,18 @@ struct TypeBindings {
         }
     }
 }
+
+extension PlanType {
+    /// The static type expressions see.
+    public var celType: CELType {
+        switch self {
+        case .string, .timestamp: .string
+        case .int: .int
+        case .bool: .bool
+        case .object: .map(.string, .dyn)
+        case .list: .list(.dyn)
+        case .number: .number
+        case .any: .dyn
+        }
+    }
+}

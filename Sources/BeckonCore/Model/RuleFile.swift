@@ -333,19 +333,6 @@ public enum ParsedFile: Sendable {
 /// The kind of value a tracking plan declares for a property or trait.
 public enum PlanType: String, Sendable, CaseIterable {
     case string, int, number, bool, timestamp, object, list, any
-
-    /// The static type expressions see.
-    public var celType: CELType {
-        switch self {
-        case .string, .timestamp: .string
-        case .int: .int
-        case .bool: .bool
-        case .object: .map(.string, .dyn)
-        case .list: .list(.dyn)
-        case .number: .number
-        case .any: .dyn
-        }
-    }
 }
 
 /// A property of an event, or a trait, in a tracking plan.

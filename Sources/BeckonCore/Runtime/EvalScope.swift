@@ -207,5 +207,5 @@ public struct AttributeChange: Sendable {
 }
 
 extension Substring {
-    func trimmingPrefix(while p: (Character) -> Bool) -> Substring { self.drop(while: p) }
+    fileprivate func trimmingPrefix(while p: (Character) -> Bool) -> Substring { self.drop(while: p) }
 }

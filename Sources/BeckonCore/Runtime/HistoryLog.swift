@@ -10,7 +10,7 @@
 public struct HistoryLog: ~Copyable {
     static let timeBits: UInt64 = 44
     static let timeMask: UInt64 = (1 << 44) - 1
-    public static let maxSeries = 1 << 20
+    public static let maxSeries = ValueLimits.maxSeries
 
     /// The entries, sorted.
     private var log = RawVector<UInt64>()

@@ -121,6 +121,22 @@ extension UserProfile {
     }
 }
 
+extension UserProfile {
+    /// The user's zone: the `timezone` attribute, else the event's or last `context.timezone`, else UTC.
+    static func userZone(_ p: UserProfile, _ e: BoundEvent?, _ slots: (attribute: Int?, context: Int?)) -> Zone {
+        var candidates: [Value?] = []
+        if let a = slots.attribute, a < p.attributes.count { candidates.append(p.attributes[a]) }
+        if let c = slots.context {
+            if let e, c < e.contextSlots.count { candidates.append(e.contextSlots[c]) }
+            if c < p.context.count { candidates.append(p.context[c]) }
+        }
+        for v in candidates {
+            if case .string(let name)? = v, let z = ZoneCache.zone(name) { return z }
+        }
+        return .utc
+    }
+}
+
 /// How often one rule has fired and been triggered for one user.
 public struct RuleRecord: Sendable, Hashable, BitwiseCopyable {
     public var rule: Int32
@@ -158,4 +174,28 @@ public struct InboxItem: Sendable, Hashable {
     public var readAt: Int64?
     /// The rule that put it there.
     public var rule: String
+}
+
+/// A delayed action kept in a user's state until its due time: a `wait`/`at` rule, or an action held by quiet hours.
+public struct PendingAction: Sendable {
+    public var id: UInt64
+    public var rule: Int32
+    /// When it fires (ms).
+    public var due: Int64
+    public var scheduledAt: Int64
+    /// Held by quiet hours (rather than delayed by `wait`/`at`).
+    public var held: Bool
+    var triggerKey: TriggerKey
+    var trigger: String
+    /// The triggering event, which the actions' `${…}` fields see when they fire.
+    var event: BoundEvent?
+    var change: AttributeChange?
+}
+
+/// Partial matches of a sequence trigger for one user and correlation key: `best[k]` is the latest start time of a
+/// match that has reached step `k` (`Int64.min` for none).
+struct SequenceState: Sendable {
+    var rule: Int32
+    var key: String
+    var best: [Int64]
 }

@@ -232,3 +232,15 @@ extension Value {
         }
     }
 }
+
+extension Value {
+    /// The value as a `Double`, when it is a number.
+    var number: Double? {
+        switch self {
+        case .int(let n): Double(n)
+        case .uint(let n): Double(n)
+        case .double(let d): d
+        default: nil
+        }
+    }
+}

@@ -20,6 +20,10 @@ public enum ValueLimits {
     public static let maxSteps = 1_000_000
     /// Matcher steps (an instruction at a character) per budget step: 1,000,000 steps are 64,000,000 matcher steps.
     public static let matchWorkPerStep = 64
+    /// History series the loaded rule sets keep, all files together (each event name with each property filter that a
+    /// history function or a `reprompt` reads, plus each rule with a rolling limit): a series' index fills the top 20
+    /// bits of a history entry. The file whose rules pass it gets `limit_exceeded`.
+    public static let maxSeries = 1 << 20
 
     static let builtTooLarge = EvalError("the value built is larger than \(maxBuiltBytes) bytes (the limit)")
     static let builtListTooLong = EvalError("the list built has more than \(maxBuiltListMembers) members (the limit)")

@@ -42,7 +42,7 @@ extension Engine {
                 blocks: LimitStanding.perSessionBlocks(rec, session: profile.session.id, max: n))
         case .perMinute, .perHour, .perDay, .perWeek, .perMonth:
             guard let max = l.rolling.first(where: { $0.kind == kind })?.max, let window = kind.window else { return nil }
-            let zone = window.needsZone ? RuleEnvironment.userZone(profile, scope.event, zoneSlots) : Zone.utc
+            let zone = window.needsZone ? UserProfile.userZone(profile, scope.event, zoneSlots) : Zone.utc
             let from = window.start(now: now, zone: zone)
             let c = profile.history.count(series: series, from: from, to: now)
             guard c >= max else { return LimitStanding(kind: kind, used: c, max: max, blocks: false) }
@@ -99,5 +99,51 @@ extension Engine {
         default: suffix = "th"
         }
         return "\(n)\(suffix)"
+    }
+}
+
+/// One limit of a rule, for one user, now: how much of it is used, and whether it blocks a fire. The one checker:
+/// the engine's check, the words of `explain` and the fast path's gate all read limits through it.
+struct LimitStanding {
+    let kind: LimitKind
+    let used: Int
+    let max: Int
+    let blocks: Bool
+    /// When it stops blocking, if that can be known now.
+    var freesAt: Int64? = nil
+    var lastFire: Int64 = Int64.min
+
+    /// A per-user cap: `fires` of `max` used.
+    @inline(__always) static func perUserBlocks(fires: UInt32, max: UInt32) -> Bool { fires >= max }
+    /// A per-session cap: the fires in the user's current session.
+    @inline(__always) static func perSessionBlocks(_ rec: RuleRecord, session: UInt32, max: Int) -> Bool {
+        rec.firesInSession(session) >= max
+    }
+    /// A cooldown: the last fire less than `ms` ago.
+    @inline(__always) static func cooldownBlocks(lastFire: Int64, ms: Int64, now: Int64) -> Bool {
+        ms > 0 && lastFire != Int64.min && now - lastFire < ms
+    }
+
+    /// The limit as `explain` words it: "per_user 1 of 3 used", "per_week 0 of 1"…
+    var explanation: String {
+        switch kind {
+        case .onOccurrence: "occurrence \(used) (fires on \(Engine.ordinal(max)))"
+        case .everyOccurrence: "occurrence \(used) (fires on every \(Engine.ordinal(max)))"
+        case .perUser: "per_user \(used) of \(max) used"
+        case .cooldown:
+            lastFire == Int64.min
+                ? "cooldown \(DSLDuration.format(Int64(max))) (never fired)"
+                : "cooldown \(DSLDuration.format(Int64(max))) (last fired \(Timestamp(milliseconds: lastFire)))"
+        default: "\(kind.key) \(used) of \(max)"
+        }
+    }
+
+    /// The hit a blocking limit makes of a verdict.
+    var hit: LimitHit {
+        kind == .cooldown
+            ? LimitHit(
+                key: kind.key, count: 1, max: 1, freesAt: freesAt, lastFire: lastFire, cooldownMs: Int64(max),
+                keyIndex: kind.rawValue)
+            : LimitHit(key: kind.key, count: used, max: max, freesAt: freesAt, keyIndex: kind.rawValue)
     }
 }

@@ -203,7 +203,7 @@ extension Engine {
         var t = now
         var zone = ""
         if unit.userLocalWindow {
-            let z = RuleEnvironment.userZone(profile, scope.event, zoneSlots)
+            let z = UserProfile.userZone(profile, scope.event, zoneSlots)
             t = z.local(fromUTC: Civil.floorDivMod(now, 1000).0) * 1000 + Civil.floorDivMod(now, 1000).1
             zone = " (\(z) local time)"
         }

@@ -10,30 +10,6 @@ struct TimerRef: Comparable, Sendable {
     static func == (a: TimerRef, b: TimerRef) -> Bool { a.id == b.id }
 }
 
-/// A delayed action kept in a user's state until its due time: a `wait`/`at` rule, or an action held by quiet hours.
-public struct PendingAction: Sendable {
-    public var id: UInt64
-    public var rule: Int32
-    /// When it fires (ms).
-    public var due: Int64
-    public var scheduledAt: Int64
-    /// Held by quiet hours (rather than delayed by `wait`/`at`).
-    public var held: Bool
-    var triggerKey: TriggerKey
-    var trigger: String
-    /// The triggering event, which the actions' `${…}` fields see when they fire.
-    var event: BoundEvent?
-    var change: AttributeChange?
-}
-
-/// Partial matches of a sequence trigger for one user and correlation key: `best[k]` is the latest start time of a
-/// match that has reached step `k` (`Int64.min` for none).
-struct SequenceState: Sendable {
-    var rule: Int32
-    var key: String
-    var best: [Int64]
-}
-
 extension Engine {
     /// Fires every delayed action due at or before `time`, in due order, and returns what happened.
     ///
@@ -104,14 +80,14 @@ extension Engine {
     func dueTime(_ rule: CompiledRule, profile: UserProfile, now: Int64) -> Int64 {
         var due = now + (rule.timing.waitMs ?? 0)
         if let at = rule.timing.at {
-            due = at.next(atOrAfter: due, zone: RuleEnvironment.userZone(profile, scope.event, zoneSlots))
+            due = at.next(atOrAfter: due, zone: UserProfile.userZone(profile, scope.event, zoneSlots))
         }
         return due
     }
 
     /// The end of the quiet window `now` falls in, in the user's zone; `nil` when it is not quiet.
     func quietUntil(_ q: QuietHoursSpec, profile: UserProfile, now: Int64) -> Int64? {
-        let zone = RuleEnvironment.userZone(profile, scope.event, zoneSlots)
+        let zone = UserProfile.userZone(profile, scope.event, zoneSlots)
         let local = zone.local(fromUTC: Civil.floorDivMod(now, 1000).0)
         let minute = Int(Civil.floorDivMod(local, 86_400).1 / 60)
         guard q.contains(minute: minute) else { return nil }
