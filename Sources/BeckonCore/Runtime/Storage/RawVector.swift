@@ -57,7 +57,11 @@ struct RawVector<Element: BitwiseCopyable>: ~Copyable {
         size += 1
     }
 
-    mutating func append(_ x: Element) { insert(x, at: Int(size)) }
+    @inline(__always) mutating func append(_ x: Element) {
+        if size == room { grow() }
+        (base.unsafelyUnwrapped + Int(size)).initialize(to: x)
+        size += 1
+    }
 
     /// Drops the entries in `range` (checked), moving the later ones down.
     mutating func removeSubrange(_ range: Range<Int>) {
