@@ -152,7 +152,7 @@ public struct FiredAction: Sendable {
         }
         m.append(contentsOf: trigger.suffix.utf8)
         m.append(0)
-        Hex.append(SHA256.hash(data: m).prefix(16), to: &digits)
+        Bytes.appendHex(first: 16, of: SHA256.hash(data: m), to: &digits)
     }
 }
 

@@ -126,10 +126,20 @@ public struct JSONWriter {
         return "\(d)"
     }
 
+    /// Whether `s` holds a byte JSON escapes: a control character, `"` or `\` (read in place, byte by byte).
+    static func needsEscaping(_ s: String) -> Bool {
+        let utf8 = s.utf8.span
+        for i in utf8.indices {
+            let b = utf8[i]
+            if b < 32 || b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") { return true }
+        }
+        return false
+    }
+
     private mutating func writeString(_ s: String) {
         bytes.append(UInt8(ascii: "\""))
         // Most strings need no escape: scanned, then copied at once.
-        if !s.utf8.contains(where: { $0 < 32 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+        if !JSONWriter.needsEscaping(s) {
             bytes.append(contentsOf: s.utf8)
             bytes.append(UInt8(ascii: "\""))
             return
@@ -183,10 +193,12 @@ enum Hex {
     /// Two lower-case hex digits per byte, appended to `out`.
     static func append(_ bytes: some Sequence<UInt8>, to out: inout [UInt8]) {
         for b in bytes {
-            out.append(digits[Int(b >> 4)])
-            out.append(digits[Int(b & 15)])
+            out.append(hexDigit(b >> 4))
+            out.append(hexDigit(b & 15))
         }
     }
+
+    @inline(__always) static func hexDigit(_ d: UInt8) -> UInt8 { d < 10 ? 48 + d : 87 + d }
 }
 
 enum Base64 {

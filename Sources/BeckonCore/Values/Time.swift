@@ -59,27 +59,23 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
             bytes.append(contentsOf: (out + "Z").utf8)
             return
         }
-        func put(_ v: Int64, _ width: Int) {
-            var digits = InlineArray<4, UInt8>(repeating: 48)
-            var v = v
-            for k in stride(from: width - 1, through: 0, by: -1) {
-                digits[k] = UInt8(48 + v % 10)
-                v /= 10
+        // Twenty bytes written in place after one capacity check (appending them one by one checks the array's
+        // uniqueness and capacity for each).
+        bytes.append(addingCapacity: 20) { out in
+            func two(_ v: Int64, then separator: UInt8) {
+                out.append(UInt8(truncatingIfNeeded: 48 + v / 10))
+                out.append(UInt8(truncatingIfNeeded: 48 + v % 10))
+                out.append(separator)
             }
-            for k in 0..<width { bytes.append(digits[k]) }
+            two(Int64(y) / 100, then: UInt8(truncatingIfNeeded: 48 + Int64(y) / 10 % 10))
+            out.append(UInt8(truncatingIfNeeded: 48 + Int64(y) % 10))
+            out.append(UInt8(ascii: "-"))
+            two(Int64(m), then: UInt8(ascii: "-"))
+            two(Int64(d), then: UInt8(ascii: "T"))
+            two(secs / 3600, then: UInt8(ascii: ":"))
+            two((secs % 3600) / 60, then: UInt8(ascii: ":"))
+            two(secs % 60, then: UInt8(ascii: "Z"))
         }
-        put(Int64(y), 4)
-        bytes.append(UInt8(ascii: "-"))
-        put(Int64(m), 2)
-        bytes.append(UInt8(ascii: "-"))
-        put(Int64(d), 2)
-        bytes.append(UInt8(ascii: "T"))
-        put(secs / 3600, 2)
-        bytes.append(UInt8(ascii: ":"))
-        put((secs % 3600) / 60, 2)
-        bytes.append(UInt8(ascii: ":"))
-        put(secs % 60, 2)
-        bytes.append(UInt8(ascii: "Z"))
     }
 
     /// Parses RFC 3339 (`2026-01-05T09:00:00Z`, `…09:00:00.250+01:00`); also accepts a lower-case `t`/`z`

@@ -1,3 +1,5 @@
+import Crypto
+
 /// Byte-level primitives over strings and buffers: equality of UTF-8 bytes and a fast hash, read in place through the
 /// standard library's public API (`withContiguousStorageIfAvailable`), never through a `String`'s private layout.
 enum Bytes {
@@ -24,6 +26,21 @@ enum Bytes {
     /// count therefore means the same bytes (`BytesTests` checks those characters).
     @inline(__always) static func equal(_ x: String, ascii: String) -> Bool {
         x.utf8.count == ascii.utf8.count && x == ascii
+    }
+
+    /// Two lower-case hex digits for each of the first `count` bytes of `digest` (checked: it has that many), appended
+    /// to `out`: the digest read in place, the digits written in place after one capacity check (an action id, per
+    /// fire; iterating a digest as a sequence reads it through a closure per byte).
+    static func appendHex(first count: Int, of digest: SHA256.Digest, to out: inout [UInt8]) {
+        digest.withUnsafeBytes { raw in
+            precondition(count >= 0 && count <= raw.count, "more bytes than the digest has")
+            out.append(addingCapacity: 2 * count) { o in
+                for i in 0..<count {
+                    o.append(Hex.hexDigit(raw[i] >> 4))
+                    o.append(Hex.hexDigit(raw[i] & 15))
+                }
+            }
+        }
     }
 
     /// Whether every byte of `s` is ASCII.
