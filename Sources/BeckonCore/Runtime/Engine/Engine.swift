@@ -176,7 +176,7 @@ public final class Engine {
     /// The profile of a user, if the engine has seen them.
     public func profile(of userID: String) -> UserProfile? {
         if let t = memoryTable {
-            return t.with { $0.profile(for: userID, hash: $0.hash(of: userID), create: false, make: newProfile) }?.object
+            return t.with { $0.profile(for: userID, hash: $0.hash(of: userID)) }?.object
         }
         return loadedProfile(userID, create: false)
     }
@@ -237,7 +237,8 @@ public final class Engine {
         // store's is held, and told of the change.
         if let t = memoryTable {
             let h = userHash ?? t.with { $0.hash(of: e.userID) }
-            let profile = t.with { $0.profile(for: e.userID, hash: h, create: true, make: newProfile)! }
+            // (No closure to make a profile: passing `newProfile` would capture the engine, counted, per event.)
+            let profile = t.with { $0.profile(for: e.userID, hash: h) } ?? t.with { $0.insert(newProfile(e.userID), hash: h) }
             profile.with { process(e, profile: $0, user: h, into: &out) }
         } else {
             let profile = loadedProfile(e.userID, create: true)!

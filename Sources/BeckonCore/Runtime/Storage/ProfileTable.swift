@@ -54,6 +54,12 @@ final class ProfileTable {
     )
         -> Borrowed<UserProfile>?
     {
+        if let p = profile(for: userID, hash: h) { return p }
+        return create ? insert(make(userID), hash: h) : nil
+    }
+
+    /// The profile of `userID`, whose ``hash(of:)`` is `h`, lent while it is in the table; `nil` when there is none.
+    @inline(__always) func profile(for userID: String, hash h: UInt64) -> Borrowed<UserProfile>? {
         let mask = capacity - 1
         var i = home(h)
         while slots[i].hash != 0 {
@@ -65,11 +71,17 @@ final class ProfileTable {
             }
             i = (i + 1) & mask
         }
-        guard create else { return nil }
-        let made = make(userID)
+        return nil
+    }
+
+    /// Puts `made`, whose id's ``hash(of:)`` is `h` and which the table does not hold, in the table, and lends it.
+    @inline(never) func insert(_ made: UserProfile, hash h: UInt64) -> Borrowed<UserProfile> {
+        let mask = capacity - 1
+        var i = home(h)
+        while slots[i].hash != 0 { i = (i + 1) & mask }
         _ = Unmanaged.passRetained(made)
         let p = Borrowed(lending: made)
-        slots[i] = Slot(hash: Bytes.isASCII(userID) ? h | Self.asciiFlag : h, profile: p)
+        slots[i] = Slot(hash: Bytes.isASCII(made.userID) ? h | Self.asciiFlag : h, profile: p)
         count += 1
         if count * 8 > capacity * 7 { resize(to: capacity * 2) }
         return p
