@@ -148,7 +148,7 @@ final class Predicate: Sendable {
 
     /// Whether term `i` holds for this user and event at `now` (both read through their loans: no reference counted).
     private func holds(term i: Int, _ profile: Borrowed<UserProfile>?, _ event: Borrowed<BoundEvent>?, _ now: Int64) -> Bool {
-        switch flat[i].operand {
+        switch flat[inRange: i].operand {
         case .attribute(let slot):
             guard let profile else { return false }
             return profile.with { test(i, $0.attributes, slot) }
@@ -164,7 +164,7 @@ final class Predicate: Sendable {
     }
 
     @inline(__always) private func test(_ t: Int, count n: Int64) -> Bool {
-        switch flat[t].op {
+        switch flat[inRange: t].op {
         case .orderInt(let accepts, let c): accepts.accepts(Numeric.cmp(n, c))
         case .equalInt(let c, let negate): (n == c) != negate
         default: test(t, .int(n))
@@ -175,7 +175,7 @@ final class Predicate: Sendable {
     /// closures evaluate to fails the condition.
     @inline(__always) private func test(_ t: Int, _ row: borrowing SlotRow, _ slot: Int) -> Bool {
         let v = row.peek(slot)
-        switch flat[t].op {
+        switch flat[inRange: t].op {
         case .orderDouble(let accepts, let c):
             switch v {
             case .double(let x): return accepts.accepts(Numeric.cmp(x, c))
@@ -190,7 +190,7 @@ final class Predicate: Sendable {
             }
         case .equalString(let ascii, let negate):
             if case .string = v {
-                let k = Int(flat[t].constant)
+                let k = Int(flat[inRange: t].constant)
                 return row.withString(slot) { x in
                     constants.withString(k) { ascii ? Bytes.equal(x, ascii: $0) : Bytes.equal(x, $0) } ?? false
                 } != negate
@@ -200,21 +200,22 @@ final class Predicate: Sendable {
         case .equalBool(let c, let negate): if case .bool(let x) = v { return (x == c) != negate }
         case .isTrue: if case .bool(let x) = v { return x }
         case .isIn:
-            let k = Int(flat[t].constant)
-            let list = k + 1..<k + 1 + Int(flat[t].listCount)
+            let k = Int(flat[inRange: t].constant)
+            let list = k + 1..<k + 1 + Int(flat[inRange: t].listCount)
             switch v {
             case .string:
                 return row.withString(slot) { x in
                     list.contains { i in
-                        constants.withString(i) { asciiConstants[i] ? Bytes.equal(x, ascii: $0) : Bytes.equal(x, $0) } == true
+                        constants.withString(i) { asciiConstants[inRange: i] ? Bytes.equal(x, ascii: $0) : Bytes.equal(x, $0) }
+                            == true
                     }
                 } ?? false
             default: break
             }
         case .isInInts:
             if case .int(let x) = v {
-                let k = Int(flat[t].constant)
-                return (k + 1..<k + 1 + Int(flat[t].listCount)).contains {
+                let k = Int(flat[inRange: t].constant)
+                return (k + 1..<k + 1 + Int(flat[inRange: t].listCount)).contains {
                     if case .int(let y) = constants.peek($0) { x == y } else { false }
                 }
             }
@@ -230,14 +231,14 @@ final class Predicate: Sendable {
     /// comparison of ``Value``, with the slot's value copied out.
     @inline(never) private func slowTest(_ t: Int, _ row: borrowing SlotRow, _ slot: Int) -> Bool {
         guard let v = row[slot] else { return false }
-        if case .isTrue = flat[t].op { return false }
+        if case .isTrue = flat[inRange: t].op { return false }
         return test(t, v)
     }
 
     /// Term `t` of a value by the general comparisons (a computed count, or a slot's value the fast paths left).
     private func test(_ t: Int, _ v: Value) -> Bool {
         if case .error = v { return false }
-        let k = Int(flat[t].constant)
+        let k = Int(flat[inRange: t].constant)
         let c = constants[k]!
         switch terms[t].test {
         case .equal: return Value.equal(v, c)
@@ -245,7 +246,7 @@ final class Predicate: Sendable {
         case .order(let accepts):
             guard let o = Value.order(v, c) else { return false }
             return accepts.accepts(o)
-        case .isIn: return (k + 1..<k + 1 + Int(flat[t].listCount)).contains { Value.equal(v, constants[$0]!) }
+        case .isIn: return (k + 1..<k + 1 + Int(flat[inRange: t].listCount)).contains { Value.equal(v, constants[$0]!) }
         case .isTrue: if case .bool(let b) = v { return b } else { return false }
         }
     }

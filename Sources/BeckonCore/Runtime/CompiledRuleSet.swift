@@ -161,10 +161,11 @@ extension FlatTable where Entry == RuleEntry {
     }
 
     /// Runs `body` with rule `i`, counting no reference.
-    @inline(__always) func withRule<R>(_ i: Int32, _ body: (CompiledRule) -> R) -> R { self[i].rule.with(body) }
+    /// (Rule indices come from the same compiled rule set: in range, checked in debug builds.)
+    @inline(__always) func withRule<R>(_ i: Int32, _ body: (CompiledRule) -> R) -> R { self[inRange: Int(i)].rule.with(body) }
 
     /// Rule `i` (counted if the caller keeps it).
-    @inline(__always) func rule(_ i: Int32) -> CompiledRule { self[i].rule.object }
+    @inline(__always) func rule(_ i: Int32) -> CompiledRule { self[inRange: Int(i)].rule.object }
 }
 
 /// What recording an entry of a series needs (a filter, rarer, is read from the series itself).
@@ -235,8 +236,8 @@ struct EventPlans: ~Copyable {
 
     @inline(__always) subscript(_ id: Int32) -> Plan { plans[id] }
 
-    /// A rule or series index of a plan's ``Plan/rules`` or ``Plan/series``.
-    @inline(__always) func item(_ i: Int) -> Int32 { items[i] }
+    /// A rule or series index of a plan's ``Plan/rules`` or ``Plan/series`` (`i` from the plan: in range).
+    @inline(__always) func item(_ i: Int) -> Int32 { items[inRange: i] }
 }
 
 /// A campaign or rule set after compilation.

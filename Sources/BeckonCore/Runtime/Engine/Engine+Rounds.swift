@@ -54,9 +54,11 @@ extension Engine {
             let c = candidates[k]
             if c.change >= 0 { scope.change = changes[Int(c.change)] }
             let qualifies: Bool
-            if !recordVerdicts, let gate = ruleSet.ruleTable[c.rule].gate {
+            // (Candidates are rules of this rule set: in range.)
+            if !recordVerdicts, let gate = ruleSet.ruleTable[inRange: Int(c.rule)].gate {
                 // Blocked: counted here as `note` would; passed: `note` counts it with its final verdict.
-                if let block = gate.blocks(scope, now: now, rule: c.rule, hasLimits: ruleSet.ruleTable[c.rule].hasLimits) {
+                let hasLimits = ruleSet.ruleTable[inRange: Int(c.rule)].hasLimits
+                if let block = gate.blocks(scope, now: now, rule: c.rule, hasLimits: hasLimits) {
                     count(c.rule, RuleCounter.triggered)
                     count(c.rule, RuleCounter.blocks + block)
                     qualifies = false

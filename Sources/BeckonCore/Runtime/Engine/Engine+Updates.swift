@@ -51,7 +51,7 @@ extension Engine {
         let rs = ruleSet
         for k in plan.series {
             let s = rs.eventPlans.item(k)
-            let spec = rs.seriesTable[s]
+            let spec = rs.seriesTable[inRange: Int(s)]
             if spec.hasFilter, case .event(_, let filter) = rs.series[Int(s)].source {
                 guard filter.allSatisfy({ f in e.property(f.slot).map { Value.equal($0, f.value) } ?? false }) else { continue }
             }

@@ -31,6 +31,16 @@ struct FlatTable<Entry: BitwiseCopyable>: ~Copyable, @unchecked Sendable {
         }
     }
 
+    /// Entry `i`, for an index produced with the table — a loop over `0..<count`, a rule index from the same compiled
+    /// rule set — so known to be in range: checked in debug builds (the tests), not in release builds, where a check
+    /// per read is a measurable share of deciding a predicate (folder invariant 3).
+    @inline(__always) subscript(inRange i: Int) -> Entry {
+        unsafeAddress {
+            assert(UInt(bitPattern: i) < UInt(count), "flat table index out of range")
+            return UnsafePointer(base + i)
+        }
+    }
+
     /// Every entry (a copy).
     var entries: [Entry] { (0..<count).map { base[$0] } }
 }

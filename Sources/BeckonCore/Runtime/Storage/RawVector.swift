@@ -29,6 +29,18 @@ struct RawVector<Element: BitwiseCopyable>: ~Copyable {
         }
     }
 
+    /// Entry `i`, known to be in range (see ``ScratchStack``): checked in debug builds only.
+    @inline(__always) subscript(inRange i: Int) -> Element {
+        unsafeAddress {
+            assert(UInt(bitPattern: i) < UInt(size), "index out of range")
+            return UnsafePointer(base.unsafelyUnwrapped + i)
+        }
+        unsafeMutableAddress {
+            assert(UInt(bitPattern: i) < UInt(size), "index out of range")
+            return base.unsafelyUnwrapped + i
+        }
+    }
+
     /// The last entry, if any.
     @inline(__always) var last: Element? { size == 0 ? nil : base.unsafelyUnwrapped[Int(size) - 1] }
 
@@ -128,9 +140,10 @@ struct CounterTable: ~Copyable {
         return base[i]
     }
 
-    /// Adds `n` to counter `i`.
+    /// Adds `n` to counter `i`, an index the owner derives from its own compiled tables (a rule's row and a counter's
+    /// place in it): checked in debug builds only, as ``FlatTable``'s `subscript(inRange:)`.
     @inline(__always) func add(_ n: Int, at i: Int) {
-        precondition(UInt(bitPattern: i) < UInt(count), "counter out of range")
+        assert(UInt(bitPattern: i) < UInt(count), "counter out of range")
         base[i] &+= n
     }
 }
@@ -146,10 +159,11 @@ struct ScratchStack<Element: BitwiseCopyable>: ~Copyable {
     /// Entries in use, over every frame.
     var count: Int { entries.count }
 
-    /// Entry `i` of the stack (checked: `0 <= i < count`).
+    /// Entry `i` of the stack, an index of a frame the caller pushed (so in range): checked in debug builds only, as
+    /// ``FlatTable``'s `subscript(inRange:)`.
     @inline(__always) subscript(_ i: Int) -> Element {
-        get { entries[i] }
-        set { entries[i] = newValue }
+        get { entries[inRange: i] }
+        set { entries[inRange: i] = newValue }
     }
 
     @inline(__always) mutating func push(_ x: Element) { entries.append(x) }

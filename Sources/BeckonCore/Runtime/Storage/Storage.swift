@@ -17,8 +17,13 @@
 /// 2. **Plain entries.** Generic storage holds `BitwiseCopyable` entries only, so nothing with a reference count can be
 ///    put where it would be copied without being counted. The one exception, ``SlotRow``, holds `Value?` and
 ///    initializes, replaces and deinitializes each one as Swift would.
-/// 3. **Indices are checked where they come in.** A subscript or method that takes an index from outside checks it
-///    (`precondition`, in release builds too); loops inside a type over its own counts do not check again.
+/// 3. **Indices are checked where they come in.** An index that comes from outside the engine's own tables — an
+///    event's name id, a slot of a row a store handed over, anything a library user passes — is checked
+///    (`precondition`, in release builds too). An index the engine derives from what it built itself — a loop over a
+///    table's own count, a rule or series index of the same compiled rule set, a counter's place in a rule's row, a
+///    frame of its scratch stack — is read with the `inRange` accessors (``FlatTable``, ``RawVector``,
+///    ``ScratchStack``, ``CounterTable/add(_:at:)``), which check in debug builds only: the tests run every such read
+///    checked, and release builds do not pay a check per read on the hottest path.
 /// 4. **Borrowed references live inside their lender's life.** A ``Borrowed`` reference counts nothing, so whoever made
 ///    it must keep the object alive while it is read: the rule set keeps its rules, their action origins and their
 ///    predicates; the profile table keeps its profiles; the engine keeps its store; a caller keeps the events of a
