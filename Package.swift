@@ -12,6 +12,8 @@ let package = Package(
     products: [
         // What a service links: the engine and the YAML loader, no CLI.
         .library(name: "Beckon", targets: ["BeckonCore", "BeckonYAML"]),
+        // Durable state for a service: users' states in an embedded SQLite database.
+        .library(name: "BeckonStore", targets: ["BeckonStore"]),
         // The commands as a library: for the fuzz harnesses in Fuzz/ (their own package), not for services.
         .library(name: "BeckonCommands", targets: ["BeckonCommands"]),
         .executable(name: "beckon", targets: ["beckon"]),
@@ -22,6 +24,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
     ],
     targets: [
         // CPU hints the engine's hot loop uses (a prefetch), as static inline C functions Swift inlines.
@@ -48,10 +51,14 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // Durable state backends: SQLite through GRDB (write-ahead log, one transaction a batch).
+        .target(name: "BeckonStore", dependencies: ["BeckonCore", .product(name: "GRDB", package: "GRDB.swift")]),
         .executableTarget(name: "beckon", dependencies: ["BeckonCommands"]),
         .testTarget(
             name: "BeckonCoreTests",
-            dependencies: ["BeckonCore", "BeckonYAML", .product(name: "PropertyBased", package: "swift-property-based")],
+            dependencies: [
+                "BeckonCore", "BeckonYAML", "BeckonStore", .product(name: "PropertyBased", package: "swift-property-based"),
+            ],
             exclude: ["Fixtures"]
         ),
         .testTarget(name: "BeckonYAMLTests", dependencies: ["BeckonCore", "BeckonYAML"]),

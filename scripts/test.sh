@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+scripts/install-sqlite.sh
 echo "== swift build"
 swift build
 echo "== swift test"

@@ -238,23 +238,38 @@ struct StateTests {
             let straight = StateTests.run(Engine(ruleSet: rs), events[...], until: StateTests.end(events))
             let c = cut % (events.count + 1)
             let backend = MemoryStateBackend()
-            let first = Engine(ruleSet: rs, store: SavedStateStore(backend: backend))
-            var actions = StateTests.run(first, events[..<c])
-            try? (first.store as? SavedStateStore)?.flush()
-            let stream = first.streamState.encoded()
-            let store = SavedStateStore(backend: backend)
-            let second = Engine(ruleSet: rs, store: store)
-            second.restore(stream: try! StreamState(decoding: stream))
-            second.rebuildTimers()
-            #expect(store.userCount == 0)
-            actions += StateTests.run(second, events[c...], until: StateTests.end(events))
-            // Timers of users with no later event come due in a different order across users; compare per user.
-            func byUser(_ xs: [String]) -> [String: [String]] {
-                Dictionary(grouping: xs) { x in String(x.split(separator: "\"userId\":\"").dropFirst().first?.prefix(2) ?? "") }
-            }
-            #expect(byUser(actions) == byUser(straight), "cut at \(c) of \(events.count)")
-            #expect(store.decodingFailures.isEmpty)
+            let restarted = try! StateTests.runWithRestart(rs, events, cut: c) { backend }
+            #expect(StateTests.byUser(restarted.actions) == StateTests.byUser(straight), "cut at \(c) of \(events.count)")
+            #expect(restarted.failures == 0)
         }
+    }
+
+    /// The actions of `events` with a restart at `c`: a first engine over a ``SavedStateStore`` on `backend()`
+    /// processes the events before the cut and flushes; it is dropped, and a second engine over a new store on
+    /// `backend()` (which starts with no user loaded) takes the stream's state and the rest of the events.
+    static func runWithRestart(
+        _ rs: CompiledRuleSet, _ events: [Event], cut c: Int, backend: () throws -> any StateBackend
+    ) throws -> (actions: [String], failures: Int) {
+        var actions: [String] = []
+        var stream: [UInt8] = []
+        do {
+            let first = Engine(ruleSet: rs, store: SavedStateStore(backend: try backend()))
+            actions = run(first, events[..<c])
+            try (first.store as! SavedStateStore).flush()
+            stream = first.streamState.encoded()
+        }
+        let store = SavedStateStore(backend: try backend())
+        let second = Engine(ruleSet: rs, store: store)
+        second.restore(stream: try StreamState(decoding: stream))
+        second.rebuildTimers()
+        #expect(store.userCount == 0)
+        actions += run(second, events[c...], until: end(events))
+        return (actions, store.decodingFailures.count)
+    }
+
+    /// Action lines by user: timers of users with no later event come due in a different order across users.
+    static func byUser(_ xs: [String]) -> [String: [String]] {
+        Dictionary(grouping: xs) { x in String(x.split(separator: "\"userId\":\"").dropFirst().first?.prefix(2) ?? "") }
     }
 
     @Test func anEditedRuleSetKeepsWhatStillHasAName() throws {

@@ -1,0 +1,93 @@
+import BeckonCore
+import Foundation
+import GRDB
+
+/// Users' encoded states in an embedded SQLite database (through GRDB), for a ``SavedStateStore``: the durable state
+/// of `beckon serve` by default.
+///
+/// One file, in write-ahead-log mode (readers do not block the writer). A batch of states is one transaction, so a
+/// crash leaves either all of it or none ("200 means durable" rests on this). Users with delayed actions are indexed
+/// by their soonest due time, so that a restarted service finds them without reading every row. The stream's own
+/// state (its clock and timer ids) is one more row.
+///
+/// The schema is versioned with GRDB's migrator: a database made by an older Beckon is brought up to date when it is
+/// opened; one made by a newer Beckon is refused.
+public final class SQLiteStateBackend: StateBackend {
+    private let pool: DatabasePool
+    public let path: String
+
+    /// Opens (or creates) the database at `path`.
+    public init(path: String) throws {
+        self.path = path
+        var config = Configuration()
+        config.label = "beckon-state"
+        pool = try DatabasePool(path: path, configuration: config)
+        try Self.migrator.migrate(pool)
+    }
+
+    static var migrator: DatabaseMigrator {
+        var m = DatabaseMigrator()
+        m.registerMigration("v1: user states and the stream") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE user_state (
+                        user_id TEXT PRIMARY KEY NOT NULL,
+                        bytes BLOB NOT NULL,
+                        next_due INTEGER
+                    ) WITHOUT ROWID;
+                    CREATE INDEX user_state_next_due ON user_state(next_due) WHERE next_due IS NOT NULL;
+                    CREATE TABLE stream_state (
+                        id INTEGER PRIMARY KEY CHECK (id = 1),
+                        bytes BLOB NOT NULL
+                    );
+                    """)
+        }
+        return m
+    }
+
+    public func read(_ userID: String) throws -> [UInt8]? {
+        try pool.read { db in
+            try Data.fetchOne(db, sql: "SELECT bytes FROM user_state WHERE user_id = ?", arguments: [userID]).map {
+                [UInt8]($0)
+            }
+        }
+    }
+
+    public func write(_ batch: [SavedState]) throws {
+        guard !batch.isEmpty else { return }
+        try pool.write { db in
+            let statement = try db.cachedStatement(
+                sql: "INSERT OR REPLACE INTO user_state (user_id, bytes, next_due) VALUES (?, ?, ?)")
+            for s in batch {
+                try statement.execute(arguments: [s.userID, Data(s.bytes), s.nextDue])
+            }
+        }
+    }
+
+    public func usersWithPendingActions() throws -> [(userID: String, due: Int64)] {
+        try pool.read { db in
+            try Row.fetchAll(
+                db, sql: "SELECT user_id, next_due FROM user_state WHERE next_due IS NOT NULL ORDER BY user_id"
+            ).map { (userID: $0["user_id"], due: $0["next_due"]) }
+        }
+    }
+
+    /// The stream's state last written (``Engine/streamState``, encoded), if any.
+    public func readStream() throws -> [UInt8]? {
+        try pool.read { db in
+            try Data.fetchOne(db, sql: "SELECT bytes FROM stream_state WHERE id = 1").map { [UInt8]($0) }
+        }
+    }
+
+    /// Stores the stream's state (its clock and timer ids).
+    public func writeStream(_ bytes: [UInt8]) throws {
+        try pool.write { db in
+            try db.execute(sql: "INSERT OR REPLACE INTO stream_state (id, bytes) VALUES (1, ?)", arguments: [Data(bytes)])
+        }
+    }
+
+    /// Users stored.
+    public func userCount() throws -> Int {
+        try pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM user_state") ?? 0 }
+    }
+}
