@@ -38,9 +38,6 @@ public struct FiredActions: RandomAccessCollection, Sendable {
     private var recordCount = 0
     private var triggers: ContiguousArray<Trigger> = []
     private var triggerCount = 0
-    /// The event count of the last trigger, beside the list: a fire of another event is a new trigger at once, without
-    /// reading the last one from the list (which copies it, counting its strings).
-    private var lastEventCount: UInt32 = 0
     private var owned: ContiguousArray<FiredAction> = []
     private var ownedCount = 0
     /// Holds the origins of the records (the rule set whose rules they belong to).
@@ -101,9 +98,8 @@ public struct FiredActions: RandomAccessCollection, Sendable {
         origin: Borrowed<ActionOrigin>, action: Int, time: Int64, userID: String, key: TriggerKey, trigger name: String
     ) {
         assert(keeper != nil, "reset(for:) first")
-        if triggerCount == 0 || lastEventCount != key.eventCount || !triggers[triggerCount - 1].isSame(userID, key, name) {
+        if triggerCount == 0 || !triggers[triggerCount - 1].isSame(userID, key, name) {
             Self.put(Trigger(userID: userID, key: key, name: name), in: &triggers, at: &triggerCount)
-            lastEventCount = key.eventCount
         }
         Self.put(
             Record(origin: origin, action: Int32(action), trigger: Int32(triggerCount - 1), own: -1, time: time),
