@@ -200,12 +200,10 @@ final class Predicate: Sendable {
         case .equalBool(let c, let negate): if case .bool(let x) = v { return (x == c) != negate }
         case .isTrue: if case .bool(let x) = v { return x }
         case .isIn:
-            let k = Int(flat[inRange: t].constant)
-            let list = k + 1..<k + 1 + Int(flat[inRange: t].listCount)
             switch v {
             case .string:
                 return row.withString(slot) { x in
-                    list.contains { i in
+                    list(t).contains { i in
                         constants.withString(i) { asciiConstants[inRange: i] ? Bytes.equal(x, ascii: $0) : Bytes.equal(x, $0) }
                             == true
                     }
@@ -214,10 +212,7 @@ final class Predicate: Sendable {
             }
         case .isInInts:
             if case .int(let x) = v {
-                let k = Int(flat[inRange: t].constant)
-                return (k + 1..<k + 1 + Int(flat[inRange: t].listCount)).contains {
-                    if case .int(let y) = constants.peek($0) { x == y } else { false }
-                }
+                return list(t).contains { if case .int(let y) = constants.peek($0) { x == y } else { false } }
             }
         case .general: break
         }
@@ -227,26 +222,30 @@ final class Predicate: Sendable {
         }
     }
 
+    /// Where term `t`'s `in` list is in ``constants`` (right after its constant).
+    @inline(__always) private func list(_ t: Int) -> Range<Int> {
+        let k = Int(flat[inRange: t].constant)
+        return k + 1..<k + 1 + Int(flat[inRange: t].listCount)
+    }
+
     /// A term the fast paths leave (another kind of value than the constant's, unsigned numbers, lists…): the general
     /// comparison of ``Value``, with the slot's value copied out.
     @inline(never) private func slowTest(_ t: Int, _ row: borrowing SlotRow, _ slot: Int) -> Bool {
         guard let v = row[slot] else { return false }
-        if case .isTrue = flat[inRange: t].op { return false }
         return test(t, v)
     }
 
-    /// Term `t` of a value by the general comparisons (a computed count, or a slot's value the fast paths left).
+    /// Term `t` of a value by the general comparisons (a computed count, or a slot's value the fast paths left; never
+    /// an error, which fails every test before this).
     private func test(_ t: Int, _ v: Value) -> Bool {
-        if case .error = v { return false }
-        let k = Int(flat[inRange: t].constant)
-        let c = constants[k]!
+        let c = constants[Int(flat[inRange: t].constant)]!
         switch terms[t].test {
         case .equal: return Value.equal(v, c)
         case .notEqual: return !Value.equal(v, c)
         case .order(let accepts):
             guard let o = Value.order(v, c) else { return false }
             return accepts.accepts(o)
-        case .isIn: return (k + 1..<k + 1 + Int(flat[inRange: t].listCount)).contains { Value.equal(v, constants[$0]!) }
+        case .isIn: return list(t).contains { Value.equal(v, constants[$0]!) }
         case .isTrue: if case .bool(let b) = v { return b } else { return false }
         }
     }
