@@ -153,8 +153,8 @@ public struct JSONWriter {
             case 9: bytes.append(contentsOf: [92, UInt8(ascii: "t")])
             case 0..<32:
                 bytes.append(contentsOf: Array("\\u00".utf8))
-                bytes.append(Hex.digits[Int(c >> 4)])
-                bytes.append(Hex.digits[Int(c & 15)])
+                bytes.append(Hex.hexDigit(c >> 4))
+                bytes.append(Hex.hexDigit(c & 15))
             default: bytes.append(c)
             }
         }
@@ -183,7 +183,6 @@ public struct JSONWriter {
 }
 
 enum Hex {
-    static let digits = Array("0123456789abcdef".utf8)
     static func encode(_ bytes: some Sequence<UInt8>) -> String {
         var out: [UInt8] = []
         append(bytes, to: &out)
@@ -198,6 +197,7 @@ enum Hex {
         }
     }
 
+    /// The lower-case hex digit of `d` (0–15).
     @inline(__always) static func hexDigit(_ d: UInt8) -> UInt8 { d < 10 ? 48 + d : 87 + d }
 }
 
