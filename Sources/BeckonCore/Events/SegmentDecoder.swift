@@ -65,7 +65,15 @@ public struct SegmentDecoder {
         return try result.get()
     }
 
-    public func decode(_ bytes: UnsafeBufferPointer<UInt8>) throws(DecodeError) -> BoundEvent {
+    /// Decodes one event that arrived at a service (`beckon serve`): see ``Arrival``.
+    public func decode(_ bytes: ArraySlice<UInt8>, arrival: Arrival) throws(DecodeError) -> BoundEvent {
+        let result: Result<BoundEvent, DecodeError> = bytes.withUnsafeBufferPointer { buf in
+            do throws(DecodeError) { return .success(try decode(buf, arrival: arrival)) } catch { return .failure(error) }
+        }
+        return try result.get()
+    }
+
+    public func decode(_ bytes: UnsafeBufferPointer<UInt8>, arrival: Arrival? = nil) throws(DecodeError) -> BoundEvent {
         if bytes.count > SegmentDecoder.maxLineBytes {
             throw SegmentDecoder.overlong(bytes.count)
         }
@@ -192,6 +200,7 @@ public struct SegmentDecoder {
                     column: kindText.column)
             }
         }
+        if kind == nil { kind = arrival?.kind }
         guard let kind else {
             throw DecodeError("missing 'type' (track, identify, screen or page)", column: objectColumn)
         }
@@ -207,7 +216,8 @@ public struct SegmentDecoder {
             throw DecodeError(
                 "missing 'userId' (or 'anonymousId'); an empty one is missing too", column: userID?.column ?? objectColumn)
         }
-        guard let time = try times.eventTime(column: objectColumn) else {
+        if let arrival { times.arrived(arrival) }
+        guard let time = try times.eventTime(column: objectColumn, notAfter: arrival?.latest) else {
             throw DecodeError("missing 'timestamp' (ISO-8601, like 2026-01-05T09:00:00Z)", column: objectColumn)
         }
         var eventName = kind == .identify ? "" : (name?.text ?? "")
@@ -248,8 +258,20 @@ struct EventTimes {
     var sent: Int64?
     var received: Int64?
 
-    /// The event's time, with the device's clock error taken out (see ``SegmentDecoder``).
-    func eventTime(column: Int) throws(DecodeError) -> Int64? {
+    /// The service's clock replaces any `receivedAt` the client sent; a batch's `sentAt` stands for an event's own.
+    mutating func arrived(_ arrival: Arrival) {
+        if let r = arrival.receivedAt { received = r }
+        if sent == nil { sent = arrival.sentAt }
+    }
+
+    /// The event's time, with the device's clock error taken out (see ``SegmentDecoder``), and no later than
+    /// `notAfter` when given.
+    func eventTime(column: Int, notAfter: Int64? = nil) throws(DecodeError) -> Int64? {
+        guard let t = try deviceCorrected(column: column) else { return nil }
+        return notAfter.map { min(t, $0) } ?? t
+    }
+
+    func deviceCorrected(column: Int) throws(DecodeError) -> Int64? {
         if let timestamp, original != nil { return timestamp }
         guard let device = timestamp ?? original else { return received ?? sent }
         guard let sent, let received else { return device }
@@ -259,6 +281,90 @@ struct EventTimes {
                 "the time corrected by receivedAt − sentAt falls outside 1970 to \(SegmentDecoder.lastYear)", column: column)
         }
         return corrected
+    }
+}
+
+/// How an event reached a service, which sets its time (docs/service.md, "Event time"):
+///
+/// - `receivedAt` is the service's clock when the request arrived; it replaces any `receivedAt` the client sent
+///   (`nil` when replaying a recorded stream: the events' own times stand, as in a file).
+/// - `sentAt` is the batch's own `sentAt` (Segment's libraries set it on the batch), used for an event without one.
+/// - An event's time is then as for a file (``SegmentDecoder``): its `timestamp`, corrected by `receivedAt − sentAt`
+///   when it has a `sentAt`; without a `timestamp`, `receivedAt`.
+/// - `latest`, when set, is the latest time an event may have: a later one is taken as `latest` (the live clock sets
+///   it to `receivedAt`, so that no device clock ahead of the service's moves anyone's time forward).
+/// - `kind` is the type of an event without `type` (`/v1/track` takes bodies without one).
+public struct Arrival: Sendable {
+    public var kind: Event.Kind?
+    public var receivedAt: Int64?
+    public var sentAt: Int64?
+    public var latest: Int64?
+    public init(kind: Event.Kind? = nil, receivedAt: Int64?, sentAt: Int64? = nil, latest: Int64? = nil) {
+        self.kind = kind
+        self.receivedAt = receivedAt
+        self.sentAt = sentAt
+        self.latest = latest
+    }
+}
+
+/// A Segment batch request body (`{"batch": [...], "sentAt": ...}`): the byte range of each event, and the batch's
+/// `sentAt`. Other top-level fields (`context`, `integrations`) are read past.
+public struct SegmentBatch: Sendable {
+    public var events: [Range<Int>]
+    public var sentAt: Int64?
+
+    public init(_ body: ArraySlice<UInt8>) throws(DecodeError) {
+        let base = body.startIndex
+        let result: Result<SegmentBatch, DecodeError> = body.withUnsafeBufferPointer { buf in
+            do throws(DecodeError) { return .success(try SegmentBatch(buf, base: base)) } catch { return .failure(error) }
+        }
+        self = try result.get()
+    }
+
+    init(_ buf: UnsafeBufferPointer<UInt8>, base: Int) throws(DecodeError) {
+        var p = JSONScanner(buf)
+        var events: [Range<Int>]?
+        var sentAt: Int64?
+        try p.expect(UInt8(ascii: "{"))
+        try p.members { (p, key) throws(DecodeError) in
+            p.skipSpace()
+            switch key {
+            case "batch":
+                try p.expect(UInt8(ascii: "["))
+                var list: [Range<Int>] = []
+                p.skipSpace()
+                if p.peek() == UInt8(ascii: "]") {
+                    p.i += 1
+                } else {
+                    while true {
+                        p.skipSpace()
+                        let start = p.i
+                        guard p.peek() == UInt8(ascii: "{") else { throw p.error("each entry of 'batch' must be an object") }
+                        try p.skipValue(depth: 1)
+                        list.append(base + start..<base + p.i)
+                        p.skipSpace()
+                        if p.peek() == UInt8(ascii: ",") { p.i += 1; continue }
+                        try p.expect(UInt8(ascii: "]"))
+                        break
+                    }
+                }
+                events = list
+            case "sentAt":
+                let start = p.i
+                let t = try p.string(for: "sentAt")
+                guard let ms = SegmentDecoder.parseTime(t) else {
+                    throw DecodeError("'sentAt' is not an ISO-8601 time: '\(t)'", column: start + 1)
+                }
+                sentAt = ms
+            default:
+                try p.skipValue(depth: 0)
+            }
+        }
+        p.skipSpace()
+        guard p.atEnd else { throw p.error("unexpected text after the JSON object") }
+        guard let events else { throw DecodeError("missing 'batch' (a list of events)", column: 1) }
+        self.events = events
+        self.sentAt = sentAt
     }
 }
 

@@ -121,14 +121,7 @@ extension Engine {
             scope.invalidateMemo()
         case .markRead(let idT):
             let id = text(eval(idT, "mark_read")) ?? ""
-            var found = false
-            if let i = profile.inbox.firstIndex(where: { $0.id == id }) {
-                found = true
-                if !profile.inbox[i].read {
-                    profile.inbox[i].read = true
-                    profile.inbox[i].readAt = now
-                }
-            }
+            let found = Self.markRead(profile, id, now)
             fa.fields = [
                 ("notification", .map(ValueMap([("id", .string(id))]))), ("found", .bool(found)),
                 ("unread", .int(Int64(profile.unreadCount))),
@@ -171,5 +164,31 @@ extension Engine {
             fa.fields = [("attributes", .map(m))]
             scope.invalidateMemo()
         }
+    }
+}
+
+extension Engine {
+    /// Marks a user's inbox item read at `time` (the `read` endpoint of `beckon serve`; a rule does the same with a
+    /// `mark_read` action). `nil`: the engine has no such user; `false`: the user has no item `itemID`.
+    public func markRead(userID: String, itemID: String, at time: Int64) -> Bool? {
+        let found: Bool?
+        if let t = memoryTable {
+            guard let p = t.with({ $0.profile(for: userID, hash: $0.hash(of: userID)) }) else { return nil }
+            found = p.with { Self.markRead($0, itemID, time) }
+        } else {
+            guard let p = loadedProfile(userID, create: false) else { return nil }
+            found = Self.markRead(p, itemID, time)
+            stored(p)
+        }
+        return found
+    }
+
+    static func markRead(_ profile: UserProfile, _ itemID: String, _ time: Int64) -> Bool {
+        guard let i = profile.inbox.firstIndex(where: { $0.id == itemID }) else { return false }
+        if !profile.inbox[i].read {
+            profile.inbox[i].read = true
+            profile.inbox[i].readAt = time
+        }
+        return true
     }
 }

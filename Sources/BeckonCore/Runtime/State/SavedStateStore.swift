@@ -74,6 +74,12 @@ public final class SavedStateStore: StateStore {
     /// Users changed since the last ``flush()``.
     public var queuedCount: Int { queued.count }
 
+    /// Hands every queued state to the caller, who writes them with more in one transaction (`beckon serve`).
+    public func flush(into states: inout [SavedState]) {
+        states += queued.values.sorted { $0.userID < $1.userID }
+        queued = [:]
+    }
+
     /// Writes every queued state in one batch; on failure they stay queued (and the error is thrown).
     public func flush() throws {
         guard !queued.isEmpty else { return }
