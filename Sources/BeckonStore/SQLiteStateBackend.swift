@@ -12,8 +12,8 @@ import GRDB
 ///
 /// The schema is versioned with GRDB's migrator: a database made by an older Beckon is brought up to date when it is
 /// opened; one made by a newer Beckon is refused.
-public final class SQLiteStateBackend: StateBackend {
-    private let pool: DatabasePool
+public final class SQLiteStateBackend: StateBackend, Sendable {
+    let pool: DatabasePool
     public let path: String
 
     /// Opens (or creates) the database at `path`.
@@ -21,6 +21,9 @@ public final class SQLiteStateBackend: StateBackend {
         self.path = path
         var config = Configuration()
         config.label = "beckon-state"
+        // A commit is on disk when it returns (fsync of the log), not only in the OS's cache: "200 means durable"
+        // holds across a power cut, not only a crash of the process.
+        config.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
         pool = try DatabasePool(path: path, configuration: config)
         try Self.migrator.migrate(pool)
     }
@@ -40,6 +43,25 @@ public final class SQLiteStateBackend: StateBackend {
                         id INTEGER PRIMARY KEY CHECK (id = 1),
                         bytes BLOB NOT NULL
                     );
+                    """)
+        }
+        m.registerMigration("v2: the service's event and action logs") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE event_log (
+                        seq INTEGER PRIMARY KEY,
+                        user_id TEXT NOT NULL,
+                        message_id TEXT,
+                        received_at INTEGER NOT NULL,
+                        body BLOB NOT NULL
+                    );
+                    CREATE TABLE action_log (
+                        seq INTEGER PRIMARY KEY,
+                        user_id TEXT NOT NULL,
+                        action_id TEXT NOT NULL,
+                        json TEXT NOT NULL
+                    );
+                    CREATE INDEX action_log_user ON action_log(user_id, seq);
                     """)
         }
         return m
