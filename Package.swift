@@ -9,11 +9,14 @@ let strict: [SwiftSetting] = [
 
 let package = Package(
     name: "Beckon",
+    platforms: [.macOS(.v15)],
     products: [
         // What a service links: the engine and the YAML loader, no CLI.
         .library(name: "Beckon", targets: ["BeckonCore", "BeckonYAML"]),
         // Durable state for a service: users' states in an embedded SQLite database.
         .library(name: "BeckonStore", targets: ["BeckonStore"]),
+        // `beckon serve` as a library: HTTP ingest, pull delivery, a live clock, over BeckonStore.
+        .library(name: "BeckonServer", targets: ["BeckonServer"]),
         // The commands as a library: for the fuzz harnesses in Fuzz/ (their own package), not for services.
         .library(name: "BeckonCommands", targets: ["BeckonCommands"]),
         .executable(name: "beckon", targets: ["beckon"]),
@@ -25,6 +28,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
     ],
     targets: [
         // CPU hints the engine's hot loop uses (a prefetch), as static inline C functions Swift inlines.
@@ -53,7 +61,28 @@ let package = Package(
         ),
         // Durable state backends: SQLite through GRDB (write-ahead log, one transaction a batch).
         .target(name: "BeckonStore", dependencies: ["BeckonCore", .product(name: "GRDB", package: "GRDB.swift")]),
-        .executableTarget(name: "beckon", dependencies: ["BeckonCommands"]),
+        // The service: Segment-compatible ingest and pull delivery over HTTP (Hummingbird), one processing thread
+        // with group commit into BeckonStore's SQLite, a live clock for delayed actions.
+        .target(
+            name: "BeckonServer",
+            dependencies: [
+                "BeckonCore", "BeckonYAML", "BeckonStore",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+            ]
+        ),
+        .executableTarget(
+            name: "beckon",
+            dependencies: [
+                "BeckonCommands", "BeckonServer", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .testTarget(
             name: "BeckonCoreTests",
             dependencies: [
@@ -62,6 +91,13 @@ let package = Package(
             exclude: ["Fixtures"]
         ),
         .testTarget(name: "BeckonYAMLTests", dependencies: ["BeckonCore", "BeckonYAML"]),
+        .testTarget(
+            name: "BeckonServerTests",
+            dependencies: [
+                "BeckonServer", "BeckonCore", "BeckonStore", "BeckonYAML",
+                .product(name: "JWTKit", package: "jwt-kit"),
+            ]
+        ),
         .testTarget(
             name: "BeckonCommandsTests",
             dependencies: ["BeckonCommands", "BeckonCore", "BeckonYAML"],

@@ -29,6 +29,15 @@ echo "== CEL conformance"
 echo "== campaign tests"
 "$beckon" test rules campaigns examples | tail -n 1
 
+echo "== beckon serve on loopback: replays, kill -9 under load, the live clock, bad requests"
+service_log=$(mktemp)
+if ! BECKON="$beckon" timeout 900 python3 Tests/Service/service_test.py > "$service_log" 2>&1; then
+  cat "$service_log"
+  echo "service tests failed"
+  exit 1
+fi
+tail -n 3 "$service_log"
+
 echo "== validate shipped rule sets and dry-run the samples"
 scripts/run-samples.sh --debug --quiet
 

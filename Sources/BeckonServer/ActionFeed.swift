@@ -1,0 +1,61 @@
+import Synchronization
+
+/// Wakes the long polls of users who got new actions. Each user has a version, bumped after each commit that stored
+/// actions for them; a poll notes the version before it reads the database and waits only while it is unchanged, so
+/// no action committed between the read and the wait is missed.
+final class ActionFeed: Sendable {
+    private struct State {
+        var versions: [String: UInt64] = [:]
+        var waiters: [String: [UInt64: CheckedContinuation<Void, Never>]] = [:]
+        var nextWaiter: UInt64 = 0
+    }
+    private let state = Mutex(State())
+
+    func version(of user: String) -> UInt64 { state.withLock { $0.versions[user] ?? 0 } }
+
+    func notify(_ users: Set<String>) {
+        let woken = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+            var out: [CheckedContinuation<Void, Never>] = []
+            for u in users {
+                s.versions[u, default: 0] += 1
+                if let w = s.waiters.removeValue(forKey: u) { out += w.values }
+            }
+            return out
+        }
+        for c in woken { c.resume() }
+    }
+
+    /// Returns when `user`'s version passes `seen`, or after `seconds`, or when the task is cancelled.
+    func wait(for user: String, seen: UInt64, seconds: Double) async {
+        let id = state.withLock { s -> UInt64 in
+            s.nextWaiter += 1
+            return s.nextWaiter
+        }
+        let timeout = Task {
+            try? await Task.sleep(for: .seconds(seconds))
+            resume(user, id)
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { s -> Bool in
+                    if (s.versions[user] ?? 0) != seen { return true }
+                    s.waiters[user, default: [:]][id] = c
+                    return false
+                }
+                if now { c.resume() }
+            }
+        } onCancel: {
+            resume(user, id)
+        }
+        timeout.cancel()
+    }
+
+    private func resume(_ user: String, _ id: UInt64) {
+        let c = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            let c = s.waiters[user]?.removeValue(forKey: id)
+            if s.waiters[user]?.isEmpty == true { s.waiters[user] = nil }
+            return c
+        }
+        c?.resume()
+    }
+}

@@ -1,0 +1,53 @@
+import Foundation
+import JWTKit
+
+/// Who may post events: HTTP Basic with a write key as the user name and an empty password, as Segment's API.
+struct WriteKeys: Sendable {
+    let keys: Set<String>
+
+    /// Whether an `Authorization` header carries one of the keys.
+    func allows(_ header: String?) -> Bool {
+        guard let header, header.count > 6, header.prefix(6).lowercased() == "basic " else { return false }
+        guard let data = Data(base64Encoded: String(header.dropFirst(6)).trimmingCharacters(in: .whitespaces)),
+            let text = String(data: data, encoding: .utf8)
+        else { return false }
+        // `key:` (Segment's form); a key with no colon at all is taken too, as curl -u KEY sends `KEY:`.
+        let key = text.hasSuffix(":") ? String(text.dropLast()) : text
+        return !key.isEmpty && !key.contains(":") && keys.contains(key)
+    }
+}
+
+/// The claims of a user's token: `sub` is the user id; `exp`, when present, is checked.
+struct UserToken: JWTPayload {
+    var sub: SubjectClaim
+    var exp: ExpirationClaim?
+
+    func verify(using algorithm: some JWTAlgorithm) async throws {
+        try exp?.verifyNotExpired()
+    }
+}
+
+/// Checks the bearer tokens of the user endpoints: a JWT signed with the app's secret (HS256) whose `sub` is the
+/// user in the path, as Braze's SDK authentication. One user's token never reads another's actions.
+struct UserAuth: Sendable {
+    let keys: JWTKeyCollection
+
+    init(secret: String) async {
+        keys = JWTKeyCollection()
+        await keys.add(hmac: HMACKey(from: secret), digestAlgorithm: .sha256)
+    }
+
+    enum Failure: Error, Equatable { case missing, invalid, otherUser }
+
+    /// The header's token is valid and names `user`.
+    func check(_ header: String?, user: String) async throws(Failure) {
+        guard let header, header.count > 7, header.prefix(7).lowercased() == "bearer " else { throw .missing }
+        let token: UserToken
+        do {
+            token = try await keys.verify(String(header.dropFirst(7)), as: UserToken.self)
+        } catch {
+            throw .invalid
+        }
+        guard token.sub.value == user else { throw .otherUser }
+    }
+}

@@ -1,0 +1,115 @@
+import BeckonCore
+import BeckonStore
+import BeckonYAML
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+import ServiceLifecycle
+import UnixSignals
+
+/// `beckon serve` as a library type: rule sets loaded and validated, the database opened, the processing thread and
+/// the HTTP server, run until SIGTERM or SIGINT, which drain in-flight requests, commit and close.
+///
+/// ```swift
+/// let service = try await BeckonService(options)   // throws ServiceError.rules with the diagnostics
+/// try await service.run()
+/// ```
+public final class BeckonService: Sendable {
+    public struct Options: Sendable {
+        /// Rule set folders or files, as `beckon validate`.
+        public var paths: [String]
+        /// The SQLite file (created on first start).
+        public var database: String = "beckon.sqlite"
+        public var host: String = "127.0.0.1"
+        /// 0: any free port (the one chosen is printed).
+        public var port: Int = 8080
+        public var writeKeys: [String] = []
+        /// The HS256 secret that signs users' tokens; without it the user endpoints answer 401.
+        public var userSecret: String?
+        public var clock: ClockMode = .wall
+        public init(paths: [String]) { self.paths = paths }
+    }
+
+    public enum ServiceError: Error, CustomStringConvertible {
+        /// The rules have errors: the diagnostics as `beckon validate` prints them.
+        case rules(String)
+        case noWriteKey
+        case shortUserSecret
+        public var description: String {
+            switch self {
+            case .shortUserSecret: "the user secret must be at least 32 bytes (HS256 keys are as long as the hash)"
+            case .rules(let text): text
+            case .noWriteKey: "no write key: pass --write-key KEY, or set BECKON_WRITE_KEYS (comma-separated)"
+            }
+        }
+    }
+
+    let options: Options
+    let processor: Processor
+    let routes: Routes
+    let logger: Logger
+    public let metrics: ServiceMetrics
+    public let backend: SQLiteStateBackend
+    /// Warnings of the loaded rules, as `beckon validate` prints them (empty when there are none).
+    public let warnings: String
+
+    public static let version = "0.16.0"
+
+    public init(_ options: Options, logger: Logger = Logger(label: "beckon")) async throws {
+        let loaded = RuleLoader.load(paths: options.paths)
+        guard let ruleSet = loaded.ruleSet, loaded.errorCount == 0 else {
+            throw ServiceError.rules(loaded.rendered() + "\(loaded.errorCount) error(s) in the rules; not started\n")
+        }
+        guard !options.writeKeys.isEmpty else { throw ServiceError.noWriteKey }
+        if let s = options.userSecret, s.utf8.count < 32 { throw ServiceError.shortUserSecret }
+        warnings = loaded.warningCount > 0 ? loaded.rendered() : ""
+        self.options = options
+        self.logger = logger
+        metrics = ServiceMetrics(version: Self.version)
+        backend = try SQLiteStateBackend(path: options.database)
+        let feed = ActionFeed()
+        processor = try Processor(
+            ruleSet: ruleSet, backend: backend, clock: options.clock, metrics: metrics, feed: feed, logger: logger)
+        var userAuth: UserAuth?
+        if let s = options.userSecret { userAuth = await UserAuth(secret: s) }
+        routes = Routes(
+            processor: processor, backend: backend, decoder: SegmentDecoderBox(decoder: SegmentDecoder(ruleSet: ruleSet)),
+            writeKeys: WriteKeys(keys: Set(options.writeKeys)),
+            userAuth: userAuth, metrics: metrics, feed: feed,
+            clock: options.clock)
+    }
+
+    /// The HTTP application (the service's processing thread must be started to answer ingest).
+    func application(onRunning: @escaping @Sendable (String) async -> Void) -> some ApplicationProtocol {
+        let host = options.host
+        return Application(
+            router: routes.router(),
+            configuration: .init(address: .hostname(options.host, port: options.port), serverName: "beckon"),
+            onServerRunning: { channel in await onRunning("http://\(host):\(channel.localAddress?.port ?? 0)") },
+            logger: logger)
+    }
+
+    /// Serves until SIGTERM or SIGINT; `onRunning` gets the address it listens on.
+    public func run(onRunning: @escaping @Sendable (String) async -> Void = { _ in }) async throws {
+        processor.start()
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [
+                    .init(service: ProcessorService(processor: processor)),
+                    .init(service: application(onRunning: onRunning)),
+                ],
+                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
+    }
+
+    /// The processing thread within the service group: it stops last (services stop in reverse order), after the
+    /// HTTP server has answered what was in flight, committing what is queued.
+    struct ProcessorService: Service {
+        let processor: Processor
+        func run() async throws {
+            try? await gracefulShutdown()
+            processor.stop()
+        }
+    }
+}

@@ -1,0 +1,64 @@
+import Prometheus
+
+/// The service's metrics, in Prometheus text at `/metrics`. Labels name rules, routes and results, never users.
+public final class ServiceMetrics: Sendable {
+    public let registry = PrometheusCollectorRegistry()
+
+    /// Seconds, from 0.5 ms to 10 s: request durations and commit times.
+    static let secondsBuckets: [Duration] = [
+        .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
+        .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5),
+        .seconds(5), .seconds(10),
+    ]
+
+    let commitSeconds: DurationHistogram
+    let timerLagSeconds: DurationHistogram
+    let commitEvents: ValueHistogram
+
+    init(version: String) {
+        commitSeconds = registry.makeDurationHistogram(
+            descriptor: .init(
+                metricName: "beckon_database_commit", unitName: "seconds",
+                helpText: "Time to write one group commit (events, states, actions) to the database."),
+            labels: [], buckets: Self.secondsBuckets)
+        timerLagSeconds = registry.makeDurationHistogram(
+            descriptor: .init(
+                metricName: "beckon_timer_lag", unitName: "seconds",
+                helpText: "How long after its due time a delayed action fired on the live clock."),
+            labels: [], buckets: Self.secondsBuckets)
+        commitEvents = registry.makeValueHistogram(
+            descriptor: .init(metricName: "beckon_commit", unitName: "events", helpText: "Events in one group commit."),
+            labels: [], buckets: [1, 10, 100, 1000, 10000])
+        registry.makeGauge(
+            descriptor: .init(metricName: "beckon_build", unitName: "info", helpText: "The running Beckon's version."),
+            labels: [("version", version)]
+        ).set(to: 1.0)
+        for r in IngestResult.allCases { _ = ingest(r) }
+    }
+
+    /// Results of events posted: `accepted` (processed), `duplicate` (a `messageId` seen), `refused` (past a bound of
+    /// docs/reference/limits.md), `rejected` (a request that got 400; nothing of it stored).
+    enum IngestResult: String, CaseIterable { case accepted, duplicate, refused, rejected }
+
+    func ingest(_ r: IngestResult) -> Counter {
+        registry.makeCounter(
+            descriptor: .init(
+                metricName: "beckon_ingest_events", unitName: "total", helpText: "Events posted, by what became of them."),
+            labels: [("result", r.rawValue)])
+    }
+
+    func action(ruleset: String, rule: String, kind: String) -> Counter {
+        registry.makeCounter(
+            descriptor: .init(metricName: "beckon_actions", unitName: "total", helpText: "Actions fired and stored."),
+            labels: [("ruleset", ruleset), ("rule", rule), ("kind", kind)])
+    }
+
+    func request(route: String, method: String, status: Int) -> DurationHistogram {
+        registry.makeDurationHistogram(
+            descriptor: .init(
+                metricName: "beckon_http_request_duration", unitName: "seconds", helpText: "HTTP requests by route."),
+            labels: [("route", route), ("method", method), ("status", String(status))], buckets: Self.secondsBuckets)
+    }
+
+    public func text() -> String { registry.emitToString() }
+}

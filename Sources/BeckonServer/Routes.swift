@@ -1,0 +1,239 @@
+import BeckonCore
+import BeckonStore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import Prometheus
+
+/// The HTTP API (docs/service.md): ingest, pull delivery, the inbox, health and metrics.
+struct Routes: Sendable {
+    let processor: Processor
+    let backend: SQLiteStateBackend
+    let decoder: SegmentDecoderBox
+    let writeKeys: WriteKeys
+    let userAuth: UserAuth?
+    let metrics: ServiceMetrics
+    let feed: ActionFeed
+    let clock: ClockMode
+
+    /// The longest `wait` of a long poll, in seconds, and the most actions one pull returns.
+    static let maxWait = 30.0
+    static let maxActions = 500
+
+    func router() -> Router<BasicRequestContext> {
+        let router = Router()
+        router.add(middleware: MetricsMiddleware(metrics: metrics))
+        let kinds: [(String, Event.Kind)] = [
+            ("track", .track), ("identify", .identify), ("screen", .screen), ("page", .page), ("group", .group),
+            ("alias", .alias),
+        ]
+        for (path, kind) in kinds {
+            router.post(RouterPath("/v1/\(path)")) { request, _ in await ingest(request, kind: kind) }
+        }
+        router.post("/v1/batch") { request, _ in await ingest(request, kind: nil) }
+        router.get("/v1/users/:userId/actions") { request, context in
+            let user = try context.parameters.require("userId")
+            if let refused = await refuseUser(request, user) { return refused }
+            return try await pull(request, user: user)
+        }
+        router.get("/v1/users/:userId/inbox") { request, context in
+            let user = try context.parameters.require("userId")
+            if let refused = await refuseUser(request, user) { return refused }
+            return try inbox(user)
+        }
+        router.post("/v1/users/:userId/inbox/:itemId/read") { request, context in
+            let user = try context.parameters.require("userId")
+            let item = try context.parameters.require("itemId")
+            if let refused = await refuseUser(request, user) { return refused }
+            return try await markRead(user, item)
+        }
+        router.get("/livez") { _, _ in Self.json(.ok, #"{"status":"live"}"#) }
+        router.get("/readyz") { _, _ in
+            processor.ready
+                ? Self.json(.ok, #"{"status":"ready"}"#) : Self.json(.serviceUnavailable, #"{"status":"not ready"}"#)
+        }
+        router.get("/metrics") { _, _ in
+            Response(
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
+                body: .init(byteBuffer: ByteBuffer(string: metrics.text())))
+        }
+        return router
+    }
+
+    static func json(_ status: HTTPResponse.Status, _ text: String, headers: HTTPFields = [:]) -> Response {
+        var h = headers
+        h[.contentType] = "application/json"
+        return Response(status: status, headers: h, body: .init(byteBuffer: ByteBuffer(string: text)))
+    }
+
+    static func problem(_ status: HTTPResponse.Status, _ message: String) -> Response {
+        json(status, Ingest.Problem(message: message).json)
+    }
+
+    // MARK: Ingest
+
+    func ingest(_ request: Request, kind: Event.Kind?) async -> Response {
+        guard writeKeys.allows(request.headers[.authorization]) else {
+            metrics.ingest(.rejected).increment()
+            return Self.json(
+                .unauthorized, Ingest.Problem(message: "a write key is needed (HTTP Basic, the key as user name)").json,
+                headers: [.wwwAuthenticate: "Basic realm=\"beckon\""])
+        }
+        var request = request
+        let body: [UInt8]
+        do {
+            body = Array(try await request.body.collect(upTo: Ingest.maxRequestBytes).readableBytesView)
+        } catch {
+            metrics.ingest(.rejected).increment()
+            return Self.problem(.badRequest, "the request is over \(Ingest.maxRequestBytes) bytes")
+        }
+        let parsed: ([BoundEvent], [LoggedEvent])
+        do {
+            parsed = try Ingest.events(
+                body, kind: kind, now: Processor.nowMs(), clock: clock, decoder: decoder.decoder)
+        } catch {
+            metrics.ingest(.rejected).increment()
+            return Self.json(.badRequest, error.json)
+        }
+        do {
+            _ = try await processor.submit(.events(parsed.0, parsed.1))
+        } catch {
+            return Self.problem(.serviceUnavailable, "the events could not be stored; send them again")
+        }
+        return Self.json(.ok, #"{"success":true}"#)
+    }
+
+    // MARK: Users
+
+    /// A response refusing the request, or `nil` when its token proves `user`.
+    func refuseUser(_ request: Request, _ user: String) async -> Response? {
+        guard let userAuth else { return Self.problem(.unauthorized, "no user secret is configured (--user-secret)") }
+        do {
+            try await userAuth.check(request.headers[.authorization], user: user)
+            return nil
+        } catch .otherUser {
+            return Self.problem(.forbidden, "the token is for another user")
+        } catch {
+            return Self.json(
+                .unauthorized, Ingest.Problem(message: "a valid user token is needed (Authorization: Bearer JWT)").json,
+                headers: [.wwwAuthenticate: "Bearer"])
+        }
+    }
+
+    func pull(_ request: Request, user: String) async throws -> Response {
+        let query = request.uri.queryParameters
+        var after: Int64 = 0
+        if let a = query.get("after") {
+            guard let v = Int64(a), v >= 0 else { return Self.problem(.badRequest, "'after' must be a cursor") }
+            after = v
+        }
+        var wait = 0.0
+        if let w = query.get("wait") {
+            guard let v = Double(w), v >= 0, v.isFinite else { return Self.problem(.badRequest, "'wait' is seconds") }
+            wait = min(v, Self.maxWait)
+        }
+        let deadline = ContinuousClock.now + .milliseconds(Int64(wait * 1000))
+        while true {
+            let seen = feed.version(of: user)
+            let rows = try backend.actions(of: user, after: after, limit: Self.maxActions)
+            let left = deadline - ContinuousClock.now
+            if !rows.isEmpty || left <= .zero || Task.isCancelled {
+                var text = #"{"actions":["#
+                text += rows.map(\.json).joined(separator: ",")
+                text += #"],"cursor":""# + String(rows.last?.seq ?? after) + #""}"#
+                return Self.json(.ok, text)
+            }
+            let seconds = Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18
+            await feed.wait(for: user, seen: seen, seconds: seconds)
+        }
+    }
+
+    func inbox(_ user: String) throws -> Response {
+        var items: [InboxItem] = []
+        if let bytes = try backend.read(user) { items = try UserState(decoding: bytes).inbox }
+        var w = JSONWriter()
+        w.beginObject()
+        w.key("userId")
+        w.string(user)
+        w.key("unread")
+        w.value(.int(Int64(items.count(where: { !$0.read }))))
+        w.key("items")
+        w.beginArray()
+        for i in items {
+            w.beginObject()
+            w.key("id")
+            w.string(i.id)
+            if let s = i.sender {
+                w.key("sender")
+                w.string(s)
+            }
+            w.key("message")
+            w.string(i.message)
+            if let l = i.link {
+                w.key("link")
+                w.string(l)
+            }
+            w.key("createdAt")
+            w.string(Timestamp(milliseconds: i.createdAt).description)
+            w.key("read")
+            w.value(.bool(i.read))
+            if let r = i.readAt {
+                w.key("readAt")
+                w.string(Timestamp(milliseconds: r).description)
+            }
+            w.key("rule")
+            w.string(i.rule)
+            w.endObject()
+        }
+        w.endArray()
+        w.endObject()
+        return Self.json(.ok, w.output)
+    }
+
+    func markRead(_ user: String, _ item: String) async throws -> Response {
+        let result: JobResult
+        do {
+            result = try await processor.submit(.markRead(userID: user, itemID: item))
+        } catch {
+            return Self.problem(.serviceUnavailable, "the change could not be stored; send it again")
+        }
+        guard case .markRead(let found) = result else { return Self.problem(.internalServerError, "unexpected result") }
+        switch found {
+        case nil: return Self.problem(.notFound, "no such user")
+        case false?: return Self.problem(.notFound, "no such inbox item")
+        case true?: return try inbox(user)
+        }
+    }
+}
+
+/// The decoder, shared read-only by the request handlers (its tables are never changed after it is made).
+struct SegmentDecoderBox: @unchecked Sendable {
+    let decoder: SegmentDecoder
+}
+
+/// Records each request's duration by route pattern (never the path itself, which holds user ids).
+struct MetricsMiddleware<Context: RequestContext>: RouterMiddleware {
+    let metrics: ServiceMetrics
+
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws
+        -> Response
+    {
+        let start = ContinuousClock.now
+        do {
+            let response = try await next(request, context)
+            let route = context.endpointPath ?? "unmatched"
+            metrics.request(route: route, method: request.method.rawValue, status: response.status.code).record(
+                ContinuousClock.now - start)
+            return response
+        } catch {
+            let status = (error as? any HTTPResponseError)?.status.code ?? 500
+            let route = context.endpointPath ?? "unmatched"
+            metrics.request(route: route, method: request.method.rawValue, status: status).record(
+                ContinuousClock.now - start)
+            throw error
+        }
+    }
+}

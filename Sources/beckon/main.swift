@@ -1,3 +1,0 @@
-import BeckonCommands
-
-BeckonCLI.runMain()

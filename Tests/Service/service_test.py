@@ -1,0 +1,443 @@
+#!/usr/bin/env python3
+"""Tests of `beckon serve` as a process on loopback: HTTP replays equal dry-runs, kill -9 under load loses and
+doubles nothing, delayed actions come due on the wall clock (also while the server was down), bad requests are
+refused and store nothing. Run by scripts/test.sh; `BECKON=path/to/beckon python3 Tests/Service/service_test.py`.
+Every server is bounded in time and stopped by the test that started it."""
+import base64
+import glob
+import hashlib
+import hmac
+import http.client
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BECKON = os.environ.get("BECKON", os.path.join(ROOT, ".build/debug/beckon"))
+KEY = "test-write-key"
+SECRET = "a-test-secret-of-at-least-32-bytes!!"
+
+
+def b64url(data):
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def token(user, secret=SECRET, exp=None):
+    """An HS256 JWT with `sub` = user, as an app's backend would mint it."""
+    header = b64url(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
+    claims = {"sub": user}
+    if exp is not None:
+        claims["exp"] = exp
+    payload = b64url(json.dumps(claims).encode())
+    sig = b64url(hmac.new(secret.encode(), f"{header}.{payload}".encode(), hashlib.sha256).digest())
+    return f"{header}.{payload}.{sig}"
+
+
+def basic(key):
+    return "Basic " + base64.b64encode(f"{key}:".encode()).decode()
+
+
+class Server:
+    """A `beckon serve` process on a free loopback port."""
+
+    def __init__(self, rules, db, clock=os.environ.get("BECKON_TEST_CLOCK", "events"), extra=()):
+        self.rules, self.db, self.clock, self.extra = rules, db, clock, list(extra)
+        self.proc = None
+        self.port = None
+
+    def start(self):
+        args = [BECKON, "serve", *self.rules, "--db", self.db, "--port", "0", "--write-key", KEY,
+                "--user-secret", SECRET, "--clock", self.clock, *self.extra]
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     env={**os.environ, "LOG_LEVEL": "warning"})
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError("beckon serve exited: " + self.proc.stderr.read())
+            if "listening on http://" in line:
+                self.port = int(line.split("listening on http://")[1].split()[0].rsplit(":", 1)[1])
+                return self
+        raise RuntimeError("beckon serve did not start in 30 s")
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                raise AssertionError("beckon serve did not stop within 20 s of SIGTERM")
+        self.close()
+        return self.proc.returncode
+
+    def kill(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        self.close()
+
+    def close(self):
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+
+    def request(self, method, path, body=None, headers=None, timeout=30):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
+            conn.request(method, path, body=data, headers=headers or {})
+            r = conn.getresponse()
+            text = r.read()
+            return r.status, (json.loads(text) if text and r.getheader("Content-Type", "").startswith("application/json") else text)
+        finally:
+            conn.close()
+
+    def post(self, path, body, key=KEY):
+        return self.request("POST", path, body, {"Authorization": basic(key), "Content-Type": "application/json"})
+
+    def actions(self, user, after=0, wait=None):
+        q = f"?after={after}" + (f"&wait={wait}" if wait is not None else "")
+        status, body = self.request("GET", f"/v1/users/{user}/actions{q}", headers={"Authorization": "Bearer " + token(user)})
+        assert status == 200, (status, body)
+        return body
+
+    def all_actions(self, user):
+        out, cursor = [], 0
+        while True:
+            page = self.actions(user, cursor)
+            out += page["actions"]
+            if not page["actions"]:
+                return out
+            cursor = int(page["cursor"])
+
+
+def dry_run(rules, events_path):
+    r = subprocess.run([BECKON, "dry-run", *rules, "--events", events_path, "--format", "jsonl"],
+                       capture_output=True, text=True, check=True)
+    return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+
+
+def read_jsonl(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def by_user(actions):
+    out = {}
+    for a in actions:
+        out.setdefault(a["userId"], []).append(a)
+    return out
+
+
+def app_rules(app):
+    return [d for d in (f"{ROOT}/rules/{app}", f"{ROOT}/campaigns/{app}") if os.path.isdir(d)]
+
+
+def event_count(db):
+    with sqlite3.connect(db) as c:
+        return c.execute("SELECT count(*) FROM event_log").fetchone()[0]
+
+
+class Replay(unittest.TestCase):
+    def test_every_sample_over_http_equals_its_dry_run(self):
+        samples = sorted(glob.glob(f"{ROOT}/samples/*/*.jsonl"))
+        self.assertGreater(len(samples), 10)
+        for sample in samples:
+            app = os.path.basename(os.path.dirname(sample))
+            rules = app_rules(app)
+            with self.subTest(sample=os.path.relpath(sample, ROOT)), tempfile.TemporaryDirectory() as tmp:
+                expected = dry_run(rules, sample)
+                events = read_jsonl(sample)
+                server = Server(rules, f"{tmp}/db.sqlite").start()
+                try:
+                    # Batches of 5, so that a stream spans requests and group commits.
+                    for i in range(0, len(events), 5):
+                        status, body = server.post("/v1/batch", {"batch": events[i:i + 5]})
+                        self.assertEqual(status, 200, body)
+                    users = {e.get("userId") or e.get("anonymousId") for e in events}
+                    got = {u: server.all_actions(u) for u in users}
+                    want = by_user(expected)
+                    for u in users:
+                        self.assertEqual(got[u], want.get(u, []), f"actions of {u}")
+                    self.assertGreater(sum(len(v) for v in got.values()), 0)
+                    if app == "stampbook":
+                        for u in users:
+                            notes = [a for a in want.get(u, []) if "unread" in a]
+                            status, inbox = server.request(
+                                "GET", f"/v1/users/{u}/inbox", headers={"Authorization": "Bearer " + token(u)})
+                            self.assertEqual(status, 200)
+                            self.assertEqual(inbox["unread"], notes[-1]["unread"] if notes else 0, f"unread of {u}")
+                            self.assertEqual(inbox["unread"], sum(1 for i in inbox["items"] if not i["read"]))
+                finally:
+                    self.assertEqual(server.stop(), 0)
+
+    def test_inbox_read_endpoint(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            server = Server(app_rules("stampbook"), f"{tmp}/db.sqlite").start()
+            try:
+                ev = {"type": "track", "userId": "zoe", "event": "Signed In", "timestamp": "2026-03-02T09:00:00Z",
+                      "messageId": "zoe-1"}
+                self.assertEqual(server.post("/v1/batch", {"batch": [ev]})[0], 200)
+                auth = {"Authorization": "Bearer " + token("zoe")}
+                status, inbox = server.request("GET", "/v1/users/zoe/inbox", headers=auth)
+                self.assertEqual((status, inbox["unread"]), (200, 1))
+                item = inbox["items"][0]["id"]
+                status, inbox = server.request("POST", f"/v1/users/zoe/inbox/{item}/read", headers=auth)
+                self.assertEqual((status, inbox["unread"], inbox["items"][0]["read"]), (200, 0, True))
+                status, _ = server.request("POST", "/v1/users/zoe/inbox/nope/read", headers=auth)
+                self.assertEqual(status, 404)
+            finally:
+                server.stop()
+            # The read state survived the restart.
+            server = Server(app_rules("stampbook"), f"{tmp}/db.sqlite").start()
+            try:
+                status, inbox = server.request("GET", "/v1/users/zoe/inbox", headers={"Authorization": "Bearer " + token("zoe")})
+                self.assertEqual((status, inbox["unread"]), (200, 0))
+            finally:
+                server.stop()
+
+
+class Crash(unittest.TestCase):
+    def test_kill_9_under_load_loses_and_doubles_nothing(self):
+        rules = app_rules("bossup")
+        # Every bossup sample, once per copy, each copy a new set of users and message ids.
+        base = []
+        for s in sorted(glob.glob(f"{ROOT}/samples/bossup/*.jsonl")):
+            base += read_jsonl(s)
+        base = [e for e in base if e.get("messageId")]
+        workers = 4
+        streams = [[] for _ in range(workers)]
+        for copy in range(300):
+            for e in base:
+                e2 = dict(e, userId=f"{e['userId']}-{copy}", messageId=f"{e['messageId']}-{copy}")
+                streams[copy % workers].append(e2)
+        # Each worker sends its users' events in time order, as apps do: a batch spans minutes, not weeks, so a batch
+        # sent again after a crash is within the dedup window (messageId de-duplicates as in dry-run, docs/events.md).
+        for s in streams:
+            s.sort(key=lambda e: e["timestamp"])
+        total = len({e["messageId"] for s in streams for e in s})
+        rng = random.Random(7)
+        with tempfile.TemporaryDirectory() as tmp:
+            db = f"{tmp}/db.sqlite"
+            server = Server(rules, db).start()
+            acked = set()
+            lock = threading.Lock()
+            kills = 0
+
+            def send(stream):
+                i = 0
+                while i < len(stream):
+                    batch = stream[i:i + rng.randint(1, 40)]
+                    try:
+                        status, _ = server.post("/v1/batch", {"batch": batch})
+                    except (OSError, http.client.HTTPException):
+                        status = None
+                    if status == 200:
+                        with lock:
+                            acked.update(e["messageId"] for e in batch)
+                        i += len(batch)
+                    else:
+                        time.sleep(0.05)  # the server is down or restarting: send the same batch again
+
+            threads = [threading.Thread(target=send, args=(s,)) for s in streams]
+            for t in threads:
+                t.start()
+            deadline = time.time() + 240
+            while any(t.is_alive() for t in threads) and time.time() < deadline:
+                time.sleep(rng.uniform(0.1, 0.6))
+                if kills < 4 and any(t.is_alive() for t in threads):
+                    server.kill()
+                    kills += 1
+                    server = Server(rules, db).start()
+            for t in threads:
+                t.join(timeout=max(1, deadline - time.time()))
+            self.assertFalse(any(t.is_alive() for t in threads), "the load did not finish in 240 s")
+            self.assertGreaterEqual(kills, 2)
+            self.assertEqual(len(acked), total)
+            with sqlite3.connect(db) as c:
+                logged = c.execute("SELECT body FROM event_log ORDER BY seq").fetchall()
+                stored = c.execute("SELECT action_id, json FROM action_log ORDER BY seq").fetchall()
+            ids = [json.loads(b)["messageId"] for (b,) in logged]
+            if os.environ.get("BECKON_KEEP_DB"):
+                import shutil
+                shutil.copy(db, os.environ["BECKON_KEEP_DB"])
+            self.assertEqual(len(ids), len(set(ids)), "an event was processed twice")
+            self.assertEqual(set(ids), acked, "an acknowledged event was lost")
+            action_ids = [a for a, _ in stored]
+            self.assertEqual(len(action_ids), len(set(action_ids)), "an action id appears twice")
+            # The actions equal the dry-run's over the events in the order the server processed them.
+            with open(f"{tmp}/accepted.jsonl", "w") as f:
+                for (b,) in logged:
+                    f.write(bytes(b).decode() + "\n")
+            expected = dry_run(rules, f"{tmp}/accepted.jsonl")
+            self.assertEqual([json.loads(j) for _, j in stored], expected)
+            self.assertGreater(len(expected), 100)
+            server.stop()
+
+
+LIVE_RULES = """version: 1
+campaign: live_clock
+rules:
+  - id: welcome_later
+    on: Signed Up
+    wait: 2s
+    do:
+      - message: { surface: launch, title: Welcome }
+"""
+
+
+class LiveClock(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        os.makedirs(f"{self.tmp.name}/rules")
+        with open(f"{self.tmp.name}/rules/live.yaml", "w") as f:
+            f.write(LIVE_RULES)
+        self.db = f"{self.tmp.name}/db.sqlite"
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def server(self):
+        return Server([f"{self.tmp.name}/rules"], self.db, clock="wall").start()
+
+    def test_a_delayed_action_comes_due_with_no_further_event(self):
+        server = self.server()
+        try:
+            sent = time.time()
+            # No timestamp: the event's time is its arrival.
+            self.assertEqual(server.post("/v1/track", {"userId": "amy", "event": "Signed Up", "messageId": "a1"})[0], 200)
+            page = server.actions("amy", 0, wait=10)
+            got = time.time()
+            self.assertEqual(len(page["actions"]), 1, page)
+            a = page["actions"][0]
+            self.assertEqual((a["rule"], a["action"]), ("welcome_later", "message"))
+            self.assertNotIn("late", a)
+            self.assertGreaterEqual(got - sent, 1.9)
+            self.assertLess(got - sent, 4.0, "the action came more than 2 s after its due time")
+            # A device clock an hour ahead is taken as arriving now: it fires nobody's timer early.
+            ahead = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
+            self.assertEqual(server.post("/v1/track", {"userId": "bo", "event": "Signed Up", "timestamp": ahead,
+                                                       "messageId": "b1"})[0], 200)
+            self.assertEqual(server.actions("bo", 0, wait=1)["actions"], [])
+            self.assertEqual(len(server.actions("bo", 0, wait=10)["actions"]), 1)
+        finally:
+            self.assertEqual(server.stop(), 0)
+
+    def test_a_timer_due_while_the_server_was_down_fires_once_after_restart(self):
+        server = self.server()
+        self.assertEqual(server.post("/v1/track", {"userId": "cy", "event": "Signed Up", "messageId": "c1"})[0], 200)
+        server.kill()
+        time.sleep(3)
+        server = self.server()
+        try:
+            page = server.actions("cy", 0, wait=5)
+            self.assertEqual(len(page["actions"]), 1, page)
+            self.assertTrue(page["actions"][0]["late"])
+            time.sleep(1)
+            self.assertEqual(len(server.all_actions("cy")), 1)
+        finally:
+            server.stop()
+        server = self.server()
+        try:
+            time.sleep(1)
+            self.assertEqual(len(server.all_actions("cy")), 1, "the timer fired again after a second restart")
+        finally:
+            server.stop()
+
+
+class BadRequests(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.db = f"{cls.tmp.name}/db.sqlite"
+        cls.server = Server(app_rules("stampbook"), cls.db).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        cls.tmp.cleanup()
+
+    def good(self, n=1):
+        return {"type": "track", "userId": "u", "event": "Signed In", "timestamp": "2026-03-02T09:00:00Z",
+                "messageId": f"m{n}"}
+
+    def refused(self, status, body, path="/v1/batch", key=KEY, headers=None):
+        before = event_count(self.db)
+        if headers is not None:
+            got, answer = self.server.request("POST", path, body, headers)
+        else:
+            got, answer = self.server.post(path, body, key=key)
+        self.assertEqual(got, status, answer)
+        self.assertEqual(event_count(self.db), before, "a refused request stored events")
+        return answer
+
+    def test_bad_json(self):
+        a = self.refused(400, b'{"batch": [{"type": "track", "userId": ')
+        self.assertFalse(a["success"])
+        self.refused(400, b"not json", path="/v1/track")
+
+    def test_one_bad_event_refuses_the_whole_batch_and_says_which(self):
+        bad = {"type": "track", "event": "Signed In", "timestamp": "2026-03-02T09:00:00Z"}
+        a = self.refused(400, {"batch": [self.good(1), self.good(2), bad]})
+        self.assertEqual(a["event"], 2)
+        self.assertIn("userId", a["error"])
+
+    def test_oversize_event_and_request(self):
+        big = dict(self.good(3), properties={"x": "y" * 33 * 1024})
+        a = self.refused(400, {"batch": [self.good(4), big]})
+        self.assertEqual(a["event"], 1)
+        many = {"batch": [dict(self.good(i), properties={"x": "y" * 20000}) for i in range(30)]}
+        self.refused(400, many)
+
+    def test_wrong_or_missing_write_key(self):
+        self.refused(401, {"batch": [self.good(5)]}, key="wrong")
+        self.refused(401, {"batch": [self.good(5)]}, headers={"Content-Type": "application/json"})
+
+    def test_user_endpoints_need_the_users_own_token(self):
+        s = self.server
+        self.assertEqual(s.request("GET", "/v1/users/u/actions")[0], 401)
+        self.assertEqual(s.request("GET", "/v1/users/u/actions", headers={"Authorization": "Bearer " + token("u", secret="x" * 40)})[0], 401)
+        self.assertEqual(s.request("GET", "/v1/users/u/actions", headers={"Authorization": "Bearer " + token("u", exp=1)})[0], 401)
+        self.assertEqual(s.request("GET", "/v1/users/u/actions", headers={"Authorization": "Bearer " + token("other")})[0], 403)
+        self.assertEqual(s.request("GET", "/v1/users/u/inbox", headers={"Authorization": "Bearer " + token("other")})[0], 403)
+        self.assertEqual(s.request("POST", "/v1/users/u/inbox/welcome/read", headers={"Authorization": "Bearer " + token("other")})[0], 403)
+        self.assertEqual(s.request("GET", "/v1/users/u/actions?after=x", headers={"Authorization": "Bearer " + token("u")})[0], 400)
+
+    def test_health_and_metrics(self):
+        self.assertEqual(self.server.request("GET", "/livez")[0], 200)
+        self.assertEqual(self.server.request("GET", "/readyz")[0], 200)
+        status, text = self.server.request("GET", "/metrics")
+        self.assertEqual(status, 200)
+        text = text.decode()
+        for name in ("beckon_ingest_events_total{result=\"rejected\"}", "beckon_build_info", "beckon_http_request_duration_seconds"):
+            self.assertIn(name, text)
+        self.assertNotIn("/v1/users/u/", text, "a user id in a metric label")
+
+
+class Startup(unittest.TestCase):
+    def test_rules_with_errors_refuse_to_start(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(f"{tmp}/bad.yaml", "w") as f:
+                f.write("version: 1\ncampaign: x\nrules:\n  - id: r\n    on: A\n    do: [{ mesage: {} }]\n")
+            r = subprocess.run([BECKON, "serve", tmp, "--db", f"{tmp}/db.sqlite", "--port", "0", "--write-key", KEY],
+                               capture_output=True, text=True, timeout=30)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("bad.yaml:6:", r.stderr)
+            self.assertFalse(os.path.exists(f"{tmp}/db.sqlite"))
+
+    def test_no_write_key_refuses_to_start(self):
+        r = subprocess.run([BECKON, "serve", *app_rules("stampbook"), "--port", "0"], capture_output=True, text=True,
+                           timeout=30, env={k: v for k, v in os.environ.items() if k != "BECKON_WRITE_KEYS"})
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("write key", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
