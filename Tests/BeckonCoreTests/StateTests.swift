@@ -255,7 +255,7 @@ struct StateTests {
         do {
             let first = Engine(ruleSet: rs, store: SavedStateStore(backend: try backend()))
             actions = run(first, events[..<c])
-            try (first.store as! SavedStateStore).flush()
+            try first.saveStates()
             stream = first.streamState.encoded()
         }
         let store = SavedStateStore(backend: try backend())

@@ -11,7 +11,7 @@ public struct Event: Sendable {
     public enum Kind: UInt8, Sendable, CustomStringConvertible {
         case track, identify, screen, page, group, alias
         /// The kind a Segment `type` names (its UTF-8, exactly), if any.
-        init?(_ name: some Collection<UInt8>) {
+        public init?(_ name: some Collection<UInt8>) {
             guard let k = Kind.allNames.firstIndex(where: { $0.elementsEqual(name) }) else { return nil }
             self.init(rawValue: UInt8(k))
         }

@@ -4,7 +4,7 @@
 /// ``StateBackend``) keeps the live profiles it has loaded, and besides:
 /// - hands the engine the saved state of a user it has no profile for (``savedState(of:)``): the engine restores it
 ///   with ``Engine/restore(_:)``, delayed actions and timers included, before the user's event;
-/// - receives every changed user's whole state after an event or a timer (``save(_:)``, when ``savesStates``);
+/// - is told of every user an event or a timer changed (``didUpdate(_:)``), whose state ``Engine/saveStates()`` writes;
 /// - names the users with delayed actions (``usersWithPendingActions()``), whose timers ``Engine/rebuildTimers()``
 ///   sets so that they come due by the stream's clock even if the user sends nothing.
 public protocol StateStore: AnyObject {
@@ -17,10 +17,6 @@ public protocol StateStore: AnyObject {
     func allProfiles() -> [UserProfile]
     /// The saved state of `userID`, for a user the store has no profile for (`nil`: a new user).
     func savedState(of userID: String) -> UserState?
-    /// Whether the engine hands every changed user's state to ``save(_:)``.
-    var savesStates: Bool { get }
-    /// A changed user's whole state, after the event or timer that changed it.
-    func save(_ state: UserState)
     /// Users whose saved states hold delayed actions, and when their soonest is due.
     func usersWithPendingActions() -> [(userID: String, due: Int64)]
 }
@@ -28,8 +24,6 @@ public protocol StateStore: AnyObject {
 extension StateStore {
     /// Saves nothing, and has nothing saved: every profile is in memory.
     public func savedState(of userID: String) -> UserState? { nil }
-    public var savesStates: Bool { false }
-    public func save(_ state: UserState) {}
     public func usersWithPendingActions() -> [(userID: String, due: Int64)] { [] }
 }
 

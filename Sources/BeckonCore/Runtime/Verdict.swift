@@ -230,6 +230,8 @@ public struct EventOutcome: Sendable {
     public var verdicts: [RuleVerdict]
     /// Goal events reached, when ``Engine/Options/trackGoals`` is on.
     public var goalHits: [GoalHit] = []
+    /// The due times of the delayed actions that came due here, fired or not (a live clock's lag is now − due).
+    public var dueTimes: [Int64] = []
 
     /// An empty outcome, to pass to ``Engine/process(_:into:)`` event after event.
     public init(status: Status = .processed, late: Bool = false, actions: [FiredAction] = [], verdicts: [RuleVerdict] = []) {

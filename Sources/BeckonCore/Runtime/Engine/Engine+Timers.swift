@@ -151,6 +151,7 @@ extension Engine {
     /// A delayed action came due: the file must still be live, limits must still allow it (and with `recheck`,
     /// `audience` and `if` must still hold); quiet hours and the global cap apply as for any action.
     func fireDue(_ p: PendingAction, profile: UserProfile, out: inout EventOutcome) {
+        out.dueTimes.append(p.due)
         let rule = ruleSet.rules[Int(p.rule)]
         let now = max(p.due, profile.clock)
         profile.clock = now

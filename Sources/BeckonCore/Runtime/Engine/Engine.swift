@@ -192,11 +192,8 @@ public final class Engine {
         return create ? store.profile(for: userID, create: true) { newProfile(userID) } : nil
     }
 
-    /// Tells a store other than the in-memory one that `profile` changed (with its whole state, if it saves states).
-    func stored(_ profile: UserProfile) {
-        store.didUpdate(profile)
-        if store.savesStates { store.save(state(of: profile)) }
-    }
+    /// Tells a store other than the in-memory one that `profile` changed.
+    func stored(_ profile: UserProfile) { store.didUpdate(profile) }
 
     func newProfile(_ userID: String) -> UserProfile {
         UserProfile(userID: userID, attributeCount: ruleSet.attributeNames.count, contextCount: ruleSet.contextNames.count)
@@ -227,6 +224,7 @@ public final class Engine {
         // (An empty array is left alone: emptying one still makes a new buffer reference.)
         if !out.verdicts.isEmpty { out.verdicts.removeAll(keepingCapacity: true) }
         if !out.goalHits.isEmpty { out.goalHits.removeAll(keepingCapacity: true) }
+        if !out.dueTimes.isEmpty { out.dueTimes.removeAll(keepingCapacity: true) }
         totals.events += 1
         guard e.isWithinBounds else {
             totals.refused += 1

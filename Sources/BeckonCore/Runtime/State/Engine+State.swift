@@ -215,3 +215,30 @@ extension Engine {
         }
     }
 }
+
+extension Engine {
+    /// The encoded states of the users changed since the last call (a ``SavedStateStore``'s; empty for other stores),
+    /// each encoded once however many events changed it: what a service writes at a checkpoint.
+    public func takeChangedStates() -> [SavedState] {
+        guard let saved = store as? SavedStateStore else { return [] }
+        return saved.takeChanged().map(savedState(of:))
+    }
+
+    /// Writes the states of the users changed since the last call to the ``SavedStateStore``'s backend in one batch;
+    /// on failure they are noted as changed again, and the error is thrown.
+    public func saveStates() throws {
+        guard let saved = store as? SavedStateStore else { return }
+        let profiles = saved.takeChanged()
+        do {
+            try saved.backend.write(profiles.map(savedState(of:)))
+        } catch {
+            for p in profiles { saved.didUpdate(p) }
+            throw error
+        }
+    }
+
+    func savedState(of p: UserProfile) -> SavedState {
+        let s = state(of: p)
+        return SavedState(userID: s.userID, bytes: s.encoded(), nextDue: s.pending.map(\.due).min())
+    }
+}

@@ -26,15 +26,17 @@ public struct SavedState: Sendable, Hashable {
 }
 
 /// A ``StateStore`` over a ``StateBackend``: the users an engine works on are live profiles in memory; a user it has
-/// not loaded is restored from the backend on their first event or timer; every change is queued as the user's whole
-/// encoded state and written by ``flush()`` in one batch (a service flushes before it acknowledges what it accepted).
+/// not loaded is restored from the backend on their first event or timer; the users an event or timer changed are
+/// noted, and ``Engine/saveStates()`` encodes each once and writes them in one batch (a service saves before it
+/// acknowledges what it accepted, or at checkpoints of its own log: docs/service.md).
 ///
 /// Bytes a backend returns that do not decode are reported by ``decodingFailures`` and the user starts empty, so one
 /// damaged row never stops the stream.
 public final class SavedStateStore: StateStore {
     public let backend: any StateBackend
     private let live = InMemoryStateStore()
-    private var queued: [String: SavedState] = [:]
+    /// Users changed since their state was last taken (by object: hashing a pointer, not the id, per event).
+    private var changed: [ObjectIdentifier: UserProfile] = [:]
     /// Users whose saved bytes did not decode, and why.
     public private(set) var decodingFailures: [(userID: String, error: any Error)] = []
 
@@ -44,13 +46,13 @@ public final class SavedStateStore: StateStore {
         live.profile(for: userID, create: create, make: make)
     }
 
-    public func didUpdate(_ profile: UserProfile) {}
+    public func didUpdate(_ profile: UserProfile) { changed[ObjectIdentifier(profile)] = profile }
     public var userCount: Int { live.userCount }
     public func allProfiles() -> [UserProfile] { live.allProfiles() }
 
     public func savedState(of userID: String) -> UserState? {
         do {
-            guard let bytes = try queued[userID]?.bytes ?? backend.read(userID) else { return nil }
+            guard let bytes = try backend.read(userID) else { return nil }
             return try UserState(decoding: bytes)
         } catch {
             decodingFailures.append((userID, error))
@@ -58,33 +60,17 @@ public final class SavedStateStore: StateStore {
         }
     }
 
-    public var savesStates: Bool { true }
-
-    public func save(_ state: UserState) {
-        queued[state.userID] = SavedState(
-            userID: state.userID, bytes: state.encoded(), nextDue: state.pending.map(\.due).min())
-    }
-
     public func usersWithPendingActions() -> [(userID: String, due: Int64)] {
-        var users = Dictionary((try? backend.usersWithPendingActions())?.map { ($0.userID, $0.due) } ?? []) { a, _ in a }
-        for (id, s) in queued { users[id] = s.nextDue }
-        return users.map { ($0.key, $0.value) }.sorted { $0.userID < $1.userID }
+        (try? backend.usersWithPendingActions()) ?? []
     }
 
-    /// Users changed since the last ``flush()``.
-    public var queuedCount: Int { queued.count }
+    /// Users changed since their state was last taken.
+    public var changedCount: Int { changed.count }
 
-    /// Hands every queued state to the caller, who writes them with more in one transaction (`beckon serve`).
-    public func flush(into states: inout [SavedState]) {
-        states += queued.values.sorted { $0.userID < $1.userID }
-        queued = [:]
-    }
-
-    /// Writes every queued state in one batch; on failure they stay queued (and the error is thrown).
-    public func flush() throws {
-        guard !queued.isEmpty else { return }
-        try backend.write(queued.values.sorted { $0.userID < $1.userID })
-        queued = [:]
+    /// The users changed since the last call, by id, forgotten as changed (``Engine/takeChangedStates()``).
+    func takeChanged() -> [UserProfile] {
+        defer { changed = [:] }
+        return changed.values.sorted { $0.userID < $1.userID }
     }
 }
 
