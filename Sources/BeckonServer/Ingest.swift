@@ -1,5 +1,4 @@
 import BeckonCore
-import BeckonStore
 
 /// The ingest endpoints' request bodies: Segment's HTTP Tracking API (`/v1/track`, `/v1/identify`, `/v1/screen`,
 /// `/v1/page`, `/v1/group`, `/v1/alias`, one event each, and `/v1/batch`, `{"batch": [...]}`).
@@ -38,11 +37,11 @@ enum Ingest {
         }
     }
 
-    /// The events of a request body, decoded, each with what the event log keeps of it.
+    /// The events of a request body, decoded, with their input log records.
     /// `kind` is the endpoint's event type (`nil` for a batch); `now` the service's clock at arrival.
     static func events(
         _ body: [UInt8], kind: Event.Kind?, now: Int64, clock: ClockMode, decoder: SegmentDecoder
-    ) throws(Problem) -> ([BoundEvent], [LoggedEvent]) {
+    ) throws(Problem) -> ([BoundEvent], InputLog) {
         var ranges: [Range<Int>]
         var sentAt: Int64?
         if kind == nil {
@@ -61,9 +60,9 @@ enum Ingest {
             ? Arrival(kind: kind, receivedAt: now, sentAt: sentAt, latest: now)
             : Arrival(kind: kind, receivedAt: nil, sentAt: sentAt)
         var events: [BoundEvent] = []
-        var logged: [LoggedEvent] = []
+        var log = InputLog()
+        log.arrival(arrival)
         events.reserveCapacity(ranges.count)
-        logged.reserveCapacity(ranges.count)
         for (i, r) in ranges.enumerated() {
             let at = kind == nil ? i : nil
             guard r.count <= maxEventBytes else {
@@ -76,8 +75,8 @@ enum Ingest {
                 throw Problem(message: error.message, event: at, column: error.column)
             }
             events.append(e)
-            logged.append(LoggedEvent(userID: e.userID, messageID: e.messageID, receivedAt: now, body: Array(body[r])))
+            log.event(body[r])
         }
-        return (events, logged)
+        return (events, log)
     }
 }

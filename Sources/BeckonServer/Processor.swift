@@ -15,28 +15,36 @@ public enum ClockMode: String, Sendable, CaseIterable {
 
 /// What a request hands the processor.
 enum Job {
-    /// Accepted events, in order, with what the event log keeps of each.
-    case events([BoundEvent], [LoggedEvent])
+    /// Events of one request, decoded, in order, with their input log records.
+    case events([BoundEvent], InputLog)
     /// Mark a user's inbox item read.
     case markRead(userID: String, itemID: String)
+    /// A user's inbox as it stands.
+    case inbox(userID: String)
 }
 
 enum JobResult: Sendable {
     case events(accepted: Int, duplicates: Int, refused: Int)
     /// `nil`: no such user; `false`: no such item.
     case markRead(Bool?)
+    /// `nil`: no such user.
+    case inbox([InboxItem]?)
 }
 
 /// The one thread that runs the engine: it takes every job queued since its last commit, processes them in order
-/// (each user's events in the order they arrived), lets the live clock fire what is due, and writes everything that
-/// changed — the events, the users' states, the actions, the stream's state — in one transaction (a group commit)
-/// before any request of the group is answered. A fired action is stored before anyone can pull it.
+/// (each user's events in the order they arrived), lets the live clock fire what is due, and writes the group's
+/// inputs and the actions they fired in one transaction (a group commit) before any request of the group is answered.
+/// A fired action is stored before anyone can pull it.
 ///
-/// The engine is not thread-safe and is only touched here. When a commit fails, the requests get an error, and the
+/// Users' states are written at checkpoints (every ``checkpointSeconds``, and when stopping), with the input log's
+/// position they include; a start loads them and replays the inputs logged after it (``open(_:_:decoder:)``), which
+/// gives the same states and fires the same actions, already stored.
+///
+/// The engine is not thread-safe and is only touched here. When a commit fails, the requests get an error and the
 /// engine is rebuilt from the database, so that memory never holds what the database does not.
 final class Processor: @unchecked Sendable {
-    // @unchecked: `queue`, `stopping` and `ready` are read and written only under `lock`; the engine and everything
-    // else is touched only by the processing thread.
+    // @unchecked: `queue`, `stopping`, `stopped` and `isReady` are read and written only under `lock`; the engine and
+    // everything else is touched only by the processing thread (and by `init` before it starts).
     private let lock = NSCondition()
     private var queue: [(Job, CheckedContinuation<JobResult, any Error>)] = []
     private var stopping = false
@@ -44,6 +52,7 @@ final class Processor: @unchecked Sendable {
     private var isReady = false
 
     let ruleSet: CompiledRuleSet
+    let decoder: SegmentDecoder
     let backend: SQLiteStateBackend
     let clock: ClockMode
     let metrics: ServiceMetrics
@@ -53,32 +62,68 @@ final class Processor: @unchecked Sendable {
     static let tick = 0.1
     /// A timer that fires more than this after its due time is marked late.
     static let lateAfterMs: Int64 = 1000
+    /// How often users' states are written.
+    static let checkpointSeconds = 1.0
 
     private var engine: Engine
-    private var store: SavedStateStore
+    private let committer: Committer
+    private var lastCheckpoint = ContinuousClock.now
     private var thread: Thread?
     private var actionCounters: [String: Counter] = [:]
+    /// Input records replayed at the last start.
+    private(set) var replayed = 0
 
     init(
         ruleSet: CompiledRuleSet, backend: SQLiteStateBackend, clock: ClockMode, metrics: ServiceMetrics,
         feed: ActionFeed, logger: Logger
     ) throws {
         self.ruleSet = ruleSet
+        decoder = SegmentDecoder(ruleSet: ruleSet)
         self.backend = backend
         self.clock = clock
         self.metrics = metrics
         self.feed = feed
         self.logger = logger
-        (engine, store) = try Self.open(ruleSet, backend)
+        (engine, replayed) = try Self.open(ruleSet, backend, decoder: decoder)
+        committer = Committer(backend: backend, metrics: metrics, logger: logger)
+        if replayed > 0 { logger.info("replayed the input log after the last checkpoint", metadata: ["records": "\(replayed)"]) }
     }
 
-    /// An engine over the database's states, its stream and timers restored.
-    static func open(_ ruleSet: CompiledRuleSet, _ backend: SQLiteStateBackend) throws -> (Engine, SavedStateStore) {
-        let store = SavedStateStore(backend: backend)
-        let engine = Engine(ruleSet: ruleSet, store: store)
+    /// An engine over the database's states at the last checkpoint, its stream and timers restored, and the inputs
+    /// logged since replayed into it (their actions are stored already). Returns how many records were replayed.
+    static func open(
+        _ ruleSet: CompiledRuleSet, _ backend: SQLiteStateBackend, decoder: SegmentDecoder
+    ) throws -> (
+        Engine, Int
+    ) {
+        let engine = Engine(ruleSet: ruleSet, store: SavedStateStore(backend: backend))
         if let s = try backend.readStream() { engine.restore(stream: try StreamState(decoding: s)) }
         engine.rebuildTimers()
-        return (engine, store)
+        var seq = try backend.checkpointSeq()
+        var records = 0
+        var out = EventOutcome()
+        while true {
+            let page = try backend.inputs(after: seq, limit: 64)
+            guard let last = page.last else { break }
+            for r in page {
+                try InputLog.read(r.bytes) { input in apply(input, to: engine, decoder: decoder, out: &out) }
+            }
+            records += page.count
+            seq = last.seq
+        }
+        return (engine, records)
+    }
+
+    /// Does what an input did the first time (an event that no longer decodes is skipped: it was decoded once).
+    static func apply(_ input: InputLog.Input, to engine: Engine, decoder: SegmentDecoder, out: inout EventOutcome) {
+        switch input {
+        case .event(let json, let arrival):
+            if let e = try? decoder.decode(json, arrival: arrival) { engine.process(e, into: &out) }
+        case .markRead(let user, let item, let time):
+            _ = engine.markRead(userID: user, itemID: item, at: time)
+        case .tick(let time):
+            engine.advance(to: time)
+        }
     }
 
     var ready: Bool {
@@ -94,7 +139,7 @@ final class Processor: @unchecked Sendable {
         t.start()
     }
 
-    /// Processes what is queued, commits it, and stops the thread.
+    /// Processes what is queued, commits it with a checkpoint, and stops the thread.
     func stop() {
         lock.lock()
         stopping = true
@@ -131,8 +176,19 @@ final class Processor: @unchecked Sendable {
             queue = []
             let last = stopping
             lock.unlock()
-            round(jobs)
+            if committer.failed {
+                // A group was not written: what the engine holds beyond the database is dropped.
+                committer.waitIdle()
+                do {
+                    (engine, _) = try Self.open(ruleSet, backend, decoder: decoder)
+                    committer.reset()
+                } catch {
+                    logger.critical("cannot reopen the database", metadata: ["error": "\(error)"])
+                }
+            }
+            round(jobs, checkpoint: last)
             if last {
+                committer.stop()
                 lock.lock()
                 // Whatever arrived during the last round is refused: the service is going away.
                 for (_, c) in queue { c.resume(throwing: ServiceUnavailable()) }
@@ -148,71 +204,81 @@ final class Processor: @unchecked Sendable {
     static func nowMs() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)) }
 
     /// One group: the jobs in order, then the clock, then one commit.
-    private func round(_ jobs: [(Job, CheckedContinuation<JobResult, any Error>)]) {
-        var commit = ServiceCommit()
+    private func round(_ jobs: [(Job, CheckedContinuation<JobResult, any Error>)], checkpoint force: Bool) {
+        var input = InputLog()
         var results: [JobResult] = []
         var fired: [(FiredAction, late: Bool)] = []
         var out = EventOutcome()
         var counts = (accepted: 0, duplicates: 0, refused: 0)
+        // Due times of the delayed actions that came due, for the timer lag (measured once they are stored).
+        var dues: [Int64] = []
         for (job, _) in jobs {
             switch job {
-            case .events(let events, let logged):
+            case .events(let events, let log):
                 var r = (accepted: 0, duplicates: 0, refused: 0)
-                for (e, l) in zip(events, logged) {
+                for e in events {
                     engine.process(e, into: &out)
                     switch out.status {
-                    case .processed:
-                        r.accepted += 1
-                        commit.events.append(l)
+                    case .processed: r.accepted += 1
                     case .duplicate: r.duplicates += 1
                     case .refused: r.refused += 1
                     }
                     for a in out.actions { fired.append((a, false)) }
+                    dues += out.dueTimes
                 }
+                input.append(log)
                 counts.accepted += r.accepted
                 counts.duplicates += r.duplicates
                 counts.refused += r.refused
                 results.append(.events(accepted: r.accepted, duplicates: r.duplicates, refused: r.refused))
             case .markRead(let user, let item):
-                results.append(.markRead(engine.markRead(userID: user, itemID: item, at: max(Self.nowMs(), engine.clock))))
+                let time = clock == .wall ? max(Self.nowMs(), engine.clock) : max(engine.clock, 0)
+                let found = engine.markRead(userID: user, itemID: item, at: time)
+                if found == true { input.markRead(userID: user, itemID: item, time: time) }
+                results.append(.markRead(found))
+            case .inbox(let user):
+                results.append(.inbox(engine.profile(of: user)?.inbox))
             }
         }
         if clock == .wall {
             let now = Self.nowMs()
             let due = engine.advance(to: now)
-            for a in due.actions {
-                let lag = now - a.time
-                metrics.timerLagSeconds.record(.milliseconds(max(0, lag)))
-                fired.append((a, lag > Self.lateAfterMs))
-            }
+            dues += due.dueTimes
+            for a in due.actions { fired.append((a, now - a.time > Self.lateAfterMs)) }
+            // The tick is logged with the group's inputs: replaying them moves the clock as it moved here.
+            if !input.isEmpty || !fired.isEmpty { input.tick(now) }
         }
-        guard !jobs.isEmpty || !fired.isEmpty || store.queuedCount > 0 else { return }
-        do {
-            store.flush(into: &commit.states)
-            commit.stream = engine.streamState.encoded()
-            for (a, late) in fired {
-                commit.actions.append(LoggedAction(userID: a.userID, actionID: a.id, json: Self.json(a, late: late)))
-            }
-            let started = ContinuousClock.now
-            try backend.write(commit)
-            metrics.commitSeconds.record(ContinuousClock.now - started)
-            metrics.commitEvents.record(Double(commit.events.count))
-        } catch {
-            logger.error("commit failed; reloading state from the database", metadata: ["error": "\(error)"])
-            for (_, c) in jobs { c.resume(throwing: error) }
-            do {
-                (engine, store) = try Self.open(ruleSet, backend)
-            } catch {
-                logger.critical("cannot reopen the database", metadata: ["error": "\(error)"])
-            }
-            return
+        let checkpoint = force || ContinuousClock.now - lastCheckpoint >= .seconds(Self.checkpointSeconds)
+        var commit = ServiceCommit()
+        if !input.isEmpty { commit.input = (input.bytes, Self.nowMs(), input.events) }
+        for (a, late) in fired {
+            commit.actions.append(LoggedAction(userID: a.userID, actionID: a.id, json: Self.json(a, late: late)))
         }
-        metrics.ingest(.accepted).increment(by: Int64(counts.accepted))
-        metrics.ingest(.duplicate).increment(by: Int64(counts.duplicates))
-        metrics.ingest(.refused).increment(by: Int64(counts.refused))
-        for (a, _) in fired { counter(a).increment() }
-        for ((_, c), r) in zip(jobs, results) { c.resume(returning: r) }
-        if !fired.isEmpty { feed.notify(Set(fired.map(\.0.userID))) }
+        let states = checkpoint ? engine.takeChangedStates() : []
+        if checkpoint && (!states.isEmpty || commit.input != nil) {
+            commit.checkpoint = (states, engine.streamState.encoded())
+        }
+        if checkpoint { lastCheckpoint = ContinuousClock.now }
+        // (A group with nothing to write still goes through the committer: its answers wait for the groups before it.)
+        guard !commit.isEmpty || !jobs.isEmpty else { return }
+        let counters = fired.map { counter($0.0) }
+        let users = Set(fired.map(\.0.userID))
+        let (metrics, feed, events, live, tally, dueTimes) = (metrics, feed, input.events, clock == .wall, counts, dues)
+        committer.enqueue(
+            Committer.Group(
+                commit: commit, waiting: jobs.map(\.1), results: results,
+                written: {
+                    metrics.commitEvents.record(Double(events))
+                    metrics.ingest(.accepted).increment(by: Int64(tally.accepted))
+                    metrics.ingest(.duplicate).increment(by: Int64(tally.duplicates))
+                    metrics.ingest(.refused).increment(by: Int64(tally.refused))
+                    for c in counters { c.increment() }
+                    if live {
+                        let now = Self.nowMs()
+                        for d in dueTimes { metrics.timerLagSeconds.record(.milliseconds(max(0, now - d))) }
+                    }
+                    if !users.isEmpty { feed.notify(users) }
+                }))
     }
 
     private func counter(_ a: FiredAction) -> Counter {

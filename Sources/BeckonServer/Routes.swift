@@ -40,7 +40,7 @@ struct Routes: Sendable {
         router.get("/v1/users/:userId/inbox") { request, context in
             let user = try context.parameters.require("userId")
             if let refused = await refuseUser(request, user) { return refused }
-            return try inbox(user)
+            return try await inbox(user)
         }
         router.post("/v1/users/:userId/inbox/:itemId/read") { request, context in
             let user = try context.parameters.require("userId")
@@ -88,7 +88,7 @@ struct Routes: Sendable {
             metrics.ingest(.rejected).increment()
             return Self.problem(.badRequest, "the request is over \(Ingest.maxRequestBytes) bytes")
         }
-        let parsed: ([BoundEvent], [LoggedEvent])
+        let parsed: ([BoundEvent], InputLog)
         do {
             parsed = try Ingest.events(
                 body, kind: kind, now: Processor.nowMs(), clock: clock, decoder: decoder.decoder)
@@ -149,9 +149,18 @@ struct Routes: Sendable {
         }
     }
 
-    func inbox(_ user: String) throws -> Response {
-        var items: [InboxItem] = []
-        if let bytes = try backend.read(user) { items = try UserState(decoding: bytes).inbox }
+    func inbox(_ user: String) async throws -> Response {
+        let result: JobResult
+        do {
+            result = try await processor.submit(.inbox(userID: user))
+        } catch {
+            return Self.problem(.serviceUnavailable, "the service is stopping; ask again")
+        }
+        guard case .inbox(let found) = result else { return Self.problem(.internalServerError, "unexpected result") }
+        return Self.inboxResponse(user, found ?? [])
+    }
+
+    static func inboxResponse(_ user: String, _ items: [InboxItem]) -> Response {
         var w = JSONWriter()
         w.beginObject()
         w.key("userId")
@@ -188,7 +197,7 @@ struct Routes: Sendable {
         }
         w.endArray()
         w.endObject()
-        return Self.json(.ok, w.output)
+        return json(.ok, w.output)
     }
 
     func markRead(_ user: String, _ item: String) async throws -> Response {
@@ -202,7 +211,7 @@ struct Routes: Sendable {
         switch found {
         case nil: return Self.problem(.notFound, "no such user")
         case false?: return Self.problem(.notFound, "no such inbox item")
-        case true?: return try inbox(user)
+        case true?: return try await inbox(user)
         }
     }
 }

@@ -45,14 +45,13 @@ public final class SQLiteStateBackend: StateBackend, Sendable {
                     );
                     """)
         }
-        m.registerMigration("v2: the service's event and action logs") { db in
+        m.registerMigration("v2: the service's input log, action log and checkpoint") { db in
             try db.execute(
                 sql: """
-                    CREATE TABLE event_log (
+                    CREATE TABLE input_log (
                         seq INTEGER PRIMARY KEY,
-                        user_id TEXT NOT NULL,
-                        message_id TEXT,
                         received_at INTEGER NOT NULL,
+                        events INTEGER NOT NULL,
                         body BLOB NOT NULL
                     );
                     CREATE TABLE action_log (
@@ -62,6 +61,10 @@ public final class SQLiteStateBackend: StateBackend, Sendable {
                         json TEXT NOT NULL
                     );
                     CREATE INDEX action_log_user ON action_log(user_id, seq);
+                    CREATE TABLE checkpoint (
+                        id INTEGER PRIMARY KEY CHECK (id = 1),
+                        input_seq INTEGER NOT NULL
+                    );
                     """)
         }
         return m

@@ -2,22 +2,6 @@ import BeckonCore
 import Foundation
 import GRDB
 
-/// An event a service accepted, as stored in its event log.
-public struct LoggedEvent: Sendable {
-    public var userID: String
-    public var messageID: String?
-    /// The service's clock when the request arrived, in ms since 1970.
-    public var receivedAt: Int64
-    /// The event's JSON as the client sent it.
-    public var body: [UInt8]
-    public init(userID: String, messageID: String?, receivedAt: Int64, body: [UInt8]) {
-        self.userID = userID
-        self.messageID = messageID
-        self.receivedAt = receivedAt
-        self.body = body
-    }
-}
-
 /// A fired action as stored for delivery: its JSON object (as `beckon dry-run --format jsonl` prints it).
 public struct LoggedAction: Sendable {
     public var userID: String
@@ -30,43 +14,60 @@ public struct LoggedAction: Sendable {
     }
 }
 
-/// What one group commit of a service writes, all in one transaction: the events accepted, the users' states they
-/// changed, the actions they fired and the stream's state.
+/// What one group commit of a service writes, all in one transaction.
+///
+/// The service's durable record is its input log: every group's inputs (events as they arrived, inbox reads, the live
+/// clock's ticks), in the order the engine took them, with the actions they fired. Users' states are written at
+/// checkpoints only, with the input log's position they include; a restart loads them and runs the engine over the
+/// inputs logged after it, which reproduces the same states and actions (already stored, so not stored again).
 public struct ServiceCommit: Sendable {
-    public var events: [LoggedEvent] = []
-    public var states: [SavedState] = []
+    /// The group's inputs (an opaque record for the service), its arrival time and how many events it holds.
+    public var input: (bytes: [UInt8], receivedAt: Int64, events: Int)?
     public var actions: [LoggedAction] = []
-    public var stream: [UInt8]?
+    /// At a checkpoint: the users' states changed since the last one, and the stream's state.
+    public var checkpoint: (states: [SavedState], stream: [UInt8])?
     public init() {}
-    public var isEmpty: Bool { events.isEmpty && states.isEmpty && actions.isEmpty && stream == nil }
+    public var isEmpty: Bool { input == nil && actions.isEmpty && checkpoint == nil }
 }
 
 extension SQLiteStateBackend {
-    /// Writes `commit` in one transaction (all of it or none); returns the sequence number of each action in order,
-    /// the cursor a client pulls after.
-    @discardableResult
-    public func write(_ commit: ServiceCommit) throws -> [Int64] {
+    /// Writes `commit` in one transaction (all of it or none).
+    public func write(_ commit: ServiceCommit) throws {
         try pool.write { db in
-            let event = try db.cachedStatement(
-                sql: "INSERT INTO event_log (user_id, message_id, received_at, body) VALUES (?, ?, ?, ?)")
-            for e in commit.events {
-                try event.execute(arguments: [e.userID, e.messageID, e.receivedAt, Data(e.body)])
-            }
-            let state = try db.cachedStatement(
-                sql: "INSERT OR REPLACE INTO user_state (user_id, bytes, next_due) VALUES (?, ?, ?)")
-            for s in commit.states { try state.execute(arguments: [s.userID, Data(s.bytes), s.nextDue]) }
-            var seqs: [Int64] = []
-            seqs.reserveCapacity(commit.actions.count)
-            let action = try db.cachedStatement(sql: "INSERT INTO action_log (user_id, action_id, json) VALUES (?, ?, ?)")
-            for a in commit.actions {
-                try action.execute(arguments: [a.userID, a.actionID, a.json])
-                seqs.append(db.lastInsertedRowID)
-            }
-            if let stream = commit.stream {
+            if let input = commit.input {
                 try db.execute(
-                    sql: "INSERT OR REPLACE INTO stream_state (id, bytes) VALUES (1, ?)", arguments: [Data(stream)])
+                    sql: "INSERT INTO input_log (received_at, events, body) VALUES (?, ?, ?)",
+                    arguments: [input.receivedAt, input.events, Data(input.bytes)])
             }
-            return seqs
+            let action = try db.cachedStatement(sql: "INSERT INTO action_log (user_id, action_id, json) VALUES (?, ?, ?)")
+            for a in commit.actions { try action.execute(arguments: [a.userID, a.actionID, a.json]) }
+            if let checkpoint = commit.checkpoint {
+                let state = try db.cachedStatement(
+                    sql: "INSERT OR REPLACE INTO user_state (user_id, bytes, next_due) VALUES (?, ?, ?)")
+                for s in checkpoint.states { try state.execute(arguments: [s.userID, Data(s.bytes), s.nextDue]) }
+                try db.execute(
+                    sql: "INSERT OR REPLACE INTO stream_state (id, bytes) VALUES (1, ?)",
+                    arguments: [Data(checkpoint.stream)])
+                try db.execute(
+                    sql: """
+                        INSERT OR REPLACE INTO checkpoint (id, input_seq)
+                        VALUES (1, (SELECT coalesce(max(seq), 0) FROM input_log))
+                        """)
+            }
+        }
+    }
+
+    /// The input log's position the saved states include (0: none).
+    public func checkpointSeq() throws -> Int64 {
+        try pool.read { db in try Int64.fetchOne(db, sql: "SELECT input_seq FROM checkpoint WHERE id = 1") ?? 0 }
+    }
+
+    /// Input log records after `seq`, in order, at most `limit`.
+    public func inputs(after seq: Int64, limit: Int) throws -> [(seq: Int64, bytes: [UInt8])] {
+        try pool.read { db in
+            try Row.fetchAll(
+                db, sql: "SELECT seq, body FROM input_log WHERE seq > ? ORDER BY seq LIMIT ?", arguments: [seq, limit]
+            ).map { (seq: $0["seq"], bytes: [UInt8]($0["body"] as Data)) }
         }
     }
 
@@ -77,31 +78,6 @@ extension SQLiteStateBackend {
                 db, sql: "SELECT seq, json FROM action_log WHERE user_id = ? AND seq > ? ORDER BY seq LIMIT ?",
                 arguments: [userID, after, limit]
             ).map { (seq: $0["seq"], json: $0["json"]) }
-        }
-    }
-
-    /// Every stored action, in order (tests and `beckon` tools).
-    public func allActions() throws -> [(seq: Int64, userID: String, actionID: String, json: String)] {
-        try pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT seq, user_id, action_id, json FROM action_log ORDER BY seq").map {
-                (seq: $0["seq"], userID: $0["user_id"], actionID: $0["action_id"], json: $0["json"])
-            }
-        }
-    }
-
-    /// Events in the log.
-    public func eventCount() throws -> Int {
-        try pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM event_log") ?? 0 }
-    }
-
-    /// The message ids in the event log with how often each was stored (tests of exactly-once ingest).
-    public func loggedMessageIDs() throws -> [String: Int] {
-        try pool.read { db in
-            var out: [String: Int] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT message_id, count(*) AS n FROM event_log GROUP BY message_id") {
-                if let id: String = row["message_id"] { out[id] = row["n"] }
-            }
-            return out
         }
     }
 }

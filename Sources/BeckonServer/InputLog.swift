@@ -1,0 +1,118 @@
+import BeckonCore
+
+/// A group's inputs as the service's input log keeps them, in the order the engine took them: each event's JSON as
+/// it arrived with its ``Arrival``, each inbox read with its time, and the live clock's tick. Replaying a record
+/// through an engine in the state it had before does exactly what the engine did (docs/service.md, "Durability").
+///
+/// The format is text headers and raw bytes, so that a person (or a test) can read it:
+///
+/// ```
+/// A KIND|- RECEIVED|- SENT|- LATEST|-\n     the arrival of the events that follow (one per request)
+/// E LENGTH\n                               then LENGTH bytes of an event's JSON and \n
+/// R TIME USERBYTES ITEMBYTES\n             then the user id, the item id and \n
+/// T TIME\n
+/// ```
+/// Times are ms since 1970; `-` is none; KIND is Segment's type name.
+struct InputLog: Sendable {
+    private(set) var bytes: [UInt8] = []
+    private(set) var events = 0
+
+    enum Input {
+        case event(ArraySlice<UInt8>, Arrival)
+        case markRead(userID: String, itemID: String, time: Int64)
+        case tick(Int64)
+    }
+
+    struct Damaged: Error, CustomStringConvertible {
+        var offset: Int
+        var description: String { "the input log record at byte \(offset) is damaged" }
+    }
+
+    var isEmpty: Bool { bytes.isEmpty }
+
+    /// The arrival of the events appended after it.
+    mutating func arrival(_ a: Arrival) {
+        func field(_ v: Int64?) -> String { v.map(String.init) ?? "-" }
+        header("A \(a.kind.map(\.description) ?? "-") \(field(a.receivedAt)) \(field(a.sentAt)) \(field(a.latest))")
+    }
+
+    /// An event, which arrived as the last ``arrival(_:)`` says.
+    mutating func event(_ json: ArraySlice<UInt8>) {
+        bytes.append(UInt8(ascii: "E"))
+        bytes.append(UInt8(ascii: " "))
+        bytes += String(json.count).utf8
+        bytes.append(10)
+        bytes += json
+        bytes.append(10)
+        events += 1
+    }
+
+    mutating func markRead(userID: String, itemID: String, time: Int64) {
+        header("R \(time) \(userID.utf8.count) \(itemID.utf8.count)")
+        bytes += userID.utf8
+        bytes += itemID.utf8
+        bytes.append(10)
+    }
+
+    mutating func tick(_ time: Int64) { header("T \(time)") }
+
+    mutating func append(_ other: InputLog) {
+        bytes += other.bytes
+        events += other.events
+    }
+
+    private mutating func header(_ text: String) {
+        bytes += text.utf8
+        bytes.append(10)
+    }
+
+    /// Calls `body` with each input of a record, in order.
+    static func read(_ record: [UInt8], _ body: (Input) throws -> Void) throws {
+        var i = 0
+        var arrival: Arrival?
+        while i < record.count {
+            let start = i
+            guard let nl = record[i...].firstIndex(of: 10) else { throw Damaged(offset: start) }
+            let fields = String(decoding: record[i..<nl], as: UTF8.self).split(separator: " ").map(String.init)
+            i = nl + 1
+            func int(_ s: String) throws -> Int64? {
+                if s == "-" { return nil }
+                guard let v = Int64(s) else { throw Damaged(offset: start) }
+                return v
+            }
+            func take(_ n: Int) throws -> ArraySlice<UInt8> {
+                guard n >= 0, i + n <= record.count else { throw Damaged(offset: start) }
+                defer { i += n }
+                return record[i..<i + n]
+            }
+            switch fields.first {
+            case "A"?:
+                guard fields.count == 5 else { throw Damaged(offset: start) }
+                var kind: Event.Kind?
+                if fields[1] != "-" {
+                    guard let k = Event.Kind(fields[1].utf8) else { throw Damaged(offset: start) }
+                    kind = k
+                }
+                arrival = Arrival(
+                    kind: kind, receivedAt: try int(fields[2]), sentAt: try int(fields[3]), latest: try int(fields[4]))
+            case "E"?:
+                guard fields.count == 2, let n = try int(fields[1]), let arrival else { throw Damaged(offset: start) }
+                let json = try take(Int(n))
+                _ = try take(1)
+                try body(.event(json, arrival))
+            case "R"?:
+                guard fields.count == 4, let t = try int(fields[1]), let u = try int(fields[2]), let m = try int(fields[3])
+                else { throw Damaged(offset: start) }
+                let user = String(decoding: try take(Int(u)), as: UTF8.self)
+                let item = String(decoding: try take(Int(m)), as: UTF8.self)
+                _ = try take(1)
+                try body(.markRead(userID: user, itemID: item, time: t))
+            case "T"?:
+                guard fields.count == 2, let t = try int(fields[1]) else { throw Damaged(offset: start) }
+                try body(.tick(t))
+            default:
+                throw Damaged(offset: start)
+            }
+        }
+    }
+}

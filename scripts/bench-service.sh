@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The service's load benchmark, on loopback with the load from a second process, bounded in time (about a minute):
+#  1. durable ingest throughput: after a 3-second warm-up, wrk posts /v1/batch bodies of 100 new events (one in ten an app open that the bossup
+#     onboarding acts on; the rest screens and taps) from 128 connections for SECONDS, against `beckon serve` (wall
+#     clock, release build) on rules/bossup + the benchmark's delayed-reminder campaign;
+#  2. the raw SQLite ceiling: the same rows that run wrote, copied by a minimal program (bench-service/ceiling.py);
+#  3. latency: single /v1/track requests at 1,000 a second for SECONDS against a fresh server, p50/p99 from the moment
+#     each was due; and the live clock's timer lag p99 (from /metrics) over that run.
+# Usage: scripts/bench-service.sh [SECONDS]   (default 10). Needs wrk (installed with apt-get if missing).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-10}
+command -v wrk > /dev/null || apt-get install -y wrk > /dev/null
+swift build -c release --product beckon > /tmp/beckon-build.log 2>&1 || { cat /tmp/beckon-build.log; exit 1; }
+beckon=.build/release/beckon
+work=$(mktemp -d)
+key=bench-key
+server_pid=
+trap '[ -n "$server_pid" ] && kill "$server_pid" 2> /dev/null; rm -rf "$work"' EXIT
+
+start_server() {
+  rm -f "$work"/db.sqlite*
+  "$beckon" serve rules/bossup scripts/bench-service/rules --db "$work/db.sqlite" --port 0 --write-key "$key" \
+    > "$work/out" 2> "$work/err" &
+  server_pid=$!
+  for _ in $(seq 100); do grep -q "listening on" "$work/out" 2> /dev/null && break; sleep 0.1; done
+  port=$(grep -o 'http://[^ ]*' "$work/out" | sed 's/.*://')
+  [ -n "$port" ] || { cat "$work/err"; echo "beckon serve did not start"; exit 1; }
+}
+stop_server() { kill "$server_pid"; wait "$server_pid" 2> /dev/null || true; server_pid=; }
+metric() { curl -s "http://127.0.0.1:$port/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
+# The smallest histogram bucket holding 99% of the timer lags.
+lag_p99() {
+  curl -s "http://127.0.0.1:$port/metrics" | awk '
+    /^beckon_timer_lag_seconds_bucket/ { split($1, a, "\""); le[n] = a[2]; c[n] = $2; n++ }
+    /^beckon_timer_lag_seconds_count/ { total = $2 }
+    END { if (total == 0) { print "no timers"; exit } for (i = 0; i < n; i++) if (c[i] >= 0.99 * total) { print "<= " le[i] " s (" total " timers)"; exit } }'
+}
+
+echo "machine: $(nproc) cores; $(date -u +%Y-%m-%dT%H:%MZ)"
+start_server
+auth=$(printf '%s:' "$key" | base64)
+# A 3-second warm-up first (the 10,000 users' first events, the tables' first pages), then the measured run.
+BENCH_AUTH=$auth wrk -t1 -c128 -d3s -s scripts/bench-service/batch.lua "http://127.0.0.1:$port" > /dev/null 2>&1
+BENCH_AUTH=$auth wrk -t1 -c128 -d"${seconds}s" -s scripts/bench-service/batch.lua "http://127.0.0.1:$port" > "$work/wrk" 2>&1
+accepted=$(metric 'beckon_ingest_events_total{result="accepted"}')
+actions=$(python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('select count(*) from action_log').fetchone()[0])" "$work/db.sqlite")
+rps=$(awk '/Requests\/sec/ { print $2 }' "$work/wrk")
+non2xx=$(awk '/Non-2xx/ { print $5 }' "$work/wrk")
+stop_server
+durable=$(awk -v r="$rps" 'BEGIN { printf "%.0f", r * 100 }')
+ceiling=$(python3 scripts/bench-service/ceiling.py "$work/db.sqlite" "$((seconds + 3))")
+echo "durable ingest (/v1/batch of 100, 128 connections, ${seconds} s after 3 s of warm-up): $durable events/s
+  ($accepted events in all, $actions actions stored, ${non2xx:-0} non-200 in the measured run)"
+echo "  latency of a batch: $(awk '/Latency/ { print "avg " $2 ", max " $4 }' "$work/wrk")"
+echo "SQLite ceiling, the same rows: $ceiling events/s; the service reaches $(awk -v a="$durable" -v b="$ceiling" 'BEGIN { printf "%.2f", a / b }')x"
+
+start_server
+read -r p50 p99 max bad n < <(python3 scripts/bench-service/latency.py "$port" "$key" 1000 "$seconds")
+sleep 3
+echo "single /v1/track at 1,000/s for ${seconds} s: p50 ${p50} ms, p99 ${p99} ms, max ${max} ms ($n requests, $bad not 200)"
+echo "timer lag p99 (2 s reminders on the live clock): $(lag_p99)"
+stop_server

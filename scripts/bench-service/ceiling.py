@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""The raw SQLite ceiling for `beckon serve`'s writes: the same rows the service wrote in a run (its input log records,
+its actions, its checkpoints' user states), copied from that run's database into a new one by a minimal program, in
+the same transactions' shape — one transaction per input record with its share of the actions, and every user's state
+once per second of the service's run — with the service's settings (WAL, synchronous=FULL), as fast as it goes.
+Usage: ceiling.py SOURCE_DB SERVICE_SECONDS. Prints events/s."""
+import os
+import sqlite3
+import sys
+import tempfile
+import time
+
+source, service_seconds = sys.argv[1], float(sys.argv[2])
+src = sqlite3.connect(source)
+inputs = src.execute("SELECT received_at, events, body FROM input_log ORDER BY seq").fetchall()
+actions = src.execute("SELECT user_id, action_id, json FROM action_log ORDER BY seq").fetchall()
+states = src.execute("SELECT user_id, bytes, next_due FROM user_state").fetchall()
+src.close()
+
+with tempfile.TemporaryDirectory(dir=os.path.dirname(os.path.abspath(source))) as tmp:
+    db = sqlite3.connect(f"{tmp}/ceiling.sqlite", isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=FULL")
+    db.executescript("""
+        CREATE TABLE user_state (user_id TEXT PRIMARY KEY NOT NULL, bytes BLOB NOT NULL, next_due INTEGER) WITHOUT ROWID;
+        CREATE TABLE stream_state (id INTEGER PRIMARY KEY CHECK (id = 1), bytes BLOB NOT NULL);
+        CREATE TABLE input_log (seq INTEGER PRIMARY KEY, received_at INTEGER NOT NULL, events INTEGER NOT NULL, body BLOB NOT NULL);
+        CREATE TABLE action_log (seq INTEGER PRIMARY KEY, user_id TEXT NOT NULL, action_id TEXT NOT NULL, json TEXT NOT NULL);
+        CREATE INDEX action_log_user ON action_log(user_id, seq);
+        CREATE TABLE checkpoint (id INTEGER PRIMARY KEY CHECK (id = 1), input_seq INTEGER NOT NULL);
+    """)
+    events = sum(n for _, n, _ in inputs)
+    per_checkpoint = max(1, round(len(inputs) / max(service_seconds, 1)))
+    start = time.perf_counter()
+    a = 0
+    for i, (received, n, body) in enumerate(inputs):
+        share = round(len(actions) * (i + 1) / len(inputs))
+        db.execute("BEGIN")
+        db.execute("INSERT INTO input_log (received_at, events, body) VALUES (?, ?, ?)", (received, n, body))
+        db.executemany("INSERT INTO action_log (user_id, action_id, json) VALUES (?, ?, ?)", actions[a:share])
+        a = share
+        if (i + 1) % per_checkpoint == 0 or i == len(inputs) - 1:
+            db.executemany("INSERT OR REPLACE INTO user_state (user_id, bytes, next_due) VALUES (?, ?, ?)", states)
+            db.execute("INSERT OR REPLACE INTO stream_state (id, bytes) VALUES (1, x'00')")
+            db.execute("INSERT OR REPLACE INTO checkpoint (id, input_seq) VALUES (1, ?)", (i + 1,))
+        db.execute("COMMIT")
+    seconds = time.perf_counter() - start
+    db.close()
+print(f"{events / seconds:.0f}")
