@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fuzzes Beckon's front doors with libFuzzer (Swift's -sanitize=fuzzer, with AddressSanitizer): the YAML loader and
 # compiler (rules), the expression parser, checker and evaluator (expression), the event decoder and engine (events),
-# the cel-spec text-format reader (textproto), and a user's saved state decoded, restored and run on (state). Each
+# the cel-spec text-format reader (textproto), a user's saved state decoded, restored and run on (state), and the
+# request bodies of `beckon serve`'s ingest (requests). Each
 # target starts from a seed corpus made of the shipped files (for state: states the engine wrote, and the golden
 # version-1 state) and from every input that once crashed it (Fuzz/regressions/TARGET/), and stops at the first crash,
 # at an input slower than 1 s (-timeout=1) or over 2 GB of memory, or when its time or run count is spent.
@@ -19,12 +20,12 @@ while [ $# -gt 0 ]; do
     --seconds) limit=(-max_total_time="$2"); shift ;;
     --runs) limit=(-runs="$2" -max_total_time=1800); shift ;;
     --jobs) jobs="$2"; shift ;;
-    rules|expression|events|textproto|state) targets+=("$1") ;;
-    *) echo "usage: scripts/fuzz.sh [--seconds N | --runs N] [--jobs N] [rules|expression|events|textproto|state]..." >&2; exit 64 ;;
+    rules|expression|events|textproto|state|requests) targets+=("$1") ;;
+    *) echo "usage: scripts/fuzz.sh [--seconds N | --runs N] [--jobs N] [rules|expression|events|textproto|state|requests]..." >&2; exit 64 ;;
   esac
   shift
 done
-[ ${#targets[@]} -gt 0 ] || targets=(rules expression events textproto state)
+[ ${#targets[@]} -gt 0 ] || targets=(rules expression events textproto state requests)
 
 echo "== building the fuzz harness (Fuzz/, -sanitize=fuzzer,address)"
 swift build -c release --package-path Fuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -g -Xcc -DBECKON_NO_ALLOC_COUNT > /tmp/beckon-fuzz-build.log 2>&1 \
@@ -64,6 +65,20 @@ PY
       done ;;
     textproto)
       cp Tests/Conformance/cel-spec/*.textproto "$dir/" ;;
+    requests)
+      # Each sample stream as batch bodies of up to 20 events, and single events.
+      python3 - "$dir" <<'PY'
+import glob, json, os, sys
+out = sys.argv[1]
+for f in glob.glob("samples/*/*.jsonl"):
+    events = [json.loads(l) for l in open(f, encoding="utf-8") if l.strip()]
+    name = f.replace("/", "_")
+    for i in range(0, len(events), 20):
+        open(os.path.join(out, f"{name}.batch{i}"), "w").write(json.dumps({"batch": events[i:i + 20], "sentAt": "2026-03-02T10:00:00Z"}))
+    for i, e in enumerate(events[:5]):
+        open(os.path.join(out, f"{name}.one{i}"), "w").write(json.dumps(e))
+PY
+      ;;
     state)
       # (Leaks unchecked here as in the runs below: the static schema graph reads as one.)
       BECKON_FUZZ_WRITE_STATE_SEEDS="$dir" ASAN_OPTIONS=detect_leaks=0 "$bin/beckon-fuzz"

@@ -114,6 +114,23 @@ extension ReferenceDocs {
                 ]
             ),
             (
+                "Service requests",
+                """
+                What `beckon serve` takes in one request to its ingest endpoints (Segment's limits; see \
+                [the service](../service.md)). A request beyond a bound gets 400 with a JSON body naming the event and \
+                why, and none of it is stored; each event of a request is also held to the bounds of an event line.
+                """,
+                [
+                    Limit(
+                        what: "a request body", limit: bytes(SegmentRequest.maxRequestBytes),
+                        beyond: "400; the body is not read past the limit",
+                        tests: ["SegmentRequestTests.aRequestOverTheLimitIsRefused"]),
+                    Limit(
+                        what: "an event in a request", limit: bytes(SegmentRequest.maxEventBytes),
+                        beyond: "400, naming the event", tests: ["SegmentRequestTests.anEventOverTheLimitIsRefused"]),
+                ]
+            ),
+            (
                 "Per user",
                 """
                 What one user's state may hold. (A user's history keeps their events for the longest window a rule \

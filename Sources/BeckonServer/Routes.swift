@@ -33,18 +33,18 @@ struct Routes: Sendable {
         }
         router.post("/v1/batch") { request, _ in await ingest(request, kind: nil) }
         router.get("/v1/users/:userId/actions") { request, context in
-            let user = try context.parameters.require("userId")
+            let user = try Self.parameter(context, "userId")
             if let refused = await refuseUser(request, user) { return refused }
             return try await pull(request, user: user)
         }
         router.get("/v1/users/:userId/inbox") { request, context in
-            let user = try context.parameters.require("userId")
+            let user = try Self.parameter(context, "userId")
             if let refused = await refuseUser(request, user) { return refused }
             return try await inbox(user)
         }
         router.post("/v1/users/:userId/inbox/:itemId/read") { request, context in
-            let user = try context.parameters.require("userId")
-            let item = try context.parameters.require("itemId")
+            let user = try Self.parameter(context, "userId")
+            let item = try Self.parameter(context, "itemId")
             if let refused = await refuseUser(request, user) { return refused }
             return try await markRead(user, item)
         }
@@ -61,6 +61,12 @@ struct Routes: Sendable {
         return router
     }
 
+    /// A path parameter, percent-decoded (a user id may hold any character; clients percent-encode it in the path).
+    static func parameter(_ context: BasicRequestContext, _ name: String) throws -> String {
+        let raw = try context.parameters.require(name)
+        return raw.removingPercentEncoding ?? raw
+    }
+
     static func json(_ status: HTTPResponse.Status, _ text: String, headers: HTTPFields = [:]) -> Response {
         var h = headers
         h[.contentType] = "application/json"
@@ -68,7 +74,7 @@ struct Routes: Sendable {
     }
 
     static func problem(_ status: HTTPResponse.Status, _ message: String) -> Response {
-        json(status, Ingest.Problem(message: message).json)
+        json(status, SegmentRequest.Problem(message: message).json)
     }
 
     // MARK: Ingest
@@ -77,16 +83,16 @@ struct Routes: Sendable {
         guard writeKeys.allows(request.headers[.authorization]) else {
             metrics.ingest(.rejected).increment()
             return Self.json(
-                .unauthorized, Ingest.Problem(message: "a write key is needed (HTTP Basic, the key as user name)").json,
+                .unauthorized, SegmentRequest.Problem(message: "a write key is needed (HTTP Basic, the key as user name)").json,
                 headers: [.wwwAuthenticate: "Basic realm=\"beckon\""])
         }
         var request = request
         let body: [UInt8]
         do {
-            body = Array(try await request.body.collect(upTo: Ingest.maxRequestBytes).readableBytesView)
+            body = Array(try await request.body.collect(upTo: SegmentRequest.maxRequestBytes).readableBytesView)
         } catch {
             metrics.ingest(.rejected).increment()
-            return Self.problem(.badRequest, "the request is over \(Ingest.maxRequestBytes) bytes")
+            return Self.problem(.badRequest, "the request is over \(SegmentRequest.maxRequestBytes) bytes")
         }
         let parsed: ([BoundEvent], InputLog)
         do {
@@ -116,7 +122,7 @@ struct Routes: Sendable {
             return Self.problem(.forbidden, "the token is for another user")
         } catch {
             return Self.json(
-                .unauthorized, Ingest.Problem(message: "a valid user token is needed (Authorization: Bearer JWT)").json,
+                .unauthorized, SegmentRequest.Problem(message: "a valid user token is needed (Authorization: Bearer JWT)").json,
                 headers: [.wwwAuthenticate: "Bearer"])
         }
     }

@@ -20,7 +20,7 @@ struct IngestTests {
         decoder = SegmentDecoder(ruleSet: try #require(loaded.ruleSet))
     }
 
-    func events(_ body: String, kind: Event.Kind? = nil) throws(Ingest.Problem) -> ([BoundEvent], InputLog) {
+    func events(_ body: String, kind: Event.Kind? = nil) throws(SegmentRequest.Problem) -> ([BoundEvent], InputLog) {
         try Ingest.events(Array(body.utf8), kind: kind, now: 1_000_000, clock: .wall, decoder: decoder)
     }
 
@@ -47,24 +47,6 @@ struct IngestTests {
     @Test func theEndpointGivesTheType() throws {
         let (e, _) = try events(#"{"event":"Opened","userId":"a"}"#, kind: .track)
         #expect(e[0].kind == .track)
-    }
-
-    @Test func aProblemNamesTheEventAndWhy() {
-        #expect {
-            try events(#"{"batch":[{"type":"track","event":"Opened","userId":"a"},{"type":"track","event":"Opened"}]}"#)
-        } throws: { error in
-            let p = error as! Ingest.Problem
-            return p.event == 1 && p.message.contains("userId") && p.json.contains(#""event":1"#)
-        }
-    }
-
-    @Test func anEventOverTheLimitIsRefused() {
-        let big = String(repeating: "x", count: Ingest.maxEventBytes)
-        #expect {
-            try events(#"{"batch":[{"type":"track","event":"Opened","userId":"a","properties":{"p":"\#(big)"}}]}"#)
-        } throws: { error in
-            (error as! Ingest.Problem).message.contains("limit is \(Ingest.maxEventBytes)")
-        }
     }
 }
 

@@ -19,6 +19,7 @@ import tempfile
 import threading
 import time
 import unittest
+import urllib.parse
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BECKON = os.environ.get("BECKON", os.path.join(ROOT, ".build/debug/beckon"))
@@ -433,6 +434,16 @@ class BadRequests(unittest.TestCase):
         self.assertEqual(s.request("GET", "/v1/users/u/inbox", headers={"Authorization": "Bearer " + token("other")})[0], 403)
         self.assertEqual(s.request("POST", "/v1/users/u/inbox/welcome/read", headers={"Authorization": "Bearer " + token("other")})[0], 403)
         self.assertEqual(s.request("GET", "/v1/users/u/actions?after=x", headers={"Authorization": "Bearer " + token("u")})[0], 400)
+
+    def test_a_user_id_is_percent_decoded_in_the_path(self):
+        user = "ana b/ç"
+        ev = {"type": "track", "userId": user, "event": "Signed In", "timestamp": "2026-03-02T09:00:00Z", "messageId": "pd1"}
+        self.assertEqual(self.server.post("/v1/batch", {"batch": [ev]})[0], 200)
+        path = "/v1/users/" + urllib.parse.quote(user, safe="") + "/actions"
+        status, body = self.server.request("GET", path, headers={"Authorization": "Bearer " + token(user)})
+        self.assertEqual(status, 200, body)
+        self.assertEqual([a["userId"] for a in body["actions"]], [user])
+        self.assertEqual(self.server.request("GET", path, headers={"Authorization": "Bearer " + token("ana b")})[0], 403)
 
     def test_health_and_metrics(self):
         self.assertEqual(self.server.request("GET", "/livez")[0], 200)

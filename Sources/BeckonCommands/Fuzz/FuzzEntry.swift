@@ -10,6 +10,7 @@ public enum FuzzEntry {
     /// The targets by name, as `scripts/fuzz.sh` and `Fuzz/regressions/` name them.
     public static let targets: [(name: String, run: @Sendable (UnsafeBufferPointer<UInt8>) -> Void)] = [
         ("rules", rules), ("expression", expression), ("events", events), ("textproto", textProto), ("state", state),
+        ("requests", requests),
     ]
 
     /// A rule file: the YAML loader, the file parser, the compiler and the analysis, then the diagnostics rendered
@@ -52,6 +53,25 @@ public enum FuzzEntry {
         }
         if engine.latestEventTime != Int64.min {
             _ = engine.advance(to: min(engine.latestEventTime, Int64(1) << 44) + 30 * 86_400_000)
+        }
+    }
+
+    /// A request body of `beckon serve`'s ingest (``SegmentRequest``): as a batch and as one `track` call, on the live
+    /// clock and as a replay; what it accepts is processed, then time runs a month on.
+    public static func requests(_ bytes: UnsafeBufferPointer<UInt8>) {
+        let body = Array(bytes)
+        let decoder = SegmentDecoder(ruleSet: eventRules)
+        let now: Int64 = 1_780_000_000_000
+        for kind in [nil, Event.Kind.track] {
+            for arrival in [Arrival(receivedAt: now, latest: now), Arrival(receivedAt: nil)] {
+                guard let r = try? SegmentRequest.events(body, kind: kind, arrival: arrival, decoder: decoder) else {
+                    continue
+                }
+                precondition(r.events.count == r.ranges.count, "an event without its bytes")
+                let engine = Engine(ruleSet: eventRules)
+                for e in r.events { for a in engine.process(e).actions { _ = a.json } }
+                engine.advance(to: min(engine.latestEventTime, Int64(1) << 44) + 30 * 86_400_000)
+            }
         }
     }
 
