@@ -8,8 +8,12 @@ final class ActionFeed: Sendable {
         var versions: [String: UInt64] = [:]
         var waiters: [String: [UInt64: CheckedContinuation<Void, Never>]] = [:]
         var nextWaiter: UInt64 = 0
+        /// Once closed (the service is stopping), waits return at once.
+        var closed = false
     }
     private let state = Mutex(State())
+
+    var isClosed: Bool { state.withLock { $0.closed } }
 
     func version(of user: String) -> UInt64 { state.withLock { $0.versions[user] ?? 0 } }
 
@@ -38,7 +42,7 @@ final class ActionFeed: Sendable {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
                 let now = state.withLock { s -> Bool in
-                    if (s.versions[user] ?? 0) != seen { return true }
+                    if s.closed || (s.versions[user] ?? 0) != seen { return true }
                     s.waiters[user, default: [:]][id] = c
                     return false
                 }
@@ -48,6 +52,16 @@ final class ActionFeed: Sendable {
             resume(user, id)
         }
         timeout.cancel()
+    }
+
+    /// Ends every wait, now and later (a stopping service answers its long polls at once).
+    func close() {
+        let woken = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+            s.closed = true
+            defer { s.waiters = [:] }
+            return s.waiters.values.flatMap(\.values)
+        }
+        for c in woken { c.resume() }
     }
 
     private func resume(_ user: String, _ id: UInt64) {

@@ -5,6 +5,7 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 import Prometheus
+import ServiceLifecycle
 
 /// The HTTP API (docs/service.md): ingest, pull delivery, the inbox, health and metrics.
 struct Routes: Sendable {
@@ -86,7 +87,6 @@ struct Routes: Sendable {
                 .unauthorized, SegmentRequest.Problem(message: "a write key is needed (HTTP Basic, the key as user name)").json,
                 headers: [.wwwAuthenticate: "Basic realm=\"beckon\""])
         }
-        var request = request
         let body: [UInt8]
         do {
             body = Array(try await request.body.collect(upTo: SegmentRequest.maxRequestBytes).readableBytesView)
@@ -139,7 +139,7 @@ struct Routes: Sendable {
             guard let v = Double(w), v >= 0, v.isFinite else { return Self.problem(.badRequest, "'wait' is seconds") }
             wait = min(v, Self.maxWait)
         }
-        let deadline = ContinuousClock.now + .milliseconds(Int64(wait * 1000))
+        var deadline = ContinuousClock.now + .milliseconds(Int64(wait * 1000))
         while true {
             let seen = feed.version(of: user)
             let rows = try backend.actions(of: user, after: after, limit: Self.maxActions)
@@ -151,7 +151,13 @@ struct Routes: Sendable {
                 return Self.json(.ok, text)
             }
             let seconds = Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18
-            await feed.wait(for: user, seen: seen, seconds: seconds)
+            // A graceful shutdown answers the poll at once rather than holding the stop for up to `maxWait`.
+            await withGracefulShutdownHandler {
+                await feed.wait(for: user, seen: seen, seconds: seconds)
+            } onGracefulShutdown: {
+                feed.close()
+            }
+            if feed.isClosed { deadline = .now }
         }
     }
 

@@ -377,6 +377,21 @@ class LiveClock(unittest.TestCase):
             server.stop()
 
 
+class Shutdown(unittest.TestCase):
+    def test_sigterm_answers_long_polls_and_stops_promptly(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            server = Server(app_rules("stampbook"), f"{tmp}/db.sqlite").start()
+            answers = []
+            poll = threading.Thread(target=lambda: answers.append(server.actions("nobody", 0, wait=30)))
+            poll.start()
+            time.sleep(0.5)
+            started = time.time()
+            self.assertEqual(server.stop(), 0)
+            poll.join(timeout=10)
+            self.assertLess(time.time() - started, 10, "a long poll held the stop")
+            self.assertEqual(answers, [{"actions": [], "cursor": "0"}])
+
+
 class BadRequests(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
