@@ -440,3 +440,22 @@ struct RepromptTests {
         #expect(v.last == ["x:reprompt"])
     }
 }
+
+/// RFC 3339 text of timestamps: whole seconds, and fractions without trailing zeros, in place.
+struct TimestampTextTests {
+    @Test(arguments: [
+        (Int64(1_780_000_000_000), "2026-05-28T20:26:40Z"), (1_780_000_000_123, "2026-05-28T20:26:40.123Z"),
+        (1_780_000_000_120, "2026-05-28T20:26:40.12Z"), (1_780_000_000_100, "2026-05-28T20:26:40.1Z"),
+        (1_780_000_000_001, "2026-05-28T20:26:40.001Z"), (0, "1970-01-01T00:00:00Z"), (-1, "1969-12-31T23:59:59.999Z"),
+    ])
+    func millisecondsAreWrittenWithoutTrailingZeros(_ ms: Int64, _ text: String) {
+        #expect(Timestamp(milliseconds: ms).description == text)
+        #expect(Timestamp.parse(text)?.milliseconds == ms)
+    }
+
+    @Test func nanosecondsKeepEveryDigitThatIsNotATrailingZero() throws {
+        #expect(try Timestamp(seconds: 0, nanos: 123_456_789).description == "1970-01-01T00:00:00.123456789Z")
+        #expect(try Timestamp(seconds: 0, nanos: 5).description == "1970-01-01T00:00:00.000000005Z")
+        #expect(try Timestamp(seconds: 0, nanos: 500_000_000).description == "1970-01-01T00:00:00.5Z")
+    }
+}

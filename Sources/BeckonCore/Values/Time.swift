@@ -52,16 +52,23 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
     func appendRFC3339(to bytes: inout [UInt8]) {
         let (days, secs) = Civil.floorDivMod(seconds, 86_400)
         let (y, m, d) = Civil.civil(fromDays: days)
-        guard nanos == 0, (0...9999).contains(y) else {
+        guard (0...9999).contains(y) else {
             var out = Civil.pad(y, 4) + "-" + Civil.pad(m, 2) + "-" + Civil.pad(d, 2) + "T"
             out += Civil.pad(secs / 3600, 2) + ":" + Civil.pad((secs % 3600) / 60, 2) + ":" + Civil.pad(secs % 60, 2)
             out += Civil.fraction(nanos)
             bytes.append(contentsOf: (out + "Z").utf8)
             return
         }
-        // Twenty bytes written in place after one capacity check (appending them one by one checks the array's
+        // The fraction's digits without trailing zeros (milliseconds, the common case, are three).
+        var fraction = Int64(nanos)
+        var digits = fraction == 0 ? 0 : 9
+        while digits > 0 && fraction % 10 == 0 {
+            fraction /= 10
+            digits -= 1
+        }
+        // At most 30 bytes written in place after one capacity check (appending them one by one checks the array's
         // uniqueness and capacity for each).
-        bytes.append(addingCapacity: 20) { out in
+        bytes.append(addingCapacity: 20 + (digits == 0 ? 0 : digits + 1)) { out in
             func two(_ v: Int64, then separator: UInt8) {
                 out.append(UInt8(truncatingIfNeeded: 48 + v / 10))
                 out.append(UInt8(truncatingIfNeeded: 48 + v % 10))
@@ -74,7 +81,15 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
             two(Int64(d), then: UInt8(ascii: "T"))
             two(secs / 3600, then: UInt8(ascii: ":"))
             two((secs % 3600) / 60, then: UInt8(ascii: ":"))
-            two(secs % 60, then: UInt8(ascii: "Z"))
+            guard digits > 0 else { return two(secs % 60, then: UInt8(ascii: "Z")) }
+            two(secs % 60, then: UInt8(ascii: "."))
+            var scale: Int64 = 1
+            for _ in 1..<digits { scale *= 10 }
+            while scale > 0 {
+                out.append(UInt8(truncatingIfNeeded: 48 + fraction / scale % 10))
+                scale /= 10
+            }
+            out.append(UInt8(ascii: "Z"))
         }
     }
 
