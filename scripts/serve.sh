@@ -5,8 +5,9 @@
 #   ops        rules/ops           http://127.0.0.1:8081   beckon-ops.sqlite
 #   stampbook  rules/stampbook     http://127.0.0.1:8082   beckon-stampbook.sqlite
 #   firefox    campaigns/firefox   http://127.0.0.1:8083   beckon-firefox.sqlite
-# Keys: BECKON_WRITE_KEYS and BECKON_USER_SECRET from the environment; without them, development keys are used and
-# printed (never use those in production). Databases go to BECKON_DATA (default ./data). docs/service.md.
+# Keys, per app (APP in capitals): BECKON_WRITE_KEYS_APP and BECKON_USER_SECRET_APP from the environment, so that a
+# user's token for one app reads nothing of another's; without them, development keys are used and printed (never
+# use those in production). Databases go to BECKON_DATA (default ./data). docs/service.md.
 # Usage: scripts/serve.sh [--debug]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,21 +19,27 @@ swift build -c "$config" --product beckon > /tmp/beckon-build.log 2>&1 || { cat 
 beckon=".build/$config/beckon"
 data=${BECKON_DATA:-data}
 mkdir -p "$data"
-if [ -z "${BECKON_WRITE_KEYS:-}" ]; then
-  export BECKON_WRITE_KEYS=dev-write-key
-  echo "development write key: dev-write-key (set BECKON_WRITE_KEYS for real ones)"
-fi
-if [ -z "${BECKON_USER_SECRET:-}" ]; then
-  export BECKON_USER_SECRET=development-secret-change-me-0123456789
-  echo "development user-token secret: $BECKON_USER_SECRET (set BECKON_USER_SECRET for a real one)"
-fi
 pids=()
 stop() { kill -TERM "${pids[@]}" 2> /dev/null || true; wait "${pids[@]}" 2> /dev/null || true; exit 0; }
 trap stop INT TERM
 port=8080
 for app in bossup:rules/bossup ops:rules/ops stampbook:rules/stampbook firefox:campaigns/firefox; do
   name=${app%%:*}
-  "$beckon" serve "${app#*:}" --db "$data/beckon-$name.sqlite" --port "$port" \
+  upper=$(echo "$name" | tr '[:lower:]' '[:upper:]')
+  keys_var=BECKON_WRITE_KEYS_$upper
+  secret_var=BECKON_USER_SECRET_$upper
+  keys=${!keys_var:-}
+  secret=${!secret_var:-}
+  if [ -z "$keys" ]; then
+    keys="dev-$name-write-key"
+    echo "[$name] development write key: $keys (set $keys_var for real ones)"
+  fi
+  if [ -z "$secret" ]; then
+    secret="development-$name-secret-change-me-0123456789"
+    echo "[$name] development user-token secret: $secret (set $secret_var for a real one)"
+  fi
+  BECKON_WRITE_KEYS=$keys BECKON_USER_SECRET=$secret "$beckon" serve "${app#*:}" --db "$data/beckon-$name.sqlite" \
+    --port "$port" \
     > >(sed -u "s/^/[$name] /") 2> >(sed -u "s/^/[$name] /" >&2) &
   pids+=($!)
   port=$((port + 1))

@@ -10,6 +10,10 @@ final class ActionFeed: Sendable {
         var nextWaiter: UInt64 = 0
         /// Once closed (the service is stopping), waits return at once.
         var closed = false
+        /// Each registered waiter's timeout, cancelled when it ends otherwise.
+        var timeouts: [UInt64: Task<Void, Never>] = [:]
+        /// Waits cancelled before their waiter was registered.
+        var cancelled: Set<UInt64> = []
     }
     private let state = Mutex(State())
 
@@ -35,23 +39,32 @@ final class ActionFeed: Sendable {
             s.nextWaiter += 1
             return s.nextWaiter
         }
-        let timeout = Task {
-            try? await Task.sleep(for: .seconds(seconds))
-            resume(user, id)
-        }
         await withTaskCancellationHandler {
             await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
                 let now = state.withLock { s -> Bool in
-                    if s.closed || (s.versions[user] ?? 0) != seen { return true }
+                    if s.closed || (s.versions[user] ?? 0) != seen || s.cancelled.contains(id) { return true }
                     s.waiters[user, default: [:]][id] = c
                     return false
                 }
-                if now { c.resume() }
+                if now {
+                    c.resume()
+                    return
+                }
+                // The timeout starts once the waiter is registered, so it always finds it (or finds it gone).
+                let timeout = Task {
+                    guard (try? await Task.sleep(for: .seconds(seconds))) != nil else { return }
+                    resume(user, id)
+                }
+                state.withLock { $0.timeouts[id] = timeout }
             }
         } onCancel: {
-            resume(user, id)
+            // Before the waiter is registered, this marks it so that it does not wait at all.
+            if !resume(user, id) { state.withLock { _ = $0.cancelled.insert(id) } }
         }
-        timeout.cancel()
+        state.withLock { s in
+            s.cancelled.remove(id)
+            s.timeouts.removeValue(forKey: id)?.cancel()
+        }
     }
 
     /// Ends every wait, now and later (a stopping service answers its long polls at once).
@@ -64,12 +77,15 @@ final class ActionFeed: Sendable {
         for c in woken { c.resume() }
     }
 
-    private func resume(_ user: String, _ id: UInt64) {
+    /// Resumes a registered waiter; false when there is none (not yet registered, or already resumed).
+    @discardableResult
+    private func resume(_ user: String, _ id: UInt64) -> Bool {
         let c = state.withLock { s -> CheckedContinuation<Void, Never>? in
             let c = s.waiters[user]?.removeValue(forKey: id)
             if s.waiters[user]?.isEmpty == true { s.waiters[user] = nil }
             return c
         }
         c?.resume()
+        return c != nil
     }
 }

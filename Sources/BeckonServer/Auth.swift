@@ -2,8 +2,11 @@ import Foundation
 import JWTKit
 
 /// Who may post events: HTTP Basic with a write key as the user name and an empty password, as Segment's API.
+/// Keys are compared by their bytes, each in full (no early exit on the first differing byte).
 struct WriteKeys: Sendable {
-    let keys: Set<String>
+    let keys: [[UInt8]]
+
+    init(keys: some Sequence<String>) { self.keys = keys.map { Array($0.utf8) } }
 
     /// Whether an `Authorization` header carries one of the keys.
     func allows(_ header: String?) -> Bool {
@@ -13,7 +16,19 @@ struct WriteKeys: Sendable {
         else { return false }
         // `key:` (Segment's form); a key with no colon at all is taken too, as curl -u KEY sends `KEY:`.
         let key = text.hasSuffix(":") ? String(text.dropLast()) : text
-        return !key.isEmpty && !key.contains(":") && keys.contains(key)
+        guard !key.isEmpty, !key.contains(":") else { return false }
+        let given = Array(key.utf8)
+        var found = false
+        for k in keys where Self.same(k, given) { found = true }
+        return found
+    }
+
+    /// Equal bytes, every byte looked at when the lengths match.
+    static func same(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        var diff: UInt8 = 0
+        for i in a.indices { diff |= a[i] ^ b[i] }
+        return diff == 0
     }
 }
 
@@ -48,6 +63,7 @@ struct UserAuth: Sendable {
         } catch {
             throw .invalid
         }
-        guard token.sub.value == user else { throw .otherUser }
+        // By bytes: `==` would take canonically equivalent spellings of two users' ids for one.
+        guard token.sub.value.utf8.elementsEqual(user.utf8) else { throw .otherUser }
     }
 }

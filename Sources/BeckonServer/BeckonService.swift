@@ -75,7 +75,7 @@ public final class BeckonService: Sendable {
         if let s = options.userSecret { userAuth = await UserAuth(secret: s) }
         routes = Routes(
             processor: processor, backend: backend, decoder: SegmentDecoderBox(decoder: SegmentDecoder(ruleSet: ruleSet)),
-            writeKeys: WriteKeys(keys: Set(options.writeKeys)),
+            writeKeys: WriteKeys(keys: options.writeKeys),
             userAuth: userAuth, metrics: metrics, feed: feed,
             clock: options.clock)
     }
@@ -109,7 +109,13 @@ public final class BeckonService: Sendable {
         let processor: Processor
         func run() async throws {
             try? await gracefulShutdown()
-            processor.stop()
+            // (The stop waits on a condition: on a thread of its own, not on the cooperative pool.)
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                Thread {
+                    processor.stop()
+                    c.resume()
+                }.start()
+            }
         }
     }
 }

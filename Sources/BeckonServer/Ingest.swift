@@ -11,6 +11,7 @@ enum Ingest {
         let arrival = clock == .wall ? Arrival(receivedAt: now, latest: now) : Arrival(receivedAt: nil)
         let request = try SegmentRequest.events(body, kind: kind, arrival: arrival, decoder: decoder)
         var log = InputLog()
+        guard !request.ranges.isEmpty else { return ([], log) }  // (an empty batch logs nothing)
         log.arrival(request.arrival)
         for r in request.ranges { log.event(body[r]) }
         return (request.events, log)

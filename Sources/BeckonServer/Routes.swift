@@ -142,7 +142,7 @@ struct Routes: Sendable {
         var deadline = ContinuousClock.now + .milliseconds(Int64(wait * 1000))
         while true {
             let seen = feed.version(of: user)
-            let rows = try backend.actions(of: user, after: after, limit: Self.maxActions)
+            let rows = try await backend.actions(of: user, after: after, limit: Self.maxActions)
             let left = deadline - ContinuousClock.now
             if !rows.isEmpty || left <= .zero || Task.isCancelled {
                 var text = #"{"actions":["#

@@ -61,6 +61,7 @@ public final class SQLiteStateBackend: StateBackend, Sendable {
                         json TEXT NOT NULL
                     );
                     CREATE INDEX action_log_user ON action_log(user_id, seq);
+                    CREATE UNIQUE INDEX action_log_id ON action_log(action_id);
                     CREATE TABLE checkpoint (
                         id INTEGER PRIMARY KEY CHECK (id = 1),
                         input_seq INTEGER NOT NULL

@@ -32,28 +32,39 @@ public struct ServiceCommit: Sendable {
 
 extension SQLiteStateBackend {
     /// Writes `commit` in one transaction (all of it or none).
-    public func write(_ commit: ServiceCommit) throws {
+    public func write(_ commit: ServiceCommit) throws { try write([commit]) }
+
+    /// Writes `commits` in order in one transaction (all of them or none): a writer that fell behind catches up with
+    /// one sync to disk.
+    public func write(_ commits: [ServiceCommit]) throws {
         try pool.write { db in
-            if let input = commit.input {
-                try db.execute(
-                    sql: "INSERT INTO input_log (received_at, events, body) VALUES (?, ?, ?)",
-                    arguments: [input.receivedAt, input.events, Data(input.bytes)])
-            }
-            let action = try db.cachedStatement(sql: "INSERT INTO action_log (user_id, action_id, json) VALUES (?, ?, ?)")
-            for a in commit.actions { try action.execute(arguments: [a.userID, a.actionID, a.json]) }
-            if let checkpoint = commit.checkpoint {
-                let state = try db.cachedStatement(
-                    sql: "INSERT OR REPLACE INTO user_state (user_id, bytes, next_due) VALUES (?, ?, ?)")
-                for s in checkpoint.states { try state.execute(arguments: [s.userID, Data(s.bytes), s.nextDue]) }
-                try db.execute(
-                    sql: "INSERT OR REPLACE INTO stream_state (id, bytes) VALUES (1, ?)",
-                    arguments: [Data(checkpoint.stream)])
-                try db.execute(
-                    sql: """
-                        INSERT OR REPLACE INTO checkpoint (id, input_seq)
-                        VALUES (1, (SELECT coalesce(max(seq), 0) FROM input_log))
-                        """)
-            }
+            for commit in commits { try Self.write(commit, db) }
+        }
+    }
+
+    private static func write(_ commit: ServiceCommit, _ db: Database) throws {
+        if let input = commit.input {
+            try db.execute(
+                sql: "INSERT INTO input_log (received_at, events, body) VALUES (?, ?, ?)",
+                arguments: [input.receivedAt, input.events, Data(input.bytes)])
+        }
+        // An action id is stored once: the same action fired again (its messageId sent again after the dedup window)
+        // is not delivered twice.
+        let action = try db.cachedStatement(
+            sql: "INSERT OR IGNORE INTO action_log (user_id, action_id, json) VALUES (?, ?, ?)")
+        for a in commit.actions { try action.execute(arguments: [a.userID, a.actionID, a.json]) }
+        if let checkpoint = commit.checkpoint {
+            let state = try db.cachedStatement(
+                sql: "INSERT OR REPLACE INTO user_state (user_id, bytes, next_due) VALUES (?, ?, ?)")
+            for s in checkpoint.states { try state.execute(arguments: [s.userID, Data(s.bytes), s.nextDue]) }
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO stream_state (id, bytes) VALUES (1, ?)",
+                arguments: [Data(checkpoint.stream)])
+            try db.execute(
+                sql: """
+                    INSERT OR REPLACE INTO checkpoint (id, input_seq)
+                    VALUES (1, (SELECT coalesce(max(seq), 0) FROM input_log))
+                    """)
         }
     }
 
@@ -71,9 +82,9 @@ extension SQLiteStateBackend {
         }
     }
 
-    /// A user's actions after sequence number `after`, oldest first, at most `limit`.
-    public func actions(of userID: String, after: Int64, limit: Int) throws -> [(seq: Int64, json: String)] {
-        try pool.read { db in
+    /// A user's actions after sequence number `after`, oldest first, at most `limit` (read off the caller's thread).
+    public func actions(of userID: String, after: Int64, limit: Int) async throws -> [(seq: Int64, json: String)] {
+        try await pool.read { db in
             try Row.fetchAll(
                 db, sql: "SELECT seq, json FROM action_log WHERE user_id = ? AND seq > ? ORDER BY seq LIMIT ?",
                 arguments: [userID, after, limit]

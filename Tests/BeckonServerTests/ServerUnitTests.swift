@@ -115,6 +115,8 @@ struct AuthTests {
         await #expect(throws: UserAuth.Failure.missing) { try await auth.check(nil, user: "amy") }
         let expired = try await signer.sign(UserToken(sub: "amy", exp: .init(value: Date().addingTimeInterval(-60))))
         await #expect(throws: UserAuth.Failure.invalid) { try await auth.check("Bearer " + expired, user: "amy") }
+        let cafe = try await signer.sign(UserToken(sub: "caf\u{E9}", exp: nil))
+        await #expect(throws: UserAuth.Failure.otherUser) { try await auth.check("Bearer " + cafe, user: "cafe\u{301}") }
         let other = JWTKeyCollection()
         await other.add(hmac: HMACKey(from: String(repeating: "t", count: 32)), digestAlgorithm: .sha256)
         let forged = try await other.sign(UserToken(sub: "amy", exp: nil))
@@ -132,6 +134,17 @@ struct ActionFeedTests {
         try? await Task.sleep(for: .milliseconds(50))
         feed.notify(["u"])
         await waited
+        #expect(ContinuousClock.now - start < .seconds(60))
+    }
+
+    @Test func manyShortWaitsAllTimeOut() async {
+        let feed = ActionFeed()
+        let start = ContinuousClock.now
+        await withTaskGroup(of: Void.self) { group in
+            for i in 0..<300 {
+                group.addTask { await feed.wait(for: "u\(i % 7)", seen: 0, seconds: 0) }
+            }
+        }
         #expect(ContinuousClock.now - start < .seconds(60))
     }
 

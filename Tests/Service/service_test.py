@@ -307,6 +307,28 @@ class Crash(unittest.TestCase):
             server.stop()
 
 
+class ActionIds(unittest.TestCase):
+    def test_an_action_fired_again_is_stored_once(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            os.makedirs(f"{tmp}/rules")
+            with open(f"{tmp}/rules/ping.yaml", "w") as f:
+                f.write("version: 1\ncampaign: ping\nrules:\n  - id: pong\n    on: Ping\n"
+                        "    do:\n      - message: { surface: launch, title: Pong }\n")
+            server = Server([f"{tmp}/rules"], f"{tmp}/db.sqlite").start()
+            try:
+                def ping(mid, day):
+                    return {"type": "track", "userId": "p", "event": "Ping", "messageId": mid,
+                            "timestamp": f"2026-03-{day:02d}T09:00:00Z"}
+                # m1 again after the 7-day dedup window: the engine takes it (late) and fires the same action id.
+                for batch in ([ping("m1", 1)], [ping("m2", 10)], [ping("m1", 1)]):
+                    self.assertEqual(server.post("/v1/batch", {"batch": batch})[0], 200)
+                ids = [a["id"] for a in server.all_actions("p")]
+                self.assertEqual(len(ids), 2)
+                self.assertEqual(len(set(ids)), 2)
+            finally:
+                server.stop()
+
+
 LIVE_RULES = """version: 1
 campaign: live_clock
 rules:
@@ -459,6 +481,11 @@ class BadRequests(unittest.TestCase):
         self.assertEqual(status, 200, body)
         self.assertEqual([a["userId"] for a in body["actions"]], [user])
         self.assertEqual(self.server.request("GET", path, headers={"Authorization": "Bearer " + token("ana b")})[0], 403)
+
+    def test_canonically_equivalent_ids_are_different_users(self):
+        # A token for "café" (é as one code point) does not read "cafe" + a combining accent: ids are bytes.
+        path = "/v1/users/" + urllib.parse.quote("cafe\u0301", safe="") + "/actions"
+        self.assertEqual(self.server.request("GET", path, headers={"Authorization": "Bearer " + token("caf\u00e9")})[0], 403)
 
     def test_health_and_metrics(self):
         self.assertEqual(self.server.request("GET", "/livez")[0], 200)
