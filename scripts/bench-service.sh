@@ -44,12 +44,14 @@ auth=$(printf '%s:' "$key" | base64)
 BENCH_AUTH=$auth wrk -t1 -c128 -d3s -s scripts/bench-service/batch.lua "http://127.0.0.1:$port" > /dev/null 2>&1
 BENCH_AUTH=$auth wrk -t1 -c128 -d"${seconds}s" -s scripts/bench-service/batch.lua "http://127.0.0.1:$port" > "$work/wrk" 2>&1
 accepted=$(metric 'beckon_ingest_events_total{result="accepted"}')
+checkpoints=$(metric 'beckon_checkpoints_total')
+commits=$(metric 'beckon_database_commit_seconds_count')
 actions=$(python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('select count(*) from action_log').fetchone()[0])" "$work/db.sqlite")
 rps=$(awk '/Requests\/sec/ { print $2 }' "$work/wrk")
 non2xx=$(awk '/Non-2xx/ { print $5 }' "$work/wrk")
 stop_server
 durable=$(awk -v r="$rps" 'BEGIN { printf "%.0f", r * 100 }')
-ceiling=$(python3 scripts/bench-service/ceiling.py "$work/db.sqlite" "$((seconds + 3))")
+ceiling=$(python3 scripts/bench-service/ceiling.py "$work/db.sqlite" "$commits" "$((checkpoints + 1))")
 echo "durable ingest (/v1/batch of 100, 128 connections, ${seconds} s after 3 s of warm-up): $durable events/s
   ($accepted events in all, $actions actions stored, ${non2xx:-0} non-200 in the measured run)"
 echo "  latency of a batch: $(awk '/Latency/ { print "avg " $2 ", max " $4 }' "$work/wrk")"

@@ -3,8 +3,9 @@ import Foundation
 import Logging
 import Prometheus
 
-/// Writes the processor's group commits in order on a thread of its own, so that the engine works on the next group
-/// while the database writes and syncs the last one. A request is answered only once its group is written.
+/// Writes the processor's group commits in order on a thread of its own, so that the engine works on the next groups
+/// while the database writes and syncs the last ones (every group queued goes in one transaction). A request is
+/// answered only once its group is written.
 ///
 /// A group is processed on top of the groups before it, so when one fails to be written every group queued after it
 /// fails too, and the committer refuses new ones until the processor, having rebuilt its engine from the database,
@@ -95,26 +96,32 @@ final class Committer: @unchecked Sendable {
                 lock.unlock()
                 return
             }
-            let group = queue.removeFirst()
+            // Every group queued is written in one transaction: one sync to disk however far behind the writer is.
+            let groups = queue
+            queue = []
             busy = true
             let earlier = failure
+            lock.broadcast()
             lock.unlock()
             var error = earlier
-            if error == nil && !group.commit.isEmpty {
+            let commits = groups.map(\.commit).filter { !$0.isEmpty }
+            if error == nil && !commits.isEmpty {
                 let started = ContinuousClock.now
                 do {
-                    try backend.write(group.commit)
+                    try backend.write(commits)
                     metrics.commitSeconds.record(ContinuousClock.now - started)
                 } catch let e {
                     logger.error("commit failed; the engine is rebuilt from the database", metadata: ["error": "\(e)"])
                     error = e
                 }
             }
-            if let error {
-                for c in group.waiting { c.resume(throwing: error) }
-            } else {
-                group.written()
-                for (c, r) in zip(group.waiting, group.results) { c.resume(returning: r) }
+            for group in groups {
+                if let error {
+                    for c in group.waiting { c.resume(throwing: error) }
+                } else {
+                    group.written()
+                    for (c, r) in zip(group.waiting, group.results) { c.resume(returning: r) }
+                }
             }
             lock.lock()
             if let error, failure == nil { failure = error }

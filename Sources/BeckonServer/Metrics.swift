@@ -14,6 +14,7 @@ public final class ServiceMetrics: Sendable {
     let commitSeconds: DurationHistogram
     let timerLagSeconds: DurationHistogram
     let commitEvents: ValueHistogram
+    let checkpoints: Counter
 
     init(version: String) {
         commitSeconds = registry.makeDurationHistogram(
@@ -29,6 +30,11 @@ public final class ServiceMetrics: Sendable {
         commitEvents = registry.makeValueHistogram(
             descriptor: .init(metricName: "beckon_commit", unitName: "events", helpText: "Events in one group commit."),
             labels: [], buckets: [1, 10, 100, 1000, 10000])
+        checkpoints = registry.makeCounter(
+            descriptor: .init(
+                metricName: "beckon_checkpoints", unitName: "total",
+                helpText: "Checkpoints written: users' states with the input log position they include."),
+            labels: [])
         registry.makeGauge(
             descriptor: .init(metricName: "beckon_build", unitName: "info", helpText: "The running Beckon's version."),
             labels: [("version", version)]

@@ -63,11 +63,14 @@ final class Processor: @unchecked Sendable {
     /// A timer that fires more than this after its due time is marked late.
     static let lateAfterMs: Int64 = 1000
     /// How often users' states are written.
-    static let checkpointSeconds = 1.0
+    static let checkpointSeconds = 5.0
 
     private var engine: Engine
     private let committer: Committer
     private var lastCheckpoint = ContinuousClock.now
+    /// The stream's clock as the input log has it (after replaying every record): a round whose clock moved since,
+    /// on ticks that logged nothing, logs its clock first, so that a replay takes its inputs at the same time.
+    private var loggedClock: Int64
     private var thread: Thread?
     private var actionCounters: [String: Counter] = [:]
     /// Input records replayed at the last start.
@@ -86,6 +89,7 @@ final class Processor: @unchecked Sendable {
         self.logger = logger
         (engine, replayed) = try Self.open(ruleSet, backend, decoder: decoder)
         committer = Committer(backend: backend, metrics: metrics, logger: logger)
+        loggedClock = engine.clock
         if replayed > 0 { logger.info("replayed the input log after the last checkpoint", metadata: ["records": "\(replayed)"]) }
     }
 
@@ -164,10 +168,14 @@ final class Processor: @unchecked Sendable {
 
     struct ServiceUnavailable: Error {}
 
-    private func run() {
+    private func setReady(_ ready: Bool) {
         lock.lock()
-        isReady = true
+        isReady = ready
         lock.unlock()
+    }
+
+    private func run() {
+        setReady(true)
         // In wall mode the first round fires what came due while the service was down.
         while true {
             lock.lock()
@@ -181,9 +189,14 @@ final class Processor: @unchecked Sendable {
                 committer.waitIdle()
                 do {
                     (engine, _) = try Self.open(ruleSet, backend, decoder: decoder)
+                    loggedClock = engine.clock
                     committer.reset()
+                    setReady(true)
                 } catch {
+                    // Not ready until the database opens again; requests meanwhile get 503. Tried again in a second.
                     logger.critical("cannot reopen the database", metadata: ["error": "\(error)"])
+                    setReady(false)
+                    Thread.sleep(forTimeInterval: 1)
                 }
             }
             round(jobs, checkpoint: last)
@@ -206,6 +219,11 @@ final class Processor: @unchecked Sendable {
     /// One group: the jobs in order, then the clock, then one commit.
     private func round(_ jobs: [(Job, CheckedContinuation<JobResult, any Error>)], checkpoint force: Bool) {
         var input = InputLog()
+        let logsInput = jobs.contains { job, _ in
+            if case .inbox = job { return false }
+            return true
+        }
+        if logsInput && engine.clock != loggedClock { input.tick(engine.clock) }
         var results: [JobResult] = []
         var fired: [(FiredAction, late: Bool)] = []
         var out = EventOutcome()
@@ -245,9 +263,11 @@ final class Processor: @unchecked Sendable {
             let due = engine.advance(to: now)
             dues += due.dueTimes
             for a in due.actions { fired.append((a, now - a.time > Self.lateAfterMs)) }
-            // The tick is logged with the group's inputs: replaying them moves the clock as it moved here.
-            if !input.isEmpty || !fired.isEmpty { input.tick(now) }
+            // The tick is logged with the group's inputs, and whenever a delayed action came due (fired, held or
+            // dropped): a replay moves the clock and the timers as they moved here.
+            if !input.isEmpty || !fired.isEmpty || !due.dueTimes.isEmpty { input.tick(now) }
         }
+        if !input.isEmpty { loggedClock = engine.clock }
         let checkpoint = force || ContinuousClock.now - lastCheckpoint >= .seconds(Self.checkpointSeconds)
         var commit = ServiceCommit()
         if !input.isEmpty { commit.input = (input.bytes, Self.nowMs(), input.events) }
@@ -264,11 +284,13 @@ final class Processor: @unchecked Sendable {
         let counters = fired.map { counter($0.0) }
         let users = Set(fired.map(\.0.userID))
         let (metrics, feed, events, live, tally, dueTimes) = (metrics, feed, input.events, clock == .wall, counts, dues)
+        let checkpointed = commit.checkpoint != nil
         committer.enqueue(
             Committer.Group(
                 commit: commit, waiting: jobs.map(\.1), results: results,
                 written: {
                     metrics.commitEvents.record(Double(events))
+                    if checkpointed { metrics.checkpoints.increment() }
                     metrics.ingest(.accepted).increment(by: Int64(tally.accepted))
                     metrics.ingest(.duplicate).increment(by: Int64(tally.duplicates))
                     metrics.ingest(.refused).increment(by: Int64(tally.refused))

@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
 """The raw SQLite ceiling for `beckon serve`'s writes: the same rows the service wrote in a run (its input log records,
 its actions, its checkpoints' user states), copied from that run's database into a new one by a minimal program, in
-the same transactions' shape — one transaction per input record with its share of the actions, and every user's state
-once per second of the service's run — with the service's settings (WAL, synchronous=FULL), as fast as it goes.
-Usage: ceiling.py SOURCE_DB SERVICE_SECONDS. Prints events/s."""
+the same transactions' shape — as many transactions as the service committed, each with its share of the input
+records and their actions, and every user's state as many times as the service wrote checkpoints, evenly spread —
+with the service's settings (WAL, synchronous=FULL), as fast as it goes.
+Usage: ceiling.py SOURCE_DB COMMITS CHECKPOINTS. Prints events/s."""
 import os
 import sqlite3
 import sys
 import tempfile
 import time
 
-source, service_seconds = sys.argv[1], float(sys.argv[2])
+source, commits, checkpoints = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 src = sqlite3.connect(source)
 inputs = src.execute("SELECT received_at, events, body FROM input_log ORDER BY seq").fetchall()
 actions = src.execute("SELECT user_id, action_id, json FROM action_log ORDER BY seq").fetchall()
@@ -30,12 +31,14 @@ with tempfile.TemporaryDirectory(dir=os.path.dirname(os.path.abspath(source))) a
         CREATE TABLE checkpoint (id INTEGER PRIMARY KEY CHECK (id = 1), input_seq INTEGER NOT NULL);
     """)
     events = sum(n for _, n, _ in inputs)
-    per_checkpoint = max(1, round(len(inputs) / max(service_seconds, 1)))
+    per_commit = max(1, round(len(inputs) / max(commits, 1)))
+    per_checkpoint = max(1, round(len(inputs) / max(checkpoints, 1)))
     start = time.perf_counter()
     a = 0
     for i, (received, n, body) in enumerate(inputs):
+        if i % per_commit == 0:
+            db.execute("BEGIN")
         share = round(len(actions) * (i + 1) / len(inputs))
-        db.execute("BEGIN")
         db.execute("INSERT INTO input_log (received_at, events, body) VALUES (?, ?, ?)", (received, n, body))
         db.executemany("INSERT INTO action_log (user_id, action_id, json) VALUES (?, ?, ?)", actions[a:share])
         a = share
@@ -43,7 +46,8 @@ with tempfile.TemporaryDirectory(dir=os.path.dirname(os.path.abspath(source))) a
             db.executemany("INSERT OR REPLACE INTO user_state (user_id, bytes, next_due) VALUES (?, ?, ?)", states)
             db.execute("INSERT OR REPLACE INTO stream_state (id, bytes) VALUES (1, x'00')")
             db.execute("INSERT OR REPLACE INTO checkpoint (id, input_seq) VALUES (1, ?)", (i + 1,))
-        db.execute("COMMIT")
+        if (i + 1) % per_commit == 0 or i == len(inputs) - 1:
+            db.execute("COMMIT")
     seconds = time.perf_counter() - start
     db.close()
 print(f"{events / seconds:.0f}")
