@@ -1,3 +1,4 @@
+import BeckonCore
 import BeckonStore
 import Foundation
 import Logging
@@ -14,6 +15,8 @@ final class Committer: @unchecked Sendable {
     // @unchecked: every stored property but the constants is read and written only under `lock`.
     struct Group: Sendable {
         var commit: ServiceCommit
+        /// Actions fired, with whether each is late: their ids and JSON are made here, off the engine's thread.
+        var fired: [(FiredAction, late: Bool)] = []
         var waiting: [CheckedContinuation<JobResult, any Error>]
         var results: [JobResult]
         /// What to do once the group is written (metrics, waking long polls).
@@ -104,7 +107,13 @@ final class Committer: @unchecked Sendable {
             lock.broadcast()
             lock.unlock()
             var error = earlier
-            let commits = groups.map(\.commit).filter { !$0.isEmpty }
+            let commits = groups.map { g in
+                var c = g.commit
+                for (a, late) in g.fired {
+                    c.actions.append(LoggedAction(userID: a.userID, actionID: a.id, json: Processor.json(a, late: late)))
+                }
+                return c
+            }.filter { !$0.isEmpty }
             if error == nil && !commits.isEmpty {
                 let started = ContinuousClock.now
                 do {

@@ -271,23 +271,20 @@ final class Processor: @unchecked Sendable {
         let checkpoint = force || ContinuousClock.now - lastCheckpoint >= .seconds(Self.checkpointSeconds)
         var commit = ServiceCommit()
         if !input.isEmpty { commit.input = (input.bytes, Self.nowMs(), input.events) }
-        for (a, late) in fired {
-            commit.actions.append(LoggedAction(userID: a.userID, actionID: a.id, json: Self.json(a, late: late)))
-        }
         let states = checkpoint ? engine.takeChangedStates() : []
         if checkpoint && (!states.isEmpty || commit.input != nil) {
             commit.checkpoint = (states, engine.streamState.encoded())
         }
         if checkpoint { lastCheckpoint = ContinuousClock.now }
         // (A group with nothing to write still goes through the committer: its answers wait for the groups before it.)
-        guard !commit.isEmpty || !jobs.isEmpty else { return }
+        guard !commit.isEmpty || !fired.isEmpty || !jobs.isEmpty else { return }
         let counters = fired.map { counter($0.0) }
         let users = Set(fired.map(\.0.userID))
         let (metrics, feed, events, live, tally, dueTimes) = (metrics, feed, input.events, clock == .wall, counts, dues)
         let checkpointed = commit.checkpoint != nil
         committer.enqueue(
             Committer.Group(
-                commit: commit, waiting: jobs.map(\.1), results: results,
+                commit: commit, fired: fired, waiting: jobs.map(\.1), results: results,
                 written: {
                     metrics.commitEvents.record(Double(events))
                     if checkpointed { metrics.checkpoints.increment() }
