@@ -1,22 +1,14 @@
 import Foundation
 import JWTKit
 
-/// Who may post events: HTTP Basic with a write key as the user name and an empty password, as Segment's API.
-/// Keys are compared by their bytes, each in full (no early exit on the first differing byte).
-struct WriteKeys: Sendable {
+/// A set of secret keys, each compared by its bytes in full (no early exit at the first differing byte, no Unicode
+/// equivalence): the write keys of ingest and the admin keys.
+struct KeyRing: Sendable {
     let keys: [[UInt8]]
 
     init(keys: some Sequence<String>) { self.keys = keys.map { Array($0.utf8) } }
 
-    /// Whether an `Authorization` header carries one of the keys.
-    func allows(_ header: String?) -> Bool {
-        guard let header, header.count > 6, header.prefix(6).lowercased() == "basic " else { return false }
-        guard let data = Data(base64Encoded: String(header.dropFirst(6)).trimmingCharacters(in: .whitespaces)),
-            let text = String(data: data, encoding: .utf8)
-        else { return false }
-        // `key:` (Segment's form); a key with no colon at all is taken too, as curl -u KEY sends `KEY:`.
-        let key = text.hasSuffix(":") ? String(text.dropLast()) : text
-        guard !key.isEmpty, !key.contains(":") else { return false }
+    func contains(_ key: String) -> Bool {
         let given = Array(key.utf8)
         var found = false
         for k in keys where Self.same(k, given) { found = true }
@@ -29,6 +21,24 @@ struct WriteKeys: Sendable {
         var diff: UInt8 = 0
         for i in a.indices { diff |= a[i] ^ b[i] }
         return diff == 0
+    }
+
+    /// Whether an `Authorization` header is HTTP Basic with one of the keys as the user name and an empty password,
+    /// as Segment's API (a key with no colon at all is taken too).
+    func allowsBasic(_ header: String?) -> Bool {
+        guard let header, header.count > 6, header.prefix(6).lowercased() == "basic " else { return false }
+        guard let data = Data(base64Encoded: String(header.dropFirst(6)).trimmingCharacters(in: .whitespaces)),
+            let text = String(data: data, encoding: .utf8)
+        else { return false }
+        let key = text.hasSuffix(":") ? String(text.dropLast()) : text
+        return !key.isEmpty && !key.contains(":") && contains(key)
+    }
+
+    /// The key of an `Authorization: Bearer KEY` header, if it is one of the keys.
+    func bearer(_ header: String?) -> String? {
+        guard let header, header.count > 7, header.prefix(7).lowercased() == "bearer " else { return nil }
+        let key = String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
+        return !key.isEmpty && contains(key) ? key : nil
     }
 }
 

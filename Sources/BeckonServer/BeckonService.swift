@@ -25,6 +25,8 @@ public final class BeckonService: Sendable {
         /// 0: any free port (the one chosen is printed).
         public var port: Int = 8080
         public var writeKeys: [String] = []
+        /// Keys of the admin endpoints (`Authorization: Bearer KEY`); none: the admin endpoints answer 401.
+        public var adminKeys: [String] = []
         /// The HS256 secret that signs users' tokens; without it the user endpoints answer 401.
         public var userSecret: String?
         public var clock: ClockMode = .wall
@@ -36,8 +38,10 @@ public final class BeckonService: Sendable {
         case rules(String)
         case noWriteKey
         case shortUserSecret
+        case adminKeyIsWriteKey
         public var description: String {
             switch self {
+            case .adminKeyIsWriteKey: "an admin key must not also be a write key"
             case .shortUserSecret: "the user secret must be at least 32 bytes (HS256 keys are as long as the hash)"
             case .rules(let text): text
             case .noWriteKey: "no write key: pass --write-key KEY, or set BECKON_WRITE_KEYS (comma-separated)"
@@ -63,6 +67,8 @@ public final class BeckonService: Sendable {
         }
         guard !options.writeKeys.isEmpty else { throw ServiceError.noWriteKey }
         if let s = options.userSecret, s.utf8.count < 32 { throw ServiceError.shortUserSecret }
+        let writeKeys = KeyRing(keys: options.writeKeys)
+        guard !options.adminKeys.contains(where: writeKeys.contains) else { throw ServiceError.adminKeyIsWriteKey }
         warnings = loaded.warningCount > 0 ? loaded.rendered() : ""
         self.options = options
         self.logger = logger
@@ -75,7 +81,8 @@ public final class BeckonService: Sendable {
         if let s = options.userSecret { userAuth = await UserAuth(secret: s) }
         routes = Routes(
             processor: processor, backend: backend, decoder: SegmentDecoderBox(decoder: SegmentDecoder(ruleSet: ruleSet)),
-            writeKeys: WriteKeys(keys: options.writeKeys),
+            writeKeys: writeKeys, adminKeys: KeyRing(keys: options.adminKeys),
+            loaded: LoadedRules(loaded, at: Processor.nowMs()), logger: logger,
             userAuth: userAuth, metrics: metrics, feed: feed,
             clock: options.clock)
     }

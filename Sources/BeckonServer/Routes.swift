@@ -3,6 +3,7 @@ import BeckonStore
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Logging
 import NIOCore
 import Prometheus
 import ServiceLifecycle
@@ -12,7 +13,10 @@ struct Routes: Sendable {
     let processor: Processor
     let backend: SQLiteStateBackend
     let decoder: SegmentDecoderBox
-    let writeKeys: WriteKeys
+    let writeKeys: KeyRing
+    let adminKeys: KeyRing
+    let loaded: LoadedRules
+    let logger: Logger
     let userAuth: UserAuth?
     let metrics: ServiceMetrics
     let feed: ActionFeed
@@ -49,6 +53,10 @@ struct Routes: Sendable {
             if let refused = await refuseUser(request, user) { return refused }
             return try await markRead(user, item)
         }
+        router.get("/admin/rules") { request, _ in
+            guard admin(request, "GET /admin/rules") else { return Self.refusedAdmin }
+            return Self.json(.ok, loaded.json)
+        }
         router.get("/livez") { _, _ in Self.json(.ok, #"{"status":"live"}"#) }
         router.get("/readyz") { _, _ in
             processor.ready
@@ -78,10 +86,29 @@ struct Routes: Sendable {
         json(status, SegmentRequest.Problem(message: message).json)
     }
 
+    // MARK: Admin
+
+    /// Whether the request carries an admin key (`Authorization: Bearer KEY`; write keys and user tokens never are);
+    /// an admin request is logged with what it asked and the key's fingerprint, never the key.
+    func admin(_ request: Request, _ what: String) -> Bool {
+        guard let key = adminKeys.bearer(request.headers[.authorization]) else {
+            logger.notice("admin request refused", metadata: ["request": "\(what)"])
+            return false
+        }
+        logger.info("admin request", metadata: ["request": "\(what)", "key": "\(LoadedRules.fingerprint(key))"])
+        return true
+    }
+
+    static var refusedAdmin: Response {
+        json(
+            .unauthorized, SegmentRequest.Problem(message: "an admin key is needed (Authorization: Bearer KEY)").json,
+            headers: [.wwwAuthenticate: "Bearer"])
+    }
+
     // MARK: Ingest
 
     func ingest(_ request: Request, kind: Event.Kind?) async -> Response {
-        guard writeKeys.allows(request.headers[.authorization]) else {
+        guard writeKeys.allowsBasic(request.headers[.authorization]) else {
             metrics.ingest(.rejected).increment()
             return Self.json(
                 .unauthorized, SegmentRequest.Problem(message: "a write key is needed (HTTP Basic, the key as user name)").json,

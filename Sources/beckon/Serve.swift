@@ -26,6 +26,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "A file of write keys, one a line.")
     var writeKeysFile: String?
 
+    @Option(help: "A key of the admin endpoints (repeatable; also BECKON_ADMIN_KEYS, comma-separated).")
+    var adminKey: [String] = []
+
     @Option(help: "The HS256 secret of users' tokens (also BECKON_USER_SECRET).")
     var userSecret: String?
 
@@ -51,6 +54,11 @@ struct Serve: AsyncParsableCommand {
             options.writeKeys += text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
         }
         options.writeKeys = options.writeKeys.filter { !$0.isEmpty }
+        options.adminKeys = adminKey
+        if let keys = env["BECKON_ADMIN_KEYS"] {
+            options.adminKeys += keys.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        }
+        options.adminKeys = options.adminKeys.filter { !$0.isEmpty }
         options.userSecret = userSecret ?? env["BECKON_USER_SECRET"]
         var logger = Logger(label: "beckon")
         logger.logLevel = env["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info

@@ -88,20 +88,30 @@ struct InputLogTests {
 }
 
 struct AuthTests {
-    let keys = WriteKeys(keys: ["wk1", "wk2"])
+    let keys = KeyRing(keys: ["wk1", "wk2"])
 
     func basic(_ s: String) -> String { "Basic " + Data(s.utf8).base64EncodedString() }
 
     @Test func writeKeysAreTheUserNameWithAnEmptyPassword() {
-        #expect(keys.allows(basic("wk1:")))
-        #expect(keys.allows(basic("wk2")))
-        #expect(keys.allows("basic " + Data("wk1:".utf8).base64EncodedString()))
-        #expect(!keys.allows(basic("wk3:")))
-        #expect(!keys.allows(basic("wk1:password")))
-        #expect(!keys.allows(basic(":")))
-        #expect(!keys.allows("Bearer wk1"))
-        #expect(!keys.allows("Basic !!!"))
-        #expect(!keys.allows(nil))
+        #expect(keys.allowsBasic(basic("wk1:")))
+        #expect(keys.allowsBasic(basic("wk2")))
+        #expect(keys.allowsBasic("basic " + Data("wk1:".utf8).base64EncodedString()))
+        #expect(!keys.allowsBasic(basic("wk3:")))
+        #expect(!keys.allowsBasic(basic("wk1:password")))
+        #expect(!keys.allowsBasic(basic(":")))
+        #expect(!keys.allowsBasic("Bearer wk1"))
+        #expect(!keys.allowsBasic("Basic !!!"))
+        #expect(!keys.allowsBasic(nil))
+    }
+
+    @Test func adminKeysAreBearerKeysComparedByBytes() {
+        let admin = KeyRing(keys: ["adm-1", "caf\u{E9}"])
+        #expect(admin.bearer("Bearer adm-1") == "adm-1")
+        #expect(admin.bearer("bearer  adm-1 ") == "adm-1")
+        #expect(admin.bearer("Bearer adm-2") == nil)
+        #expect(admin.bearer("Basic " + Data("adm-1:".utf8).base64EncodedString()) == nil)
+        #expect(admin.bearer("Bearer cafe\u{301}") == nil)
+        #expect(admin.bearer(nil) == nil)
     }
 
     @Test func aUserTokenProvesOneUser() async throws {

@@ -25,6 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BECKON = os.environ.get("BECKON", os.path.join(ROOT, ".build/debug/beckon"))
 KEY = "test-write-key"
 SECRET = "a-test-secret-of-at-least-32-bytes!!"
+ADMIN_KEY = "test-admin-key"
 
 
 def b64url(data):
@@ -56,7 +57,7 @@ class Server:
 
     def start(self):
         args = [BECKON, "serve", *self.rules, "--db", self.db, "--port", "0", "--write-key", KEY,
-                "--user-secret", SECRET, "--clock", self.clock, *self.extra]
+                "--user-secret", SECRET, "--admin-key", ADMIN_KEY, "--clock", self.clock, *self.extra]
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                      env={**os.environ, "LOG_LEVEL": "warning"})
         deadline = time.time() + 30
@@ -496,6 +497,35 @@ class BadRequests(unittest.TestCase):
         for name in ("beckon_ingest_events_total{result=\"rejected\"}", "beckon_build_info", "beckon_http_request_duration_seconds"):
             self.assertIn(name, text)
         self.assertNotIn("/v1/users/u/", text, "a user id in a metric label")
+
+
+class Admin(unittest.TestCase):
+    def test_admin_rules_needs_the_admin_key_and_lists_the_files(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            server = Server(app_rules("stampbook"), f"{tmp}/db.sqlite").start()
+            try:
+                for headers in ({}, {"Authorization": basic(KEY)}, {"Authorization": "Bearer " + KEY},
+                                {"Authorization": "Bearer " + token("mia")}, {"Authorization": basic(ADMIN_KEY)},
+                                {"Authorization": "Bearer " + ADMIN_KEY + "x"}):
+                    self.assertEqual(server.request("GET", "/admin/rules", headers=headers)[0], 401, headers)
+                status, body = server.request("GET", "/admin/rules", headers={"Authorization": "Bearer " + ADMIN_KEY})
+                self.assertEqual(status, 200)
+                want = {}
+                for path in glob.glob(f"{ROOT}/rules/stampbook/*.yaml"):  # (its campaign tests are read too)
+                    with open(path, "rb") as f:
+                        want[os.path.basename(path)] = hashlib.sha256(f.read()).hexdigest()
+                got = {os.path.basename(f["path"]): f["sha256"] for f in body["files"]}
+                self.assertEqual(got, want)
+                self.assertIn("stampbook_welcome", [u["name"] for u in body["rulesets"]])
+            finally:
+                server.stop()
+
+    def test_an_admin_key_may_not_be_a_write_key(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            r = subprocess.run([BECKON, "serve", *app_rules("stampbook"), "--db", f"{tmp}/db.sqlite", "--port", "0",
+                                "--write-key", KEY, "--admin-key", KEY], capture_output=True, text=True, timeout=30)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("admin key", r.stderr)
 
 
 class Startup(unittest.TestCase):

@@ -182,8 +182,9 @@ public struct JSONWriter {
     }
 }
 
-enum Hex {
-    static func encode(_ bytes: some Sequence<UInt8>) -> String {
+/// Lower-case hex text of bytes (digests, ids).
+public enum Hex {
+    public static func encode(_ bytes: some Sequence<UInt8>) -> String {
         var out: [UInt8] = []
         append(bytes, to: &out)
         return String(decoding: out, as: UTF8.self)
