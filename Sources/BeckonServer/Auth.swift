@@ -36,10 +36,16 @@ struct KeyRing: Sendable {
 
     /// The key of an `Authorization: Bearer KEY` header, if it is one of the keys.
     func bearer(_ header: String?) -> String? {
-        guard let header, header.count > 7, header.prefix(7).lowercased() == "bearer " else { return nil }
-        let key = String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
+        guard let credential = bearerCredential(header) else { return nil }
+        let key = credential.trimmingCharacters(in: .whitespaces)
         return !key.isEmpty && contains(key) ? key : nil
     }
+}
+
+/// What follows `Bearer ` (any case) in an `Authorization` header, as sent; `nil` for another scheme or nothing.
+func bearerCredential(_ header: String?) -> String? {
+    guard let header, header.count > 7, header.prefix(7).lowercased() == "bearer " else { return nil }
+    return String(header.dropFirst(7))
 }
 
 /// The claims of a user's token: `sub` is the user id; `exp`, when present, is checked.
@@ -66,10 +72,10 @@ struct UserAuth: Sendable {
 
     /// The header's token is valid and names `user`.
     func check(_ header: String?, user: String) async throws(Failure) {
-        guard let header, header.count > 7, header.prefix(7).lowercased() == "bearer " else { throw .missing }
+        guard let credential = bearerCredential(header) else { throw .missing }
         let token: UserToken
         do {
-            token = try await keys.verify(String(header.dropFirst(7)), as: UserToken.self)
+            token = try await keys.verify(credential, as: UserToken.self)
         } catch {
             throw .invalid
         }

@@ -80,7 +80,7 @@ public final class BeckonService: Sendable {
         var userAuth: UserAuth?
         if let s = options.userSecret { userAuth = await UserAuth(secret: s) }
         routes = Routes(
-            processor: processor, backend: backend, decoder: SegmentDecoderBox(decoder: SegmentDecoder(ruleSet: ruleSet)),
+            processor: processor, backend: backend, decoder: SegmentDecoderBox(decoder: processor.decoder),
             writeKeys: writeKeys, adminKeys: KeyRing(keys: options.adminKeys),
             loaded: LoadedRules(loaded, at: Processor.nowMs()), logger: logger,
             userAuth: userAuth, metrics: metrics, feed: feed,

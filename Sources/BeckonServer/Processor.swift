@@ -71,10 +71,7 @@ final class Processor: @unchecked Sendable {
     /// The stream's clock as the input log has it (after replaying every record): a round whose clock moved since,
     /// on ticks that logged nothing, logs its clock first, so that a replay takes its inputs at the same time.
     private var loggedClock: Int64
-    private var thread: Thread?
     private var actionCounters: [String: Counter] = [:]
-    /// Input records replayed at the last start.
-    private(set) var replayed = 0
 
     init(
         ruleSet: CompiledRuleSet, backend: SQLiteStateBackend, clock: ClockMode, metrics: ServiceMetrics,
@@ -87,6 +84,7 @@ final class Processor: @unchecked Sendable {
         self.metrics = metrics
         self.feed = feed
         self.logger = logger
+        let replayed: Int
         (engine, replayed) = try Self.open(ruleSet, backend, decoder: decoder)
         committer = Committer(backend: backend, metrics: metrics, logger: logger)
         loggedClock = engine.clock
@@ -139,7 +137,6 @@ final class Processor: @unchecked Sendable {
     func start() {
         let t = Thread { [self] in run() }
         t.name = "beckon-processor"
-        thread = t
         t.start()
     }
 

@@ -31,9 +31,6 @@ public struct ServiceCommit: Sendable {
 }
 
 extension SQLiteStateBackend {
-    /// Writes `commit` in one transaction (all of it or none).
-    public func write(_ commit: ServiceCommit) throws { try write([commit]) }
-
     /// Writes `commits` in order in one transaction (all of them or none): a writer that fell behind catches up with
     /// one sync to disk.
     public func write(_ commits: [ServiceCommit]) throws {
