@@ -232,7 +232,8 @@ struct StateReader {
         case .duration:
             let s = try int()
             let n = try int()
-            guard abs(n) < 1_000_000_000, let d = try? TimeDuration(seconds: s, nanos: Int32(n)) else {
+            // (Not `abs(n)`: it traps on Int64.min, which a damaged varint can hold.)
+            guard n > -1_000_000_000, n < 1_000_000_000, let d = try? TimeDuration(seconds: s, nanos: Int32(n)) else {
                 throw error("a duration is out of range")
             }
             return .duration(d)
