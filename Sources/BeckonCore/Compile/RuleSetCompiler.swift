@@ -61,6 +61,7 @@ private struct Builder {
             if let t = s.sessionTimeoutMs { settings.sessionTimeoutMs = t }
             if let d = s.dedupWindowMs { settings.dedupWindowMs = d }
             if let d = s.clockSkewMs { settings.clockSkewMs = d }
+            settings.destinations = s.destinations
             if !s.globalLimits.isEmpty {
                 let g = CompiledLimits(s.globalLimits)
                 if g.needsZone { _ = symbols.zoneSlots }

@@ -482,6 +482,53 @@ public enum DSL {
                 example: "30m"),
         ])
 
+    public static let destination = ObjectSchema(
+        "destination",
+        doc: """
+            A server endpoint `beckon serve` sends fired actions to from a durable outbox: at least once, with the \
+            action's id as the `Idempotency-Key` header; 5xx, 408, 429, timeouts and connection errors are retried with \
+            exponential backoff and jitter (a `Retry-After` is honoured), other 4xx and the last attempt dead-letter it \
+            (`beckon outbox`). Dry-run and the library send nothing.
+            """,
+        keys: [
+            KeySchema("name", .identifier, required: true, doc: "its name in metrics, logs and `beckon outbox`", example: "capi"),
+            KeySchema(
+                "url", .text, required: true, doc: "an `http://` or `https://` URL",
+                example: "https://graph.facebook.com/v19.0/123/events"),
+            KeySchema("method", .enumeration(["POST", "PUT", "PATCH"]), doc: "the HTTP method (default POST)", example: "POST"),
+            KeySchema(
+                "headers", .map(key: .text, value: .text), doc: "headers sent as written",
+                example: "{ X-Source: beckon }"),
+            KeySchema(
+                "secret_headers", .map(key: .text, value: .text),
+                doc: """
+                    headers whose values the service reads from the environment variable named here when it loads the \
+                    rules: secrets stay out of YAML. While a variable is not set the destination is paused: its actions \
+                    wait in the outbox
+                    """, example: "{ Authorization: CAPI_AUTHORIZATION }"),
+            KeySchema(
+                "kinds", .oneOrMany(.enumeration(ActionKind.written.map(\.rawValue))),
+                doc: "the action kinds sent here (default `emit`)", example: "[emit]"),
+            KeySchema(
+                "events", .oneOrMany(.eventName), doc: "for `emit`: only these emitted events (default all)",
+                example: "[AppInstall, AppLaunch]"),
+            KeySchema(
+                "body", .enumeration(Destination.Body.allCases.map(\.rawValue)),
+                doc: "`action`: the action's JSON object as a pull returns it (default); `payload`: an emit's payload alone",
+                example: "payload"),
+            KeySchema(
+                "envelope", .text, doc: "send the body in a list under this key: `data` sends `{\"data\": [BODY]}`",
+                example: "data"),
+            KeySchema("timeout", .duration, doc: "how long an attempt may take (default 10s)", example: "10s"),
+            KeySchema(
+                "max_attempts", .integer(min: 1), doc: "attempts before the action is dead-lettered (default 10)",
+                example: "10"),
+            KeySchema(
+                "backoff", .duration, doc: "the delay before the first retry; each later one doubles (default 1s)",
+                example: "1s"),
+            KeySchema("max_backoff", .duration, doc: "the longest delay between attempts (default 1h)", example: "1h"),
+        ])
+
     public static let settingsFile = ObjectSchema(
         "settings file",
         doc: """
@@ -514,6 +561,9 @@ public enum DSL {
                     how far one user's event may run ahead of the other users' before it moves the stream's clock alone: \
                     a device whose clock is further ahead brings no one else's delayed actions due (default 7d)
                     """, example: "7d"),
+            KeySchema(
+                "destinations", .list(.object(destination)),
+                doc: "server endpoints `beckon serve` sends actions to (a conversions API for `emit`)"),
         ])
 
     /// Every kind of file: rules, settings, tracking plans, tests.

@@ -937,7 +937,123 @@ public struct FileParser {
         spec.dedupWindowMs = k["dedup_window"].flatMap { duration($0.value, "dedup_window")?.value }
         spec.clockSkewMs = k["clock_skew"].flatMap { duration($0.value, "clock_skew")?.value }
         spec.deepLinkSchemes = k["deep_link_schemes"].flatMap { oneOrMany($0.value, "deep_link_schemes") }
+        if let d = k["destinations"] {
+            guard case .sequence(let items, _) = d.value else {
+                diagnostics.error(
+                    .wrongType, "'destinations' expects a list of destinations, found \(d.value.kindDescription)",
+                    at: d.value.location)
+                return spec
+            }
+            for item in items {
+                guard let dest = destination(item) else { continue }
+                if spec.destinations.contains(where: { $0.name == dest.name }) {
+                    diagnostics.error(.duplicateName, "destination '\(dest.name)' is defined twice", at: item.location)
+                    continue
+                }
+                spec.destinations.append(dest)
+            }
+        }
         return spec
+    }
+
+    mutating func destination(_ node: SourceNode) -> Destination? {
+        guard let k = keys(of: node, DSL.destination, context: "destination"),
+            let name = k["name"].flatMap({ identifier($0.value, "name") }),
+            let url = k["url"].flatMap({ string($0.value, "url") })
+        else { return nil }
+        var ok = true
+        let lower = url.value.lowercased()
+        let rest = lower.hasPrefix("https://") ? lower.dropFirst(8) : lower.hasPrefix("http://") ? lower.dropFirst(7) : nil
+        if rest.map({ $0.isEmpty || $0.hasPrefix("/") || $0.contains(where: \.isWhitespace) }) ?? true {
+            diagnostics.error(
+                .invalidValue, "a destination's url must be an http:// or https:// URL with a host, found '\(url.value)'",
+                at: url.location)
+            ok = false
+        }
+        var d = Destination(name: name.value, url: url.value)
+        if let m = k["method"].flatMap({ string($0.value, "method") }) {
+            if ["POST", "PUT", "PATCH"].contains(m.value) {
+                d.method = m.value
+            } else {
+                diagnostics.error(.invalidValue, "'method' must be POST, PUT or PATCH, found '\(m.value)'", at: m.location)
+                ok = false
+            }
+        }
+        func headers(_ key: String, values: (String) -> Bool, expect: String) -> [Destination.Header] {
+            guard let h = k[key] else { return [] }
+            guard case .mapping(let pairs, _) = h.value else {
+                diagnostics.error(.wrongType, "'\(key)' expects a map of header names to \(expect)", at: h.value.location)
+                ok = false
+                return []
+            }
+            var out: [Destination.Header] = []
+            for (name, value) in pairs {
+                let token =
+                    !name.text.isEmpty
+                    && name.text.unicodeScalars.allSatisfy { c in
+                        c.isASCII
+                            && (c.properties.isAlphabetic || ("0"..."9").contains(c)
+                                || "!#$%&'*+-.^_`|~".unicodeScalars.contains(c))
+                    }
+                guard token else {
+                    diagnostics.error(.invalidValue, "'\(name.text)' is not a valid HTTP header name", at: name.location)
+                    ok = false
+                    continue
+                }
+                guard let v = string(value, name.text), values(v.value) else {
+                    diagnostics.error(.invalidValue, "'\(name.text)' in '\(key)' must be \(expect)", at: value.location)
+                    ok = false
+                    continue
+                }
+                out.append(.init(name: name.text, value: v.value))
+            }
+            return out
+        }
+        d.headers = headers("headers", values: { !$0.contains("\n") && !$0.contains("\r") }, expect: "text on one line")
+        d.secretHeaders = headers(
+            "secret_headers",
+            values: { v in
+                guard let f = v.unicodeScalars.first, f == "_" || ("A"..."Z").contains(f) else { return false }
+                return v.unicodeScalars.allSatisfy { $0 == "_" || ("A"..."Z").contains($0) || ("0"..."9").contains($0) }
+            }, expect: "the name of an environment variable (A-Z, 0-9, _)")
+        if let kinds = k["kinds"].flatMap({ oneOrMany($0.value, "kinds") }) {
+            for kind in kinds where ActionKind(rawValue: kind.value).map(ActionKind.written.contains) != true {
+                let hint = Suggest.nearest(kind.value, in: ActionKind.written.map(\.rawValue))
+                diagnostics.error(
+                    .invalidValue, "'\(kind.value)' is not an action kind", at: kind.location,
+                    suggestion: hint.map { "use '\($0)'" })
+                ok = false
+            }
+            d.kinds = kinds.map(\.value)
+        }
+        d.events = k["events"].flatMap { oneOrMany($0.value, "events") }?.map(\.value)
+        if let b = k["body"].flatMap({ string($0.value, "body") }) {
+            if let body = Destination.Body(rawValue: b.value) {
+                d.body = body
+            } else {
+                diagnostics.error(.invalidValue, "'body' must be 'action' or 'payload', found '\(b.value)'", at: b.location)
+                ok = false
+            }
+        }
+        d.envelope = k["envelope"].flatMap { string($0.value, "envelope")?.value }
+        func positive(_ key: String) -> Int64? {
+            guard let t = k[key].flatMap({ duration($0.value, key) }) else { return nil }
+            guard t.value > 0 else {
+                diagnostics.error(.invalidValue, "'\(key)' must be longer than 0", at: t.location)
+                ok = false
+                return nil
+            }
+            return t.value
+        }
+        if let t = positive("timeout") { d.timeoutMs = t }
+        if let t = positive("backoff") { d.backoffMs = t }
+        if let t = positive("max_backoff") { d.maxBackoffMs = t }
+        if let n = k["max_attempts"].flatMap({ integer($0.value, "max_attempts", min: 1) }) { d.maxAttempts = n.value }
+        if d.maxBackoffMs < d.backoffMs, let n = k["max_backoff"] {
+            diagnostics.error(.invalidValue, "'max_backoff' is shorter than 'backoff'", at: n.value.location)
+            ok = false
+        }
+        return ok ? d : nil
     }
 
     // MARK: Goals and flows

@@ -320,6 +320,63 @@ public struct SettingsSpec: Sendable {
     public var clockSkewMs: Int64?
     /// The URL schemes deep links may use, when declared.
     public var deepLinkSchemes: [Located<String>]?
+    public var destinations: [Destination] = []
+}
+
+/// A server endpoint that a service (`beckon serve`) sends fired actions to, from a durable outbox: at least once, with
+/// the action's id as the `Idempotency-Key` header, retried with exponential backoff and jitter, then dead-lettered
+/// (settings' `destinations:`; docs/operations.md). The engine itself sends nothing: this is configuration it carries.
+public struct Destination: Sendable, Hashable {
+    public enum Body: String, Sendable, CaseIterable {
+        /// The action's JSON object, as a pull returns it.
+        case action
+        /// An `emit`'s payload object alone (what a conversions API takes).
+        case payload
+    }
+
+    public var name: String
+    public var url: String
+    /// `POST`, `PUT` or `PATCH`.
+    public var method: String = "POST"
+    /// Headers sent as written.
+    public var headers: [Header] = []
+    /// Headers whose values a service reads from its environment when it loads the rules (secrets stay out of YAML).
+    public var secretHeaders: [Header] = []
+    /// The action kinds sent here.
+    public var kinds: [String] = [ActionKind.emit.rawValue]
+    /// For `emit`: the emitted event names sent here (`nil`: all).
+    public var events: [String]?
+    public var body: Body = .action
+    /// When set, the body is sent as `{"ENVELOPE": [BODY]}` (Meta's Conversions API takes `{"data": [event]}`).
+    public var envelope: String?
+    public var timeoutMs: Int64 = 10_000
+    /// Attempts before an action is dead.
+    public var maxAttempts: Int = 10
+    /// The delay before the first retry; each later one doubles it, up to ``maxBackoffMs``.
+    public var backoffMs: Int64 = 1_000
+    public var maxBackoffMs: Int64 = 3_600_000
+
+    /// A header: its name and value (for a secret header, the environment variable that holds the value).
+    public struct Header: Sendable, Hashable {
+        public var name: String
+        public var value: String
+        public init(name: String, value: String) {
+            self.name = name
+            self.value = value
+        }
+    }
+
+    public init(name: String, url: String) {
+        self.name = name
+        self.url = url
+    }
+
+    /// Whether an action of `kind` (emitting `event`, for an `emit`) goes here.
+    public func takes(kind: String, event: String?) -> Bool {
+        guard kinds.contains(kind) else { return false }
+        guard kind == ActionKind.emit.rawValue, let events else { return true }
+        return event.map(events.contains) ?? false
+    }
 }
 
 /// A parsed file of any kind.

@@ -549,6 +549,8 @@ public struct EngineSettings: Sendable {
     public var clockSkewMs: Int64 = 7 * 86_400_000
     /// How deep `set` → `on_change` → `set` chains may go within one event.
     public var maxCascadeDepth: Int = 8
+    /// Where a service sends fired actions (the engine only carries them).
+    public var destinations: [Destination] = []
     /// Series of all message fires, for the global cap's rolling windows (-1 if none).
     var globalSeries: Int32 = -1
 
