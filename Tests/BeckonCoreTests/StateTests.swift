@@ -330,20 +330,22 @@ struct StateTests {
 
     /// The encoding's version-1 bytes for a fixed user: a change of format shows here (regenerate only with a new
     /// version number, and keep reading the old one).
+    /// The stream of the user whose state is pinned in Fixtures/user-state-v1.hex (and .json).
+    static let pinnedUserEvents = [
+        identify("ada", at: "2026-03-02T09:00:00Z", [("plan", "pro"), ("timezone", "Europe/Paris"), ("vip", true)]),
+        track("Opened", "ada", at: "2026-03-02T09:01:00Z", id: "a1", context: [("locale", "fr_FR")]),
+        track("Signed In", "ada", at: "2026-03-02T09:02:00Z", id: "a2", props: [("stamp", "gold")]),
+        track("Added", "ada", at: "2026-03-02T09:03:00Z", id: "a3", props: [("cart_id", 7), ("total", 80.5)]),
+        track("Purchase", "ada", at: "2026-03-02T09:04:00Z", id: "a4", props: [("price", 12.25)]),
+        track("Signed Up", "ada", at: "2026-03-02T09:05:00Z", id: "a5"),
+        track("Level", "ada", at: "2026-03-02T09:06:00Z"),
+        track("Level", "ada", at: "2026-03-02T09:07:00Z"),
+    ]
+
     @Test func versionOneBytesAreStable() throws {
         let rs = try StateTests.ruleSet()
         let engine = Engine(ruleSet: rs)
-        let events = [
-            identify("ada", at: "2026-03-02T09:00:00Z", [("plan", "pro"), ("timezone", "Europe/Paris"), ("vip", true)]),
-            track("Opened", "ada", at: "2026-03-02T09:01:00Z", id: "a1", context: [("locale", "fr_FR")]),
-            track("Signed In", "ada", at: "2026-03-02T09:02:00Z", id: "a2", props: [("stamp", "gold")]),
-            track("Added", "ada", at: "2026-03-02T09:03:00Z", id: "a3", props: [("cart_id", 7), ("total", 80.5)]),
-            track("Purchase", "ada", at: "2026-03-02T09:04:00Z", id: "a4", props: [("price", 12.25)]),
-            track("Signed Up", "ada", at: "2026-03-02T09:05:00Z", id: "a5"),
-            track("Level", "ada", at: "2026-03-02T09:06:00Z"),
-            track("Level", "ada", at: "2026-03-02T09:07:00Z"),
-        ]
-        for e in events { engine.process(e) }
+        for e in Self.pinnedUserEvents { engine.process(e) }
         let bytes = try #require(engine.state(of: "ada")).encoded()
         let hex = bytes.map { String(format: "%02x", $0) }.joined()
         let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
