@@ -29,9 +29,11 @@ echo "== CEL conformance"
 echo "== campaign tests"
 "$beckon" test rules campaigns examples | tail -n 1
 
-echo "== beckon serve on loopback: replays, kill -9 under load, the live clock, bad requests"
+echo "== beckon serve on loopback: replays, kill -9 under load, the live clock, bad requests; destinations with"
+echo "   retries, live reload, privacy requests, admin keys"
 service_log=$(mktemp)
-if ! BECKON="$beckon" timeout 900 python3 Tests/Service/service_test.py > "$service_log" 2>&1; then
+if ! BECKON="$beckon" timeout 900 python3 -m unittest Tests/Service/service_test.py Tests/Service/operations_test.py \
+    > "$service_log" 2>&1; then
   cat "$service_log"
   echo "service tests failed"
   exit 1

@@ -30,6 +30,8 @@ public final class BeckonService: Sendable {
         /// The HS256 secret that signs users' tokens; without it the user endpoints answer 401.
         public var userSecret: String?
         public var clock: ClockMode = .wall
+        /// Days input log records are kept (`nil`: for ever); a record is deleted only once a checkpoint includes it.
+        public var retentionDays: Int?
         public init(paths: [String]) { self.paths = paths }
     }
 
@@ -52,17 +54,19 @@ public final class BeckonService: Sendable {
     let options: Options
     let processor: Processor
     let routes: Routes
+    let current: CurrentRules
+    let lock: DatabaseLock
     let logger: Logger
     public let metrics: ServiceMetrics
     public let backend: SQLiteStateBackend
     /// Warnings of the loaded rules, as `beckon validate` prints them (empty when there are none).
     public let warnings: String
 
-    public static let version = "0.16.0"
+    public static let version = "0.17.0"
 
     public init(_ options: Options, logger: Logger = Logger(label: "beckon")) async throws {
         let loaded = RuleLoader.load(paths: options.paths)
-        guard let ruleSet = loaded.ruleSet, loaded.errorCount == 0 else {
+        guard loaded.ruleSet != nil, loaded.errorCount == 0 else {
             throw ServiceError.rules(loaded.rendered() + "\(loaded.errorCount) error(s) in the rules; not started\n")
         }
         guard !options.writeKeys.isEmpty else { throw ServiceError.noWriteKey }
@@ -73,16 +77,30 @@ public final class BeckonService: Sendable {
         self.options = options
         self.logger = logger
         metrics = ServiceMetrics(version: Self.version)
-        backend = try SQLiteStateBackend(path: options.database)
+        lock = try DatabaseLock(database: options.database)
+        let backend = try SQLiteStateBackend(path: options.database)
+        self.backend = backend
+        let now = Processor.nowMs()
+        let serving = try ServingRules.make(loaded, environment: ProcessInfo.processInfo.environment, at: now) {
+            digest, files in try backend.ruleVersion(digest: digest, files: files, at: now)
+        }
+        for d in serving.destinations.values where !d.missing.isEmpty {
+            logger.warning(
+                "a destination is paused until its secrets are set (its actions wait in the outbox)",
+                metadata: ["destination": "\(d.spec.name)", "unset": "\(d.missing.joined(separator: ", "))"])
+        }
+        current = CurrentRules(serving)
         let feed = ActionFeed()
         processor = try Processor(
-            ruleSet: ruleSet, backend: backend, clock: options.clock, metrics: metrics, feed: feed, logger: logger)
+            current: current, backend: backend, clock: options.clock, metrics: metrics, feed: feed, logger: logger)
         var userAuth: UserAuth?
         if let s = options.userSecret { userAuth = await UserAuth(secret: s) }
         routes = Routes(
-            processor: processor, backend: backend, decoder: SegmentDecoderBox(decoder: processor.decoder),
-            writeKeys: writeKeys, adminKeys: KeyRing(keys: options.adminKeys),
-            loaded: LoadedRules(loaded, at: Processor.nowMs()), logger: logger,
+            processor: processor, backend: backend, current: current,
+            reloader: Reloader(
+                paths: options.paths, backend: backend, processor: processor, current: current, metrics: metrics,
+                logger: logger),
+            writeKeys: writeKeys, adminKeys: KeyRing(keys: options.adminKeys), logger: logger,
             userAuth: userAuth, metrics: metrics, feed: feed,
             clock: options.clock)
     }
@@ -104,6 +122,11 @@ public final class BeckonService: Sendable {
             configuration: .init(
                 services: [
                     .init(service: ProcessorService(processor: processor)),
+                    .init(service: Deliverer(backend: backend, current: current, metrics: metrics, logger: logger)),
+                    .init(
+                        service: Maintenance(
+                            backend: backend, current: current, retentionDays: options.retentionDays, logger: logger)),
+                    .init(service: HangupReloads(reloader: routes.reloader)),
                     .init(service: application(onRunning: onRunning)),
                 ],
                 gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))

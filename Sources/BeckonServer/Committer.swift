@@ -17,6 +17,8 @@ final class Committer: @unchecked Sendable {
         var commit: ServiceCommit
         /// Actions fired, with whether each is late: their ids and JSON are made here, off the engine's thread.
         var fired: [(FiredAction, late: Bool)] = []
+        /// The rule set's destinations: the fired actions they take go into the outbox with them.
+        var destinations: [Destination] = []
         var waiting: [CheckedContinuation<JobResult, any Error>]
         var results: [JobResult]
         /// What to do once the group is written (metrics, waking long polls).
@@ -109,8 +111,11 @@ final class Committer: @unchecked Sendable {
             var error = earlier
             let commits = groups.map { g in
                 var c = g.commit
+                let now = Processor.nowMs()
                 for (a, late) in g.fired {
-                    c.actions.append(LoggedAction(userID: a.userID, actionID: a.id, json: Processor.json(a, late: late)))
+                    let logged = LoggedAction(userID: a.userID, actionID: a.id, json: Processor.json(a, late: late))
+                    c.actions.append(logged)
+                    c.outbox += Delivery.entries(for: a, logged, destinations: g.destinations, at: now)
                 }
                 return c
             }.filter { !$0.isEmpty }

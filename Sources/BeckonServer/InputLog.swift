@@ -66,6 +66,34 @@ struct InputLog: Sendable {
         bytes.append(10)
     }
 
+    /// A record without `userID`'s events and inbox reads (`nil` when it holds none): what a forget leaves in the
+    /// input log. An event is the user's when `decoder` decodes it with that user id.
+    static func without(userID: String, in record: [UInt8], decoder: SegmentDecoder) throws -> InputLog? {
+        var out = InputLog()
+        var removed = false
+        try read(record) { input in
+            switch input {
+            case .event(let json, let arrival):
+                if let e = try? decoder.decode(json, arrival: arrival), e.userID == userID {
+                    removed = true
+                    return
+                }
+                // (Each kept event gets its arrival again: the events around it may be gone.)
+                out.arrival(arrival)
+                out.event(json)
+            case .markRead(let user, let item, let time):
+                if user == userID {
+                    removed = true
+                    return
+                }
+                out.markRead(userID: user, itemID: item, time: time)
+            case .tick(let time):
+                out.tick(time)
+            }
+        }
+        return removed ? out : nil
+    }
+
     /// Calls `body` with each input of a record, in order.
     static func read(_ record: [UInt8], _ body: (Input) throws -> Void) throws {
         var i = 0

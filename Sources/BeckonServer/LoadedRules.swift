@@ -2,12 +2,15 @@ import BeckonCore
 import BeckonYAML
 import Crypto
 import Foundation
+import Synchronization
 
 /// What a service has loaded (`GET /admin/rules`): each file with its SHA-256, when, and the rule sets in them.
 struct LoadedRules: Sendable {
     var files: [(path: String, sha256: String, bytes: Int)]
     var loadedAt: Int64
     var units: [(name: String, kind: String, rules: Int)]
+    /// The destinations, with the environment variables that are not set (a paused one's).
+    var destinations: [(name: String, url: String, unset: [String])] = []
 
     init(_ result: LoadResult, at time: Int64) {
         files = result.files.sorted().map { path in
@@ -55,7 +58,124 @@ struct LoadedRules: Sendable {
             w.endObject()
         }
         w.endArray()
+        w.key("destinations")
+        w.beginArray()
+        for d in destinations {
+            w.beginObject()
+            w.key("name")
+            w.string(d.name)
+            w.key("url")
+            w.string(d.url)
+            w.key("state")
+            w.string(d.unset.isEmpty ? "active" : "paused")
+            if !d.unset.isEmpty {
+                w.key("unset")
+                w.beginArray()
+                for v in d.unset { w.string(v) }
+                w.endArray()
+            }
+            w.endObject()
+        }
+        w.endArray()
         w.endObject()
         return w.output
     }
+}
+
+/// A rule set as the service runs it: compiled, its events' decoder, what was loaded (files, hashes, time), its
+/// version in the database and its destinations with their secrets read from the environment. Immutable; a reload
+/// makes a new one.
+final class ServingRules: @unchecked Sendable {
+    // @unchecked: every property is a constant, and the decoder's tables are never changed after it is made.
+    let ruleSet: CompiledRuleSet
+    let decoder: SegmentDecoder
+    let loaded: LoadedRules
+    /// SHA-256 over the files' paths and texts in load order: equal digests, equal rule sets.
+    let digest: String
+    let files: [(path: String, text: String)]
+    /// The version number the database stores the files under (``SQLiteStateBackend/ruleVersion(digest:files:at:)``).
+    let version: Int64
+    /// By name, with secret headers resolved.
+    let destinations: [String: ResolvedDestination]
+
+    struct ResolvedDestination: Sendable {
+        var spec: Destination
+        /// Every header to send (static and secret), in order.
+        var headers: [(name: String, value: String)]
+        /// Environment variables of secret headers that are not set: while there are any, the destination is paused
+        /// (its actions wait in the outbox).
+        var missing: [String]
+    }
+
+    /// Why a rule set cannot be served: its diagnostics as `beckon validate` prints them.
+    struct Refused: Error, CustomStringConvertible {
+        var message: String
+        var diagnostics: String
+        var description: String { diagnostics.isEmpty ? message : diagnostics + message }
+    }
+
+    private init(
+        _ ruleSet: CompiledRuleSet, _ loaded: LoadedRules, _ digest: String, _ files: [(path: String, text: String)],
+        _ version: Int64, _ destinations: [String: ResolvedDestination]
+    ) {
+        self.ruleSet = ruleSet
+        decoder = SegmentDecoder(ruleSet: ruleSet)
+        self.loaded = loaded
+        self.digest = digest
+        self.files = files
+        self.version = version
+        self.destinations = destinations
+    }
+
+    /// A load's files in load order, and their digest.
+    static func files(of result: LoadResult) -> (files: [(path: String, text: String)], digest: String) {
+        let files = result.files.map { ($0, result.sources[$0] ?? "") }
+        var bytes: [UInt8] = []
+        for (path, text) in files {
+            bytes += path.utf8
+            bytes.append(0)
+            bytes += text.utf8
+            bytes.append(0)
+        }
+        return (files, Hex.encode(SHA256.hash(data: bytes)))
+    }
+
+    /// A load's rule set ready to serve, or why not (errors in the rules). Secret headers are read from
+    /// `environment`; `version` gives the database's version of the files.
+    static func make(
+        _ result: LoadResult, environment: [String: String], at time: Int64,
+        version: (_ digest: String, _ files: [(path: String, text: String)]) throws -> Int64
+    ) throws -> ServingRules {
+        guard let ruleSet = result.ruleSet, result.errorCount == 0 else {
+            throw Refused(message: "\(result.errorCount) error(s) in the rules", diagnostics: result.rendered())
+        }
+        var destinations: [String: ResolvedDestination] = [:]
+        for d in ruleSet.settings.destinations {
+            var headers = d.headers.map { ($0.name, $0.value) }
+            var missing: [String] = []
+            for h in d.secretHeaders {
+                if let value = environment[h.value], !value.isEmpty {
+                    headers.append((h.name, value))
+                } else {
+                    missing.append(h.value)
+                }
+            }
+            destinations[d.name] = ResolvedDestination(spec: d, headers: headers, missing: missing)
+        }
+        let (files, digest) = Self.files(of: result)
+        var loaded = LoadedRules(result, at: time)
+        loaded.destinations = destinations.values.sorted { $0.spec.name < $1.spec.name }.map {
+            ($0.spec.name, $0.spec.url, $0.missing)
+        }
+        return ServingRules(ruleSet, loaded, digest, files, try version(digest, files), destinations)
+    }
+}
+
+/// The rule set being served, for the request handlers (a reload replaces it; the processing thread owns its own
+/// reference and re-decodes events decoded under an older one).
+final class CurrentRules: Sendable {
+    private let rules: Mutex<ServingRules>
+    init(_ r: ServingRules) { rules = Mutex(r) }
+    var value: ServingRules { rules.withLock { $0 } }
+    func set(_ r: ServingRules) { rules.withLock { $0 = r } }
 }

@@ -40,6 +40,7 @@ public final class ServiceMetrics: Sendable {
             labels: [("version", version)]
         ).set(to: 1.0)
         for r in IngestResult.allCases { _ = ingest(r) }
+        for r in ["changed", "unchanged", "refused"] { _ = reload(r) }
     }
 
     /// Results of events posted: `accepted` (processed), `duplicate` (a `messageId` seen), `refused` (past a bound of
@@ -64,6 +65,31 @@ public final class ServiceMetrics: Sendable {
             descriptor: .init(
                 metricName: "beckon_http_request_duration", unitName: "seconds", helpText: "HTTP requests by route."),
             labels: [("route", route), ("method", method), ("status", String(status))], buckets: Self.secondsBuckets)
+    }
+
+    /// Delivery attempts to a destination by result: `delivered`, `retried` (to be tried again), `dead`.
+    func delivery(destination: String, result: String) -> Counter {
+        registry.makeCounter(
+            descriptor: .init(
+                metricName: "beckon_deliveries", unitName: "total",
+                helpText: "Attempts to deliver actions to destinations, by destination and result."),
+            labels: [("destination", destination), ("result", result)])
+    }
+
+    /// Actions waiting in the outbox for a destination (updated every 5 s).
+    func outboxPending(destination: String) -> Gauge {
+        registry.makeGauge(
+            descriptor: .init(
+                metricName: "beckon_outbox_pending", unitName: "actions",
+                helpText: "Actions waiting in the outbox, by destination (a paused destination's grow)."),
+            labels: [("destination", destination)])
+    }
+
+    /// Reloads of the rules by result: `changed`, `unchanged`, `refused` (errors; the running rules kept).
+    func reload(_ result: String) -> Counter {
+        registry.makeCounter(
+            descriptor: .init(metricName: "beckon_reloads", unitName: "total", helpText: "Reloads of the rules, by result."),
+            labels: [("result", result)])
     }
 
     public func text() -> String { registry.emitToString() }

@@ -1,5 +1,6 @@
 import BeckonCore
 import BeckonStore
+import BeckonYAML
 import Foundation
 import Logging
 import Prometheus
@@ -15,12 +16,26 @@ public enum ClockMode: String, Sendable, CaseIterable {
 
 /// What a request hands the processor.
 enum Job {
-    /// Events of one request, decoded, in order, with their input log records.
-    case events([BoundEvent], InputLog)
+    /// Events of one request, decoded under `rules`, in order, with their input log records.
+    case events([BoundEvent], InputLog, decodedUnder: ServingRules)
     /// Mark a user's inbox item read.
     case markRead(userID: String, itemID: String)
     /// A user's inbox as it stands.
     case inbox(userID: String)
+    /// A user's state as it stands.
+    case state(userID: String)
+    /// Swap to another rule set, carrying every user's state (a barrier: see ``Processor/barrier(_:)``).
+    case reload(ServingRules)
+    /// Forget a user (a barrier).
+    case forget(userID: String)
+
+    /// Whether the job checkpoints and reopens the engine, between the jobs before it and those after.
+    var isBarrier: Bool {
+        switch self {
+        case .reload, .forget: true
+        case .events, .markRead, .inbox, .state: false
+        }
+    }
 }
 
 enum JobResult: Sendable {
@@ -29,6 +44,10 @@ enum JobResult: Sendable {
     case markRead(Bool?)
     /// `nil`: no such user.
     case inbox([InboxItem]?)
+    case state(UserState?)
+    case reloaded
+    /// Whether the service held anything of the user.
+    case forgotten(Bool)
 }
 
 /// The one thread that runs the engine: it takes every job queued since its last commit, processes them in order
@@ -37,7 +56,7 @@ enum JobResult: Sendable {
 /// A fired action is stored before anyone can pull it.
 ///
 /// Users' states are written at checkpoints (every ``checkpointSeconds``, and when stopping), with the input log's
-/// position they include; a start loads them and replays the inputs logged after it (``open(_:_:decoder:)``), which
+/// position they include; a start loads them and replays the inputs logged after it (``open(_:_:logger:)``), which
 /// gives the same states and fires the same actions, already stored.
 ///
 /// The engine is not thread-safe and is only touched here. When a commit fails, the requests get an error and the
@@ -51,8 +70,9 @@ final class Processor: @unchecked Sendable {
     private var stopped = false
     private var isReady = false
 
-    let ruleSet: CompiledRuleSet
-    let decoder: SegmentDecoder
+    /// The rule set the engine runs (the request handlers decode under ``current``, which a reload sets after this).
+    private var rules: ServingRules
+    let current: CurrentRules
     let backend: SQLiteStateBackend
     let clock: ClockMode
     let metrics: ServiceMetrics
@@ -72,32 +92,63 @@ final class Processor: @unchecked Sendable {
     /// on ticks that logged nothing, logs its clock first, so that a replay takes its inputs at the same time.
     private var loggedClock: Int64
     private var actionCounters: [String: Counter] = [:]
+    /// The engine must be opened again from the database before more jobs run (a reopen failed).
+    private var needsReopen = false
 
     init(
-        ruleSet: CompiledRuleSet, backend: SQLiteStateBackend, clock: ClockMode, metrics: ServiceMetrics,
+        current: CurrentRules, backend: SQLiteStateBackend, clock: ClockMode, metrics: ServiceMetrics,
         feed: ActionFeed, logger: Logger
     ) throws {
-        self.ruleSet = ruleSet
-        decoder = SegmentDecoder(ruleSet: ruleSet)
+        self.current = current
+        rules = current.value
         self.backend = backend
         self.clock = clock
         self.metrics = metrics
         self.feed = feed
         self.logger = logger
         let replayed: Int
-        (engine, replayed) = try Self.open(ruleSet, backend, decoder: decoder)
+        (engine, replayed) = try Self.open(rules, backend, logger: logger)
+        // A checkpoint at start: what the replay rebuilt is not replayed again, and the rule set the inputs logged from
+        // now on are processed under is recorded (a first start has no checkpoint yet).
+        var commit = ServiceCommit()
+        commit.checkpoint = (engine.takeChangedStates(), engine.streamState.encoded(), rules.version)
+        try backend.write(commit)
         committer = Committer(backend: backend, metrics: metrics, logger: logger)
         loggedClock = engine.clock
         if replayed > 0 { logger.info("replayed the input log after the last checkpoint", metadata: ["records": "\(replayed)"]) }
     }
 
-    /// An engine over the database's states at the last checkpoint, its stream and timers restored, and the inputs
-    /// logged since replayed into it (their actions are stored already). Returns how many records were replayed.
-    static func open(
-        _ ruleSet: CompiledRuleSet, _ backend: SQLiteStateBackend, decoder: SegmentDecoder
-    ) throws -> (
-        Engine, Int
-    ) {
+    /// An engine for `rules` over the database's states at the last checkpoint, its stream and timers restored, and
+    /// the inputs logged since replayed into it (their actions are stored already). Returns how many records were
+    /// replayed.
+    ///
+    /// The inputs are replayed under the rule set they were first processed under, the checkpoint's: when that is not
+    /// `rules` (the files changed while the service was down), they are replayed under the stored files of the
+    /// checkpoint's version, a checkpoint is written, and only then are the states carried to `rules`.
+    static func open(_ rules: ServingRules, _ backend: SQLiteStateBackend, logger: Logger) throws -> (Engine, Int) {
+        let checkpoint = try backend.checkpoint()
+        if let v = checkpoint.rulesVersion, v != rules.version, try backend.hasInputs(after: checkpoint.seq) {
+            let old = RuleLoader.load(texts: try backend.ruleFiles(version: v))
+            if let ruleSet = old.ruleSet {
+                let (engine, n) = try replay(ruleSet, SegmentDecoder(ruleSet: ruleSet), backend)
+                var commit = ServiceCommit()
+                commit.checkpoint = (engine.takeChangedStates(), engine.streamState.encoded(), rules.version)
+                try backend.write(commit)
+                logger.notice(
+                    "replayed the input log under the rule set it was logged under, then changed rule sets",
+                    metadata: ["records": "\(n)", "from": "\(v)", "to": "\(rules.version)"])
+            } else {
+                logger.error(
+                    "the stored rule set of the last checkpoint no longer compiles; replaying under the current one",
+                    metadata: ["version": "\(v)"])
+            }
+        }
+        return try replay(rules.ruleSet, rules.decoder, backend)
+    }
+
+    private static func replay(
+        _ ruleSet: CompiledRuleSet, _ decoder: SegmentDecoder, _ backend: SQLiteStateBackend
+    ) throws -> (Engine, Int) {
         let engine = Engine(ruleSet: ruleSet, store: SavedStateStore(backend: backend))
         if let s = try backend.readStream() { engine.restore(stream: try StreamState(decoding: s)) }
         engine.rebuildTimers()
@@ -181,33 +232,107 @@ final class Processor: @unchecked Sendable {
             queue = []
             let last = stopping
             lock.unlock()
-            if committer.failed {
+            if committer.failed || needsReopen {
                 // A group was not written: what the engine holds beyond the database is dropped.
                 committer.waitIdle()
                 do {
-                    (engine, _) = try Self.open(ruleSet, backend, decoder: decoder)
+                    (engine, _) = try Self.open(rules, backend, logger: logger)
                     loggedClock = engine.clock
                     committer.reset()
+                    needsReopen = false
                     setReady(true)
                 } catch {
                     // Not ready until the database opens again; requests meanwhile get 503. Tried again in a second.
                     logger.critical("cannot reopen the database", metadata: ["error": "\(error)"])
                     setReady(false)
+                    needsReopen = true
+                    for (_, c) in jobs { c.resume(throwing: ServiceUnavailable()) }
+                    if last { return finish() }
                     Thread.sleep(forTimeInterval: 1)
+                    continue
                 }
             }
-            round(jobs, checkpoint: last)
-            if last {
-                committer.stop()
-                lock.lock()
-                // Whatever arrived during the last round is refused: the service is going away.
-                for (_, c) in queue { c.resume(throwing: ServiceUnavailable()) }
-                queue = []
-                stopped = true
-                lock.broadcast()
-                lock.unlock()
-                return
+            // A reload or a forget splits the jobs: those before it are a round of their own.
+            var start = 0
+            for (i, (job, c)) in jobs.enumerated() where job.isBarrier && !needsReopen {
+                round(Array(jobs[start..<i]), checkpoint: false)
+                barrier(job, c)
+                start = i + 1
             }
+            if needsReopen {
+                // (A barrier could not reopen the engine: what follows it waits for one that holds the database.)
+                for (_, c) in jobs[start...] { c.resume(throwing: ServiceUnavailable()) }
+                if last { return finish() }
+                continue
+            }
+            round(Array(jobs[start...]), checkpoint: last)
+            if last { return finish() }
+        }
+    }
+
+    private func finish() {
+        committer.stop()
+        lock.lock()
+        // Whatever arrived during the last round is refused: the service is going away.
+        for (_, c) in queue { c.resume(throwing: ServiceUnavailable()) }
+        queue = []
+        stopped = true
+        lock.broadcast()
+        lock.unlock()
+    }
+
+    /// A reload or a forget: with every round before it written, a checkpoint of every user's state (so that nothing
+    /// before it is ever replayed), the change itself in the same transaction, then an engine opened afresh over the
+    /// database (users are loaded from their checkpointed states as they come back: under the new rule set, by
+    /// their rules' names, for a reload; without the forgotten user, their timers and inbox, for a forget).
+    private func barrier(_ job: Job, _ c: CheckedContinuation<JobResult, any Error>) {
+        committer.waitIdle()
+        guard !committer.failed else {
+            // (The next turn of the loop rebuilds the engine from the database.)
+            c.resume(throwing: ServiceUnavailable())
+            return
+        }
+        let result: JobResult
+        do {
+            var commit = ServiceCommit()
+            switch job {
+            case .reload(let new):
+                commit.checkpoint = (engine.takeChangedStates(), engine.streamState.encoded(), new.version)
+                try backend.write(commit)
+                rules = new
+                current.set(new)
+                result = .reloaded
+            case .forget(let user):
+                let known = engine.profile(of: user) != nil
+                commit.checkpoint = (
+                    engine.takeChangedStates().filter { $0.userID != user }, engine.streamState.encoded(), rules.version
+                )
+                try backend.forget(user, checkpoint: commit)
+                result = .forgotten(known)
+            default:
+                preconditionFailure("not a barrier")
+            }
+        } catch {
+            logger.error("a checkpoint failed; the engine is rebuilt from the database", metadata: ["error": "\(error)"])
+            c.resume(throwing: error)
+            reopen()
+            return
+        }
+        reopen()
+        lastCheckpoint = ContinuousClock.now
+        metrics.checkpoints.increment()
+        c.resume(returning: result)
+    }
+
+    /// The engine opened again over the database (nothing to replay after a checkpoint); on failure the loop tries
+    /// again before it takes more jobs.
+    private func reopen() {
+        do {
+            (engine, _) = try Self.open(rules, backend, logger: logger)
+            loggedClock = engine.clock
+        } catch {
+            logger.critical("cannot reopen the database", metadata: ["error": "\(error)"])
+            needsReopen = true
         }
     }
 
@@ -217,8 +342,10 @@ final class Processor: @unchecked Sendable {
     private func round(_ jobs: [(Job, CheckedContinuation<JobResult, any Error>)], checkpoint force: Bool) {
         var input = InputLog()
         let logsInput = jobs.contains { job, _ in
-            if case .inbox = job { return false }
-            return true
+            switch job {
+            case .events, .markRead: true
+            case .inbox, .state, .reload, .forget: false
+            }
         }
         if logsInput && engine.clock != loggedClock { input.tick(engine.clock) }
         var results: [JobResult] = []
@@ -229,8 +356,18 @@ final class Processor: @unchecked Sendable {
         var dues: [Int64] = []
         for (job, _) in jobs {
             switch job {
-            case .events(let events, let log):
+            case .events(let decoded, let log, let under):
                 var r = (accepted: 0, duplicates: 0, refused: 0)
+                // Events decoded under a rule set that a reload replaced since are decoded again from what arrived.
+                var events = decoded
+                if under !== rules {
+                    events = []
+                    try? InputLog.read(log.bytes) { input in
+                        if case .event(let json, let arrival) = input, let e = try? rules.decoder.decode(json, arrival: arrival) {
+                            events.append(e)
+                        }
+                    }
+                }
                 for e in events {
                     engine.process(e, into: &out)
                     switch out.status {
@@ -253,6 +390,10 @@ final class Processor: @unchecked Sendable {
                 results.append(.markRead(found))
             case .inbox(let user):
                 results.append(.inbox(engine.profile(of: user)?.inbox))
+            case .state(let user):
+                results.append(.state(engine.state(of: user)))
+            case .reload, .forget:
+                preconditionFailure("a barrier is not part of a round")
             }
         }
         if clock == .wall {
@@ -270,18 +411,19 @@ final class Processor: @unchecked Sendable {
         if !input.isEmpty { commit.input = (input.bytes, Self.nowMs(), input.events) }
         let states = checkpoint ? engine.takeChangedStates() : []
         if checkpoint && (!states.isEmpty || commit.input != nil) {
-            commit.checkpoint = (states, engine.streamState.encoded())
+            commit.checkpoint = (states, engine.streamState.encoded(), rules.version)
         }
         if checkpoint { lastCheckpoint = ContinuousClock.now }
         // (A group with nothing to write still goes through the committer: its answers wait for the groups before it.)
         guard !commit.isEmpty || !fired.isEmpty || !jobs.isEmpty else { return }
         let counters = fired.map { counter($0.0) }
+        let destinations = Array(rules.destinations.values.map(\.spec))
         let users = Set(fired.map(\.0.userID))
         let (metrics, feed, events, live, tally, dueTimes) = (metrics, feed, input.events, clock == .wall, counts, dues)
         let checkpointed = commit.checkpoint != nil
         committer.enqueue(
             Committer.Group(
-                commit: commit, fired: fired, waiting: jobs.map(\.1), results: results,
+                commit: commit, fired: fired, destinations: destinations, waiting: jobs.map(\.1), results: results,
                 written: {
                     metrics.commitEvents.record(Double(events))
                     if checkpointed { metrics.checkpoints.increment() }

@@ -12,10 +12,10 @@ import ServiceLifecycle
 struct Routes: Sendable {
     let processor: Processor
     let backend: SQLiteStateBackend
-    let decoder: SegmentDecoderBox
+    let current: CurrentRules
+    let reloader: Reloader
     let writeKeys: KeyRing
     let adminKeys: KeyRing
-    let loaded: LoadedRules
     let logger: Logger
     let userAuth: UserAuth?
     let metrics: ServiceMetrics
@@ -54,8 +54,22 @@ struct Routes: Sendable {
             return try await markRead(user, item)
         }
         router.get("/admin/rules") { request, _ in
-            guard admin(request, "GET /admin/rules") else { return Self.refusedAdmin }
-            return Self.json(.ok, loaded.json)
+            guard admin(request, "GET /admin/rules") != nil else { return Self.refusedAdmin }
+            return Self.json(.ok, current.value.loaded.json)
+        }
+        router.post("/admin/reload") { request, _ in
+            guard let key = admin(request, "POST /admin/reload") else { return Self.refusedAdmin }
+            return await reload(by: "POST /admin/reload, key \(key)")
+        }
+        router.delete("/v1/users/:userId") { request, context in
+            let user = try Self.parameter(context, "userId")
+            guard admin(request, "DELETE /v1/users/{id}") != nil else { return Self.refusedAdmin }
+            return try await forget(user)
+        }
+        router.get("/v1/users/:userId/export") { request, context in
+            let user = try Self.parameter(context, "userId")
+            guard admin(request, "GET /v1/users/{id}/export") != nil else { return Self.refusedAdmin }
+            return try await export(user)
         }
         router.get("/livez") { _, _ in Self.json(.ok, #"{"status":"live"}"#) }
         router.get("/readyz") { _, _ in
@@ -88,15 +102,76 @@ struct Routes: Sendable {
 
     // MARK: Admin
 
-    /// Whether the request carries an admin key (`Authorization: Bearer KEY`; write keys and user tokens never are);
-    /// an admin request is logged with what it asked and the key's fingerprint, never the key.
-    func admin(_ request: Request, _ what: String) -> Bool {
+    /// The fingerprint of the request's admin key (`Authorization: Bearer KEY`; write keys and user tokens never
+    /// are one), `nil` when it has none; an admin request is logged with what it asked (a route pattern, never a user
+    /// id) and the key's fingerprint, never the key.
+    func admin(_ request: Request, _ what: String) -> String? {
         guard let key = adminKeys.bearer(request.headers[.authorization]) else {
             logger.notice("admin request refused", metadata: ["request": "\(what)"])
-            return false
+            return nil
         }
-        logger.info("admin request", metadata: ["request": "\(what)", "key": "\(LoadedRules.fingerprint(key))"])
-        return true
+        let fingerprint = LoadedRules.fingerprint(key)
+        logger.info("admin request", metadata: ["request": "\(what)", "key": "\(fingerprint)"])
+        return fingerprint
+    }
+
+    func reload(by who: String) async -> Response {
+        switch await reloader.reload(by: who) {
+        case .changed(let r): return Self.json(.ok, Self.reloaded(r, changed: true))
+        case .unchanged(let r): return Self.json(.ok, Self.reloaded(r, changed: false))
+        case .refused(let why):
+            var w = JSONWriter()
+            w.beginObject()
+            w.key("success")
+            w.value(.bool(false))
+            w.key("error")
+            w.string(why.message + "; the rules loaded before are still served")
+            w.key("diagnostics")
+            w.string(why.diagnostics)
+            w.endObject()
+            return Self.json(.unprocessableContent, w.output)
+        case .failed:
+            return Self.problem(.serviceUnavailable, "the rules could not be swapped; the rules loaded before are still served")
+        }
+    }
+
+    /// `GET /admin/rules`' object with `"changed"` first.
+    static func reloaded(_ r: ServingRules, changed: Bool) -> String {
+        "{\"changed\":\(changed)," + r.loaded.json.dropFirst()
+    }
+
+    // MARK: Privacy
+
+    func forget(_ user: String) async throws -> Response {
+        let result: JobResult
+        do {
+            result = try await processor.submit(.forget(userID: user))
+            _ = try Privacy.scrub(user, backend: backend, decoder: current.value.decoder)
+        } catch {
+            return Self.problem(.serviceUnavailable, "the user could not be forgotten; ask again")
+        }
+        guard case .forgotten(let known) = result else { return Self.problem(.internalServerError, "unexpected result") }
+        var w = JSONWriter()
+        w.beginObject()
+        w.key("userId")
+        w.string(user)
+        w.key("forgotten")
+        w.value(.bool(known))
+        w.endObject()
+        return Self.json(.ok, w.output)
+    }
+
+    func export(_ user: String) async throws -> Response {
+        let result: JobResult
+        do {
+            result = try await processor.submit(.state(userID: user))
+        } catch {
+            return Self.problem(.serviceUnavailable, "the service is stopping; ask again")
+        }
+        guard case .state(let state) = result else { return Self.problem(.internalServerError, "unexpected result") }
+        let text = try Privacy.export(
+            user, state: state, backend: backend, decoder: current.value.decoder, at: Processor.nowMs())
+        return Self.json(.ok, text)
     }
 
     static var refusedAdmin: Response {
@@ -122,15 +197,15 @@ struct Routes: Sendable {
             return Self.problem(.badRequest, "the request is over \(SegmentRequest.maxRequestBytes) bytes")
         }
         let parsed: ([BoundEvent], InputLog)
+        let rules = current.value
         do {
-            parsed = try Ingest.events(
-                body, kind: kind, now: Processor.nowMs(), clock: clock, decoder: decoder.decoder)
+            parsed = try Ingest.events(body, kind: kind, now: Processor.nowMs(), clock: clock, decoder: rules.decoder)
         } catch {
             metrics.ingest(.rejected).increment()
             return Self.json(.badRequest, error.json)
         }
         do {
-            _ = try await processor.submit(.events(parsed.0, parsed.1))
+            _ = try await processor.submit(.events(parsed.0, parsed.1, decodedUnder: rules))
         } catch {
             return Self.problem(.serviceUnavailable, "the events could not be stored; send them again")
         }
@@ -253,11 +328,6 @@ struct Routes: Sendable {
         case true?: return try await inbox(user)
         }
     }
-}
-
-/// The decoder, shared read-only by the request handlers (its tables are never changed after it is made).
-struct SegmentDecoderBox: @unchecked Sendable {
-    let decoder: SegmentDecoder
 }
 
 /// Records each request's duration by route pattern (never the path itself, which holds user ids).

@@ -24,6 +24,8 @@ public final class SQLiteStateBackend: StateBackend, Sendable {
         // A commit is on disk when it returns (fsync of the log), not only in the OS's cache: "200 means durable"
         // holds across a power cut, not only a crash of the process.
         config.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
+        // A command (`beckon outbox`) may write while a service runs: wait for the other's transaction.
+        config.busyMode = .timeout(10)
         pool = try DatabasePool(path: path, configuration: config)
         try Self.migrator.migrate(pool)
     }
@@ -66,6 +68,44 @@ public final class SQLiteStateBackend: StateBackend, Sendable {
                         id INTEGER PRIMARY KEY CHECK (id = 1),
                         input_seq INTEGER NOT NULL
                     );
+                    """)
+        }
+        m.registerMigration("v3: rule set versions, the outbox, forgotten users") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE rule_files (
+                        version INTEGER NOT NULL,
+                        ord INTEGER NOT NULL,
+                        path TEXT NOT NULL,
+                        text TEXT NOT NULL,
+                        PRIMARY KEY (version, ord)
+                    );
+                    CREATE TABLE rule_versions (
+                        version INTEGER PRIMARY KEY,
+                        digest TEXT NOT NULL,
+                        loaded_at INTEGER NOT NULL
+                    );
+                    ALTER TABLE checkpoint ADD COLUMN rules_version INTEGER;
+                    CREATE TABLE outbox (
+                        id INTEGER PRIMARY KEY,
+                        destination TEXT NOT NULL,
+                        action_id TEXT NOT NULL,
+                        user_id TEXT NOT NULL,
+                        body BLOB NOT NULL,
+                        state INTEGER NOT NULL DEFAULT 0,
+                        attempts INTEGER NOT NULL DEFAULT 0,
+                        next_at INTEGER NOT NULL,
+                        created_at INTEGER NOT NULL,
+                        done_at INTEGER,
+                        last_error TEXT
+                    );
+                    CREATE UNIQUE INDEX outbox_action ON outbox(destination, action_id);
+                    CREATE INDEX outbox_due ON outbox(next_at) WHERE state = 0;
+                    CREATE INDEX outbox_user ON outbox(user_id);
+                    CREATE TABLE pending_scrub (
+                        user_id TEXT PRIMARY KEY NOT NULL,
+                        up_to_seq INTEGER NOT NULL
+                    ) WITHOUT ROWID;
                     """)
         }
         return m

@@ -24,8 +24,11 @@ public struct ServiceCommit: Sendable {
     /// The group's inputs (an opaque record for the service), its arrival time and how many events it holds.
     public var input: (bytes: [UInt8], receivedAt: Int64, events: Int)?
     public var actions: [LoggedAction] = []
-    /// At a checkpoint: the users' states changed since the last one, and the stream's state.
-    public var checkpoint: (states: [SavedState], stream: [UInt8])?
+    /// The fired actions' deliveries to destinations (stored only with a new action: a fire stored once is sent once).
+    public var outbox: [OutboxEntry] = []
+    /// At a checkpoint: the users' states changed since the last one, the stream's state, and the rule set version
+    /// (``SQLiteStateBackend/ruleVersion(digest:files:at:)``) the states and the inputs logged after them are under.
+    public var checkpoint: (states: [SavedState], stream: [UInt8], rulesVersion: Int64)?
     public init() {}
     public var isEmpty: Bool { input == nil && actions.isEmpty && checkpoint == nil }
 }
@@ -39,7 +42,7 @@ extension SQLiteStateBackend {
         }
     }
 
-    private static func write(_ commit: ServiceCommit, _ db: Database) throws {
+    static func write(_ commit: ServiceCommit, _ db: Database) throws {
         if let input = commit.input {
             try db.execute(
                 sql: "INSERT INTO input_log (received_at, events, body) VALUES (?, ?, ?)",
@@ -50,6 +53,16 @@ extension SQLiteStateBackend {
         let action = try db.cachedStatement(
             sql: "INSERT OR IGNORE INTO action_log (user_id, action_id, json) VALUES (?, ?, ?)")
         for a in commit.actions { try action.execute(arguments: [a.userID, a.actionID, a.json]) }
+        if !commit.outbox.isEmpty {
+            let entry = try db.cachedStatement(
+                sql: """
+                    INSERT OR IGNORE INTO outbox (destination, action_id, user_id, body, next_at, created_at)
+                    VALUES (?, ?, ?, ?, ?, ?)
+                    """)
+            for o in commit.outbox {
+                try entry.execute(arguments: [o.destination, o.actionID, o.userID, Data(o.body.utf8), o.createdAt, o.createdAt])
+            }
+        }
         if let checkpoint = commit.checkpoint {
             let state = try db.cachedStatement(
                 sql: "INSERT OR REPLACE INTO user_state (user_id, bytes, next_due) VALUES (?, ?, ?)")
@@ -59,15 +72,29 @@ extension SQLiteStateBackend {
                 arguments: [Data(checkpoint.stream)])
             try db.execute(
                 sql: """
-                    INSERT OR REPLACE INTO checkpoint (id, input_seq)
-                    VALUES (1, (SELECT coalesce(max(seq), 0) FROM input_log))
-                    """)
+                    INSERT OR REPLACE INTO checkpoint (id, input_seq, rules_version)
+                    VALUES (1, (SELECT coalesce(max(seq), 0) FROM input_log), ?)
+                    """, arguments: [checkpoint.rulesVersion])
         }
     }
 
     /// The input log's position the saved states include (0: none).
-    public func checkpointSeq() throws -> Int64 {
-        try pool.read { db in try Int64.fetchOne(db, sql: "SELECT input_seq FROM checkpoint WHERE id = 1") ?? 0 }
+    public func checkpointSeq() throws -> Int64 { try checkpoint().seq }
+
+    /// The input log's position the saved states include (0: none), and the rule set version they and the inputs
+    /// logged after them are under (`nil`: none recorded).
+    public func checkpoint() throws -> (seq: Int64, rulesVersion: Int64?) {
+        try pool.read { db in
+            let row = try Row.fetchOne(db, sql: "SELECT input_seq, rules_version FROM checkpoint WHERE id = 1")
+            return (row?["input_seq"] ?? 0, row?["rules_version"])
+        }
+    }
+
+    /// Whether the input log holds records after `seq`.
+    public func hasInputs(after seq: Int64) throws -> Bool {
+        try pool.read { db in
+            try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM input_log WHERE seq > ?)", arguments: [seq]) ?? false
+        }
     }
 
     /// Input log records after `seq`, in order, at most `limit`.

@@ -1,5 +1,6 @@
 import ArgumentParser
 import BeckonServer
+import BeckonStore
 import Foundation
 import Logging
 
@@ -35,13 +36,21 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "wall: delayed actions come due on the machine's clock; events: the events' times only (replays).")
     var clock: ClockMode = .wall
 
+    @Option(help: "Days to keep stored events (the input log); default: for ever.")
+    var retentionDays: Int?
+
     func run() async throws {
         let env = ProcessInfo.processInfo.environment
+        if let d = retentionDays, d < 0 {
+            FileHandle.standardError.write(Data("error: --retention-days must be 0 or more\n".utf8))
+            throw ExitCode(1)
+        }
         var options = BeckonService.Options(paths: paths)
         options.database = db
         options.host = host
         options.port = port
         options.clock = clock
+        options.retentionDays = retentionDays
         options.writeKeys = writeKey
         if let keys = env["BECKON_WRITE_KEYS"] {
             options.writeKeys += keys.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
@@ -68,6 +77,9 @@ struct Serve: AsyncParsableCommand {
         } catch let e as BeckonService.ServiceError {
             FileHandle.standardError.write(Data(e.description.utf8))
             if !e.description.hasSuffix("\n") { FileHandle.standardError.write(Data("\n".utf8)) }
+            throw ExitCode(1)
+        } catch let e as DatabaseLock.Held {
+            FileHandle.standardError.write(Data("error: \(e)\n".utf8))
             throw ExitCode(1)
         }
         if !service.warnings.isEmpty { FileHandle.standardError.write(Data(service.warnings.utf8)) }

@@ -1,0 +1,57 @@
+import BeckonCore
+import BeckonStore
+
+/// Privacy requests (docs/operations.md, "Privacy requests"): what the service holds about a user, and forgetting it.
+/// The same for `DELETE`/`GET /v1/users/{id}[/export]` and for `beckon user forget|export --db FILE`.
+enum Privacy {
+    /// Everything held about `user` as one JSON object: their state (``UserState/json``: attributes, fire records
+    /// and limits, history, sessions, inbox, pending delayed actions, sequences), their stored actions, their outbox
+    /// entries, and their events in the input log (as they arrived, with when).
+    static func export(
+        _ user: String, state: UserState?, backend: SQLiteStateBackend, decoder: SegmentDecoder, at time: Int64
+    ) throws -> String {
+        var w = JSONWriter()
+        w.beginObject()
+        w.key("userId")
+        w.string(user)
+        w.key("exportedAt")
+        w.string(Timestamp(milliseconds: time).description)
+        w.key("state")
+        if let state { w.raw(state.json) } else { w.value(.null) }
+        w.key("actions")
+        w.beginArray()
+        for json in try backend.allActions(of: user) { w.raw(json) }
+        w.endArray()
+        w.key("outbox")
+        w.beginArray()
+        for row in try backend.outbox(of: user) { w.raw(row.json) }
+        w.endArray()
+        w.key("events")
+        w.beginArray()
+        try backend.eachInput { _, receivedAt, bytes in
+            try? InputLog.read(bytes) { input in
+                guard case .event(let json, let arrival) = input, let e = try? decoder.decode(json, arrival: arrival),
+                    e.userID == user
+                else { return }
+                w.beginObject()
+                w.key("receivedAt")
+                w.string(Timestamp(milliseconds: receivedAt).description)
+                w.key("event")
+                w.raw(String(decoding: json, as: UTF8.self))
+                w.endObject()
+            }
+        }
+        w.endArray()
+        w.endObject()
+        return w.output
+    }
+
+    /// Removes `user`'s events from the input log records that their forget covers (``SQLiteStateBackend/forget(_:checkpoint:)``
+    /// noted them). Returns how many records were rewritten.
+    static func scrub(_ user: String, backend: SQLiteStateBackend, decoder: SegmentDecoder) throws -> Int {
+        try backend.scrub(userID: user) { bytes in
+            guard let kept = try? InputLog.without(userID: user, in: bytes, decoder: decoder) else { return nil }
+            return (kept.bytes, kept.events)
+        }
+    }
+}

@@ -1,0 +1,128 @@
+import BeckonCore
+import BeckonStore
+import BeckonYAML
+import Foundation
+import Logging
+import Prometheus
+import ServiceLifecycle
+import UnixSignals
+
+/// Loads the rule folders again and swaps the served rule set between events (docs/operations.md, "Changing
+/// campaigns live"): rules with errors change nothing (their diagnostics come back as `beckon validate` prints
+/// them); valid ones are swapped by the processing thread after a checkpoint, every user's state carried over by
+/// their rules' names (fire counts, limits, pending delayed actions, flows).
+struct Reloader: Sendable {
+    let paths: [String]
+    let backend: SQLiteStateBackend
+    let processor: Processor
+    let current: CurrentRules
+    let metrics: ServiceMetrics
+    let logger: Logger
+
+    enum Outcome {
+        case changed(ServingRules)
+        /// The files are what is served already.
+        case unchanged(ServingRules)
+        case refused(ServingRules.Refused)
+        /// Valid rules that the processing thread could not swap in (the database failed).
+        case failed
+    }
+
+    func reload(by who: String) async -> Outcome {
+        let started = ContinuousClock.now
+        let result = RuleLoader.load(paths: paths)
+        let now = Processor.nowMs()
+        let serving: ServingRules
+        do {
+            let running = current.value
+            if result.errorCount == 0, ServingRules.files(of: result).digest == running.digest {
+                metrics.reload("unchanged").increment()
+                logger.info("reload: the rules are unchanged", metadata: ["by": "\(who)"])
+                return .unchanged(running)
+            }
+            serving = try ServingRules.make(result, environment: ProcessInfo.processInfo.environment, at: now) {
+                digest, files in try backend.ruleVersion(digest: digest, files: files, at: now)
+            }
+        } catch let refused as ServingRules.Refused {
+            metrics.reload("refused").increment()
+            logger.error(
+                "reload refused; the rules loaded before are still served",
+                metadata: ["by": "\(who)", "error": "\(refused.message)", "diagnostics": "\(refused.diagnostics)"])
+            return .refused(refused)
+        } catch {
+            logger.error("reload failed", metadata: ["by": "\(who)", "error": "\(error)"])
+            return .failed
+        }
+        do {
+            _ = try await processor.submit(.reload(serving))
+        } catch {
+            logger.error("reload failed", metadata: ["by": "\(who)", "error": "\(error)"])
+            return .failed
+        }
+        metrics.reload("changed").increment()
+        logger.notice(
+            "reloaded the rules",
+            metadata: [
+                "by": "\(who)", "files": "\(serving.files.count)", "digest": "\(serving.digest.prefix(12))",
+                "took": "\(ContinuousClock.now - started)",
+            ])
+        for d in serving.destinations.values where !d.missing.isEmpty {
+            logger.warning(
+                "a destination is paused until its secrets are set (its actions wait in the outbox)",
+                metadata: ["destination": "\(d.spec.name)", "unset": "\(d.missing.joined(separator: ", "))"])
+        }
+        if !result.diagnostics.isEmpty {
+            logger.warning("the reloaded rules have warnings", metadata: ["diagnostics": "\(result.rendered())"])
+        }
+        return .changed(serving)
+    }
+}
+
+/// Reloads on SIGHUP, until the service stops.
+struct HangupReloads: Service {
+    let reloader: Reloader
+
+    func run() async throws {
+        let signals = await UnixSignalsSequence(trapping: .sighup)
+        for await _ in signals.cancelOnGracefulShutdown() {
+            _ = await reloader.reload(by: "SIGHUP")
+        }
+    }
+}
+
+/// Housekeeping in the background: input log records past the retention period are deleted (only those a
+/// checkpoint includes), and forgets interrupted by a crash finish scrubbing their user's events.
+struct Maintenance: Service {
+    let backend: SQLiteStateBackend
+    let current: CurrentRules
+    /// Days an input log record is kept (`nil`: for ever).
+    let retentionDays: Int?
+    let logger: Logger
+    static let every: Duration = .seconds(60)
+
+    func run() async throws {
+        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+            runOnce()
+            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: Self.every) }
+        }
+    }
+
+    func runOnce() {
+        do {
+            for user in try backend.pendingScrubs() {
+                _ = try Privacy.scrub(user, backend: backend, decoder: current.value.decoder)
+            }
+            if let days = retentionDays {
+                let cutoff = Processor.nowMs() - Int64(days) * 86_400_000
+                let n = try backend.deleteOlder(than: cutoff)
+                if n.inputs + n.delivered > 0 {
+                    logger.info(
+                        "retention: deleted old records",
+                        metadata: ["inputRecords": "\(n.inputs)", "deliveredActions": "\(n.delivered)"])
+                }
+            }
+        } catch {
+            logger.error("maintenance failed", metadata: ["error": "\(error)"])
+        }
+    }
+}

@@ -1,0 +1,29 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// An exclusive lock on a database file for the life of the process (an advisory `flock` on `FILE-lock` beside it),
+/// so that two services never run on one SQLite file, and commands that must not run beside a service
+/// (`beckon user forget`) can tell. The operating system releases it when the process ends, however it ends.
+public final class DatabaseLock: Sendable {
+    private let fd: Int32
+
+    public struct Held: Error, CustomStringConvertible {
+        public var path: String
+        public var description: String { "another process (a running beckon serve?) holds the database \(path)" }
+    }
+
+    public init(database path: String) throws {
+        let fd = open(path + "-lock", O_CREAT | O_RDWR | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw Held(path: path) }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            close(fd)
+            throw Held(path: path)
+        }
+        self.fd = fd
+    }
+
+    deinit { close(fd) }
+}

@@ -1,0 +1,335 @@
+import BeckonCore
+import Foundation
+import GRDB
+
+/// A fired action to be sent to a destination, as the outbox stores it.
+public struct OutboxEntry: Sendable, Hashable {
+    public var destination: String
+    public var actionID: String
+    public var userID: String
+    /// What is sent: the action's JSON object, or an emit's payload.
+    public var body: String
+    /// When it was fired (ms since 1970): also its first attempt's time.
+    public var createdAt: Int64
+    public init(destination: String, actionID: String, userID: String, body: String, createdAt: Int64) {
+        self.destination = destination
+        self.actionID = actionID
+        self.userID = userID
+        self.body = body
+        self.createdAt = createdAt
+    }
+}
+
+/// An outbox row: an entry with its delivery state.
+public struct OutboxRow: Sendable {
+    public enum State: Int, Sendable, CustomStringConvertible {
+        case pending = 0, delivered = 1, dead = 2
+        public var description: String {
+            switch self {
+            case .pending: "pending"
+            case .delivered: "delivered"
+            case .dead: "dead"
+            }
+        }
+    }
+
+    public var id: Int64
+    public var entry: OutboxEntry
+    public var state: State
+    public var attempts: Int
+    /// The next attempt (pending), or when it was delivered or given up (`doneAt`).
+    public var nextAt: Int64
+    public var doneAt: Int64?
+    public var lastError: String?
+
+    init(_ row: Row) {
+        id = row["id"]
+        entry = OutboxEntry(
+            destination: row["destination"], actionID: row["action_id"], userID: row["user_id"],
+            body: String(decoding: row["body"] as Data, as: UTF8.self), createdAt: row["created_at"])
+        state = State(rawValue: row["state"]) ?? .dead
+        attempts = row["attempts"]
+        nextAt = row["next_at"]
+        doneAt = row["done_at"]
+        lastError = row["last_error"]
+    }
+
+    /// One JSON object (`beckon outbox --json`, a user's export).
+    public var json: String {
+        var w = JSONWriter()
+        w.beginObject()
+        w.key("actionId")
+        w.string(entry.actionID)
+        w.key("destination")
+        w.string(entry.destination)
+        w.key("userId")
+        w.string(entry.userID)
+        w.key("state")
+        w.string(state.description)
+        w.key("attempts")
+        w.value(.int(Int64(attempts)))
+        w.key("createdAt")
+        w.string(Timestamp(milliseconds: entry.createdAt).description)
+        w.key("nextAttempt")
+        if state == .pending { w.string(Timestamp(milliseconds: nextAt).description) } else { w.value(.null) }
+        for (key, s) in [("deliveredAt", State.delivered), ("deadAt", .dead)] {
+            w.key(key)
+            if let doneAt, state == s { w.string(Timestamp(milliseconds: doneAt).description) } else { w.value(.null) }
+        }
+        w.key("lastError")
+        if let lastError { w.string(lastError) } else { w.value(.null) }
+        w.endObject()
+        return w.output
+    }
+}
+
+// MARK: Rule set versions
+
+extension SQLiteStateBackend {
+    /// The version number of a rule set's files (path and text, in load order), stored once per distinct digest in a
+    /// row: a service records under which rule set its checkpoint's states and the inputs logged after it were
+    /// processed, so that a restart replays them under that rule set even if the files changed in between.
+    public func ruleVersion(digest: String, files: [(path: String, text: String)], at time: Int64) throws -> Int64 {
+        try pool.write { db in
+            if let v = try Int64.fetchOne(
+                db, sql: "SELECT version FROM rule_versions WHERE digest = ? ORDER BY version DESC LIMIT 1",
+                arguments: [digest])
+            {
+                return v
+            }
+            try db.execute(sql: "INSERT INTO rule_versions (digest, loaded_at) VALUES (?, ?)", arguments: [digest, time])
+            let v = db.lastInsertedRowID
+            for (i, f) in files.enumerated() {
+                try db.execute(
+                    sql: "INSERT INTO rule_files (version, ord, path, text) VALUES (?, ?, ?, ?)",
+                    arguments: [v, i, f.path, f.text])
+            }
+            return v
+        }
+    }
+
+    /// The files of a rule set version, in load order (empty: no such version).
+    public func ruleFiles(version: Int64) throws -> [(path: String, text: String)] {
+        try pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT path, text FROM rule_files WHERE version = ? ORDER BY ord", arguments: [version])
+                .map { (path: $0["path"], text: $0["text"]) }
+        }
+    }
+
+    /// The newest rule set version stored, if any.
+    public func latestRuleVersion() throws -> Int64? {
+        try pool.read { db in try Int64.fetchOne(db, sql: "SELECT max(version) FROM rule_versions") }
+    }
+
+    /// Writes a commit on its own (a checkpoint taken outside the committer: at a reload, a forget, a start).
+    public func write(_ commit: ServiceCommit) throws {
+        try pool.write { db in try Self.write(commit, db) }
+    }
+}
+
+// MARK: The outbox
+
+extension SQLiteStateBackend {
+    /// Pending entries for `destinations` due by `now`, soonest first, at most `limit`, leaving out `busy` ids
+    /// (attempts in flight).
+    public func dueOutbox(now: Int64, destinations: [String], limit: Int, excluding busy: Set<Int64>) throws -> [OutboxRow] {
+        try pool.read { db in
+            let names = databaseQuestionMarks(count: destinations.count)
+            var arguments = StatementArguments([now])
+            arguments += StatementArguments(destinations)
+            arguments += [limit + busy.count]
+            return try Row.fetchAll(
+                db,
+                sql:
+                    "SELECT * FROM outbox WHERE state = 0 AND next_at <= ? AND destination IN (\(names)) ORDER BY next_at, id LIMIT ?",
+                arguments: arguments
+            ).map(OutboxRow.init).filter { !busy.contains($0.id) }.prefix(limit).map { $0 }
+        }
+    }
+
+    /// When the soonest pending entry is due, if any.
+    public func nextOutboxDue() throws -> Int64? {
+        try pool.read { db in try Int64.fetchOne(db, sql: "SELECT min(next_at) FROM outbox WHERE state = 0") }
+    }
+
+    /// Records an attempt's outcome: delivered, dead, or pending again at `nextAt`. An entry that is no longer pending
+    /// (dropped, forgotten, retried from the command line meanwhile) is left as it is. Returns whether it was pending.
+    @discardableResult
+    public func recordAttempt(
+        id: Int64, state: OutboxRow.State, nextAt: Int64, at time: Int64, error: String?
+    ) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE outbox SET attempts = attempts + 1, state = ?, next_at = ?, last_error = ?,
+                        done_at = CASE WHEN ? = 0 THEN NULL ELSE ? END
+                    WHERE id = ? AND state = 0
+                    """, arguments: [state.rawValue, nextAt, error, state.rawValue, time, id])
+            return db.changesCount > 0
+        }
+    }
+
+    /// Outbox rows in `states`, oldest first (at most `limit`).
+    public func outbox(states: [OutboxRow.State], limit: Int = 10_000) throws -> [OutboxRow] {
+        try pool.read { db in
+            let list = states.map { String($0.rawValue) }.joined(separator: ",")
+            return try Row.fetchAll(
+                db, sql: "SELECT * FROM outbox WHERE state IN (\(list)) ORDER BY id LIMIT ?", arguments: [limit]
+            ).map(OutboxRow.init)
+        }
+    }
+
+    /// Makes dead entries (those with `actionIDs`, or every dead one when `nil`) pending again, due now, with their
+    /// attempts counted from zero. Returns how many.
+    public func retryOutbox(actionIDs: [String]?, now: Int64) throws -> Int {
+        try pool.write { db in
+            let set = "state = 0, attempts = 0, next_at = ?, done_at = NULL"
+            if let ids = actionIDs {
+                for id in ids {
+                    try db.execute(sql: "UPDATE outbox SET \(set) WHERE action_id = ? AND state = 2", arguments: [now, id])
+                }
+            } else {
+                try db.execute(sql: "UPDATE outbox SET \(set) WHERE state = 2", arguments: [now])
+            }
+            return db.changesCount
+        }
+    }
+
+    /// Deletes undelivered entries (those with `actionIDs`, or every dead one when `nil`). Returns how many.
+    public func dropOutbox(actionIDs: [String]?) throws -> Int {
+        try pool.write { db in
+            var n = 0
+            if let ids = actionIDs {
+                for id in ids {
+                    try db.execute(sql: "DELETE FROM outbox WHERE action_id = ? AND state != 1", arguments: [id])
+                    n += db.changesCount
+                }
+            } else {
+                try db.execute(sql: "DELETE FROM outbox WHERE state = 2")
+                n = db.changesCount
+            }
+            return n
+        }
+    }
+
+    /// Pending entries per destination.
+    public func pendingOutboxCounts() throws -> [String: Int] {
+        try pool.read { db in
+            var out: [String: Int] = [:]
+            for r in try Row.fetchAll(
+                db, sql: "SELECT destination, count(*) AS n FROM outbox WHERE state = 0 GROUP BY destination")
+            {
+                out[r["destination"]] = r["n"]
+            }
+            return out
+        }
+    }
+}
+
+// MARK: Privacy
+
+extension SQLiteStateBackend {
+    /// Forgets a user, in one transaction with `checkpoint` (every other user's state at this point, so that nothing
+    /// logged before it is ever replayed): their state row, stored actions and outbox entries; their events in the
+    /// input log up to this point are noted for ``scrub(userID:decode:)``.
+    public func forget(_ userID: String, checkpoint: ServiceCommit) throws {
+        try pool.write { db in
+            try Self.write(checkpoint, db)
+            try db.execute(sql: "DELETE FROM user_state WHERE user_id = ?", arguments: [userID])
+            try db.execute(sql: "DELETE FROM action_log WHERE user_id = ?", arguments: [userID])
+            try db.execute(sql: "DELETE FROM outbox WHERE user_id = ?", arguments: [userID])
+            try db.execute(
+                sql:
+                    "INSERT OR REPLACE INTO pending_scrub (user_id, up_to_seq) VALUES (?, (SELECT coalesce(max(seq), 0) FROM input_log))",
+                arguments: [userID])
+        }
+    }
+
+    /// Users whose events are still to be removed from the input log.
+    public func pendingScrubs() throws -> [String] {
+        try pool.read { db in try String.fetchAll(db, sql: "SELECT user_id FROM pending_scrub ORDER BY user_id") }
+    }
+
+    /// Rewrites the input log records up to the forget's position so that they hold none of `userID`'s events
+    /// (`rewrite` returns a record without them, or `nil` when it holds none), a page per transaction, then drops the
+    /// note. Records before the checkpoint are never replayed, so rewriting them changes nothing anyone computes.
+    /// Returns how many records were rewritten.
+    public func scrub(userID: String, rewrite: ([UInt8]) -> (bytes: [UInt8], events: Int)?) throws -> Int {
+        guard
+            let upTo = try pool.read({ db in
+                try Int64.fetchOne(db, sql: "SELECT up_to_seq FROM pending_scrub WHERE user_id = ?", arguments: [userID])
+            })
+        else { return 0 }
+        var after: Int64 = 0
+        var rewritten = 0
+        while true {
+            let page = try pool.read { db in
+                try Row.fetchAll(
+                    db, sql: "SELECT seq, body FROM input_log WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT 256",
+                    arguments: [after, upTo]
+                ).map { (seq: $0["seq"] as Int64, bytes: [UInt8]($0["body"] as Data)) }
+            }
+            guard let last = page.last else { break }
+            let changes = page.compactMap { r in rewrite(r.bytes).map { (r.seq, $0) } }
+            if !changes.isEmpty {
+                try pool.write { db in
+                    for (seq, r) in changes {
+                        try db.execute(
+                            sql: "UPDATE input_log SET body = ?, events = ? WHERE seq = ?",
+                            arguments: [Data(r.bytes), r.events, seq])
+                    }
+                }
+                rewritten += changes.count
+            }
+            after = last.seq
+        }
+        try pool.write { db in try db.execute(sql: "DELETE FROM pending_scrub WHERE user_id = ?", arguments: [userID]) }
+        return rewritten
+    }
+
+    /// A user's stored actions (all of them, oldest first).
+    public func allActions(of userID: String) throws -> [String] {
+        try pool.read { db in
+            try String.fetchAll(db, sql: "SELECT json FROM action_log WHERE user_id = ? ORDER BY seq", arguments: [userID])
+        }
+    }
+
+    /// A user's outbox entries, oldest first.
+    public func outbox(of userID: String) throws -> [OutboxRow] {
+        try pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM outbox WHERE user_id = ? ORDER BY id", arguments: [userID]).map(
+                OutboxRow.init)
+        }
+    }
+
+    /// Calls `body` with every input log record, in order (a page at a time).
+    public func eachInput(_ body: (_ seq: Int64, _ receivedAt: Int64, _ bytes: [UInt8]) throws -> Void) throws {
+        var after: Int64 = 0
+        while true {
+            let page = try pool.read { db in
+                try Row.fetchAll(
+                    db, sql: "SELECT seq, received_at, body FROM input_log WHERE seq > ? ORDER BY seq LIMIT 256",
+                    arguments: [after]
+                ).map { (seq: $0["seq"] as Int64, at: $0["received_at"] as Int64, bytes: [UInt8]($0["body"] as Data)) }
+            }
+            guard let last = page.last else { return }
+            for r in page { try body(r.seq, r.at, r.bytes) }
+            after = last.seq
+        }
+    }
+
+    /// Retention: deletes input log records received before `cutoff` that the checkpoint includes (a restart never
+    /// needs them), and outbox entries delivered before it. Returns how many records and entries.
+    public func deleteOlder(than cutoff: Int64) throws -> (inputs: Int, delivered: Int) {
+        try pool.write { db in
+            try db.execute(
+                sql: """
+                    DELETE FROM input_log WHERE received_at < ?
+                        AND seq <= (SELECT coalesce(max(input_seq), 0) FROM checkpoint)
+                    """, arguments: [cutoff])
+            let inputs = db.changesCount
+            try db.execute(sql: "DELETE FROM outbox WHERE state = 1 AND done_at < ?", arguments: [cutoff])
+            return (inputs, db.changesCount)
+        }
+    }
+}

@@ -1,0 +1,117 @@
+import ArgumentParser
+import BeckonCore
+import BeckonServer
+import BeckonStore
+import Foundation
+
+/// `beckon outbox --db FILE`: the actions waiting for, or given up on by, the destinations (docs/operations.md).
+struct Outbox: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List the outbox's pending and dead actions; retry or drop them (also while a service runs).")
+
+    @Option(help: "The service's SQLite database.")
+    var db: String
+
+    @Flag(help: "Also list delivered actions.")
+    var all = false
+
+    @Flag(help: "One JSON object a line.")
+    var json = false
+
+    @Option(help: "Make this dead action pending again, its attempts counted from zero (repeatable).")
+    var retry: [String] = []
+
+    @Flag(help: "Make every dead action pending again.")
+    var retryDead = false
+
+    @Option(help: "Delete this undelivered action from the outbox (repeatable).")
+    var drop: [String] = []
+
+    @Flag(help: "Delete every dead action.")
+    var dropDead = false
+
+    func run() throws {
+        guard FileManager.default.fileExists(atPath: db) else {
+            FileHandle.standardError.write(Data("error: no database at \(db)\n".utf8))
+            throw ExitCode(1)
+        }
+        let backend = try SQLiteStateBackend(path: db)
+        let now = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
+        if !retry.isEmpty || retryDead {
+            let n = try backend.retryOutbox(actionIDs: retryDead ? nil : retry, now: now)
+            print("\(n) action(s) pending again")
+            return
+        }
+        if !drop.isEmpty || dropDead {
+            let n = try backend.dropOutbox(actionIDs: dropDead ? nil : drop)
+            print("\(n) action(s) dropped")
+            return
+        }
+        let rows = try backend.outbox(states: all ? [.pending, .dead, .delivered] : [.pending, .dead])
+        if json {
+            for r in rows { print(r.json) }
+            return
+        }
+        if rows.isEmpty {
+            print("the outbox is empty")
+            return
+        }
+        let header = ["action id", "destination", "state", "attempts", "next attempt", "last error"]
+        let lines = rows.map { r in
+            [
+                r.entry.actionID, r.entry.destination, r.state.description, String(r.attempts),
+                r.state == .pending ? Timestamp(milliseconds: r.nextAt).description : "-", r.lastError ?? "",
+            ]
+        }
+        let widths = header.indices.map { i in ([header] + lines).map { $0[i].count }.max() ?? 0 }
+        for line in [header] + lines {
+            let padded = line.indices.map { i in line[i].padding(toLength: widths[i], withPad: " ", startingAt: 0) }
+            let text = padded.joined(separator: "  ")
+            print(String(text.reversed().drop(while: { $0 == " " }).reversed()))
+        }
+        let counts = Dictionary(grouping: rows, by: \.state).mapValues(\.count)
+        print(
+            "\(counts[.pending] ?? 0) pending, \(counts[.dead] ?? 0) dead" + (all ? ", \(counts[.delivered] ?? 0) delivered" : "")
+        )
+    }
+}
+
+/// `beckon user export|forget --db FILE USER`: privacy requests with the service stopped.
+struct User: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Export or forget everything held about a user (the service stopped; while it runs use the API).",
+        subcommands: [Export.self, Forget.self])
+
+    struct Export: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Print everything held about a user as JSON.")
+        @Option(help: "The service's SQLite database.") var db: String
+        @Argument(help: "The user id.") var user: String
+        func run() throws {
+            print(try User.run { try DatabaseCommands.export(database: db, user: user) })
+        }
+    }
+
+    struct Forget: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Forget a user: state, timers, inbox, stored actions, undelivered outbox entries, stored events.")
+        @Option(help: "The service's SQLite database.") var db: String
+        @Argument(help: "The user id.") var user: String
+        func run() throws {
+            let known = try User.run { try DatabaseCommands.forget(database: db, user: user) }
+            print(known ? "forgot \(user)" : "nothing was held about \(user)")
+        }
+    }
+
+    static func run<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let e as DatabaseLock.Held {
+            FileHandle.standardError.write(
+                Data("error: \(e); stop it, or use DELETE /v1/users/ID or GET /v1/users/ID/export\n".utf8))
+            throw ExitCode(1)
+        } catch let e as DatabaseCommands.Failure {
+            FileHandle.standardError.write(Data("error: \(e)\n".utf8))
+            throw ExitCode(1)
+        }
+    }
+}

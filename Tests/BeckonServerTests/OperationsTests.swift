@@ -1,0 +1,198 @@
+import BeckonCore
+import BeckonStore
+import BeckonYAML
+import Foundation
+import Testing
+
+@testable import BeckonServer
+
+/// `destinations:` in a settings file: what it means, and the mistakes `validate` names.
+struct DestinationSettingsTests {
+    static let rules = """
+        version: 1
+        campaign: c
+        rules:
+          - id: buy
+            on: Purchase
+            do:
+              - emit: { event: Bought, payload: { event_id: "${event.messageId}", value: 3 } }
+              - message: { surface: launch, title: Thanks }
+        """
+
+    static func load(_ settings: String) -> LoadResult {
+        RuleLoader.load(texts: [("s.yaml", "version: 1\nsettings: app\n" + settings), ("r.yaml", rules)])
+    }
+
+    static func errors(_ settings: String) -> [String] {
+        load(settings).diagnostics.filter { $0.severity == .error }.map(\.message)
+    }
+
+    @Test func aDestinationHasItsDefaults() throws {
+        let r = Self.load("destinations:\n  - name: capi\n    url: https://example.com/events\n")
+        let d = try #require(r.ruleSet?.settings.destinations.first)
+        #expect(d == Destination(name: "capi", url: "https://example.com/events"))
+        #expect(
+            (d.method, d.kinds, d.body, d.timeoutMs, d.maxAttempts, d.backoffMs) == ("POST", ["emit"], .action, 10_000, 10, 1_000)
+        )
+        #expect(d.envelope == nil && d.events == nil && d.maxBackoffMs == 3_600_000)
+    }
+
+    @Test func everyKeyIsRead() throws {
+        let r = Self.load(
+            """
+            destinations:
+              - name: capi
+                url: http://127.0.0.1:9/e
+                method: PUT
+                headers: { X-A: "1" }
+                secret_headers: { Authorization: CAPI_TOKEN }
+                kinds: [emit, message]
+                events: [Bought]
+                body: payload
+                envelope: data
+                timeout: 2s
+                max_attempts: 3
+                backoff: 100ms
+                max_backoff: 1s
+
+            """)
+        let d = try #require(r.ruleSet?.settings.destinations.first)
+        #expect(d.method == "PUT" && d.kinds == ["emit", "message"] && d.events == ["Bought"] && d.body == .payload)
+        #expect(d.headers == [.init(name: "X-A", value: "1")])
+        #expect(d.secretHeaders == [.init(name: "Authorization", value: "CAPI_TOKEN")])
+        #expect((d.envelope, d.timeoutMs, d.maxAttempts, d.backoffMs, d.maxBackoffMs) == ("data", 2_000, 3, 100, 1_000))
+    }
+
+    @Test(arguments: [
+        ("url: ftp://example.com", "must be an http:// or https:// URL"),
+        ("url: https://", "must be an http:// or https:// URL"),
+        ("url: https://x\n    method: GET", "'method' must be POST, PUT or PATCH"),
+        ("url: https://x\n    headers: { \"Bad Header\": x }", "not a valid HTTP header name"),
+        ("url: https://x\n    secret_headers: { Authorization: lower_case }", "the name of an environment variable"),
+        ("url: https://x\n    kinds: [emitt]", "'emitt' is not an action kind"),
+        ("url: https://x\n    backoff: 10s\n    max_backoff: 1s", "'max_backoff' is shorter than 'backoff'"),
+        ("url: https://x\n    timeout: 0s", "'timeout' must be longer than 0"),
+        ("url: https://x\n    max_attempts: 0", "'max_attempts' must be at least 1"),
+        ("url: https://x\n    body: everything", "'body' must be 'action' or 'payload'"),
+        ("url: https://x\n    retries: 3", "unknown key 'retries'"),
+    ])
+    func mistakesAreNamed(_ keys: String, _ message: String) {
+        let errors = Self.errors("destinations:\n  - name: d\n    \(keys)\n")
+        #expect(errors.contains { $0.contains(message) }, "\(errors)")
+    }
+
+    @Test func aNameIsUsedOnce() {
+        let errors = Self.errors(
+            "destinations:\n  - { name: d, url: \"https://a\" }\n  - { name: d, url: \"https://b\" }\n")
+        #expect(errors.contains { $0.contains("destination 'd' is defined twice") }, "\(errors)")
+    }
+}
+
+/// What goes to a destination, when it is tried again, and when it is given up.
+struct DeliveryTests {
+    func fired(_ settings: String, _ event: String = "Purchase") throws -> ([FiredAction], [Destination]) {
+        let r = DestinationSettingsTests.load(settings)
+        let rs = try #require(r.ruleSet)
+        let engine = Engine(ruleSet: rs)
+        let e = try SegmentDecoder(ruleSet: rs).decode(
+            #"{"type":"track","event":"\#(event)","userId":"u1","messageId":"m1","timestamp":"2026-03-02T09:00:00Z"}"#)
+        return (Array(engine.process(e).actions), rs.settings.destinations)
+    }
+
+    @Test func entriesFollowKindsEventsBodyAndEnvelope() throws {
+        let (actions, destinations) = try fired(
+            """
+            destinations:
+              - { name: all, url: "https://a" }
+              - { name: other, url: "https://b", events: [Other] }
+              - { name: payload, url: "https://c", body: payload, envelope: data }
+              - { name: messages, url: "https://d", kinds: [message] }
+
+            """)
+        var entries: [OutboxEntry] = []
+        for a in actions {
+            let logged = LoggedAction(userID: a.userID, actionID: a.id, json: Processor.json(a, late: false))
+            entries += Delivery.entries(for: a, logged, destinations: destinations, at: 7)
+        }
+        #expect(entries.map(\.destination) == ["all", "payload", "messages"])
+        let emit = try #require(actions.first { $0.kind == "emit" })
+        #expect(entries[0].body == emit.json && entries[0].actionID == emit.id && entries[0].createdAt == 7)
+        #expect(entries[1].body == #"{"data":[{"event_id":"m1","value":3}]}"#)
+        #expect(entries[2].actionID == actions.first { $0.kind == "message" }?.id)
+    }
+
+    @Test(arguments: [
+        (200, Delivery.Outcome.delivered), (204, .delivered), (400, .dead("HTTP 400")), (401, .dead("HTTP 401")),
+        (404, .dead("HTTP 404")), (302, .dead("HTTP 302")), (408, .retry(error: "HTTP 408", after: nil)),
+        (429, .retry(error: "HTTP 429", after: nil)), (500, .retry(error: "HTTP 500", after: nil)),
+        (503, .retry(error: "HTTP 503", after: nil)),
+    ])
+    func statusesDecide(_ status: Int, _ outcome: Delivery.Outcome) {
+        #expect(Delivery.outcome(status: status, retryAfter: nil, now: Date()) == outcome)
+    }
+
+    @Test func retryAfterIsSecondsOrADate() {
+        let now = Date(timeIntervalSince1970: 1_780_000_000)
+        #expect(Delivery.retryAfterMs("3", now: now) == 3_000)
+        #expect(Delivery.retryAfterMs(" 0 ", now: now) == 0)
+        #expect(Delivery.retryAfterMs("999999999999999999", now: now) == Delivery.maxRetryAfterMs)
+        #expect(Delivery.retryAfterMs("-1", now: now) == nil)
+        #expect(Delivery.retryAfterMs("soon", now: now) == nil)
+        let f = DateFormatter()
+        f.locale = Locale(identifier: "en_US_POSIX")
+        f.timeZone = TimeZone(identifier: "GMT")
+        f.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        #expect(Delivery.retryAfterMs(f.string(from: now.addingTimeInterval(90)), now: now) == 90_000)
+        #expect(Delivery.retryAfterMs(f.string(from: now.addingTimeInterval(-90)), now: now) == 0)
+        #expect(
+            Delivery.outcome(status: 429, retryAfter: "2", now: now) == .retry(error: "HTTP 429", after: 2_000))
+    }
+
+    @Test func backoffDoublesUpToItsMaximumWithJitter() {
+        var d = Destination(name: "d", url: "https://x")
+        d.backoffMs = 1_000
+        d.maxBackoffMs = 10_000
+        #expect(
+            (1...6).map { Delivery.delayMs(d, attempts: $0, retryAfter: nil, jitter: 1) } == [
+                1_000, 2_000, 4_000, 8_000, 10_000, 10_000,
+            ])
+        #expect(Delivery.delayMs(d, attempts: 2, retryAfter: nil, jitter: 0) == 1_000)
+        #expect(Delivery.delayMs(d, attempts: 1_000, retryAfter: nil, jitter: 1) == 10_000)
+        // A Retry-After is a floor, above the backoff's maximum too.
+        #expect(Delivery.delayMs(d, attempts: 1, retryAfter: 60_000, jitter: 0) == 60_000)
+        d.maxBackoffMs = .max
+        #expect(Delivery.delayMs(d, attempts: 100, retryAfter: nil, jitter: 1) > 0)
+    }
+}
+
+/// A forget leaves the user's events out of the input log and nobody else's.
+struct ScrubTests {
+    @Test func aRecordLosesOneUsersEventsAndReads() throws {
+        let loaded = RuleLoader.load(texts: [("r.yaml", DestinationSettingsTests.rules)])
+        let decoder = SegmentDecoder(ruleSet: try #require(loaded.ruleSet))
+        func event(_ user: String, _ id: String) -> String {
+            #"{"type":"track","event":"Purchase","userId":"\#(user)","messageId":"\#(id)"}"#
+        }
+        let body = Array(
+            (#"{"batch":["# + [event("a", "1"), event("b", "2"), event("a", "3")].joined(separator: ",") + "]}").utf8)
+        let (_, log) = try Ingest.events(body, kind: nil, now: 1_000, clock: .wall, decoder: decoder)
+        var record = log
+        record.markRead(userID: "a", itemID: "i", time: 2_000)
+        record.markRead(userID: "b", itemID: "i", time: 2_000)
+        record.tick(3_000)
+        let kept = try #require(try InputLog.without(userID: "a", in: record.bytes, decoder: decoder))
+        var inputs: [String] = []
+        try InputLog.read(kept.bytes) { input in
+            switch input {
+            case .event(let json, let arrival):
+                let e = try decoder.decode(json, arrival: arrival)
+                inputs.append("E \(e.userID) \(e.messageID ?? "") \(e.timestamp)")
+            case .markRead(let u, _, let t): inputs.append("R \(u) \(t)")
+            case .tick(let t): inputs.append("T \(t)")
+            }
+        }
+        #expect(inputs == ["E b 2 1000", "R b 2000", "T 3000"])
+        #expect(kept.events == 1)
+        #expect(try InputLog.without(userID: "nobody", in: record.bytes, decoder: decoder) == nil)
+    }
+}
