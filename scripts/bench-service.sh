@@ -5,7 +5,8 @@
 #     SECONDS, against `beckon serve` (wall clock, release build) on rules/bossup + the benchmark's reminder campaign;
 #  2. the raw SQLite ceiling: the same rows that run wrote, copied by a minimal program (bench-service/ceiling.py);
 #  3. latency: single /v1/track requests at 1,000 a second for SECONDS against a fresh server, p50/p99 from the moment
-#     each was due; and the live clock's timer lag p99 (from /metrics) over that run.
+#     each was due; and the live clock's timer lag p99 (from /metrics) over that run;
+#  4. operations (bench-service/operations.py): reloads under load with 10,000 users, forget, delivery to a receiver.
 # Usage: scripts/bench-service.sh [SECONDS]   (default 10). Needs wrk (installed with apt-get if missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -72,3 +73,5 @@ sleep 3
 echo "single /v1/track at 1,000/s for ${seconds} s: p50 ${p50} ms, p99 ${p99} ms, max ${max} ms ($n requests, $bad not 200)"
 echo "timer lag p99 (2 s reminders on the live clock): $(lag_p99)"
 stop_server
+
+python3 scripts/bench-service/operations.py "$beckon" "$seconds"

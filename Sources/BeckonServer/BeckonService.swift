@@ -84,22 +84,20 @@ public final class BeckonService: Sendable {
         let serving = try ServingRules.make(loaded, environment: ProcessInfo.processInfo.environment, at: now) {
             digest, files in try backend.ruleVersion(digest: digest, files: files, at: now)
         }
-        for d in serving.destinations.values where !d.missing.isEmpty {
-            logger.warning(
-                "a destination is paused until its secrets are set (its actions wait in the outbox)",
-                metadata: ["destination": "\(d.spec.name)", "unset": "\(d.missing.joined(separator: ", "))"])
-        }
+        serving.warnPaused(logger)
         current = CurrentRules(serving)
         let feed = ActionFeed()
         processor = try Processor(
             current: current, backend: backend, clock: options.clock, metrics: metrics, feed: feed, logger: logger)
         var userAuth: UserAuth?
         if let s = options.userSecret { userAuth = await UserAuth(secret: s) }
+        let deliverer = Deliverer(backend: backend, current: current, metrics: metrics, logger: logger)
         routes = Routes(
             processor: processor, backend: backend, current: current,
             reloader: Reloader(
                 paths: options.paths, backend: backend, processor: processor, current: current, metrics: metrics,
                 logger: logger),
+            deliverer: deliverer,
             writeKeys: writeKeys, adminKeys: KeyRing(keys: options.adminKeys), logger: logger,
             userAuth: userAuth, metrics: metrics, feed: feed,
             clock: options.clock)
@@ -122,7 +120,7 @@ public final class BeckonService: Sendable {
             configuration: .init(
                 services: [
                     .init(service: ProcessorService(processor: processor)),
-                    .init(service: Deliverer(backend: backend, current: current, metrics: metrics, logger: logger)),
+                    .init(service: routes.deliverer),
                     .init(
                         service: Maintenance(
                             backend: backend, current: current, retentionDays: options.retentionDays, logger: logger)),

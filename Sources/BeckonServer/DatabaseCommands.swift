@@ -26,12 +26,7 @@ public enum DatabaseCommands {
         let (lock, backend, rules) = try open(database)
         defer { withExtendedLifetime(lock) {} }
         let (engine, _) = try Processor.open(rules, backend, logger: Logger(label: "beckon"))
-        let known = engine.profile(of: user) != nil
-        var commit = ServiceCommit()
-        commit.checkpoint = (
-            engine.takeChangedStates().filter { $0.userID != user }, engine.streamState.encoded(), rules.version
-        )
-        try backend.forget(user, checkpoint: commit)
+        let known = try Privacy.forget(user, in: engine, under: rules.version, backend: backend)
         _ = try Privacy.scrub(user, backend: backend, decoder: rules.decoder)
         return known
     }

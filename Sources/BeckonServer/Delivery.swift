@@ -65,6 +65,26 @@ enum Delivery {
         }
     }
 
+    /// What an attempt's outcome makes of its entry (delivered, dead, or pending again after the backoff) and the
+    /// metric's result (`delivered`, `retried`, `dead`).
+    static func record(
+        _ row: OutboxRow, _ outcome: Outcome, _ d: Destination, now: Int64, jitter: Double
+    ) -> (OutboxAttempt, String) {
+        let attempts = row.attempts + 1
+        switch outcome {
+        case .delivered:
+            return (OutboxAttempt(id: row.id, state: .delivered, nextAt: now, error: nil), "delivered")
+        case .dead(let e):
+            return (OutboxAttempt(id: row.id, state: .dead, nextAt: now, error: e), "dead")
+        case .retry(let e, let after):
+            guard attempts < d.maxAttempts else {
+                return (OutboxAttempt(id: row.id, state: .dead, nextAt: now, error: e + " (after \(attempts) attempts)"), "dead")
+            }
+            let next = now + delayMs(d, attempts: attempts, retryAfter: after, jitter: jitter)
+            return (OutboxAttempt(id: row.id, state: .pending, nextAt: next, error: e), "retried")
+        }
+    }
+
     /// The longest `Retry-After` honoured: a day.
     static let maxRetryAfterMs: Int64 = 86_400_000
 
@@ -94,19 +114,23 @@ enum Delivery {
     }
 }
 
-/// Sends what the outbox holds as it comes due, at most ``maxInFlight`` at once, each attempt on its own (a slow
-/// destination does not hold up another), and records each outcome. Runs in the service group; on a graceful stop
-/// it stops taking entries and lets the attempts in flight finish (an attempt cut short is pending and is sent
-/// again at the next start).
+/// Sends what the outbox holds as it comes due, at most ``maxInFlight`` at once and ``maxPerDestination`` to one
+/// destination (a slow receiver does not hold up another), each attempt on its own, and records the outcomes of the
+/// attempts that ended since the last turn in one transaction. Runs in the service group; a stop cuts attempts in
+/// flight short (they stay pending and are sent at the next start).
 final class Deliverer: Service, Sendable {
     let backend: SQLiteStateBackend
     let current: CurrentRules
     let metrics: ServiceMetrics
     let logger: Logger
-    private let busy = Mutex<Set<Int64>>([])
-    /// How often the outbox is looked at for entries that came due.
-    static let poll: Duration = .milliseconds(100)
-    static let maxInFlight = 32
+    /// Entries taken and not yet recorded, by id, with their destination and user.
+    private let busy = Mutex<[Int64: (destination: String, user: String)]>([:])
+    /// Outcomes of attempts that ended, to record.
+    private let ended = Mutex<[(OutboxRow, Delivery.Outcome, Destination)]>([])
+    /// How often the outbox is looked at when nothing is in flight.
+    static let idlePoll: Duration = .milliseconds(100)
+    static let maxInFlight = 64
+    static let maxPerDestination = 32
 
     init(backend: SQLiteStateBackend, current: CurrentRules, metrics: ServiceMetrics, logger: Logger) {
         self.backend = backend
@@ -116,48 +140,81 @@ final class Deliverer: Service, Sendable {
     }
 
     func run() async throws {
-        let client = HTTPClient(eventLoopGroupProvider: .singleton)
+        var configuration = HTTPClient.Configuration()
+        // (As many connections to a receiver as attempts may be in flight to it: the default would queue them at 8.)
+        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = Self.maxPerDestination
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         var lastGauge = ContinuousClock.now - .seconds(5)
         await withDiscardingTaskGroup { group in
+            // The outbox is read when attempts ended (slots are free) and otherwise every `idlePoll`, for what came due.
+            var lastRead = ContinuousClock.now - Self.idlePoll
             while !Task.isCancelled && !Task.isShuttingDownGracefully {
-                let inFlight = busy.withLock { $0 }
-                // (A paused destination's actions wait in the outbox, untried, until its secrets are set.)
-                let active = current.value.destinations.values.filter(\.missing.isEmpty).map(\.spec.name)
-                if inFlight.count < Self.maxInFlight, !active.isEmpty {
-                    do {
-                        let due = try backend.dueOutbox(
-                            now: Processor.nowMs(), destinations: active, limit: Self.maxInFlight - inFlight.count,
-                            excluding: inFlight)
-                        for row in due {
-                            busy.withLock { _ = $0.insert(row.id) }
-                            group.addTask {
-                                await self.attempt(row, client)
-                                _ = self.busy.withLock { $0.remove(row.id) }
-                            }
-                        }
-                    } catch {
-                        logger.error("cannot read the outbox", metadata: ["error": "\(error)"])
+                let recorded = await recordEnded()
+                var mayHaveMore = false
+                if recorded > 0 || ContinuousClock.now - lastRead >= Self.idlePoll {
+                    lastRead = .now
+                    mayHaveMore = take { row, destination in
+                        group.addTask { await self.attempt(row, destination, client) }
                     }
                 }
                 if ContinuousClock.now - lastGauge >= .seconds(5) {
                     lastGauge = .now
                     updatePendingGauges()
                 }
-                try? await Task.sleep(for: Self.poll)
+                if mayHaveMore {
+                    await Task.yield()
+                } else {
+                    try? await Task.sleep(for: .milliseconds(2))
+                }
             }
             // A stop does not wait for slow receivers: attempts in flight are cut short and stay pending.
             group.cancelAll()
         }
+        _ = await recordEnded()
         try? await client.shutdown()
     }
 
-    private func attempt(_ row: OutboxRow, _ client: HTTPClient) async {
-        let name = row.entry.destination
-        guard let d = current.value.destinations[name] else {
-            await record(row, .dead("destination '\(name)' is no longer in the rules"), nil)
-            return
+    /// Waits until no attempt for `userID` is in flight or unrecorded (a forget answers after this, so that nothing of
+    /// the user's is sent after its answer).
+    func drain(userID: String) async {
+        while busy.withLock({ $0.values.contains { $0.user == userID } }) {
+            try? await Task.sleep(for: .milliseconds(5))
         }
-        guard d.missing.isEmpty else { return }  // (paused by a reload since it was taken: tried once it is set)
+    }
+
+    /// Takes due entries of the active destinations up to the limits and starts an attempt for each. Returns whether
+    /// more may be due than it took.
+    private func take(_ start: (OutboxRow, ServingRules.ResolvedDestination) -> Void) -> Bool {
+        let destinations = current.value.destinations
+        // (A paused destination's actions wait in the outbox, untried, until its secrets are set; so do those of a
+        // destination a reload removed, until it is back or they are dropped.)
+        let active = destinations.values.filter(\.missing.isEmpty)
+        guard !active.isEmpty else { return false }
+        let inFlight = busy.withLock { $0 }
+        var perDestination: [String: Int] = [:]
+        for v in inFlight.values { perDestination[v.destination, default: 0] += 1 }
+        let names = active.map(\.spec.name).filter { perDestination[$0, default: 0] < Self.maxPerDestination }
+        let free = Self.maxInFlight - inFlight.count
+        guard free > 0, !names.isEmpty else { return false }
+        let due: [OutboxRow]
+        do {
+            due = try backend.dueOutbox(
+                now: Processor.nowMs(), destinations: names, limit: free, excluding: Set(inFlight.keys))
+        } catch {
+            logger.error("cannot read the outbox", metadata: ["error": "\(error)"])
+            return false
+        }
+        for row in due {
+            let name = row.entry.destination
+            guard let d = destinations[name], perDestination[name, default: 0] < Self.maxPerDestination else { continue }
+            perDestination[name, default: 0] += 1
+            busy.withLock { $0[row.id] = (name, row.entry.userID) }
+            start(row, d)
+        }
+        return due.count == free
+    }
+
+    private func attempt(_ row: OutboxRow, _ d: ServingRules.ResolvedDestination, _ client: HTTPClient) async {
         var request = HTTPClientRequest(url: d.spec.url)
         request.method = HTTPMethod(rawValue: d.spec.method)
         request.headers.add(name: "Content-Type", value: "application/json")
@@ -174,55 +231,54 @@ final class Deliverer: Service, Sendable {
                 status: Int(response.status.code), retryAfter: response.headers.first(name: "Retry-After"), now: Date())
         } catch {
             // (Cut short by a stop: not an attempt; the entry is pending and is sent at the next start.)
-            if Task.isCancelled { return }
+            if Task.isCancelled {
+                _ = busy.withLock { $0.removeValue(forKey: row.id) }
+                return
+            }
             outcome = .retry(error: Self.describe(error), after: nil)
         }
-        await record(row, outcome, d.spec)
+        ended.withLock { $0.append((row, outcome, d.spec)) }
     }
 
-    private func record(_ row: OutboxRow, _ outcome: Delivery.Outcome, _ d: Destination?) async {
+    /// Writes the outcomes of the attempts that ended, in one transaction, then lets their entries be taken again.
+    /// Returns how many.
+    private func recordEnded() async -> Int {
+        let batch = ended.withLock { e in
+            defer { e = [] }
+            return e
+        }
+        guard !batch.isEmpty else { return 0 }
         let now = Processor.nowMs()
-        let attempts = row.attempts + 1
-        var state = OutboxRow.State.pending
-        var next = now
-        var error: String?
-        var result = "retried"
-        switch outcome {
-        case .delivered:
-            state = .delivered
-            result = "delivered"
-        case .dead(let e):
-            state = .dead
-            error = e
-            result = "dead"
-        case .retry(let e, let after):
-            error = e
-            if let d, attempts < d.maxAttempts {
-                next = now + Delivery.delayMs(d, attempts: attempts, retryAfter: after, jitter: Double.random(in: 0...1))
-            } else {
-                state = .dead
-                error = e + " (after \(attempts) attempts)"
-                result = "dead"
-            }
+        var attempts: [OutboxAttempt] = []
+        var results: [String] = []
+        for (row, outcome, d) in batch {
+            let (attempt, result) = Delivery.record(row, outcome, d, now: now, jitter: Double.random(in: 0...1))
+            attempts.append(attempt)
+            results.append(result)
         }
         do {
-            let applied = try await backend.recordAttempt(id: row.id, state: state, nextAt: next, at: now, error: error)
-            guard applied else { return }
-            metrics.delivery(destination: row.entry.destination, result: result).increment()
-            if state == .dead {
-                // (No user id or body in the log: the action id finds it in `beckon outbox`.)
-                logger.warning(
-                    "an action is dead-lettered",
-                    metadata: [
-                        "destination": "\(row.entry.destination)", "action": "\(row.entry.actionID)", "error": "\(error ?? "")",
-                    ])
+            let applied = try await backend.recordAttempts(attempts, at: now)
+            for (i, (row, _, _)) in batch.enumerated() where applied[i] {
+                metrics.delivery(destination: row.entry.destination, result: results[i]).increment()
+                if attempts[i].state == .dead {
+                    // (No user id or body in the log: the action id finds it in `beckon outbox`.)
+                    logger.warning(
+                        "an action is dead-lettered",
+                        metadata: [
+                            "destination": "\(row.entry.destination)", "action": "\(row.entry.actionID)",
+                            "error": "\(attempts[i].error ?? "")",
+                        ])
+                }
             }
         } catch {
-            logger.error("cannot record a delivery attempt", metadata: ["error": "\(error)"])
+            // (Not recorded: the entries stay as they were and are tried again, at least once as promised.)
+            logger.error("cannot record delivery attempts", metadata: ["error": "\(error)"])
         }
+        busy.withLock { b in for (row, _, _) in batch { b.removeValue(forKey: row.id) } }
+        return batch.count
     }
 
-    /// `beckon_outbox_pending{destination}`: what waits, per destination (a paused one's grows).
+    /// `beckon_outbox_pending_actions{destination}`: what waits, per destination (a paused one's grows).
     private func updatePendingGauges() {
         guard let counts = try? backend.pendingOutboxCounts() else { return }
         for name in Set(current.value.destinations.keys).union(counts.keys) {

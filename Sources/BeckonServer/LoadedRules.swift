@@ -2,6 +2,7 @@ import BeckonCore
 import BeckonYAML
 import Crypto
 import Foundation
+import Logging
 import Synchronization
 
 /// What a service has loaded (`GET /admin/rules`): each file with its SHA-256, when, and the rule sets in them.
@@ -125,6 +126,15 @@ final class ServingRules: @unchecked Sendable {
         self.files = files
         self.version = version
         self.destinations = destinations
+    }
+
+    /// Logs each paused destination (a secret's variable unset) with the variables it lacks.
+    func warnPaused(_ logger: Logger) {
+        for d in destinations.values.sorted(by: { $0.spec.name < $1.spec.name }) where !d.missing.isEmpty {
+            logger.warning(
+                "a destination is paused until its secrets are set (its actions wait in the outbox)",
+                metadata: ["destination": "\(d.spec.name)", "unset": "\(d.missing.joined(separator: ", "))"])
+        }
     }
 
     /// A load's files in load order, and their digest.

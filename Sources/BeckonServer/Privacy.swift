@@ -46,6 +46,14 @@ enum Privacy {
         return w.output
     }
 
+    /// Forgets `user` in the database, with a checkpoint of everyone else's state in `engine` (which must then be
+    /// opened again: it still holds the user). Returns whether the user was known.
+    static func forget(_ user: String, in engine: Engine, under version: Int64, backend: SQLiteStateBackend) throws -> Bool {
+        let known = engine.profile(of: user) != nil
+        try backend.forget(user, checkpoint: engine.checkpoint(under: version, without: user))
+        return known
+    }
+
     /// Removes `user`'s events from the input log records that their forget covers (``SQLiteStateBackend/forget(_:checkpoint:)``
     /// noted them). Returns how many records were rewritten.
     static func scrub(_ user: String, backend: SQLiteStateBackend, decoder: SegmentDecoder) throws -> Int {

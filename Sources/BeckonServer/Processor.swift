@@ -110,9 +110,7 @@ final class Processor: @unchecked Sendable {
         (engine, replayed) = try Self.open(rules, backend, logger: logger)
         // A checkpoint at start: what the replay rebuilt is not replayed again, and the rule set the inputs logged from
         // now on are processed under is recorded (a first start has no checkpoint yet).
-        var commit = ServiceCommit()
-        commit.checkpoint = (engine.takeChangedStates(), engine.streamState.encoded(), rules.version)
-        try backend.write(commit)
+        try backend.write(engine.checkpoint(under: rules.version))
         committer = Committer(backend: backend, metrics: metrics, logger: logger)
         loggedClock = engine.clock
         if replayed > 0 { logger.info("replayed the input log after the last checkpoint", metadata: ["records": "\(replayed)"]) }
@@ -131,9 +129,7 @@ final class Processor: @unchecked Sendable {
             let old = RuleLoader.load(texts: try backend.ruleFiles(version: v))
             if let ruleSet = old.ruleSet {
                 let (engine, n) = try replay(ruleSet, SegmentDecoder(ruleSet: ruleSet), backend)
-                var commit = ServiceCommit()
-                commit.checkpoint = (engine.takeChangedStates(), engine.streamState.encoded(), rules.version)
-                try backend.write(commit)
+                try backend.write(engine.checkpoint(under: rules.version))
                 logger.notice(
                     "replayed the input log under the rule set it was logged under, then changed rule sets",
                     metadata: ["records": "\(n)", "from": "\(v)", "to": "\(rules.version)"])
@@ -235,17 +231,13 @@ final class Processor: @unchecked Sendable {
             if committer.failed || needsReopen {
                 // A group was not written: what the engine holds beyond the database is dropped.
                 committer.waitIdle()
-                do {
-                    (engine, _) = try Self.open(rules, backend, logger: logger)
-                    loggedClock = engine.clock
+                reopen()
+                if !needsReopen {
                     committer.reset()
-                    needsReopen = false
                     setReady(true)
-                } catch {
+                } else {
                     // Not ready until the database opens again; requests meanwhile get 503. Tried again in a second.
-                    logger.critical("cannot reopen the database", metadata: ["error": "\(error)"])
                     setReady(false)
-                    needsReopen = true
                     for (_, c) in jobs { c.resume(throwing: ServiceUnavailable()) }
                     if last { return finish() }
                     Thread.sleep(forTimeInterval: 1)
@@ -294,21 +286,14 @@ final class Processor: @unchecked Sendable {
         }
         let result: JobResult
         do {
-            var commit = ServiceCommit()
             switch job {
             case .reload(let new):
-                commit.checkpoint = (engine.takeChangedStates(), engine.streamState.encoded(), new.version)
-                try backend.write(commit)
+                try backend.write(engine.checkpoint(under: new.version))
                 rules = new
                 current.set(new)
                 result = .reloaded
             case .forget(let user):
-                let known = engine.profile(of: user) != nil
-                commit.checkpoint = (
-                    engine.takeChangedStates().filter { $0.userID != user }, engine.streamState.encoded(), rules.version
-                )
-                try backend.forget(user, checkpoint: commit)
-                result = .forgotten(known)
+                result = .forgotten(try Privacy.forget(user, in: engine, under: rules.version, backend: backend))
             default:
                 preconditionFailure("not a barrier")
             }
@@ -330,6 +315,7 @@ final class Processor: @unchecked Sendable {
         do {
             (engine, _) = try Self.open(rules, backend, logger: logger)
             loggedClock = engine.clock
+            needsReopen = false
         } catch {
             logger.critical("cannot reopen the database", metadata: ["error": "\(error)"])
             needsReopen = true
@@ -452,5 +438,15 @@ final class Processor: @unchecked Sendable {
         let json = a.json
         guard late, json.hasSuffix("}") else { return json }
         return String(json.dropLast()) + ",\"late\":true,\"firedAt\":\"\(Timestamp(milliseconds: nowMs()))\"}"
+    }
+}
+
+extension Engine {
+    /// A checkpoint of everyone changed since the last one (but `user`, who is being forgotten), under rule set
+    /// `version`: what a start, a reload and a forget write on their own.
+    func checkpoint(under version: Int64, without user: String? = nil) -> ServiceCommit {
+        var commit = ServiceCommit()
+        commit.checkpoint = (takeChangedStates().filter { $0.userID != user }, streamState.encoded(), version)
+        return commit
     }
 }

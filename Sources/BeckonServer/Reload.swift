@@ -66,11 +66,7 @@ struct Reloader: Sendable {
                 "by": "\(who)", "files": "\(serving.files.count)", "digest": "\(serving.digest.prefix(12))",
                 "took": "\(ContinuousClock.now - started)",
             ])
-        for d in serving.destinations.values where !d.missing.isEmpty {
-            logger.warning(
-                "a destination is paused until its secrets are set (its actions wait in the outbox)",
-                metadata: ["destination": "\(d.spec.name)", "unset": "\(d.missing.joined(separator: ", "))"])
-        }
+        serving.warnPaused(logger)
         if !result.diagnostics.isEmpty {
             logger.warning("the reloaded rules have warnings", metadata: ["diagnostics": "\(result.rendered())"])
         }
@@ -102,7 +98,8 @@ struct Maintenance: Service {
 
     func run() async throws {
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
-            runOnce()
+            let once = self
+            try? await Routes.onThread { once.runOnce() }
             try? await cancelWhenGracefulShutdown { try await Task.sleep(for: Self.every) }
         }
     }

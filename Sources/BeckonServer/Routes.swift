@@ -14,6 +14,7 @@ struct Routes: Sendable {
     let backend: SQLiteStateBackend
     let current: CurrentRules
     let reloader: Reloader
+    let deliverer: Deliverer
     let writeKeys: KeyRing
     let adminKeys: KeyRing
     let logger: Logger
@@ -142,11 +143,23 @@ struct Routes: Sendable {
 
     // MARK: Privacy
 
+    /// Runs `body` on a thread of its own: work that blocks on the database for long (reading the whole input log)
+    /// stays off the few threads that answer requests.
+    static func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { c in
+            Thread { c.resume(with: Result { try body() }) }.start()
+        }
+    }
+
     func forget(_ user: String) async throws -> Response {
         let result: JobResult
         do {
             result = try await processor.submit(.forget(userID: user))
-            _ = try Privacy.scrub(user, backend: backend, decoder: current.value.decoder)
+            // The answer comes once nothing of the user's is in flight to a destination and their events are gone
+            // from the input log (the scrub reads the whole log: a thread of its own, not the request handlers').
+            await deliverer.drain(userID: user)
+            let (backend, rules) = (backend, current.value)
+            _ = try await Self.onThread { try Privacy.scrub(user, backend: backend, decoder: rules.decoder) }
         } catch {
             return Self.problem(.serviceUnavailable, "the user could not be forgotten; ask again")
         }
@@ -169,8 +182,10 @@ struct Routes: Sendable {
             return Self.problem(.serviceUnavailable, "the service is stopping; ask again")
         }
         guard case .state(let state) = result else { return Self.problem(.internalServerError, "unexpected result") }
-        let text = try Privacy.export(
-            user, state: state, backend: backend, decoder: current.value.decoder, at: Processor.nowMs())
+        let (backend, rules) = (backend, current.value)
+        let text = try await Self.onThread {
+            try Privacy.export(user, state: state, backend: backend, decoder: rules.decoder, at: Processor.nowMs())
+        }
         return Self.json(.ok, text)
     }
 

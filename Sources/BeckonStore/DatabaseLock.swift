@@ -15,9 +15,15 @@ public final class DatabaseLock: Sendable {
         public var description: String { "another process (a running beckon serve?) holds the database \(path)" }
     }
 
+    public struct CannotOpen: Error, CustomStringConvertible {
+        public var path: String
+        public var errno: Int32
+        public var description: String { "cannot open the lock file \(path)-lock (errno \(errno))" }
+    }
+
     public init(database path: String) throws {
         let fd = open(path + "-lock", O_CREAT | O_RDWR | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw Held(path: path) }
+        guard fd >= 0 else { throw CannotOpen(path: path, errno: errno) }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             close(fd)
             throw Held(path: path)

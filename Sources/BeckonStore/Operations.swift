@@ -83,6 +83,21 @@ public struct OutboxRow: Sendable {
     }
 }
 
+/// An attempt's outcome, for ``SQLiteStateBackend/recordAttempts(_:at:)``.
+public struct OutboxAttempt: Sendable {
+    public var id: Int64
+    public var state: OutboxRow.State
+    /// The next attempt, when pending again.
+    public var nextAt: Int64
+    public var error: String?
+    public init(id: Int64, state: OutboxRow.State, nextAt: Int64, error: String?) {
+        self.id = id
+        self.state = state
+        self.nextAt = nextAt
+        self.error = error
+    }
+}
+
 // MARK: Rule set versions
 
 extension SQLiteStateBackend {
@@ -131,19 +146,24 @@ extension SQLiteStateBackend {
 
 extension SQLiteStateBackend {
     /// Pending entries for `destinations` due by `now`, soonest first, at most `limit`, leaving out `busy` ids
-    /// (attempts in flight).
+    /// (attempts in flight). (By the index of pending entries by due time: the planner would otherwise take the
+    /// destination's index and read every entry the destination ever had.)
     public func dueOutbox(now: Int64, destinations: [String], limit: Int, excluding busy: Set<Int64>) throws -> [OutboxRow] {
         try pool.read { db in
-            let names = databaseQuestionMarks(count: destinations.count)
             var arguments = StatementArguments([now])
             arguments += StatementArguments(destinations)
-            arguments += [limit + busy.count]
+            arguments += StatementArguments(Array(busy))
+            arguments += [limit]
             return try Row.fetchAll(
                 db,
-                sql:
-                    "SELECT * FROM outbox WHERE state = 0 AND next_at <= ? AND destination IN (\(names)) ORDER BY next_at, id LIMIT ?",
+                sql: """
+                    SELECT * FROM outbox INDEXED BY outbox_due WHERE state = 0 AND next_at <= ?
+                        AND destination IN (\(databaseQuestionMarks(count: destinations.count)))
+                        AND id NOT IN (\(databaseQuestionMarks(count: busy.count)))
+                    ORDER BY next_at, id LIMIT ?
+                    """,
                 arguments: arguments
-            ).map(OutboxRow.init).filter { !busy.contains($0.id) }.prefix(limit).map { $0 }
+            ).map(OutboxRow.init)
         }
     }
 
@@ -152,20 +172,21 @@ extension SQLiteStateBackend {
         try pool.read { db in try Int64.fetchOne(db, sql: "SELECT min(next_at) FROM outbox WHERE state = 0") }
     }
 
-    /// Records an attempt's outcome: delivered, dead, or pending again at `nextAt`. An entry that is no longer pending
-    /// (dropped, forgotten, retried from the command line meanwhile) is left as it is. Returns whether it was pending.
-    @discardableResult
-    public func recordAttempt(
-        id: Int64, state: OutboxRow.State, nextAt: Int64, at time: Int64, error: String?
-    ) async throws -> Bool {
+    /// Records attempts' outcomes in one transaction: each entry delivered, dead, or pending again at its `nextAt`,
+    /// its attempts counted. An entry no longer pending (dropped, forgotten, retried from the command line meanwhile)
+    /// is left as it is. Returns, for each, whether it was recorded.
+    public func recordAttempts(_ attempts: [OutboxAttempt], at time: Int64) async throws -> [Bool] {
         try await pool.write { db in
-            try db.execute(
+            let update = try db.cachedStatement(
                 sql: """
                     UPDATE outbox SET attempts = attempts + 1, state = ?, next_at = ?, last_error = ?,
                         done_at = CASE WHEN ? = 0 THEN NULL ELSE ? END
                     WHERE id = ? AND state = 0
-                    """, arguments: [state.rawValue, nextAt, error, state.rawValue, time, id])
-            return db.changesCount > 0
+                    """)
+            return try attempts.map { a in
+                try update.execute(arguments: [a.state.rawValue, a.nextAt, a.error, a.state.rawValue, time, a.id])
+                return db.changesCount > 0
+            }
         }
     }
 
@@ -184,14 +205,17 @@ extension SQLiteStateBackend {
     public func retryOutbox(actionIDs: [String]?, now: Int64) throws -> Int {
         try pool.write { db in
             let set = "state = 0, attempts = 0, next_at = ?, done_at = NULL"
+            var n = 0
             if let ids = actionIDs {
                 for id in ids {
                     try db.execute(sql: "UPDATE outbox SET \(set) WHERE action_id = ? AND state = 2", arguments: [now, id])
+                    n += db.changesCount
                 }
             } else {
                 try db.execute(sql: "UPDATE outbox SET \(set) WHERE state = 2", arguments: [now])
+                n = db.changesCount
             }
-            return db.changesCount
+            return n
         }
     }
 
@@ -262,26 +286,27 @@ extension SQLiteStateBackend {
         else { return 0 }
         var after: Int64 = 0
         var rewritten = 0
+        // Each page is read, rewritten and written in one transaction: two forgets scrubbing the same record at once
+        // each rewrite what the other wrote, never a stale copy.
         while true {
-            let page = try pool.read { db in
-                try Row.fetchAll(
+            let (last, changed) = try pool.write { db in
+                let page = try Row.fetchAll(
                     db, sql: "SELECT seq, body FROM input_log WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT 256",
                     arguments: [after, upTo]
                 ).map { (seq: $0["seq"] as Int64, bytes: [UInt8]($0["body"] as Data)) }
-            }
-            guard let last = page.last else { break }
-            let changes = page.compactMap { r in rewrite(r.bytes).map { (r.seq, $0) } }
-            if !changes.isEmpty {
-                try pool.write { db in
-                    for (seq, r) in changes {
-                        try db.execute(
-                            sql: "UPDATE input_log SET body = ?, events = ? WHERE seq = ?",
-                            arguments: [Data(r.bytes), r.events, seq])
-                    }
+                var changed = 0
+                for r in page {
+                    guard let kept = rewrite(r.bytes) else { continue }
+                    try db.execute(
+                        sql: "UPDATE input_log SET body = ?, events = ? WHERE seq = ?",
+                        arguments: [Data(kept.bytes), kept.events, r.seq])
+                    changed += 1
                 }
-                rewritten += changes.count
+                return (page.last?.seq, changed)
             }
-            after = last.seq
+            guard let last else { break }
+            rewritten += changed
+            after = last
         }
         try pool.write { db in try db.execute(sql: "DELETE FROM pending_scrub WHERE user_id = ?", arguments: [userID]) }
         return rewritten

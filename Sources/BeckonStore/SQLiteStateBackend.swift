@@ -107,6 +107,26 @@ public final class SQLiteStateBackend: StateBackend, Sendable {
                         up_to_seq INTEGER NOT NULL
                     ) WITHOUT ROWID;
                     """)
+            // Sequence numbers are never used again once rows can be deleted (retention, forget): a plain INTEGER
+            // PRIMARY KEY takes max + 1, so a new record could number below a checkpoint's position (never replayed)
+            // or a new action below a client's pull cursor (never seen).
+            for (table, columns) in [
+                ("input_log", "received_at INTEGER NOT NULL, events INTEGER NOT NULL, body BLOB NOT NULL"),
+                ("action_log", "user_id TEXT NOT NULL, action_id TEXT NOT NULL, json TEXT NOT NULL"),
+            ] {
+                try db.execute(
+                    sql: """
+                        CREATE TABLE \(table)_new (seq INTEGER PRIMARY KEY AUTOINCREMENT, \(columns));
+                        INSERT INTO \(table)_new SELECT * FROM \(table);
+                        DROP TABLE \(table);
+                        ALTER TABLE \(table)_new RENAME TO \(table);
+                        """)
+            }
+            try db.execute(
+                sql: """
+                    CREATE INDEX action_log_user ON action_log(user_id, seq);
+                    CREATE UNIQUE INDEX action_log_id ON action_log(action_id);
+                    """)
         }
         return m
     }

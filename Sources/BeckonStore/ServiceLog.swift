@@ -52,14 +52,20 @@ extension SQLiteStateBackend {
         // is not delivered twice.
         let action = try db.cachedStatement(
             sql: "INSERT OR IGNORE INTO action_log (user_id, action_id, json) VALUES (?, ?, ?)")
-        for a in commit.actions { try action.execute(arguments: [a.userID, a.actionID, a.json]) }
+        var stored: Set<String> = []
+        for a in commit.actions {
+            try action.execute(arguments: [a.userID, a.actionID, a.json])
+            if db.changesCount > 0 { stored.insert(a.actionID) }
+        }
+        // An action goes to destinations only when it is stored now: one fired again (stored before, perhaps
+        // delivered and its entry gone since) is not sent again.
         if !commit.outbox.isEmpty {
             let entry = try db.cachedStatement(
                 sql: """
                     INSERT OR IGNORE INTO outbox (destination, action_id, user_id, body, next_at, created_at)
                     VALUES (?, ?, ?, ?, ?, ?)
                     """)
-            for o in commit.outbox {
+            for o in commit.outbox where stored.contains(o.actionID) {
                 try entry.execute(arguments: [o.destination, o.actionID, o.userID, Data(o.body.utf8), o.createdAt, o.createdAt])
             }
         }

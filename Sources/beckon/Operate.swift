@@ -109,6 +109,9 @@ struct User: ParsableCommand {
             FileHandle.standardError.write(
                 Data("error: \(e); stop it, or use DELETE /v1/users/ID or GET /v1/users/ID/export\n".utf8))
             throw ExitCode(1)
+        } catch let e as DatabaseLock.CannotOpen {
+            FileHandle.standardError.write(Data("error: \(e)\n".utf8))
+            throw ExitCode(1)
         } catch let e as DatabaseCommands.Failure {
             FileHandle.standardError.write(Data("error: \(e)\n".utf8))
             throw ExitCode(1)

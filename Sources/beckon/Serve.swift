@@ -81,6 +81,9 @@ struct Serve: AsyncParsableCommand {
         } catch let e as DatabaseLock.Held {
             FileHandle.standardError.write(Data("error: \(e)\n".utf8))
             throw ExitCode(1)
+        } catch let e as DatabaseLock.CannotOpen {
+            FileHandle.standardError.write(Data("error: \(e)\n".utf8))
+            throw ExitCode(1)
         }
         if !service.warnings.isEmpty { FileHandle.standardError.write(Data(service.warnings.utf8)) }
         let db = options.database

@@ -196,3 +196,50 @@ struct ScrubTests {
         #expect(try InputLog.without(userID: "nobody", in: record.bytes, decoder: decoder) == nil)
     }
 }
+
+/// The outbox's rows as the database keeps them.
+struct OutboxStoreTests {
+    func backend() throws -> SQLiteStateBackend {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("beckon-outbox-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        return try SQLiteStateBackend(path: dir.appendingPathComponent("db.sqlite").path)
+    }
+
+    func fire(_ id: String) -> ServiceCommit {
+        var c = ServiceCommit()
+        c.actions = [LoggedAction(userID: "u1", actionID: id, json: #"{"id":"\#(id)"}"#)]
+        c.outbox = [OutboxEntry(destination: "d", actionID: id, userID: "u1", body: "{}", createdAt: 5)]
+        return c
+    }
+
+    @Test func anActionFiredAgainIsNotSentAgain() async throws {
+        let b = try backend()
+        try b.write([fire("a")])
+        let row = try #require(try b.dueOutbox(now: 5, destinations: ["d"], limit: 10, excluding: []).first)
+        #expect(
+            try await b.recordAttempts([OutboxAttempt(id: row.id, state: .delivered, nextAt: 5, error: nil)], at: 6) == [true])
+        // Retention deletes the delivered entry; the same action fired again (its messageId after the dedup window)
+        // is stored once and so sent once.
+        #expect(try b.deleteOlder(than: 7).delivered == 1)
+        try b.write([fire("a")])
+        #expect(try b.outbox(states: [.pending, .delivered, .dead]).isEmpty)
+        try b.write([fire("b")])
+        #expect(try b.outbox(states: [.pending]).map(\.entry.actionID) == ["b"])
+    }
+
+    @Test func retryAndDropCountEveryEntry() async throws {
+        let b = try backend()
+        try b.write([fire("a"), fire("b"), fire("c")])
+        let rows = try b.dueOutbox(now: 5, destinations: ["d"], limit: 10, excluding: [])
+        #expect(rows.count == 3)
+        let dead = rows.map { OutboxAttempt(id: $0.id, state: .dead, nextAt: 5, error: "HTTP 400") }
+        #expect(try await b.recordAttempts(dead, at: 6) == [true, true, true])
+        #expect(try await b.recordAttempts(dead, at: 6) == [false, false, false])  // (no longer pending)
+        #expect(try b.retryOutbox(actionIDs: ["a", "b", "nope"], now: 9) == 2)
+        #expect(
+            try b.outbox(states: [.pending]).map { ($0.entry.actionID, $0.attempts, $0.nextAt) }.elementsEqual(
+                [("a", 0, 9), ("b", 0, 9)], by: ==))
+        #expect(try b.dropOutbox(actionIDs: ["a", "c"]) == 2)
+        #expect(try b.outbox(states: [.pending, .dead]).map(\.entry.actionID) == ["b"])
+    }
+}

@@ -864,7 +864,8 @@ class Privacy(OpsCase):
             self.assertEqual({k: stored["event"].get(k) for k in posted}, posted)
 
         self.forget(server, "u1", True)
-        forgot_at = time.monotonic()
+        # (The answer waits for an attempt in flight: what was sent is sent by now, and nothing more is.)
+        u1_sent_at_forget = len(capi.got(emit))
         self.assertForgotten(self.export(server, "u1"))
         self.assertEqual(server.all_actions("u1"), [])
         status, inbox = self.inbox(server, "u1")
@@ -881,10 +882,9 @@ class Privacy(OpsCase):
         self.assertEqual(server.all_actions("u1"), [])
 
         # No delivery of the forgotten row (u2's row is still tried, every 1-2 s).
-        time.sleep(max(0, forgot_at + 0.3 - time.monotonic()))  # (an attempt in flight at the forget has landed)
-        u1_sent, u2_sent = len(capi.got(emit)), len(capi.got(u2_emit))
+        u2_sent = len(capi.got(u2_emit))
         time.sleep(2.6)
-        self.assertEqual(len(capi.got(emit)), u1_sent, "a forgotten user's action was delivered")
+        self.assertEqual(len(capi.got(emit)), u1_sent_at_forget, "a forgotten user's action was delivered")
         self.assertGreater(len(capi.got(u2_emit)), u2_sent, "the destination was not retried at all")
 
         # The same id later: a new user, for whom the once-only welcome fires again.
@@ -964,6 +964,14 @@ class Retention(OpsCase):
         # What the events did stays: the user's state and actions.
         self.assertIsNotNone(export["state"])
         self.assertEqual(export["actions"], actions)
+        # With the log emptied, a new record still numbers after the checkpoint: an event accepted and then lost
+        # with the process (no checkpoint since) is replayed at the next start.
+        self.post(server, track("u2", "Signed Up", "u2-1", "2026-03-02T10:00:00Z"))
+        server.kill()
+        server = Server([self.rules], self.db, clock="events")
+        server.start()
+        self.addCleanup(server.stop)
+        self.assertIsNotNone(self.export(server, "u2")["state"])
 
 
 class AdminAuth(OpsCase):
