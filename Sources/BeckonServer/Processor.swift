@@ -224,10 +224,13 @@ final class Processor: @unchecked Sendable {
         while true {
             lock.lock()
             if queue.isEmpty && !stopping { _ = lock.wait(until: Date(timeIntervalSinceNow: Self.tick)) }
-            let jobs = queue
+            var jobs = queue
             queue = []
             let last = stopping
             lock.unlock()
+            if jobs.contains(where: { if case .forget = $0.0 { true } else { false } }) {
+                jobs = zip(Self.droppingForgotten(jobs.map(\.0)), jobs.map(\.1)).map { ($0, $1) }
+            }
             if committer.failed || needsReopen {
                 // A group was not written: what the engine holds beyond the database is dropped.
                 committer.waitIdle()
@@ -260,6 +263,23 @@ final class Processor: @unchecked Sendable {
             round(Array(jobs[start...]), checkpoint: last)
             if last { return finish() }
         }
+    }
+
+    /// The jobs without the events of a user whose forget is queued behind them (from the jobs and their input log
+    /// records): the forget would erase what they did, but an action they fired could reach a destination first.
+    /// (Their requests are answered as accepted: they were, and then forgotten.)
+    static func droppingForgotten(_ jobs: [Job]) -> [Job] {
+        var jobs = jobs
+        for (i, job) in jobs.enumerated() {
+            guard case .forget(let user) = job else { continue }
+            for j in 0..<i {
+                guard case .events(let events, let log, let under) = jobs[j], events.contains(where: { $0.userID == user }),
+                    let kept = try? InputLog.without(userID: user, in: log.bytes, decoder: under.decoder)
+                else { continue }
+                jobs[j] = .events(events.filter { $0.userID != user }, kept, decodedUnder: under)
+            }
+        }
+        return jobs
     }
 
     private func finish() {

@@ -243,3 +243,31 @@ struct OutboxStoreTests {
         #expect(try b.outbox(states: [.pending, .dead]).map(\.entry.actionID) == ["b"])
     }
 }
+
+/// Events queued before a forget of their user are not processed (their actions never reach a destination).
+struct ForgetQueueTests {
+    @Test func eventsQueuedBeforeAForgetAreLeftOut() throws {
+        let loaded = RuleLoader.load(texts: [("r.yaml", DestinationSettingsTests.rules)])
+        let rules = try ServingRules.make(loaded, environment: [:], at: 0) { _, _ in 1 }
+        func job(_ users: [String]) throws -> Job {
+            let events = users.enumerated().map { i, u in
+                #"{"type":"track","event":"Purchase","userId":"\#(u)","messageId":"\#(u)\#(i)"}"#
+            }
+            let body = #"{"batch":["# + events.joined(separator: ",") + "]}"
+            let (decoded, log) = try Ingest.events(Array(body.utf8), kind: nil, now: 1_000, clock: .wall, decoder: rules.decoder)
+            return .events(decoded, log, decodedUnder: rules)
+        }
+        let jobs = Processor.droppingForgotten([try job(["a", "b", "a"]), try job(["c"]), .forget(userID: "a"), try job(["a"])])
+        guard case .events(let first, let log, _) = jobs[0], case .events(let second, _, _) = jobs[1],
+            case .events(let after, _, _) = jobs[3]
+        else {
+            Issue.record("the jobs changed kind: \(jobs)")
+            return
+        }
+        #expect(first.map(\.userID) == ["b"])
+        #expect(log.events == 1)
+        #expect(second.map(\.userID) == ["c"])
+        // (An event after the forget is a new user's.)
+        #expect(after.map(\.userID) == ["a"])
+    }
+}
