@@ -32,6 +32,8 @@ public final class BeckonService: Sendable {
         public var clock: ClockMode = .wall
         /// Days input log records are kept (`nil`: for ever); a record is deleted only once a checkpoint includes it.
         public var retentionDays: Int?
+        /// Reload when a rule file changes.
+        public var watch = false
         public init(paths: [String]) { self.paths = paths }
     }
 
@@ -116,6 +118,8 @@ public final class BeckonService: Sendable {
     /// Serves until SIGTERM or SIGINT; `onRunning` gets the address it listens on.
     public func run(onRunning: @escaping @Sendable (String) async -> Void = { _ in }) async throws {
         processor.start()
+        let watcher: [ServiceGroupConfiguration.ServiceConfiguration] =
+            options.watch ? [.init(service: WatchReloads(reloader: routes.reloader))] : []
         let group = ServiceGroup(
             configuration: .init(
                 services: [
@@ -125,8 +129,7 @@ public final class BeckonService: Sendable {
                         service: Maintenance(
                             backend: backend, current: current, retentionDays: options.retentionDays, logger: logger)),
                     .init(service: HangupReloads(reloader: routes.reloader)),
-                    .init(service: application(onRunning: onRunning)),
-                ],
+                ] + watcher + [.init(service: application(onRunning: onRunning))],
                 gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
     }

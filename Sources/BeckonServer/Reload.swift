@@ -86,6 +86,36 @@ struct HangupReloads: Service {
     }
 }
 
+/// Reloads when a rule file changes (`--watch`): the files under the folders are looked at every ``every`` (their
+/// paths, sizes and modification times), and a change is a reload as any other — refused with its diagnostics while
+/// the edit has errors, swapped in once it has none. A half-saved file is only a refused reload.
+struct WatchReloads: Service {
+    let reloader: Reloader
+    static let every: Duration = .seconds(1)
+
+    func run() async throws {
+        var last = Self.look(reloader.paths)
+        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: Self.every) }
+            let now = Self.look(reloader.paths)
+            if now != last {
+                last = now
+                _ = await reloader.reload(by: "--watch")
+            }
+        }
+    }
+
+    /// Each file's path, size and modification time.
+    static func look(_ paths: [String]) -> [String] {
+        RuleLoader.files(under: paths).map { path in
+            let a = try? FileManager.default.attributesOfItem(atPath: path)
+            let size = (a?[.size] as? NSNumber)?.int64Value ?? -1
+            let modified = (a?[.modificationDate] as? Date)?.timeIntervalSince1970 ?? -1
+            return "\(path)\u{0}\(size)\u{0}\(modified)"
+        }
+    }
+}
+
 /// Housekeeping in the background: input log records past the retention period are deleted (only those a
 /// checkpoint includes), and forgets interrupted by a crash finish scrubbing their user's events.
 struct Maintenance: Service {

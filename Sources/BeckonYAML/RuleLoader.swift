@@ -270,6 +270,15 @@ public enum RuleLoader {
             ruleCount: ruleCount, testSuites: suites)
     }
 
+    /// The `.yaml` files a load of `paths` reads (a file path as it is; folders searched recursively), sorted.
+    public static func files(under paths: [String]) -> [String] {
+        paths.flatMap { p -> [String] in
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: p, isDirectory: &isDirectory) else { return [p] }
+            return isDirectory.boolValue ? yamlFiles(under: p) : [p]
+        }
+    }
+
     static func yamlFiles(under dir: String) -> [String] {
         guard let e = FileManager.default.enumerator(atPath: dir) else { return [] }
         var out: [String] = []

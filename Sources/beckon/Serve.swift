@@ -39,6 +39,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Days to keep stored events (the input log); default: for ever.")
     var retentionDays: Int?
 
+    @Flag(help: "Reload the rules when a file under PATH changes (as POST /admin/reload).")
+    var watch = false
+
     func run() async throws {
         let env = ProcessInfo.processInfo.environment
         if let d = retentionDays, d < 0 {
@@ -51,6 +54,7 @@ struct Serve: AsyncParsableCommand {
         options.port = port
         options.clock = clock
         options.retentionDays = retentionDays
+        options.watch = watch
         options.writeKeys = writeKey
         if let keys = env["BECKON_WRITE_KEYS"] {
             options.writeKeys += keys.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }

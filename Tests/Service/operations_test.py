@@ -730,6 +730,24 @@ rules:
         self.assertEqual(len(server.all_actions("u1")), 1)
         self.assertEqual(len(server.all_actions("u2")), 1)
 
+    def test_watch_reloads_when_a_file_changes(self):
+        self.files(rate=RATE_V1)
+        server = Server([self.rules], self.db, clock="events", extra=["--watch"])
+        server.start()
+        self.addCleanup(server.stop)
+        before = self.shas(self.rules_info(server))
+        self.files(rate=RATE_V2)
+        wait_until(lambda: self.shas(self.rules_info(server)) != before, timeout=10, what="--watch reloading the edit")
+        self.post(server, level("u1", "l1", "2026-03-02T09:00:00Z"))
+        self.assertEqual([a["message"]["title"] for a in server.all_actions("u1") if a["rule"] == "ask_rating"],
+                         ["Having fun? Rate us"])
+        # A broken save is refused and the rules before it keep serving.
+        reloaded = self.shas(self.rules_info(server))
+        self.files(rate=RATE_BAD)
+        time.sleep(2.5)
+        self.assertEqual(self.shas(self.rules_info(server)), reloaded)
+        self.assertEqual(metric(server, "beckon_reloads_total", result="refused"), 1)
+
     def test_ingest_never_fails_during_reloads(self):
         self.files(rate=RATE_V1)
         server = self.serve(clock="events")
