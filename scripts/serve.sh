@@ -5,9 +5,11 @@
 #   ops        rules/ops           http://127.0.0.1:8081   beckon-ops.sqlite
 #   stampbook  rules/stampbook     http://127.0.0.1:8082   beckon-stampbook.sqlite
 #   firefox    campaigns/firefox   http://127.0.0.1:8083   beckon-firefox.sqlite
-# Keys, per app (APP in capitals): BECKON_WRITE_KEYS_APP and BECKON_USER_SECRET_APP from the environment, so that a
-# user's token for one app reads nothing of another's; without them, development keys are used and printed (never
-# use those in production). Databases go to BECKON_DATA (default ./data). docs/service.md.
+# Keys, per app (APP in capitals): BECKON_WRITE_KEYS_APP, BECKON_USER_SECRET_APP and BECKON_ADMIN_KEYS_APP from the
+# environment, so that a user's token for one app reads nothing of another's; without them, development keys are
+# used and printed (never use those in production). BossUp's conversions go to Meta's Conversions API once
+# BOSSUP_META_AUTHORIZATION ("Bearer <token>") is set; until then they wait in its outbox. Databases go to
+# BECKON_DATA (default ./data). docs/service.md, docs/operations.md.
 # Usage: scripts/serve.sh [--debug]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,7 +40,14 @@ for app in bossup:rules/bossup ops:rules/ops stampbook:rules/stampbook firefox:c
     secret="development-$name-secret-change-me-0123456789"
     echo "[$name] development user-token secret: $secret (set $secret_var for a real one)"
   fi
-  BECKON_WRITE_KEYS=$keys BECKON_USER_SECRET=$secret "$beckon" serve "${app#*:}" --db "$data/beckon-$name.sqlite" \
+  admin_var=BECKON_ADMIN_KEYS_$upper
+  admin=${!admin_var:-}
+  if [ -z "$admin" ]; then
+    admin="dev-$name-admin-key"
+    echo "[$name] development admin key: $admin (set $admin_var for real ones)"
+  fi
+  BECKON_WRITE_KEYS=$keys BECKON_USER_SECRET=$secret BECKON_ADMIN_KEYS=$admin \
+    "$beckon" serve "${app#*:}" --db "$data/beckon-$name.sqlite" \
     --port "$port" \
     > >(sed -u "s/^/[$name] /") 2> >(sed -u "s/^/[$name] /" >&2) &
   pids+=($!)
