@@ -17,6 +17,8 @@ let package = Package(
         .library(name: "BeckonStore", targets: ["BeckonStore"]),
         // `beckon serve` as a library: HTTP ingest, pull delivery, a live clock, over BeckonStore.
         .library(name: "BeckonServer", targets: ["BeckonServer"]),
+        // The fleet's log and leases in PostgreSQL.
+        .library(name: "BeckonPostgres", targets: ["BeckonPostgres"]),
         // The commands as a library: for the fuzz harnesses in Fuzz/ (their own package), not for services.
         .library(name: "BeckonCommands", targets: ["BeckonCommands"]),
         .executable(name: "beckon", targets: ["beckon"]),
@@ -34,6 +36,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         // CPU hints the engine's hot loop uses (a prefetch), as static inline C functions Swift inlines.
@@ -79,6 +82,13 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ]
         ),
+        // The fleet's shared log and partition leases in PostgreSQL (docs/fleet.md).
+        .target(
+            name: "BeckonPostgres",
+            dependencies: [
+                .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "beckon",
             dependencies: [
@@ -101,6 +111,10 @@ let package = Package(
                 "BeckonServer", "BeckonCore", "BeckonStore", "BeckonYAML",
                 .product(name: "JWTKit", package: "jwt-kit"),
             ]
+        ),
+        .testTarget(
+            name: "BeckonPostgresTests",
+            dependencies: ["BeckonPostgres", .product(name: "PostgresNIO", package: "postgres-nio")]
         ),
         .testTarget(
             name: "BeckonCommandsTests",

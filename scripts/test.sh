@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command (README, .ci/run): builds, runs the Swift tests, checks formatting, runs CEL conformance,
+# The test command (README, .ci/run): builds, starts a throw-away PostgreSQL (scripts/postgres.sh), runs the Swift
+# tests, checks formatting, runs CEL conformance,
 # validates and dry-runs everything shipped in rules/, campaigns/ and samples/, and fuzzes each fuzz target briefly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -7,6 +8,12 @@ cd "$(dirname "$0")/.."
 scripts/install-sqlite.sh
 echo "== swift build"
 swift build
+echo "== a throw-away PostgreSQL on loopback for the fleet's tests"
+pg_dir=$(mktemp -d)/postgres
+trap 'scripts/postgres.sh stop "$pg_dir"' EXIT
+BECKON_TEST_POSTGRES=$(scripts/postgres.sh start "$pg_dir")
+export BECKON_TEST_POSTGRES
+echo "$BECKON_TEST_POSTGRES"
 echo "== swift test"
 log=$(mktemp)
 if ! swift test > "$log" 2>&1; then
@@ -15,6 +22,8 @@ if ! swift test > "$log" 2>&1; then
   exit 1
 fi
 grep -E "^✔ Test run|Executed .* tests" "$log" || true
+# (The fleet's tests are skipped without a database: here there is one, so they must have run.)
+grep -q "✔ Suite FleetLogTests passed" "$log" || { echo "the PostgreSQL tests did not run"; exit 1; }
 
 echo "== swift format lint"
 swift format lint --strict -r Sources Tests Package.swift

@@ -1,0 +1,115 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Testing
+
+@testable import BeckonPostgres
+
+/// Against a real PostgreSQL: scripts/test.sh starts a throw-away cluster (scripts/postgres.sh) and sets
+/// BECKON_TEST_POSTGRES; each test makes a database of its own in it.
+let postgresURL = ProcessInfo.processInfo.environment["BECKON_TEST_POSTGRES"]
+
+func withFleet<T: Sendable>(_ body: @escaping @Sendable (FleetLog) async throws -> T) async throws -> T {
+    let base = try #require(postgresURL)
+    let logger = Logger(label: "beckon-test")
+    let name = "t_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+    let admin = try FleetLog(url: base, logger: logger)
+    let root = String(base[..<base.range(of: "/", options: .backwards)!.lowerBound])
+    return try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { await admin.run() }
+        try await admin.client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"), logger: logger)
+        let log = try FleetLog(url: root + "/" + name, logger: logger)
+        group.addTask { await log.run() }
+        defer { group.cancelAll() }
+        try await log.migrate()
+        return try await body(log)
+    }
+}
+
+@Suite(.enabled(if: postgresURL != nil, "needs BECKON_TEST_POSTGRES (scripts/test.sh starts one)"))
+struct FleetLogTests {
+    @Test func migrationsRunOnceAndSetUpEveryPartition() async throws {
+        try await withFleet { log in
+            try await log.migrate()
+            try await log.migrate()
+            var n = 0
+            for try await c in try await log.client.query("SELECT count(*) FROM beckon_lease").decode(Int.self) { n = c }
+            #expect(n == FleetLog.partitionCount)
+        }
+    }
+
+    @Test func thePartitionOfAUserNeverChanges() {
+        // (Pinned values: a change would reorder every stored user's events.)
+        #expect(FleetLog.partition(of: "") == 37)  // (0xcbf29ce484222325, the FNV offset basis, mod 64)
+        #expect((0..<1000).map { FleetLog.partition(of: "u\($0)") }.reduce(0, +) == 32_252)
+        #expect(Set((0..<1000).map { FleetLog.partition(of: "u\($0)") }).count == 64)
+    }
+
+    /// Eight appenders at once into one partition while a reader follows its offset: the reader sees every entry,
+    /// in sequence order, with no gap at any read (a late commit never lands under its offset).
+    @Test func appendsBecomeVisibleInSequenceOrder() async throws {
+        try await withFleet { log in
+            let users = (0..<10_000).map { "u\($0)" }.filter { FleetLog.partition(of: $0) == 5 }.prefix(8).map { $0 }
+            let total = 8 * 40 * 5
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for w in 0..<8 {
+                    group.addTask {
+                        for b in 0..<40 {
+                            let events = (0..<5).map { i in
+                                (userID: users[(w + i) % users.count], body: Array("\(w)-\(b)-\(i)".utf8))
+                            }
+                            try await log.append(events, receivedAt: 1_000)
+                        }
+                    }
+                }
+                group.addTask {
+                    var offset: Int64 = 0
+                    var gaps = 0
+                    while offset < Int64(total) {
+                        let page = try await log.read(partition: 5, after: offset, limit: 97)
+                        for (k, e) in page.enumerated() where e.seq != offset + Int64(k) + 1 { gaps += 1 }
+                        offset = page.last?.seq ?? offset
+                    }
+                    #expect(gaps == 0)
+                }
+                try await group.waitForAll()
+            }
+            let all = try await log.read(partition: 5, after: 0, limit: 10_000)
+            #expect(all.map(\.seq) == (1...Int64(total)).map { $0 })
+        }
+    }
+
+    @Test func anAppendIsAllOrNothingAndKeepsOrderWithinAPartition() async throws {
+        try await withFleet { log in
+            let entries = try await log.append([("a", [1]), ("b", [2]), ("a", [3])], receivedAt: 7)
+            #expect(entries.map(\.body) == [[1], [2], [3]])
+            let pa = FleetLog.partition(of: "a")
+            #expect(try await log.read(partition: pa, after: 0, limit: 10).filter { $0.userID == "a" }.map(\.body) == [[1], [3]])
+        }
+    }
+
+    /// A lease expires and moves on; the old holder's transactions are refused from then on and write nothing.
+    @Test func aStaleHolderIsFencedOut() async throws {
+        try await withFleet { log in
+            let logger = Logger(label: "beckon-test")
+            let a = try #require(try await log.acquire(partition: 3, owner: "a", ttl: .milliseconds(400)))
+            #expect(try await log.acquire(partition: 3, owner: "b", ttl: .seconds(30)) == nil)
+            #expect(try await log.renew(a, ttl: .milliseconds(400)))
+            try await log.fenced(a, logger: logger) { c in try await FleetLog.setProcessed(10, of: 3, on: c, logger: logger) }
+            #expect(try await log.processed(partition: 3) == 10)
+            try await Task.sleep(for: .milliseconds(600))  // a paused (SIGSTOPped) holder, past its lease
+            let b = try #require(try await log.acquire(partition: 3, owner: "b", ttl: .seconds(30)))
+            #expect(b.epoch == a.epoch + 1)
+            #expect(try await log.renew(a, ttl: .seconds(30)) == false)
+            await #expect(throws: FleetLog.Fenced.self) {
+                try await log.fenced(a, logger: logger) { c in try await FleetLog.setProcessed(99, of: 3, on: c, logger: logger) }
+            }
+            #expect(try await log.processed(partition: 3) == 10)
+            try await log.fenced(b, logger: logger) { c in try await FleetLog.setProcessed(11, of: 3, on: c, logger: logger) }
+            #expect(try await log.processed(partition: 3) == 11)
+            // Released, it is free at once.
+            try await log.release(b)
+            #expect(try await log.acquire(partition: 3, owner: "a", ttl: .seconds(30))?.epoch == b.epoch + 1)
+        }
+    }
+}
