@@ -92,7 +92,7 @@ let package = Package(
         .executableTarget(
             name: "beckon",
             dependencies: [
-                "BeckonCommands", "BeckonServer", "BeckonStore", "BeckonCore",
+                "BeckonCommands", "BeckonServer", "BeckonStore", "BeckonCore", "BeckonPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

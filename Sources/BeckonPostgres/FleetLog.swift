@@ -305,6 +305,53 @@ public final class FleetLog: Sendable {
         return 0
     }
 
+    // MARK: Status
+
+    /// A partition as `beckon fleet status` shows it.
+    public struct PartitionStatus: Sendable, Equatable {
+        public var partition: Int
+        /// The process holding its lease, if any holds one that has not expired.
+        public var owner: String?
+        public var epoch: Int64
+        /// Milliseconds the lease has left (negative: expired), if held.
+        public var leaseLeftMs: Int64?
+        /// The last sequence number appended, and the last processed.
+        public var appended: Int64
+        public var processed: Int64
+        public var lag: Int64 { appended - processed }
+    }
+
+    /// Whether the database has been set up as a fleet's (a process or `beckon fleet migrate` has migrated it).
+    public func isSetUp() async throws -> Bool {
+        for try await set in try await client.query(
+            "SELECT to_regclass('beckon_lease') IS NOT NULL", logger: logger
+        ).decode(Bool.self) {
+            return set
+        }
+        return false
+    }
+
+    /// Every partition's lease and progress, in partition order.
+    public func status() async throws -> [PartitionStatus] {
+        var out: [PartitionStatus] = []
+        let rows = try await client.query(
+            """
+            SELECT l.partition, l.owner, l.epoch,
+                (extract(epoch FROM (l.expires_at - clock_timestamp())) * 1000)::bigint,
+                s.next_seq - 1, l.processed_seq
+            FROM beckon_lease l JOIN beckon_sequence s USING (partition) ORDER BY l.partition
+            """, logger: logger)
+        for try await (p, owner, epoch, left, appended, processed) in rows.decode(
+            (Int, String?, Int64, Int64?, Int64, Int64).self)
+        {
+            out.append(
+                PartitionStatus(
+                    partition: p, owner: owner, epoch: epoch, leaseLeftMs: owner == nil ? nil : left, appended: appended,
+                    processed: processed))
+        }
+        return out
+    }
+
     static func milliseconds(_ d: Duration) -> Int64 {
         d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000
     }

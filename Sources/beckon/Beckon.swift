@@ -8,5 +8,5 @@ struct Beckon: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "beckon",
         abstract: BeckonCLI.configuration.abstract,
-        subcommands: BeckonCLI.configuration.subcommands + [Serve.self, Outbox.self, User.self])
+        subcommands: BeckonCLI.configuration.subcommands + [Serve.self, Outbox.self, User.self, Fleet.self])
 }

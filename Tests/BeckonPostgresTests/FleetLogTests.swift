@@ -112,4 +112,21 @@ struct FleetLogTests {
             #expect(try await log.acquire(partition: 3, owner: "a", ttl: .seconds(30))?.epoch == b.epoch + 1)
         }
     }
+
+    @Test func statusShowsOwnersAndLag() async throws {
+        try await withFleet { log in
+            let users = (0..<1000).map { "u\($0)" }.filter { FleetLog.partition(of: $0) == 9 }
+            try await log.append(users.prefix(3).map { (userID: $0, body: [1]) }, receivedAt: 1)
+            let lease = try #require(try await log.acquire(partition: 9, owner: "host-a:1", ttl: .seconds(30)))
+            try await log.fenced(lease, logger: Logger(label: "t")) { c in
+                try await FleetLog.setProcessed(1, of: 9, on: c, logger: Logger(label: "t"))
+            }
+            let status = try await log.status()
+            #expect(status.count == FleetLog.partitionCount)
+            let p = status[9]
+            #expect((p.owner, p.epoch, p.appended, p.processed, p.lag) == ("host-a:1", 1, 3, 1, 2))
+            #expect((25_000...30_000).contains(p.leaseLeftMs ?? 0))
+            #expect(status[8].owner == nil && status[8].leaseLeftMs == nil && status[8].lag == 0)
+        }
+    }
 }
