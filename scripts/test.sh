@@ -27,8 +27,9 @@ grep -q "✔ Suite FleetLogTests passed" "$log" || { echo "the PostgreSQL tests 
 echo "== beckon fleet on that database"
 .build/debug/beckon fleet status --postgres "$BECKON_TEST_POSTGRES" 2> /dev/null && { echo "status of a database not set up"; exit 1; }
 .build/debug/beckon fleet migrate --postgres "$BECKON_TEST_POSTGRES"
-.build/debug/beckon fleet status --postgres "$BECKON_TEST_POSTGRES" | tail -n 1 | tee /dev/stderr |
-  grep -qx "64 partitions, 0 held by 0 process(es), lag 0 events" || { echo "unexpected fleet status"; exit 1; }
+status=$(.build/debug/beckon fleet status --postgres "$BECKON_TEST_POSTGRES" | tail -n 1)
+echo "$status"
+[ "$status" = "64 partitions, 0 held by 0 process(es), lag 0 events" ] || { echo "unexpected fleet status"; exit 1; }
 
 echo "== swift format lint"
 swift format lint --strict -r Sources Tests Package.swift
