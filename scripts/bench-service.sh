@@ -53,13 +53,15 @@ ingest() {
   checkpoints=$(metric 'beckon_checkpoints_total')
   commits=$(metric 'beckon_database_commit_seconds_count')
   actions=$(python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('select count(*) from action_log').fetchone()[0])" "$work/db.sqlite")
+  outboxed=$(python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('select count(*) from outbox').fetchone()[0])" "$work/db.sqlite")
   rps=$(awk '/Requests\/sec/ { print $2 }' "$work/wrk")
   non2xx=$(awk '/Non-2xx/ { print $5 }' "$work/wrk")
   stop_server
   durable=$(awk -v r="$rps" 'BEGIN { printf "%.0f", r * 100 }')
   ceiling=$(python3 scripts/bench-service/ceiling.py "$work/db.sqlite" "$commits" "$((checkpoints + 1))")
   echo "durable ingest, /v1/batch of 100, $conns connections, ${seconds} s after 3 s of warm-up: $durable events/s"
-  echo "  ($accepted events in all, $actions actions stored, ${non2xx:-0} non-200 in the measured run;" \
+  echo "  ($accepted events in all, $actions actions stored, $outboxed of them in the outbox for bossup's Meta" \
+    "destination, ${non2xx:-0} non-200 in the measured run;" \
     "batch latency $(awk '/Latency/ { print "avg " $2 ", max " $4 }' "$work/wrk"))"
   echo "  SQLite ceiling, the same rows in as many transactions: $ceiling events/s; the service reaches" \
     "$(awk -v a="$durable" -v b="$ceiling" 'BEGIN { printf "%.2f", a / b }')x"
