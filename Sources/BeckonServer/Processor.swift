@@ -148,17 +148,11 @@ final class Processor: @unchecked Sendable {
         let engine = Engine(ruleSet: ruleSet, store: SavedStateStore(backend: backend))
         if let s = try backend.readStream() { engine.restore(stream: try StreamState(decoding: s)) }
         engine.rebuildTimers()
-        var seq = try backend.checkpointSeq()
         var records = 0
         var out = EventOutcome()
-        while true {
-            let page = try backend.inputs(after: seq, limit: 64)
-            guard let last = page.last else { break }
-            for r in page {
-                try InputLog.read(r.bytes) { input in apply(input, to: engine, decoder: decoder, out: &out) }
-            }
-            records += page.count
-            seq = last.seq
+        try backend.eachInput(after: backend.checkpointSeq()) { _, _, bytes in
+            try InputLog.read(bytes) { input in apply(input, to: engine, decoder: decoder, out: &out) }
+            records += 1
         }
         return (engine, records)
     }
@@ -423,7 +417,7 @@ final class Processor: @unchecked Sendable {
         // (A group with nothing to write still goes through the committer: its answers wait for the groups before it.)
         guard !commit.isEmpty || !fired.isEmpty || !jobs.isEmpty else { return }
         let counters = fired.map { counter($0.0) }
-        let destinations = Array(rules.destinations.values.map(\.spec))
+        let destinations = rules.ruleSet.settings.destinations
         let users = Set(fired.map(\.0.userID))
         let (metrics, feed, events, live, tally, dueTimes) = (metrics, feed, input.events, clock == .wall, counts, dues)
         let checkpointed = commit.checkpoint != nil

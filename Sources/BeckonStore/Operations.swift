@@ -167,11 +167,6 @@ extension SQLiteStateBackend {
         }
     }
 
-    /// When the soonest pending entry is due, if any.
-    public func nextOutboxDue() throws -> Int64? {
-        try pool.read { db in try Int64.fetchOne(db, sql: "SELECT min(next_at) FROM outbox WHERE state = 0") }
-    }
-
     /// Records attempts' outcomes in one transaction: each entry delivered, dead, or pending again at its `nextAt`,
     /// its attempts counted. An entry no longer pending (dropped, forgotten, retried from the command line meanwhile)
     /// is left as it is. Returns, for each, whether it was recorded.
@@ -324,22 +319,6 @@ extension SQLiteStateBackend {
         try pool.read { db in
             try Row.fetchAll(db, sql: "SELECT * FROM outbox WHERE user_id = ? ORDER BY id", arguments: [userID]).map(
                 OutboxRow.init)
-        }
-    }
-
-    /// Calls `body` with every input log record, in order (a page at a time).
-    public func eachInput(_ body: (_ seq: Int64, _ receivedAt: Int64, _ bytes: [UInt8]) throws -> Void) throws {
-        var after: Int64 = 0
-        while true {
-            let page = try pool.read { db in
-                try Row.fetchAll(
-                    db, sql: "SELECT seq, received_at, body FROM input_log WHERE seq > ? ORDER BY seq LIMIT 256",
-                    arguments: [after]
-                ).map { (seq: $0["seq"] as Int64, at: $0["received_at"] as Int64, bytes: [UInt8]($0["body"] as Data)) }
-            }
-            guard let last = page.last else { return }
-            for r in page { try body(r.seq, r.at, r.bytes) }
-            after = last.seq
         }
     }
 

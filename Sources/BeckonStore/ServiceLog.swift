@@ -103,12 +103,21 @@ extension SQLiteStateBackend {
         }
     }
 
-    /// Input log records after `seq`, in order, at most `limit`.
-    public func inputs(after seq: Int64, limit: Int) throws -> [(seq: Int64, bytes: [UInt8])] {
-        try pool.read { db in
-            try Row.fetchAll(
-                db, sql: "SELECT seq, body FROM input_log WHERE seq > ? ORDER BY seq LIMIT ?", arguments: [seq, limit]
-            ).map { (seq: $0["seq"], bytes: [UInt8]($0["body"] as Data)) }
+    /// Calls `body` with every input log record after `seq`, in order, reading a page at a time (a replay, an export).
+    public func eachInput(
+        after seq: Int64 = 0, _ body: (_ seq: Int64, _ receivedAt: Int64, _ bytes: [UInt8]) throws -> Void
+    ) throws {
+        var after = seq
+        while true {
+            let page = try pool.read { db in
+                try Row.fetchAll(
+                    db, sql: "SELECT seq, received_at, body FROM input_log WHERE seq > ? ORDER BY seq LIMIT 256",
+                    arguments: [after]
+                ).map { (seq: $0["seq"] as Int64, at: $0["received_at"] as Int64, bytes: [UInt8]($0["body"] as Data)) }
+            }
+            guard let last = page.last else { return }
+            for r in page { try body(r.seq, r.at, r.bytes) }
+            after = last.seq
         }
     }
 

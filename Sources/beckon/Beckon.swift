@@ -1,5 +1,6 @@
 import ArgumentParser
 import BeckonCommands
+import Foundation
 
 /// The root command: the commands of ``BeckonCLI`` and `serve` (kept here so that only the executable links the
 /// server stack, not the fuzz harnesses that link BeckonCommands).
@@ -9,4 +10,11 @@ struct Beckon: AsyncParsableCommand {
         commandName: "beckon",
         abstract: BeckonCLI.configuration.abstract,
         subcommands: BeckonCLI.configuration.subcommands + [Serve.self, Outbox.self, User.self, Fleet.self])
+}
+
+/// Writes `error: MESSAGE` to standard error and gives the exit status 1, for `throw fail(…)`: the commands kept
+/// here (serve, outbox, user, fleet) say what went wrong in one line, never with a trace.
+func fail(_ message: String) -> ExitCode {
+    FileHandle.standardError.write(Data("error: \(message)\n".utf8))
+    return ExitCode(1)
 }

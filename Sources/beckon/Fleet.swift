@@ -21,8 +21,7 @@ struct Fleet: AsyncParsableCommand {
         do {
             log = try FleetLog(url: url, logger: logger)
         } catch {
-            FileHandle.standardError.write(Data("error: \(error)\n".utf8))
-            throw ExitCode(1)
+            throw fail("\(error)")
         }
         do {
             return try await withThrowingTaskGroup(of: T?.self) { group in
@@ -45,11 +44,9 @@ struct Fleet: AsyncParsableCommand {
                 throw CancellationError()
             }
         } catch let e as ValidationError {
-            FileHandle.standardError.write(Data("error: \(e.message)\n".utf8))
-            throw ExitCode(1)
+            throw fail(e.message)
         } catch {
-            FileHandle.standardError.write(Data("error: cannot use the database: \(String(reflecting: error))\n".utf8))
-            throw ExitCode(1)
+            throw fail("cannot use the database: \(String(reflecting: error))")
         }
     }
 

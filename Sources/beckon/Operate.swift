@@ -31,10 +31,7 @@ struct Outbox: ParsableCommand {
     var dropDead = false
 
     func run() throws {
-        guard FileManager.default.fileExists(atPath: db) else {
-            FileHandle.standardError.write(Data("error: no database at \(db)\n".utf8))
-            throw ExitCode(1)
-        }
+        guard FileManager.default.fileExists(atPath: db) else { throw fail("no database at \(db)") }
         let backend = try SQLiteStateBackend(path: db)
         let now = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
         if !retry.isEmpty || retryDead {
@@ -106,15 +103,11 @@ struct User: ParsableCommand {
         do {
             return try body()
         } catch let e as DatabaseLock.Held {
-            FileHandle.standardError.write(
-                Data("error: \(e); stop it, or use DELETE /v1/users/ID or GET /v1/users/ID/export\n".utf8))
-            throw ExitCode(1)
+            throw fail("\(e); stop it, or use DELETE /v1/users/ID or GET /v1/users/ID/export")
         } catch let e as DatabaseLock.CannotOpen {
-            FileHandle.standardError.write(Data("error: \(e)\n".utf8))
-            throw ExitCode(1)
+            throw fail("\(e)")
         } catch let e as DatabaseCommands.Failure {
-            FileHandle.standardError.write(Data("error: \(e)\n".utf8))
-            throw ExitCode(1)
+            throw fail("\(e)")
         }
     }
 }

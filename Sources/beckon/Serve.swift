@@ -44,10 +44,7 @@ struct Serve: AsyncParsableCommand {
 
     func run() async throws {
         let env = ProcessInfo.processInfo.environment
-        if let d = retentionDays, d < 0 {
-            FileHandle.standardError.write(Data("error: --retention-days must be 0 or more\n".utf8))
-            throw ExitCode(1)
-        }
+        if let d = retentionDays, d < 0 { throw fail("--retention-days must be 0 or more") }
         var options = BeckonService.Options(paths: paths)
         options.database = db
         options.host = host
@@ -61,8 +58,7 @@ struct Serve: AsyncParsableCommand {
         }
         if let file = writeKeysFile {
             guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
-                FileHandle.standardError.write(Data("error: cannot read write keys file '\(file)'\n".utf8))
-                throw ExitCode(1)
+                throw fail("cannot read write keys file '\(file)'")
             }
             options.writeKeys += text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
         }
@@ -83,11 +79,9 @@ struct Serve: AsyncParsableCommand {
             if !e.description.hasSuffix("\n") { FileHandle.standardError.write(Data("\n".utf8)) }
             throw ExitCode(1)
         } catch let e as DatabaseLock.Held {
-            FileHandle.standardError.write(Data("error: \(e)\n".utf8))
-            throw ExitCode(1)
+            throw fail("\(e)")
         } catch let e as DatabaseLock.CannotOpen {
-            FileHandle.standardError.write(Data("error: \(e)\n".utf8))
-            throw ExitCode(1)
+            throw fail("\(e)")
         }
         if !service.warnings.isEmpty { FileHandle.standardError.write(Data(service.warnings.utf8)) }
         let db = options.database
