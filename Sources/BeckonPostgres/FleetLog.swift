@@ -24,8 +24,12 @@ public final class FleetLog: Sendable {
 
     public struct Fenced: Error, CustomStringConvertible {
         public var partition: Int
+        public init(partition: Int) { self.partition = partition }
         public var description: String { "partition \(partition)'s lease is no longer this process's: nothing was written" }
     }
+
+    /// An append whose counter rows were not all found (a database not set up for this partition count).
+    public struct AppendFailed: Error {}
 
     public struct BadURL: Error, CustomStringConvertible {
         public var url: String
@@ -34,7 +38,7 @@ public final class FleetLog: Sendable {
 
     /// A client for `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE` (no TLS: for loopback and private networks).
     /// ``run()`` must run while it is used.
-    public init(url: String, logger: Logger) throws {
+    public init(url: String, logger: Logger, lockTimeout: Duration = .seconds(5)) throws {
         guard let u = URLComponents(string: url), u.scheme == "postgres" || u.scheme == "postgresql", let host = u.host,
             let user = u.user
         else { throw BadURL(url: url) }
@@ -43,6 +47,9 @@ public final class FleetLog: Sendable {
             host: host, port: u.port ?? 5432, username: user, password: u.password,
             database: database.isEmpty ? nil : database, tls: .disable)
         configuration.options.maximumConnections = 16
+        // No statement waits on a lock for longer than `lockTimeout` (it fails, and is tried again by its caller).
+        // (Every write while serving is one statement: no transaction stays open across a process's stall.)
+        configuration.options.additionalStartupParameters = [("lock_timeout", String(Self.milliseconds(lockTimeout)))]
         client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         self.logger = logger
     }
@@ -89,7 +96,60 @@ public final class FleetLog: Sendable {
                 )
                 """,
             ]
-        )
+        ),
+        (
+            "2: users' states, actions, outbox, members",
+            [
+                """
+                CREATE TABLE beckon_user_state (
+                    user_id text PRIMARY KEY,
+                    partition int NOT NULL,
+                    bytes bytea NOT NULL,
+                    next_due bigint
+                )
+                """,
+                "CREATE INDEX beckon_user_state_due ON beckon_user_state (partition, next_due) WHERE next_due IS NOT NULL",
+                """
+                CREATE TABLE beckon_stream_state (
+                    partition int PRIMARY KEY,
+                    bytes bytea NOT NULL
+                )
+                """,
+                """
+                CREATE TABLE beckon_action (
+                    seq bigserial PRIMARY KEY,
+                    action_id text NOT NULL UNIQUE,
+                    user_id text NOT NULL,
+                    partition int NOT NULL,
+                    json text NOT NULL
+                )
+                """,
+                "CREATE INDEX beckon_action_user ON beckon_action (user_id, seq)",
+                """
+                CREATE TABLE beckon_outbox (
+                    id bigserial PRIMARY KEY,
+                    destination text NOT NULL,
+                    action_id text NOT NULL,
+                    user_id text NOT NULL,
+                    body bytea NOT NULL,
+                    state int NOT NULL DEFAULT 0,
+                    attempts int NOT NULL DEFAULT 0,
+                    next_at bigint NOT NULL,
+                    created_at bigint NOT NULL,
+                    done_at bigint,
+                    last_error text,
+                    UNIQUE (destination, action_id)
+                )
+                """,
+                """
+                CREATE TABLE beckon_member (
+                    owner text PRIMARY KEY,
+                    expires_at timestamptz NOT NULL,
+                    rules_digest text NOT NULL
+                )
+                """,
+            ]
+        ),
     ]
 
     public struct PartitionCountChanged: Error, CustomStringConvertible {
@@ -157,41 +217,70 @@ public final class FleetLog: Sendable {
         public var body: [UInt8]
     }
 
-    /// Appends events (each a user id and the bytes to keep), in one transaction: all of them or none. Returns the
-    /// entries with their partitions and sequence numbers, in the order given. Within a partition the order is the
-    /// order given; partitions are locked in ascending order (two appends never wait on each other in a cycle).
+    /// Appends events (each a user id and the bytes to keep), received at `receivedAt`: ``append(_:)``.
     @discardableResult
     public func append(_ events: [(userID: String, body: [UInt8])], receivedAt: Int64) async throws -> [Entry] {
+        try await append(events.map { ($0.userID, $0.body, receivedAt) })
+    }
+
+    /// Appends events (each a user id, the bytes to keep and when it was received), in one transaction: all of them
+    /// or none. Returns the entries with their partitions and sequence numbers, in the order given. Within a partition
+    /// the order is the order given.
+    ///
+    /// One statement whatever the number of events or partitions: the partitions' counter rows are locked in
+    /// ascending order (two appends never wait on each other in a cycle), moved on by each partition's count, and the
+    /// entries inserted with the numbers that frees. The rows stay locked until the statement commits, which is what
+    /// makes a partition's entries visible in sequence order.
+    @discardableResult
+    public func append(_ events: [(userID: String, body: [UInt8], receivedAt: Int64)]) async throws -> [Entry] {
         guard !events.isEmpty else { return [] }
-        var byPartition: [Int: [Int]] = [:]
-        for (i, e) in events.enumerated() { byPartition[Self.partition(of: e.userID), default: []].append(i) }
-        let logger = logger
-        return try await client.withTransaction(logger: logger) { c in
-            var out = [Entry?](repeating: nil, count: events.count)
-            for p in byPartition.keys.sorted() {
-                let indices = byPartition[p]!
-                let n = Int64(indices.count)
-                var first: Int64 = 0
-                for try await start in try await c.query(
-                    "UPDATE beckon_sequence SET next_seq = next_seq + \(n) WHERE partition = \(p) RETURNING next_seq - \(n)",
-                    logger: logger
-                ).decode(Int64.self) {
-                    first = start
-                }
-                let seqs = (0..<n).map { first + $0 }
-                let users = indices.map { events[$0].userID }
-                let bodies = indices.map { ByteBuffer(bytes: events[$0].body) }
-                try await c.query(
-                    """
-                    INSERT INTO beckon_log (partition, seq, user_id, received_at, body)
-                    SELECT \(p), s, u, \(receivedAt), b FROM unnest(\(seqs)::bigint[], \(users)::text[], \(bodies)::bytea[]) AS t(s, u, b)
-                    """, logger: logger)
-                for (k, i) in indices.enumerated() {
-                    out[i] = Entry(
-                        partition: p, seq: seqs[k], userID: events[i].userID, receivedAt: receivedAt, body: events[i].body)
-                }
-            }
-            return out.map { $0! }
+        let partitionOf = events.map { Self.partition(of: $0.userID) }
+        var counts: [Int: Int64] = [:]
+        // Each event's rank within its partition in this append: its sequence number is the partition's first + rank.
+        var ranks: [Int64] = []
+        ranks.reserveCapacity(events.count)
+        for p in partitionOf {
+            ranks.append(counts[p, default: 0])
+            counts[p, default: 0] += 1
+        }
+        let partitions = counts.keys.sorted()
+        let sizes = partitions.map { counts[$0]! }
+        let seqs = ranks
+        let users = events.map(\.userID)
+        let times = events.map(\.receivedAt)
+        let bodies = events.map { ByteBuffer(bytes: $0.body) }
+        // One statement (no transaction left open between statements, so a process stopped mid-append holds no lock):
+        // `locked` takes the counter rows in ascending order and, having waited for any append holding them, reads
+        // their latest numbers; the update moves each on by its partition's count; the entries take the numbers
+        // from there (their rank within the partition added to its first).
+        var firsts: [Int: Int64] = [:]
+        for try await (p, first) in try await client.query(
+            """
+            WITH locked AS MATERIALIZED (
+                SELECT partition, next_seq FROM beckon_sequence WHERE partition = ANY(\(partitions)::int[])
+                ORDER BY partition FOR UPDATE
+            ), moved AS (
+                UPDATE beckon_sequence s SET next_seq = l.next_seq + c.n
+                FROM locked l JOIN unnest(\(partitions)::int[], \(sizes)::bigint[]) AS c(p, n) ON c.p = l.partition
+                WHERE s.partition = l.partition
+                RETURNING s.partition, l.next_seq AS first
+            ), entries AS (
+                INSERT INTO beckon_log (partition, seq, user_id, received_at, body)
+                SELECT t.p, m.first + t.k, t.u, t.r, t.b
+                FROM unnest(\(partitionOf)::int[], \(seqs)::bigint[], \(users)::text[], \(times)::bigint[],
+                    \(bodies)::bytea[]) AS t(p, k, u, r, b)
+                JOIN moved m ON m.partition = t.p
+            )
+            SELECT partition, first FROM moved
+            """, logger: logger
+        ).decode((Int, Int64).self) {
+            firsts[p] = first
+        }
+        guard firsts.count == partitions.count else { throw AppendFailed() }
+        return events.indices.map { i in
+            Entry(
+                partition: partitionOf[i], seq: firsts[partitionOf[i]]! + ranks[i], userID: events[i].userID,
+                receivedAt: events[i].receivedAt, body: events[i].body)
         }
     }
 
@@ -318,6 +407,8 @@ public final class FleetLog: Sendable {
         /// The last sequence number appended, and the last processed.
         public var appended: Int64
         public var processed: Int64
+        /// Users whose delayed actions are due by the database's clock and not yet fired (a lagging owner's backlog).
+        public var timersDue: Int64 = 0
         public var lag: Int64 { appended - processed }
     }
 
@@ -338,16 +429,21 @@ public final class FleetLog: Sendable {
             """
             SELECT l.partition, l.owner, l.epoch,
                 (extract(epoch FROM (l.expires_at - clock_timestamp())) * 1000)::bigint,
-                s.next_seq - 1, l.processed_seq
-            FROM beckon_lease l JOIN beckon_sequence s USING (partition) ORDER BY l.partition
+                s.next_seq - 1, l.processed_seq, coalesce(t.due, 0)
+            FROM beckon_lease l JOIN beckon_sequence s USING (partition)
+            LEFT JOIN (
+                SELECT partition, count(*) AS due FROM beckon_user_state
+                WHERE next_due <= (extract(epoch FROM clock_timestamp()) * 1000)::bigint GROUP BY partition
+            ) t USING (partition)
+            ORDER BY l.partition
             """, logger: logger)
-        for try await (p, owner, epoch, left, appended, processed) in rows.decode(
-            (Int, String?, Int64, Int64?, Int64, Int64).self)
+        for try await (p, owner, epoch, left, appended, processed, due) in rows.decode(
+            (Int, String?, Int64, Int64?, Int64, Int64, Int64).self)
         {
             out.append(
                 PartitionStatus(
                     partition: p, owner: owner, epoch: epoch, leaseLeftMs: owner == nil ? nil : left, appended: appended,
-                    processed: processed))
+                    processed: processed, timersDue: due))
         }
         return out
     }

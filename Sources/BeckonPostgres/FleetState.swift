@@ -1,0 +1,354 @@
+import Logging
+import NIOCore
+import PostgresNIO
+
+/// What the processing of a partition reads and writes besides the log: users' states, the partition's stream
+/// state, fired actions and their outbox entries, and the processes of the fleet (docs/fleet.md).
+extension FleetLog {
+    // MARK: Reading a partition's state
+
+    /// The stored states of `users` (a user with none is absent from the answer).
+    public func states(of users: [String]) async throws -> [String: [UInt8]] {
+        var out: [String: [UInt8]] = [:]
+        guard !users.isEmpty else { return out }
+        let rows = try await client.query(
+            "SELECT user_id, bytes FROM beckon_user_state WHERE user_id = ANY(\(users)::text[])", logger: logger)
+        for try await (u, b) in rows.decode((String, ByteBuffer).self) { out[u] = Array(b.readableBytesView) }
+        return out
+    }
+
+    /// The users of `partition` whose states hold delayed actions: their soonest due time and their state.
+    public func pendingStates(partition: Int) async throws -> [(userID: String, due: Int64, bytes: [UInt8])] {
+        var out: [(userID: String, due: Int64, bytes: [UInt8])] = []
+        let rows = try await client.query(
+            """
+            SELECT user_id, next_due, bytes FROM beckon_user_state
+            WHERE partition = \(partition) AND next_due IS NOT NULL ORDER BY user_id
+            """, logger: logger)
+        for try await (u, d, b) in rows.decode((String, Int64, ByteBuffer).self) {
+            out.append((u, d, Array(b.readableBytesView)))
+        }
+        return out
+    }
+
+    /// A partition's stream state (its clock and timer ids), if it has been processed.
+    public func streamState(partition: Int) async throws -> [UInt8]? {
+        for try await b in try await client.query(
+            "SELECT bytes FROM beckon_stream_state WHERE partition = \(partition)", logger: logger
+        ).decode(ByteBuffer.self) {
+            return Array(b.readableBytesView)
+        }
+        return nil
+    }
+
+    // MARK: Writing what a batch did
+
+    /// An action fired, as stored; its outbox entries go with it.
+    public struct FiredRow: Sendable {
+        public var actionID: String
+        public var userID: String
+        public var json: String
+        public var outbox: [(destination: String, body: [UInt8], nextAt: Int64, createdAt: Int64)]
+        public init(
+            actionID: String, userID: String, json: String,
+            outbox: [(destination: String, body: [UInt8], nextAt: Int64, createdAt: Int64)]
+        ) {
+            self.actionID = actionID
+            self.userID = userID
+            self.json = json
+            self.outbox = outbox
+        }
+    }
+
+    /// Everything one batch of a partition changed: written in one fenced transaction.
+    public struct PartitionCommit: Sendable {
+        public var states: [(userID: String, bytes: [UInt8], nextDue: Int64?)] = []
+        public var stream: [UInt8] = []
+        public var actions: [FiredRow] = []
+        /// The last log entry the batch includes.
+        public var processed: Int64
+        public init(processed: Int64) { self.processed = processed }
+    }
+
+    /// Writes one partition's batch, fenced by `lease` (``commit(_:)`` of one): returns how many actions were new, or
+    /// throws ``Fenced`` when the lease has moved (and nothing was written).
+    @discardableResult
+    public func commit(_ batch: PartitionCommit, lease: Lease) async throws -> Int {
+        guard let new = try await commit([(lease, batch)])[lease.partition], let n = new else {
+            throw Fenced(partition: lease.partition)
+        }
+        return n
+    }
+
+    /// Writes batches of several partitions (each with the lease it was processed under) in one statement, so one
+    /// round trip and one commit: for each partition whose lease still holds, its users' changed states, its stream
+    /// state, its fired actions (an action id stored before is not stored again, and its outbox entries are queued
+    /// only when new) and its new position; nothing of a partition whose lease has moved. Returns, by partition, how
+    /// many actions were new, or `nil` for a partition that was fenced.
+    ///
+    /// The statement's first part locks the lease rows in ascending partition order and keeps those whose owner,
+    /// epoch and expiry still hold — the fence; every write is conditional on its partition being among them, and the
+    /// rows stay locked until the commit, so no lease changes hands in the middle.
+    public func commit(_ batches: [(lease: Lease, batch: PartitionCommit)]) async throws -> [Int: Int?] {
+        guard !batches.isEmpty else { return [:] }
+        let leasePartitions = batches.map(\.lease.partition)
+        let owners = batches.map(\.lease.owner)
+        let epochs = batches.map(\.lease.epoch)
+        let positions = batches.map(\.batch.processed)
+        let streams = batches.map { ByteBuffer(bytes: $0.batch.stream) }
+        let states = batches.flatMap { b in b.batch.states.map { (b.lease.partition, $0) } }
+        let statePartitions = states.map(\.0)
+        let users = states.map(\.1.userID)
+        let bytes = states.map { ByteBuffer(bytes: $0.1.bytes) }
+        // (Arrays of optionals do not encode: none is Int64.min, made NULL again in the statement.)
+        let dues = states.map { $0.1.nextDue ?? Int64.min }
+        let actions = batches.flatMap { b in b.batch.actions.map { (b.lease.partition, $0) } }
+        let actionPartitions = actions.map(\.0)
+        let ids = actions.map(\.1.actionID)
+        let actionUsers = actions.map(\.1.userID)
+        let json = actions.map(\.1.json)
+        let entries = actions.flatMap { _, a in a.outbox.map { (a, $0) } }
+        let destinations = entries.map(\.1.destination)
+        let outboxActions = entries.map(\.0.actionID)
+        let outboxUsers = entries.map(\.0.userID)
+        let bodies = entries.map { ByteBuffer(bytes: $0.1.body) }
+        let next = entries.map(\.1.nextAt)
+        let created = entries.map(\.1.createdAt)
+        let rows = try await client.query(
+            """
+            WITH batch AS (
+                SELECT * FROM unnest(\(leasePartitions)::int[], \(owners)::text[], \(epochs)::bigint[],
+                    \(positions)::bigint[], \(streams)::bytea[]) AS t(p, owner, epoch, position, stream)
+            ), lease AS (
+                SELECT l.partition FROM beckon_lease l JOIN batch b ON b.p = l.partition
+                WHERE l.owner = b.owner AND l.epoch = b.epoch AND l.expires_at >= clock_timestamp()
+                ORDER BY l.partition
+                FOR UPDATE OF l
+            ), states AS (
+                INSERT INTO beckon_user_state (user_id, partition, bytes, next_due)
+                SELECT u, p, b, nullif(d, \(Int64.min))
+                FROM unnest(\(statePartitions)::int[], \(users)::text[], \(bytes)::bytea[], \(dues)::bigint[])
+                    AS t(p, u, b, d)
+                WHERE p IN (SELECT partition FROM lease)
+                ON CONFLICT (user_id) DO UPDATE SET bytes = excluded.bytes, next_due = excluded.next_due
+            ), stream AS (
+                INSERT INTO beckon_stream_state (partition, bytes)
+                SELECT p, stream FROM batch WHERE p IN (SELECT partition FROM lease)
+                ON CONFLICT (partition) DO UPDATE SET bytes = excluded.bytes
+            ), actions AS (
+                INSERT INTO beckon_action (action_id, user_id, partition, json)
+                SELECT a, u, p, j FROM unnest(\(actionPartitions)::int[], \(ids)::text[], \(actionUsers)::text[],
+                    \(json)::text[]) WITH ORDINALITY AS t(p, a, u, j, n)
+                WHERE p IN (SELECT partition FROM lease) ORDER BY n
+                ON CONFLICT (action_id) DO NOTHING RETURNING action_id, partition
+            ), outbox AS (
+                INSERT INTO beckon_outbox (destination, action_id, user_id, body, next_at, created_at)
+                SELECT t.* FROM unnest(\(destinations)::text[], \(outboxActions)::text[], \(outboxUsers)::text[],
+                    \(bodies)::bytea[], \(next)::bigint[], \(created)::bigint[]) AS t(d, a, u, b, n, c)
+                JOIN actions ON actions.action_id = t.a
+                ON CONFLICT (destination, action_id) DO NOTHING
+            ), position AS (
+                UPDATE beckon_lease l SET processed_seq = b.position FROM batch b
+                WHERE l.partition = b.p AND b.p IN (SELECT partition FROM lease)
+            )
+            SELECT partition, (SELECT count(*) FROM actions a WHERE a.partition = lease.partition) FROM lease
+            """, logger: logger)
+        var out: [Int: Int?] = [:]
+        for p in leasePartitions { out[p] = .some(nil) }
+        for try await (p, new) in rows.decode((Int, Int64).self) { out[p] = Int(new) }
+        return out
+    }
+
+    // MARK: Reading what was fired
+
+    /// A user's actions after `seq` (a cursor: a user's actions are written by one partition's transactions, one at a
+    /// time, so their sequence numbers grow in commit order), at most `limit`.
+    public func actions(of user: String, after seq: Int64, limit: Int) async throws -> [(seq: Int64, json: String)] {
+        var out: [(seq: Int64, json: String)] = []
+        let rows = try await client.query(
+            """
+            SELECT seq, json FROM beckon_action WHERE user_id = \(user) AND seq > \(seq) ORDER BY seq LIMIT \(limit)
+            """, logger: logger)
+        for try await (s, j) in rows.decode((Int64, String).self) { out.append((s, j)) }
+        return out
+    }
+
+    /// Every stored action's JSON, by partition then in the order stored (`beckon fleet actions`).
+    public func eachAction(_ body: (String) throws -> Void) async throws {
+        var after: Int64 = 0
+        while true {
+            var last: Int64?
+            for try await (s, j) in try await client.query(
+                "SELECT seq, json FROM beckon_action WHERE seq > \(after) ORDER BY seq LIMIT 10000", logger: logger
+            ).decode((Int64, String).self) {
+                try body(j)
+                last = s
+            }
+            guard let last else { return }
+            after = last
+        }
+    }
+
+    /// Every entry of the log in one order that keeps each partition's: partitions interleaved by the time their
+    /// entries were received (`beckon fleet events`; a dry-run of it runs each user's events in the order the fleet did).
+    public func eachEntry(_ body: (Entry) throws -> Void) async throws {
+        let page = 5000
+        var heads: [[Entry]] = []
+        var next: [Int] = []
+        for p in 0..<Self.partitionCount {
+            heads.append(try await read(partition: p, after: 0, limit: page))
+            next.append(0)
+        }
+        while true {
+            var best: Int?
+            for p in heads.indices where next[p] < heads[p].count {
+                if let b = best, heads[b][next[b]].receivedAt <= heads[p][next[p]].receivedAt { continue }
+                best = p
+            }
+            guard let p = best else { return }
+            let e = heads[p][next[p]]
+            try body(e)
+            next[p] += 1
+            if next[p] == heads[p].count && heads[p].count == page {
+                heads[p] = try await read(partition: p, after: e.seq, limit: page)
+                next[p] = 0
+            }
+        }
+    }
+
+    // MARK: The outbox
+
+    /// An outbox entry taken for an attempt.
+    public struct OutboxClaim: Sendable {
+        public var id: Int64
+        public var destination: String
+        public var actionID: String
+        public var userID: String
+        public var body: [UInt8]
+        public var attempts: Int
+        public var createdAt: Int64
+    }
+
+    /// Takes pending entries of `destinations` due by `now`, soonest first, at most `limit`, for one process's
+    /// attempts: `FOR UPDATE SKIP LOCKED` lets every process take entries at once without two taking the same, and a
+    /// taken entry's due time moves `claimMs` on, so that an attempt cut short by a crash is made again then (at least
+    /// once, with the same idempotency key).
+    public func claimDueOutbox(
+        now: Int64, destinations: [String], limit: Int, claimMs: Int64
+    ) async throws
+        -> [OutboxClaim]
+    {
+        var out: [OutboxClaim] = []
+        let rows = try await client.query(
+            """
+            UPDATE beckon_outbox SET next_at = \(now + claimMs)
+            WHERE id IN (
+                SELECT id FROM beckon_outbox
+                WHERE state = 0 AND next_at <= \(now) AND destination = ANY(\(destinations)::text[])
+                ORDER BY next_at, id LIMIT \(limit) FOR UPDATE SKIP LOCKED
+            )
+            RETURNING id, destination, action_id, user_id, body, attempts, created_at
+            """, logger: logger)
+        for try await (id, d, a, u, b, n, c) in rows.decode((Int64, String, String, String, ByteBuffer, Int, Int64).self) {
+            out.append(
+                OutboxClaim(
+                    id: id, destination: d, actionID: a, userID: u, body: Array(b.readableBytesView), attempts: n,
+                    createdAt: c))
+        }
+        return out.sorted { $0.id < $1.id }
+    }
+
+    /// Records attempts (each an entry id, its new state 0 pending / 1 delivered / 2 dead, its next attempt's time and
+    /// the error, if any) in one statement; an entry no longer pending is left alone. Returns the ids recorded.
+    public func recordOutbox(
+        _ attempts: [(id: Int64, state: Int, nextAt: Int64, error: String?)], at time: Int64
+    ) async throws -> Set<Int64> {
+        guard !attempts.isEmpty else { return [] }
+        let ids = attempts.map(\.id)
+        let states = attempts.map(\.state)
+        let next = attempts.map(\.nextAt)
+        let errors = attempts.map { $0.error ?? "" }
+        var recorded: Set<Int64> = []
+        for try await id in try await client.query(
+            """
+            UPDATE beckon_outbox o SET attempts = o.attempts + 1, state = t.s, next_at = t.n, last_error = nullif(t.e, ''),
+                done_at = CASE WHEN t.s = 0 THEN NULL ELSE \(time) END
+            FROM unnest(\(ids)::bigint[], \(states)::int[], \(next)::bigint[], \(errors)::text[]) AS t(id, s, n, e)
+            WHERE o.id = t.id AND o.state = 0
+            RETURNING o.id
+            """, logger: logger
+        ).decode(Int64.self) {
+            recorded.insert(id)
+        }
+        return recorded
+    }
+
+    /// Pending entries per destination.
+    public func pendingOutboxCounts() async throws -> [String: Int] {
+        var out: [String: Int] = [:]
+        for try await (d, n) in try await client.query(
+            "SELECT destination, count(*) FROM beckon_outbox WHERE state = 0 GROUP BY destination", logger: logger
+        ).decode((String, Int).self) {
+            out[d] = n
+        }
+        return out
+    }
+
+    // MARK: Members
+
+    /// Says that `owner` is alive for `ttl` more (its share of partitions is counted from the live members), with the
+    /// digest of the rules it runs. Returns the live members' count and their digests.
+    public func heartbeat(
+        owner: String, rulesDigest: String, ttl: Duration
+    ) async throws -> (
+        members: Int, digests: Set<String>
+    ) {
+        let ms = Self.milliseconds(ttl)
+        try await client.query(
+            """
+            INSERT INTO beckon_member (owner, expires_at, rules_digest)
+            VALUES (\(owner), clock_timestamp() + \(ms) * interval '1 millisecond', \(rulesDigest))
+            ON CONFLICT (owner) DO UPDATE SET expires_at = excluded.expires_at, rules_digest = excluded.rules_digest
+            """, logger: logger)
+        var n = 0
+        var digests: Set<String> = []
+        for try await d in try await client.query(
+            "SELECT rules_digest FROM beckon_member WHERE expires_at >= clock_timestamp()", logger: logger
+        ).decode(String.self) {
+            n += 1
+            digests.insert(d)
+        }
+        try await client.query(
+            "DELETE FROM beckon_member WHERE expires_at < clock_timestamp() - interval '1 hour'", logger: logger)
+        return (max(n, 1), digests)
+    }
+
+    /// A process leaving the fleet (its partitions released): the others count one member less at once.
+    public func leave(owner: String) async throws {
+        try await client.query("DELETE FROM beckon_member WHERE owner = \(owner)", logger: logger)
+    }
+
+    /// Partitions no live process holds (free, or their lease expired).
+    public func unheldPartitions() async throws -> [Int] {
+        var out: [Int] = []
+        for try await p in try await client.query(
+            """
+            SELECT partition FROM beckon_lease WHERE owner IS NULL OR expires_at < clock_timestamp() ORDER BY partition
+            """, logger: logger
+        ).decode(Int.self) {
+            out.append(p)
+        }
+        return out
+    }
+
+    /// Each partition's last appended sequence number, in partition order (what the workers poll for new entries).
+    public func appended() async throws -> [Int64] {
+        var out = [Int64](repeating: 0, count: Self.partitionCount)
+        for try await (p, s) in try await client.query(
+            "SELECT partition, next_seq - 1 FROM beckon_sequence ORDER BY partition", logger: logger
+        ).decode((Int, Int64).self) where p < out.count {
+            out[p] = s
+        }
+        return out
+    }
+}

@@ -1,0 +1,124 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Testing
+
+@testable import BeckonPostgres
+
+/// What a partition's owner writes per batch (``FleetLog/commit(_:lease:)``), against a real PostgreSQL.
+@Suite(.enabled(if: postgresURL != nil, "needs BECKON_TEST_POSTGRES (scripts/test.sh starts one)"))
+struct FleetStateTests {
+    static func batch(
+        processed: Int64, actions: [String], user: String = "ana", state: [UInt8] = [1, 2]
+    )
+        -> FleetLog
+        .PartitionCommit
+    {
+        var c = FleetLog.PartitionCommit(processed: processed)
+        c.states = [(user, state, 1_000), ("bo", [9], nil)]
+        c.stream = [7, 7]
+        c.actions = actions.map {
+            FleetLog.FiredRow(
+                actionID: $0, userID: user, json: "{\"id\":\"\($0)\"}",
+                outbox: [(destination: "meta", body: Array($0.utf8), nextAt: 5, createdAt: 5)])
+        }
+        return c
+    }
+
+    static func count(_ log: FleetLog, _ sql: String) async throws -> Int64 {
+        for try await n in try await log.client.query(PostgresQuery(unsafeSQL: sql), logger: log.logger).decode(
+            Int64.self)
+        {
+            return n
+        }
+        return -1
+    }
+
+    @Test func aBatchIsWrittenWholeAndAnActionOnce() async throws {
+        try await withFleet { log in
+            let p = FleetLog.partition(of: "ana")
+            let lease = try #require(try await log.acquire(partition: p, owner: "a", ttl: .seconds(30)))
+            #expect(try await log.commit(Self.batch(processed: 4, actions: ["x1", "x2"]), lease: lease) == 2)
+            #expect(try await log.processed(partition: p) == 4)
+            #expect(try await log.states(of: ["ana", "bo", "cy"]) == ["ana": [1, 2], "bo": [9]])
+            #expect(try await log.streamState(partition: p) == [7, 7])
+            #expect(try await log.pendingStates(partition: p).map(\.userID) == ["ana"])
+            #expect(try await log.actions(of: "ana", after: 0, limit: 10).map(\.json) == [#"{"id":"x1"}"#, #"{"id":"x2"}"#])
+            // A batch processed again (a new owner after a crash before the old one's commit was known) fires the same
+            // action ids: stored once, sent once.
+            #expect(try await log.commit(Self.batch(processed: 6, actions: ["x2", "x3"], state: [3]), lease: lease) == 1)
+            #expect(try await Self.count(log, "SELECT count(*) FROM beckon_action") == 3)
+            #expect(try await Self.count(log, "SELECT count(*) FROM beckon_outbox") == 3)
+            #expect(try await log.states(of: ["ana"]) == ["ana": [3]])
+            let cursor = try await log.actions(of: "ana", after: 0, limit: 1)[0].seq
+            #expect(try await log.actions(of: "ana", after: cursor, limit: 10).map(\.json) == [#"{"id":"x2"}"#, #"{"id":"x3"}"#])
+        }
+    }
+
+    /// A process stopped past its lease resumes and tries to write its batch: refused, and nothing of it is stored —
+    /// not the states, the actions, the outbox entries nor the position.
+    @Test func aStaleOwnersBatchIsRefusedWhole() async throws {
+        try await withFleet { log in
+            let p = FleetLog.partition(of: "ana")
+            let old = try #require(try await log.acquire(partition: p, owner: "a", ttl: .milliseconds(300)))
+            try await log.commit(Self.batch(processed: 2, actions: ["x1"]), lease: old)
+            try await Task.sleep(for: .milliseconds(500))
+            let new = try #require(try await log.acquire(partition: p, owner: "b", ttl: .seconds(30)))
+            await #expect(throws: FleetLog.Fenced.self) {
+                try await log.commit(Self.batch(processed: 9, actions: ["stale"], state: [6]), lease: old)
+            }
+            #expect(try await log.processed(partition: p) == 2)
+            #expect(try await log.states(of: ["ana"]) == ["ana": [1, 2]])
+            #expect(try await Self.count(log, "SELECT count(*) FROM beckon_action WHERE action_id = 'stale'") == 0)
+            #expect(try await Self.count(log, "SELECT count(*) FROM beckon_outbox WHERE action_id = 'stale'") == 0)
+            // The new owner writes.
+            try await log.commit(Self.batch(processed: 3, actions: ["x4"]), lease: new)
+            #expect(try await log.processed(partition: p) == 3)
+        }
+    }
+
+    /// Batches of several partitions in one statement: the one whose lease moved writes nothing, the others write.
+    @Test func aGroupOfBatchesFencesOnlyTheStaleOne() async throws {
+        try await withFleet { log in
+            let (pa, pc) = (FleetLog.partition(of: "ana"), FleetLog.partition(of: "cy"))
+            try #require(pa != pc)
+            let a = try #require(try await log.acquire(partition: pa, owner: "me", ttl: .milliseconds(300)))
+            let c = try #require(try await log.acquire(partition: pc, owner: "me", ttl: .seconds(30)))
+            try await Task.sleep(for: .milliseconds(500))
+            _ = try #require(try await log.acquire(partition: pa, owner: "other", ttl: .seconds(30)))
+            let result = try await log.commit([
+                (a, Self.batch(processed: 5, actions: ["from-ana"])),
+                (c, Self.batch(processed: 7, actions: ["from-cy"], user: "cy")),
+            ])
+            #expect(result[pa] == .some(nil))
+            #expect(result[pc] == 1)
+            #expect(try await log.processed(partition: pa) == 0)
+            #expect(try await log.processed(partition: pc) == 7)
+            #expect(try await log.states(of: ["ana", "cy"]).keys.sorted() == ["cy"])
+            #expect(try await Self.count(log, "SELECT count(*) FROM beckon_action") == 1)
+            #expect(try await Self.count(log, "SELECT count(*) FROM beckon_outbox WHERE action_id = 'from-cy'") == 1)
+        }
+    }
+
+    @Test func entriesComeOutInEachPartitionsOrderInterleavedByTime() async throws {
+        try await withFleet { log in
+            try await log.append([("a", [1], 30), ("b", [2], 10), ("a", [3], 20), ("c", [4], 40)])
+            var out: [[UInt8]] = []
+            try await log.eachEntry { out.append($0.body) }
+            #expect(out.count == 4)
+            // Each partition's order is kept (a's 30 before a's 20); b (10) comes before both when a and b differ.
+            #expect(out.firstIndex(of: [1])! < out.firstIndex(of: [3])!)
+            #expect(out.last == [4])
+        }
+    }
+
+    @Test func membersCountTheLiveProcesses() async throws {
+        try await withFleet { log in
+            #expect(try await log.heartbeat(owner: "a", rulesDigest: "d1", ttl: .seconds(30)) == (1, ["d1"]))
+            let two = try await log.heartbeat(owner: "b", rulesDigest: "d2", ttl: .seconds(30))
+            #expect(two.members == 2 && two.digests == ["d1", "d2"])
+            try await log.leave(owner: "a")
+            #expect(try await log.heartbeat(owner: "b", rulesDigest: "d2", ttl: .seconds(30)).members == 1)
+        }
+    }
+}
