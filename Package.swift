@@ -70,8 +70,9 @@ let package = Package(
         .target(
             name: "BeckonServer",
             dependencies: [
-                "BeckonCore", "BeckonYAML", "BeckonStore",
+                "BeckonCore", "BeckonYAML", "BeckonStore", "BeckonPostgres",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),

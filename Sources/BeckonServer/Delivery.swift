@@ -114,12 +114,33 @@ enum Delivery {
     }
 }
 
+/// Where a ``Deliverer`` finds due outbox entries and records its attempts: the single service's SQLite database, or a
+/// fleet's PostgreSQL (where every process delivers, each taking different entries).
+protocol OutboxStore: Sendable {
+    /// Pending entries of `destinations` due by `now`, soonest first, at most `limit`, but the `busy` ids.
+    func due(now: Int64, destinations: [String], limit: Int, excluding busy: Set<Int64>) async throws -> [OutboxRow]
+    /// Records attempts' outcomes; returns, for each, whether it was recorded (an entry no longer pending is not).
+    func record(_ attempts: [OutboxAttempt], at time: Int64) async throws -> [Bool]
+    /// Pending entries per destination.
+    func pendingCounts() async throws -> [String: Int]
+}
+
+extension SQLiteStateBackend: OutboxStore {
+    func due(now: Int64, destinations: [String], limit: Int, excluding busy: Set<Int64>) async throws -> [OutboxRow] {
+        try dueOutbox(now: now, destinations: destinations, limit: limit, excluding: busy)
+    }
+    func record(_ attempts: [OutboxAttempt], at time: Int64) async throws -> [Bool] {
+        try await recordAttempts(attempts, at: time)
+    }
+    func pendingCounts() async throws -> [String: Int] { try pendingOutboxCounts() }
+}
+
 /// Sends what the outbox holds as it comes due, at most ``maxInFlight`` at once and ``maxPerDestination`` to one
 /// destination (a slow receiver does not hold up another), each attempt on its own, and records the outcomes of the
 /// attempts that ended since the last turn in one transaction. Runs in the service group; a stop cuts attempts in
 /// flight short (they stay pending and are sent at the next start).
 final class Deliverer: Service, Sendable {
-    let backend: SQLiteStateBackend
+    let backend: any OutboxStore
     let current: CurrentRules
     let metrics: ServiceMetrics
     let logger: Logger
@@ -132,7 +153,7 @@ final class Deliverer: Service, Sendable {
     static let maxInFlight = 64
     static let maxPerDestination = 32
 
-    init(backend: SQLiteStateBackend, current: CurrentRules, metrics: ServiceMetrics, logger: Logger) {
+    init(backend: any OutboxStore, current: CurrentRules, metrics: ServiceMetrics, logger: Logger) {
         self.backend = backend
         self.current = current
         self.metrics = metrics
@@ -153,13 +174,13 @@ final class Deliverer: Service, Sendable {
                 var mayHaveMore = false
                 if recorded > 0 || ContinuousClock.now - lastRead >= Self.idlePoll {
                     lastRead = .now
-                    mayHaveMore = take { row, destination in
+                    mayHaveMore = await take { row, destination in
                         group.addTask { await self.attempt(row, destination, client) }
                     }
                 }
                 if ContinuousClock.now - lastGauge >= .seconds(5) {
                     lastGauge = .now
-                    updatePendingGauges()
+                    await updatePendingGauges()
                 }
                 if mayHaveMore {
                     await Task.yield()
@@ -184,34 +205,39 @@ final class Deliverer: Service, Sendable {
 
     /// Takes due entries of the active destinations up to the limits and starts an attempt for each. Returns whether
     /// more may be due than it took.
-    private func take(_ start: (OutboxRow, ServingRules.ResolvedDestination) -> Void) -> Bool {
+    ///
+    /// Each destination is asked for no more than it has room for: an entry taken is an attempt started (in a fleet,
+    /// taking an entry keeps the other processes off it for a while).
+    private func take(_ start: (OutboxRow, ServingRules.ResolvedDestination) -> Void) async -> Bool {
         let destinations = current.value.destinations
         // (A paused destination's actions wait in the outbox, untried, until its secrets are set; so do those of a
         // destination a reload removed, until it is back or they are dropped.)
-        let active = destinations.values.filter(\.missing.isEmpty)
-        guard !active.isEmpty else { return false }
+        let active = destinations.values.filter(\.missing.isEmpty).sorted { $0.spec.name < $1.spec.name }
         let inFlight = busy.withLock { $0 }
         var perDestination: [String: Int] = [:]
         for v in inFlight.values { perDestination[v.destination, default: 0] += 1 }
-        let names = active.map(\.spec.name).filter { perDestination[$0, default: 0] < Self.maxPerDestination }
-        let free = Self.maxInFlight - inFlight.count
-        guard free > 0, !names.isEmpty else { return false }
-        let due: [OutboxRow]
-        do {
-            due = try backend.dueOutbox(
-                now: Processor.nowMs(), destinations: names, limit: free, excluding: Set(inFlight.keys))
-        } catch {
-            logger.error("cannot read the outbox", metadata: ["error": "\(error)"])
-            return false
+        var free = Self.maxInFlight - inFlight.count
+        var more = false
+        for d in active where free > 0 {
+            let name = d.spec.name
+            let room = min(free, Self.maxPerDestination - perDestination[name, default: 0])
+            guard room > 0 else { continue }
+            let due: [OutboxRow]
+            do {
+                due = try await backend.due(
+                    now: Processor.nowMs(), destinations: [name], limit: room, excluding: Set(inFlight.keys))
+            } catch {
+                logger.error("cannot read the outbox", metadata: ["error": "\(String(reflecting: error))"])
+                return false
+            }
+            for row in due {
+                busy.withLock { $0[row.id] = (name, row.entry.userID) }
+                start(row, d)
+            }
+            free -= due.count
+            more = more || due.count == room
         }
-        for row in due {
-            let name = row.entry.destination
-            guard let d = destinations[name], perDestination[name, default: 0] < Self.maxPerDestination else { continue }
-            perDestination[name, default: 0] += 1
-            busy.withLock { $0[row.id] = (name, row.entry.userID) }
-            start(row, d)
-        }
-        return due.count == free
+        return more
     }
 
     private func attempt(_ row: OutboxRow, _ d: ServingRules.ResolvedDestination, _ client: HTTPClient) async {
@@ -257,7 +283,7 @@ final class Deliverer: Service, Sendable {
             results.append(result)
         }
         do {
-            let applied = try await backend.recordAttempts(attempts, at: now)
+            let applied = try await backend.record(attempts, at: now)
             for (i, (row, _, _)) in batch.enumerated() where applied[i] {
                 metrics.delivery(destination: row.entry.destination, result: results[i]).increment()
                 if attempts[i].state == .dead {
@@ -272,15 +298,15 @@ final class Deliverer: Service, Sendable {
             }
         } catch {
             // (Not recorded: the entries stay as they were and are tried again, at least once as promised.)
-            logger.error("cannot record delivery attempts", metadata: ["error": "\(error)"])
+            logger.error("cannot record delivery attempts", metadata: ["error": "\(String(reflecting: error))"])
         }
         busy.withLock { b in for (row, _, _) in batch { b.removeValue(forKey: row.id) } }
         return batch.count
     }
 
     /// `beckon_outbox_pending_actions{destination}`: what waits, per destination (a paused one's grows).
-    private func updatePendingGauges() {
-        guard let counts = try? backend.pendingOutboxCounts() else { return }
+    private func updatePendingGauges() async {
+        guard let counts = try? await backend.pendingCounts() else { return }
         for name in Set(current.value.destinations.keys).union(counts.keys) {
             metrics.outboxPending(destination: name).set(to: Double(counts[name] ?? 0))
         }

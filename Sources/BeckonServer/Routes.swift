@@ -197,19 +197,34 @@ struct Routes: Sendable {
 
     // MARK: Ingest
 
-    func ingest(_ request: Request, kind: Event.Kind?) async -> Response {
+    /// An ingest request's body, or the answer that refuses it (no write key: 401; over the size limit: 400).
+    static func ingestBody(
+        _ request: Request, writeKeys: KeyRing, metrics: ServiceMetrics
+    ) async -> Result<
+        [UInt8], ResponseError
+    > {
         guard writeKeys.allowsBasic(request.headers[.authorization]) else {
             metrics.ingest(.rejected).increment()
-            return Self.json(
-                .unauthorized, SegmentRequest.Problem(message: "a write key is needed (HTTP Basic, the key as user name)").json,
-                headers: [.wwwAuthenticate: "Basic realm=\"beckon\""])
+            return .failure(
+                ResponseError(
+                    json(
+                        .unauthorized,
+                        SegmentRequest.Problem(message: "a write key is needed (HTTP Basic, the key as user name)").json,
+                        headers: [.wwwAuthenticate: "Basic realm=\"beckon\""])))
         }
-        let body: [UInt8]
         do {
-            body = Array(try await request.body.collect(upTo: SegmentRequest.maxRequestBytes).readableBytesView)
+            return .success(Array(try await request.body.collect(upTo: SegmentRequest.maxRequestBytes).readableBytesView))
         } catch {
             metrics.ingest(.rejected).increment()
-            return Self.problem(.badRequest, "the request is over \(SegmentRequest.maxRequestBytes) bytes")
+            return .failure(ResponseError(problem(.badRequest, "the request is over \(SegmentRequest.maxRequestBytes) bytes")))
+        }
+    }
+
+    func ingest(_ request: Request, kind: Event.Kind?) async -> Response {
+        let body: [UInt8]
+        switch await Self.ingestBody(request, writeKeys: writeKeys, metrics: metrics) {
+        case .failure(let e): return e.response
+        case .success(let b): body = b
         }
         let parsed: ([BoundEvent], InputLog)
         let rules = current.value
@@ -231,30 +246,64 @@ struct Routes: Sendable {
 
     /// A response refusing the request, or `nil` when its token proves `user`.
     func refuseUser(_ request: Request, _ user: String) async -> Response? {
-        guard let userAuth else { return Self.problem(.unauthorized, "no user secret is configured (--user-secret)") }
+        await Self.refuseUser(request, user, userAuth)
+    }
+
+    /// A response refusing the request, or `nil` when its token proves `user` (`userAuth`: the service's, if any).
+    static func refuseUser(_ request: Request, _ user: String, _ userAuth: UserAuth?) async -> Response? {
+        guard let userAuth else { return problem(.unauthorized, "no user secret is configured (--user-secret)") }
         do {
             try await userAuth.check(request.headers[.authorization], user: user)
             return nil
         } catch .otherUser {
-            return Self.problem(.forbidden, "the token is for another user")
+            return problem(.forbidden, "the token is for another user")
         } catch {
-            return Self.json(
+            return json(
                 .unauthorized, SegmentRequest.Problem(message: "a valid user token is needed (Authorization: Bearer JWT)").json,
                 headers: [.wwwAuthenticate: "Bearer"])
         }
     }
 
-    func pull(_ request: Request, user: String) async throws -> Response {
+    /// A pull's `after` cursor and `wait` seconds (at most ``maxWait``), or the 400 that says what is wrong.
+    static func pullQuery(_ request: Request) -> Result<(after: Int64, wait: Double), ResponseError> {
         let query = request.uri.queryParameters
         var after: Int64 = 0
         if let a = query.get("after") {
-            guard let v = Int64(a), v >= 0 else { return Self.problem(.badRequest, "'after' must be a cursor") }
+            guard let v = Int64(a), v >= 0 else {
+                return .failure(ResponseError(problem(.badRequest, "'after' must be a cursor")))
+            }
             after = v
         }
         var wait = 0.0
         if let w = query.get("wait") {
-            guard let v = Double(w), v >= 0, v.isFinite else { return Self.problem(.badRequest, "'wait' is seconds") }
-            wait = min(v, Self.maxWait)
+            guard let v = Double(w), v >= 0, v.isFinite else {
+                return .failure(ResponseError(problem(.badRequest, "'wait' is seconds")))
+            }
+            wait = min(v, maxWait)
+        }
+        return .success((after, wait))
+    }
+
+    /// A pull's answer: the actions' JSON objects and the cursor after them.
+    static func actionsResponse(_ rows: [(seq: Int64, json: String)], after: Int64) -> Response {
+        var text = #"{"actions":["#
+        text += rows.map(\.json).joined(separator: ",")
+        text += #"],"cursor":""# + String(rows.last?.seq ?? after) + #""}"#
+        return json(.ok, text)
+    }
+
+    /// A response as an error value (for `Result`).
+    struct ResponseError: Error {
+        var response: Response
+        init(_ r: Response) { response = r }
+    }
+
+    func pull(_ request: Request, user: String) async throws -> Response {
+        let after: Int64
+        let wait: Double
+        switch Self.pullQuery(request) {
+        case .failure(let e): return e.response
+        case .success(let q): (after, wait) = q
         }
         var deadline = ContinuousClock.now + .milliseconds(Int64(wait * 1000))
         while true {
@@ -262,10 +311,7 @@ struct Routes: Sendable {
             let rows = try await backend.actions(of: user, after: after, limit: Self.maxActions)
             let left = deadline - ContinuousClock.now
             if !rows.isEmpty || left <= .zero || Task.isCancelled {
-                var text = #"{"actions":["#
-                text += rows.map(\.json).joined(separator: ",")
-                text += #"],"cursor":""# + String(rows.last?.seq ?? after) + #""}"#
-                return Self.json(.ok, text)
+                return Self.actionsResponse(rows, after: after)
             }
             let seconds = Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18
             // A graceful shutdown answers the poll at once rather than holding the stop for up to `maxWait`.

@@ -42,6 +42,19 @@ public struct OutboxRow: Sendable {
     public var doneAt: Int64?
     public var lastError: String?
 
+    public init(
+        id: Int64, entry: OutboxEntry, state: State, attempts: Int, nextAt: Int64, doneAt: Int64? = nil,
+        lastError: String? = nil
+    ) {
+        self.id = id
+        self.entry = entry
+        self.state = state
+        self.attempts = attempts
+        self.nextAt = nextAt
+        self.doneAt = doneAt
+        self.lastError = lastError
+    }
+
     init(_ row: Row) {
         id = row["id"]
         entry = OutboxEntry(

@@ -1,6 +1,7 @@
 import ArgumentParser
 import BeckonCore
 import BeckonPostgres
+import BeckonServer
 import Foundation
 import Logging
 
@@ -8,7 +9,8 @@ import Logging
 /// it is (docs/fleet.md).
 struct Fleet: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "A fleet of Beckon processes on PostgreSQL.", subcommands: [Status.self, Migrate.self])
+        abstract: "A fleet of Beckon processes on PostgreSQL.",
+        subcommands: [Status.self, Migrate.self, Events.self, Actions.self])
 
     /// Runs `body` with a client of `url` (its pool running meanwhile); a bad URL or an unreachable or unset-up
     /// database is an error message, not a trace.
@@ -87,7 +89,9 @@ struct Fleet: AsyncParsableCommand {
                     w.value(.int(p.epoch))
                     w.key("leaseLeftMs")
                     if let l = p.leaseLeftMs { w.value(.int(l)) } else { w.value(.null) }
-                    for (k, v) in [("appended", p.appended), ("processed", p.processed), ("lag", p.lag)] {
+                    for (k, v) in [
+                        ("appended", p.appended), ("processed", p.processed), ("lag", p.lag), ("timersDue", p.timersDue),
+                    ] {
                         w.key(k)
                         w.value(.int(v))
                     }
@@ -96,7 +100,7 @@ struct Fleet: AsyncParsableCommand {
                 }
                 return
             }
-            print("partition  owner                 epoch  lease left  appended  processed  lag")
+            print("partition  owner                 epoch  lease left  appended  processed  lag       timers due")
             for p in status {
                 let owner = (p.owner ?? "-").padding(toLength: 20, withPad: " ", startingAt: 0)
                 let left = p.leaseLeftMs.map { $0 < 0 ? "expired" : "\($0) ms" } ?? "-"
@@ -105,12 +109,48 @@ struct Fleet: AsyncParsableCommand {
                         + String(p.epoch).padding(toLength: 5, withPad: " ", startingAt: 0) + "  "
                         + left.padding(toLength: 10, withPad: " ", startingAt: 0) + "  "
                         + String(p.appended).padding(toLength: 8, withPad: " ", startingAt: 0) + "  "
-                        + String(p.processed).padding(toLength: 9, withPad: " ", startingAt: 0) + "  " + String(p.lag))
+                        + String(p.processed).padding(toLength: 9, withPad: " ", startingAt: 0) + "  "
+                        + String(p.lag).padding(toLength: 8, withPad: " ", startingAt: 0) + "  " + String(p.timersDue))
             }
             let owners = Set(status.compactMap(\.owner))
             print(
                 "\(status.count) partitions, \(status.count { $0.owner != nil }) held by \(owners.count) process(es), "
-                    + "lag \(status.reduce(0) { $0 + $1.lag }) events")
+                    + "lag \(status.reduce(0) { $0 + $1.lag }) events, \(status.reduce(0) { $0 + $1.timersDue }) users' "
+                    + "timers due")
+        }
+    }
+
+    struct Events: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print the events in the fleet's log as JSON lines: each partition in its order, by time received.",
+            discussion: """
+                Each line is an event as it was accepted (a batch sent twice is there twice, as the processes saw \
+                it): `beckon dry-run --events` of this output gives the actions the fleet fired.
+                """)
+
+        @Option(help: "The fleet's database, postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE.")
+        var postgres: String
+
+        func run() async throws {
+            try await Fleet.with(postgres, needsSetUp: true) { log in
+                try await log.eachEntry { entry in
+                    for json in try FleetService.events(inEntry: entry.body) { print(json) }
+                }
+            }
+        }
+    }
+
+    struct Actions: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print every action the fleet fired, as JSON lines (as `beckon dry-run --format jsonl`).")
+
+        @Option(help: "The fleet's database, postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE.")
+        var postgres: String
+
+        func run() async throws {
+            try await Fleet.with(postgres, needsSetUp: true) { log in
+                try await log.eachAction { json in print(json) }
+            }
         }
     }
 }

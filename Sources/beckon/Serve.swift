@@ -42,6 +42,15 @@ struct Serve: AsyncParsableCommand {
     @Flag(help: "Reload the rules when a file under PATH changes (as POST /admin/reload).")
     var watch = false
 
+    @Option(help: "Run as one process of a fleet sharing this PostgreSQL database (docs/fleet.md) instead of --db.")
+    var postgres: String?
+
+    @Option(help: "With --postgres: seconds a partition's lease lasts without renewal (a dead process's wait).")
+    var leaseSeconds = 10.0
+
+    @Option(help: "With --postgres: this process's name in the leases (default HOST:PID).")
+    var owner: String?
+
     func run() async throws {
         let env = ProcessInfo.processInfo.environment
         if let d = retentionDays, d < 0 { throw fail("--retention-days must be 0 or more") }
@@ -71,22 +80,53 @@ struct Serve: AsyncParsableCommand {
         options.userSecret = userSecret ?? env["BECKON_USER_SECRET"]
         var logger = Logger(label: "beckon")
         logger.logLevel = env["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
-        let service: BeckonService
+        if let postgres { return try await serveFleet(options, postgres: postgres, logger: logger) }
+        let service = try await Self.starting(
+            { try await BeckonService(options, logger: logger) }, warnings: \.warnings,
+            oneLine: { $0 is DatabaseLock.Held || $0 is DatabaseLock.CannotOpen })
+        let db = options.database
+        try await service.run { address in
+            FileHandle.standardOutput.write(Data("beckon serve: listening on \(address) (database \(db))\n".utf8))
+        }
+    }
+
+    /// A service made by `make`, its rules' warnings printed; errors in the rules are printed as `beckon validate`
+    /// prints them (exit 1), and errors `oneLine` accepts as one line (other errors are thrown as they are).
+    private static func starting<S>(
+        _ make: () async throws -> S, warnings: (S) -> String, oneLine: (any Error) -> Bool
+    ) async throws -> S {
+        let service: S
         do {
-            service = try await BeckonService(options, logger: logger)
+            service = try await make()
         } catch let e as BeckonService.ServiceError {
             FileHandle.standardError.write(Data(e.description.utf8))
             if !e.description.hasSuffix("\n") { FileHandle.standardError.write(Data("\n".utf8)) }
             throw ExitCode(1)
-        } catch let e as DatabaseLock.Held {
-            throw fail("\(e)")
-        } catch let e as DatabaseLock.CannotOpen {
-            throw fail("\(e)")
+        } catch  where oneLine(error) {
+            throw fail("\(error)")
         }
-        if !service.warnings.isEmpty { FileHandle.standardError.write(Data(service.warnings.utf8)) }
-        let db = options.database
+        if !warnings(service).isEmpty { FileHandle.standardError.write(Data(warnings(service).utf8)) }
+        return service
+    }
+
+    /// One process of a fleet: the options a fleet has in common with a single service, the database PostgreSQL.
+    private func serveFleet(_ single: BeckonService.Options, postgres: String, logger: Logger) async throws {
+        if watch || retentionDays != nil { throw fail("--watch and --retention-days are not available with --postgres") }
+        guard leaseSeconds >= 1, leaseSeconds <= 600 else { throw fail("--lease-seconds must be between 1 and 600") }
+        var options = FleetService.Options(paths: paths, postgres: postgres)
+        options.host = single.host
+        options.port = single.port
+        options.writeKeys = single.writeKeys
+        options.adminKeys = single.adminKeys
+        options.userSecret = single.userSecret
+        options.clock = single.clock
+        options.leaseTime = .milliseconds(Int64(leaseSeconds * 1000))
+        options.owner = owner
+        let service = try await Self.starting(
+            { try await FleetService(options, logger: logger) }, warnings: \.warnings, oneLine: { _ in true })
+        let owner = service.owner
         try await service.run { address in
-            FileHandle.standardOutput.write(Data("beckon serve: listening on \(address) (database \(db))\n".utf8))
+            FileHandle.standardOutput.write(Data("beckon serve: listening on \(address) (fleet process \(owner))\n".utf8))
         }
     }
 }

@@ -56,6 +56,10 @@ extension Engine {
         }
     }
 
+    /// When the soonest delayed action in the queue is due (`nil`: none): a live clock that lets time pass only when
+    /// something is due asks this.
+    public var nextTimerDue: Int64? { timers.min?.due }
+
     /// Pending delayed actions of every user, soonest first.
     public var pendingCount: Int { store.allProfiles().reduce(0) { $0 + $1.pending.count } }
 

@@ -1,0 +1,39 @@
+import BeckonCore
+import BeckonPostgres
+import BeckonStore
+
+/// A fleet's outbox for a ``Deliverer``: every process delivers, each attempt on an entry it has taken
+/// (``FleetLog/claimDueOutbox(now:destinations:limit:claimMs:)``), so the entries of one destination are sent by
+/// several processes at once and an entry by one at a time.
+struct FleetOutbox: OutboxStore {
+    let log: FleetLog
+    /// How long a taken entry is another process's to leave alone: longer than any attempt can take (the longest
+    /// timeout of the destinations) plus a minute; after it, an attempt cut short by a crash is made again.
+    let claimMs: Int64
+
+    init(log: FleetLog, destinations: [Destination]) {
+        self.log = log
+        claimMs = (destinations.map(\.timeoutMs).max() ?? 0) + 60_000
+    }
+
+    func due(now: Int64, destinations: [String], limit: Int, excluding busy: Set<Int64>) async throws -> [OutboxRow] {
+        try await log.claimDueOutbox(now: now, destinations: destinations, limit: limit, claimMs: claimMs)
+            .filter { !busy.contains($0.id) }
+            .map {
+                OutboxRow(
+                    id: $0.id,
+                    entry: OutboxEntry(
+                        destination: $0.destination, actionID: $0.actionID, userID: $0.userID,
+                        body: String(decoding: $0.body, as: UTF8.self), createdAt: $0.createdAt),
+                    state: .pending, attempts: $0.attempts, nextAt: now)
+            }
+    }
+
+    func record(_ attempts: [OutboxAttempt], at time: Int64) async throws -> [Bool] {
+        let recorded = try await log.recordOutbox(
+            attempts.map { ($0.id, $0.state.rawValue, $0.nextAt, $0.error) }, at: time)
+        return attempts.map { recorded.contains($0.id) }
+    }
+
+    func pendingCounts() async throws -> [String: Int] { try await log.pendingOutboxCounts() }
+}

@@ -1,0 +1,293 @@
+import BeckonCore
+import BeckonPostgres
+import BeckonStore
+import Foundation
+import Logging
+import Prometheus
+import Synchronization
+
+/// A partition this process holds, as its lease manager and its runner share it.
+final class PartitionHandle: Sendable {
+    let lease: FleetLog.Lease
+    private let state = Mutex((stop: false, lost: false, finished: false))
+
+    init(lease: FleetLog.Lease) { self.lease = lease }
+
+    /// Asked to stop after the batch in hand (a rebalance or the process stopping).
+    var stopRequested: Bool { state.withLock { $0.stop } }
+    func requestStop() { state.withLock { $0.stop = true } }
+    /// The lease could not be renewed: the runner stops once it has nothing in hand (anything it writes meanwhile is
+    /// refused by the fence).
+    var lost: Bool { state.withLock { $0.lost } }
+    func markLost() { state.withLock { $0.lost = true } }
+    var finished: Bool { state.withLock { $0.finished } }
+    func markFinished() { state.withLock { $0.finished = true } }
+}
+
+/// The saved states of a partition's users as its engine asks for them, fetched from PostgreSQL before each batch:
+/// the engine is synchronous and PostgreSQL is not, so every user of a batch who is not live in the engine yet is
+/// fetched (one query) before the engine runs. A user the engine asks for that was not fetched is a fault
+/// (``missed``): the batch is dropped and the partition opened again rather than the user taken as new.
+final class PartitionStates: StateBackend {
+    /// Users fetched whose stored state the engine has not taken yet.
+    private var fetched: [String: [UInt8]] = [:]
+    /// Every user fetched (with or without a stored state): the engine holds them from their first use on.
+    private var known: Set<String> = []
+    private let pending: [(userID: String, due: Int64)]
+    private(set) var missed: [String] = []
+
+    struct NotFetched: Error {}
+    struct ReadOnly: Error {}
+
+    init(pending: [(userID: String, due: Int64, bytes: [UInt8])]) {
+        self.pending = pending.map { ($0.userID, $0.due) }
+        for p in pending {
+            known.insert(p.userID)
+            fetched[p.userID] = p.bytes
+        }
+    }
+
+    /// Of `users`, those never fetched.
+    func unknown(_ users: some Sequence<String>) -> [String] {
+        var seen: Set<String> = []
+        return users.filter { !known.contains($0) && seen.insert($0).inserted }
+    }
+
+    func add(_ states: [String: [UInt8]], for users: [String]) {
+        for u in users {
+            known.insert(u)
+            if let b = states[u] { fetched[u] = b }
+        }
+    }
+
+    func read(_ userID: String) throws -> [UInt8]? {
+        if let b = fetched.removeValue(forKey: userID) { return b }
+        if known.contains(userID) { return nil }
+        missed.append(userID)
+        throw NotFetched()
+    }
+
+    func write(_ batch: [SavedState]) throws { throw ReadOnly() }
+    func usersWithPendingActions() throws -> [(userID: String, due: Int64)] { pending }
+}
+
+/// Processes one partition for as long as this process holds its lease: reads the log after the partition's stored
+/// position, runs the engine, and writes users' states, the stream state, fired actions, their outbox entries and the
+/// new position in one fenced statement (``FleetLog/commit(_:)``, with the batches of the process's other partitions
+/// that are ready at the same time: ``BatchCommitter``). Nothing is written when the lease has
+/// moved; whatever fails, the engine is opened again from what PostgreSQL holds, so that memory never runs ahead of
+/// the database.
+///
+/// Only its own task touches it (the engine is not thread-safe).
+final class PartitionRunner {
+    let handle: PartitionHandle
+    let log: FleetLog
+    let rules: ServingRules
+    let clock: ClockMode
+    let metrics: FleetMetrics
+    let appended: Poller
+    let committer: BatchCommitter
+    let logger: Logger
+    private var engine: Engine?
+    private var states = PartitionStates(pending: [])
+    private(set) var processed: Int64 = 0
+    private let lag: Gauge
+    /// Entries read in one batch at most (one transaction).
+    static let batchLimit = 2000
+
+    var partition: Int { handle.lease.partition }
+
+    init(
+        handle: PartitionHandle, log: FleetLog, rules: ServingRules, clock: ClockMode, metrics: FleetMetrics,
+        appended: Poller, committer: BatchCommitter, logger: Logger
+    ) {
+        self.handle = handle
+        self.log = log
+        self.rules = rules
+        self.clock = clock
+        self.metrics = metrics
+        self.appended = appended
+        self.committer = committer
+        self.logger = logger
+        lag = metrics.lag(handle.lease.partition)
+    }
+
+    /// Runs until asked to stop or the lease is lost; marks the handle finished.
+    func run() async {
+        defer { handle.markFinished() }
+        metrics.owned(partition).set(to: 1)
+        defer {
+            metrics.owned(partition).set(to: 0)
+            lag.set(to: 0)
+        }
+        while !handle.stopRequested && !Task.isCancelled {
+            do {
+                if engine == nil { try await open() }
+                let worked = try await step()
+                lag.set(to: Double(max(0, appended.value(of: partition) - processed)))
+                if worked { continue }
+                if handle.lost { return }
+                await appended.wait(partition, after: processed, timeout: idleWait(engine))
+            } catch is FleetLog.Fenced {
+                metrics.fenced.increment()
+                logger.warning(
+                    "a write was refused: the partition's lease moved to another process", metadata: ["partition": "\(partition)"]
+                )
+                handle.markLost()
+                return
+            } catch is CancellationError {
+                return
+            } catch {
+                if handle.lost { return }
+                metrics.failures.increment()
+                logger.error(
+                    "processing a partition failed; it is opened again from the database",
+                    metadata: ["partition": "\(partition)", "error": "\(String(reflecting: error))"])
+                engine = nil
+                try? await Task.sleep(for: .seconds(1))
+            }
+        }
+    }
+
+    /// How long to wait for new entries: a second (stop and lease flags are looked at between waits), or on the wall
+    /// clock until the soonest delayed action is due.
+    private func idleWait(_ engine: Engine?) -> Duration {
+        var ms: Int64 = 1000
+        if clock == .wall, let due = engine?.nextTimerDue { ms = min(ms, max(0, due - Processor.nowMs())) }
+        return .milliseconds(ms)
+    }
+
+    /// An engine over the partition's stored states: its stream state, the users with delayed actions (their timers
+    /// set), and the position it has processed up to.
+    private func open() async throws {
+        processed = try await log.processed(partition: partition)
+        let pending = try await log.pendingStates(partition: partition)
+        states = PartitionStates(pending: pending)
+        let engine = Engine(ruleSet: rules.ruleSet, store: SavedStateStore(backend: states))
+        if let s = try await log.streamState(partition: partition) { engine.restore(stream: try StreamState(decoding: s)) }
+        engine.rebuildTimers()
+        self.engine = engine
+    }
+
+    /// One batch: the entries after the stored position (and on the wall clock, the delayed actions due), processed
+    /// and written. Returns whether there was anything to do.
+    private func step() async throws -> Bool {
+        guard let engine else { return false }
+        var entries: [FleetLog.Entry] = []
+        if appended.value(of: partition) > processed {
+            entries = try await log.read(partition: partition, after: processed, limit: Self.batchLimit)
+        }
+        let now = Processor.nowMs()
+        let timersDue = clock == .wall && (engine.nextTimerDue.map { $0 <= now } ?? false)
+        guard !entries.isEmpty || timersDue else { return false }
+        let users = states.unknown(entries.map(\.userID))
+        if !users.isEmpty { states.add(try await log.states(of: users), for: users) }
+
+        var fired: [(FiredAction, late: Bool)] = []
+        var out = EventOutcome()
+        var counts = (accepted: 0, duplicates: 0, refused: 0)
+        for entry in entries {
+            try InputLog.read(entry.body) { input in
+                switch input {
+                case .event(let json, let arrival):
+                    guard let e = try? rules.decoder.decode(json, arrival: arrival) else { return }
+                    engine.process(e, into: &out)
+                    switch out.status {
+                    case .processed: counts.accepted += 1
+                    case .duplicate: counts.duplicates += 1
+                    case .refused: counts.refused += 1
+                    }
+                    for a in out.actions { fired.append((a, false)) }
+                case .markRead(let user, let item, let time):
+                    _ = engine.markRead(userID: user, itemID: item, at: time)
+                case .tick:
+                    break
+                }
+            }
+        }
+        if clock == .wall {
+            let due = engine.advance(to: now)
+            for a in due.actions { fired.append((a, now - a.time > Processor.lateAfterMs)) }
+        }
+        guard states.missed.isEmpty else {
+            throw Missed(users: states.missed.count)
+        }
+        var commit = FleetLog.PartitionCommit(processed: entries.last?.seq ?? processed)
+        commit.states = engine.takeChangedStates().map { ($0.userID, $0.bytes, $0.nextDue) }
+        commit.stream = engine.streamState.encoded()
+        let destinations = rules.ruleSet.settings.destinations
+        commit.actions = fired.map { a, late in
+            let logged = LoggedAction(userID: a.userID, actionID: a.id, json: Processor.json(a, late: late))
+            let outbox = Delivery.entries(for: a, logged, destinations: destinations, at: now).map {
+                (destination: $0.destination, body: Array($0.body.utf8), nextAt: $0.createdAt, createdAt: $0.createdAt)
+            }
+            return FleetLog.FiredRow(actionID: a.id, userID: a.userID, json: logged.json, outbox: outbox)
+        }
+        let started = ContinuousClock.now
+        guard try await committer.submit((handle.lease, commit)) != nil else { throw FleetLog.Fenced(partition: partition) }
+        metrics.commitSeconds.record(ContinuousClock.now - started)
+        processed = commit.processed
+        metrics.events(partition).increment(by: Int64(entries.count))
+        metrics.service.ingest(.accepted).increment(by: Int64(counts.accepted))
+        metrics.service.ingest(.duplicate).increment(by: Int64(counts.duplicates))
+        metrics.service.ingest(.refused).increment(by: Int64(counts.refused))
+        for (a, _) in fired { metrics.service.action(ruleset: a.unit, rule: a.rule, kind: a.kind).increment() }
+        return true
+    }
+
+    /// The engine asked for a user the batch did not fetch (a fault; the batch is dropped, nothing written).
+    struct Missed: Error, CustomStringConvertible {
+        var users: Int
+        var description: String { "the engine asked for \(users) user(s) whose states were not fetched" }
+    }
+}
+
+/// Each partition's last appended sequence number, read every ``interval`` by one query for the whole process; a
+/// runner with nothing to do waits here to be woken when its partition grows (rather than each asking the database).
+final class Poller: Sendable {
+    private struct State {
+        var appended = [Int64](repeating: 0, count: FleetLog.partitionCount)
+        /// A waiting runner's partition, the position it has processed, when its wait ends, and how to wake it.
+        var waiting: [Int: (after: Int64, deadline: ContinuousClock.Instant, continuation: CheckedContinuation<Void, Never>)] =
+            [:]
+    }
+    private let state = Mutex(State())
+    static let interval = Duration.milliseconds(20)
+
+    func value(of partition: Int) -> Int64 { state.withLock { $0.appended[partition] } }
+
+    /// Stores the positions read (`nil`: the read failed) and wakes the runners whose partition grew or whose wait is
+    /// over.
+    func tick(_ v: [Int64]?) {
+        let now = ContinuousClock.now
+        let woken = state.withLock { s in
+            if let v { s.appended = v }
+            let appended = s.appended
+            let ready = s.waiting.filter { p, w in w.deadline <= now || appended[p] > w.after }
+            return ready.map { p, w in
+                s.waiting[p] = nil
+                return w.continuation
+            }
+        }
+        for c in woken { c.resume() }
+    }
+
+    /// Wakes `partition`'s runner if it waits (it is asked to stop).
+    func wake(_ partition: Int) {
+        state.withLock { $0.waiting.removeValue(forKey: partition) }?.continuation.resume()
+    }
+
+    /// Returns once `partition` has entries after `seq`, or at the first tick after `timeout`, or when woken.
+    func wait(_ partition: Int, after seq: Int64, timeout: Duration) async {
+        let deadline = ContinuousClock.now + timeout
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { s in
+                if s.appended[partition] > seq { return true }
+                s.waiting[partition]?.continuation.resume()
+                s.waiting[partition] = (seq, deadline, c)
+                return false
+            }
+            if now { c.resume() }
+        }
+    }
+}
