@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command (README, .ci/run): builds, starts a throw-away PostgreSQL (scripts/postgres.sh), runs the Swift
-# tests, checks formatting, runs CEL conformance,
+# tests, checks formatting, runs CEL conformance, the service and fleet tests,
 # validates and dry-runs everything shipped in rules/, campaigns/ and samples/, and fuzzes each fuzz target briefly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -54,6 +54,17 @@ if ! BECKON="$beckon" timeout 900 python3 -m unittest Tests/Service/service_test
   exit 1
 fi
 tail -n 3 "$service_log"
+
+echo "== a fleet of three beckon serve --postgres: equal to a dry-run of 100,000 events, through kill -9 and SIGSTOP;"
+echo "   timers of a stopped owner fire once elsewhere and are delivered"
+fleet_log=$(mktemp)
+if ! BECKON="$beckon" timeout 1200 python3 -m unittest Tests/Service/fleet_test.py > "$fleet_log" 2>&1; then
+  cat "$fleet_log"
+  echo "fleet tests failed"
+  exit 1
+fi
+tail -n 3 "$fleet_log"
+grep -q "skipped" "$fleet_log" && { echo "the fleet tests were skipped"; exit 1; }
 
 echo "== validate shipped rule sets and dry-run the samples"
 scripts/run-samples.sh --debug --quiet

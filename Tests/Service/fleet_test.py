@@ -1,0 +1,338 @@
+#!/usr/bin/env python3
+"""Tests of a fleet: three `beckon serve --postgres` processes on one PostgreSQL (docs/fleet.md). The union of the
+actions they fire equals `beckon dry-run` of the events they accepted, each action id once, also when one process is
+killed with SIGKILL and another stopped with SIGSTOP past its lease during the load; the stopped process's writes are
+refused once it resumes; delayed actions due while their partition's owner is stopped fire once, on another process.
+
+Needs BECKON_TEST_POSTGRES, a URL whose role may create databases (scripts/test.sh starts a throw-away cluster and
+sets it); each test makes its own database. Every process is bounded in time and stopped by the test that started it.
+"""
+import glob
+import http.client
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import zlib
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from operations_test import Receiver, fail_first  # noqa: E402
+from service_test import ADMIN_KEY, BECKON, KEY, ROOT, SECRET, basic, dry_run, read_jsonl, token  # noqa: E402
+
+PG = os.environ.get("BECKON_TEST_POSTGRES")
+LEASE = 3  # seconds: short, so that a takeover happens within the test
+
+
+def database(name):
+    """A new, empty database on the test cluster; its URL."""
+    subprocess.run(["psql", PG, "-q", "-c", f"DROP DATABASE IF EXISTS {name} WITH (FORCE)", "-c", f"CREATE DATABASE {name}"],
+                   check=True, capture_output=True)
+    return PG.rsplit("/", 1)[0] + "/" + name
+
+
+def fleet(url, *args):
+    return subprocess.run([BECKON, "fleet", *args, "--postgres", url], capture_output=True, text=True, check=True).stdout
+
+
+def status(url):
+    return [json.loads(line) for line in fleet(url, "status", "--json").splitlines()]
+
+
+def wait_caught_up(test, url, seconds=180):
+    """Until every partition is held by a live process and has processed everything appended."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        s = status(url)
+        if all(p["lag"] == 0 and p["owner"] and p["leaseLeftMs"] > 0 for p in s):
+            return s
+        time.sleep(0.5)
+    test.fail(f"the fleet did not catch up in {seconds} s: lag {sum(p['lag'] for p in status(url))}")
+
+
+class Process:
+    """One `beckon serve --postgres` process on a free loopback port."""
+
+    def __init__(self, rules, url, name, clock="events"):
+        self.rules, self.url, self.name, self.clock = rules, url, name, clock
+        self.proc = None
+        self.port = None
+
+    def start(self):
+        args = [BECKON, "serve", *self.rules, "--postgres", self.url, "--port", "0", "--write-key", KEY,
+                "--user-secret", SECRET, "--admin-key", ADMIN_KEY, "--clock", self.clock,
+                "--lease-seconds", str(LEASE), "--owner", self.name]
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.log(), text=True,
+                                     env={**os.environ, "LOG_LEVEL": "error"})
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError("beckon serve --postgres exited")
+            if "listening on http://" in line:
+                self.port = int(line.split("listening on http://")[1].split()[0].rsplit(":", 1)[1])
+                return self
+        raise RuntimeError("beckon serve --postgres did not start in 30 s")
+
+    def log(self):
+        """Standard error: to /tmp/fleet-NAME.err with FLEET_LOGS=1 (error level), else nowhere."""
+        return open(f"/tmp/fleet-{self.name}.err", "w") if os.environ.get("FLEET_LOGS") else subprocess.DEVNULL
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def stop(self):
+        if self.alive():
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise AssertionError(f"{self.name} did not stop within 30 s of SIGTERM")
+        self.proc.stdout.close()
+        return self.proc.returncode
+
+    def request(self, method, path, body=None, headers=None, timeout=5):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            conn.request(method, path, body=body, headers=headers or {})
+            r = conn.getresponse()
+            return r.status, r.read()
+        finally:
+            conn.close()
+
+    def post(self, events, timeout=5):
+        body = json.dumps({"batch": events}).encode()
+        return self.request("POST", "/v1/batch", body, {"Authorization": basic(KEY), "Content-Type": "application/json"},
+                            timeout)[0]
+
+    def metric(self, name):
+        """The sum of a metric's samples (0 when it has none)."""
+        _, text = self.request("GET", "/metrics")
+        total = 0.0
+        for line in text.decode().splitlines():
+            if line.startswith(name + " ") or line.startswith(name + "{"):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
+
+
+def stream():
+    """Firefox's sample streams and a generated one of 10,000 users (100,000 events in all), in time order."""
+    events = []
+    for s in sorted(glob.glob(f"{ROOT}/samples/firefox/*.jsonl")):
+        events += read_jsonl(s)
+    generated = subprocess.run(
+        [sys.executable, f"{ROOT}/scripts/generate-stream.py", "--users", "10000",
+         "--events", str(100_000 - 10_000 - len(events)), "--days", "30"],
+        capture_output=True, text=True, check=True).stdout
+    events += [json.loads(line) for line in generated.splitlines()]
+    events.sort(key=lambda e: e["timestamp"])
+    return events
+
+
+def post_all(test, processes, events, during=None, lanes=12, window_hours=24):
+    """Posts `events` to processes chosen at random, each user's in order (a user belongs to one lane), the lanes
+    kept within `window_hours` of event time of each other (as live traffic is); a batch that fails or times out is
+    sent again to another process. `during(progress)` is called from another thread while posting. Returns the
+    message ids acknowledged."""
+    rng = random.Random(11)
+    by_lane = [[] for _ in range(lanes)]
+    for e in events:
+        by_lane[zlib.crc32((e.get("userId") or e.get("anonymousId")).encode()) % lanes].append(e)
+    first = min(e["timestamp"] for e in events)
+    t0 = time.mktime(time.strptime(first[:19], "%Y-%m-%dT%H:%M:%S"))
+
+    def window(e):
+        return int((time.mktime(time.strptime(e["timestamp"][:19], "%Y-%m-%dT%H:%M:%S")) - t0) // (window_hours * 3600))
+
+    windows = max(window(e) for e in events) + 1
+    barrier = threading.Barrier(lanes)
+    acked, lock, errors = set(), threading.Lock(), []
+    progress = {"windows": 0}
+
+    def lane(k):
+        r = random.Random(k)
+        mine = by_lane[k]
+        i = 0
+        try:
+            for w in range(windows):
+                j = i
+                while j < len(mine) and window(mine[j]) <= w:
+                    j += 1
+                while i < j:
+                    batch = mine[i:min(j, i + r.randint(1, 50))]
+                    live = [p for p in processes if p.alive()]
+                    try:
+                        ok = r.choice(live).post(batch) == 200
+                    except (OSError, http.client.HTTPException):
+                        ok = False
+                    if ok:
+                        with lock:
+                            acked.update(e.get("messageId") for e in batch)
+                        i += len(batch)
+                    else:
+                        time.sleep(0.05)  # the process is gone or stopped: the same batch to another
+                if barrier.wait(timeout=120) == 0:
+                    progress["windows"] = w + 1
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+            barrier.abort()
+
+    threads = [threading.Thread(target=lane, args=(k,)) for k in range(lanes)]
+    for t in threads:
+        t.start()
+    if during:
+        during(progress, windows)
+    for t in threads:
+        t.join(timeout=600)
+    test.assertFalse(any(t.is_alive() for t in threads), "posting did not finish in 600 s")
+    test.assertEqual(errors, [])
+    acked.discard(None)
+    return acked
+
+
+@unittest.skipUnless(PG, "needs BECKON_TEST_POSTGRES (scripts/test.sh sets it)")
+class Fleet(unittest.TestCase):
+    rules = [f"{ROOT}/campaigns/firefox"]
+
+    def check_equal_to_dry_run(self, url, events, acked, tmp):
+        fired = [json.loads(line) for line in fleet(url, "actions").splitlines()]
+        ids = [a["id"] for a in fired]
+        self.assertEqual(len(ids), len(set(ids)), "an action id was stored twice")
+        with open(f"{tmp}/accepted.jsonl", "w") as f:
+            f.write(fleet(url, "events"))
+        logged = read_jsonl(f"{tmp}/accepted.jsonl")
+        self.assertGreaterEqual(len(logged), len(events))
+        self.assertTrue(acked <= {e.get("messageId") for e in logged}, "an acknowledged event is not in the log")
+        expected = dry_run(self.rules, f"{tmp}/accepted.jsonl")
+        self.assertGreater(len(expected), 1000)
+        self.assertEqual(sorted(ids), sorted(a["id"] for a in expected))
+        # The same actions, not only the same ids.
+        by_id = {a["id"]: a for a in fired}
+        for a in expected:
+            self.assertEqual(by_id[a["id"]], a)
+        return fired
+
+    def test_three_processes_fire_what_a_dry_run_fires(self):
+        url = database("fleet_equivalence")
+        events = stream()
+        self.assertEqual(len(events), 100_000)
+        procs = [Process(self.rules, url, f"{url.rsplit('/', 1)[1]}-{i}").start() for i in range(3)]
+        try:
+            acked = post_all(self, procs, events)
+            s = wait_caught_up(self, url)
+            self.assertEqual(len({p["owner"] for p in s}), 3, "the partitions are not shared by the three")
+            with tempfile.TemporaryDirectory() as tmp:
+                self.check_equal_to_dry_run(url, events, acked, tmp)
+            # Each process processed some of it.
+            for p in procs:
+                self.assertGreater(p.metric("beckon_fleet_partition_events_total"), 0, p.name)
+        finally:
+            for p in procs:
+                self.assertEqual(p.stop(), 0)
+
+    def test_kill_9_and_a_stopped_process_lose_and_double_nothing(self):
+        url = database("fleet_failover")
+        events = stream()
+        procs = [Process(self.rules, url, f"{url.rsplit('/', 1)[1]}-{i}").start() for i in range(3)]
+        killed, stopped = procs[0], procs[1]
+        log = {}
+
+        def chaos(progress, windows):
+            while progress["windows"] < windows // 4:
+                time.sleep(0.05)
+            killed.signal(signal.SIGKILL)
+            killed.proc.wait()
+            log["killed_at"] = progress["windows"]
+            while progress["windows"] < windows // 2:
+                time.sleep(0.05)
+            held = sum(1 for p in status(url) if p["owner"] == stopped.name)
+            log["held_when_stopped"] = held
+            stopped.signal(signal.SIGSTOP)
+            time.sleep(3 * LEASE)  # well past its lease: the others take its partitions over
+            log["taken_over"] = sum(1 for p in status(url) if p["owner"] == stopped.name) == 0
+            stopped.signal(signal.SIGCONT)
+
+        try:
+            acked = post_all(self, procs, events, during=chaos)
+            self.assertTrue(log.get("taken_over"), f"the stopped process's partitions were not taken over: {log}")
+            self.assertGreater(log["held_when_stopped"], 0)
+            wait_caught_up(self, url)
+            with tempfile.TemporaryDirectory() as tmp:
+                self.check_equal_to_dry_run(url, events, acked, tmp)
+            # The resumed process found its leases gone: renewals failed and any write it tried was refused.
+            refused = stopped.metric("beckon_fleet_fenced_writes_total")
+            _, text = stopped.request("GET", "/metrics")
+            lost = sum(float(line.rsplit(" ", 1)[1]) for line in text.decode().splitlines()
+                       if line.startswith("beckon_fleet_leases_total") and 'result="lost"' in line)
+            self.assertGreater(refused + lost, 0, "the resumed process did not notice it had lost its leases")
+        finally:
+            for p in procs[1:]:
+                self.assertEqual(p.stop(), 0)
+            killed.proc.stdout.close()
+
+    def test_timers_due_while_their_owner_is_stopped_fire_once_elsewhere_and_are_delivered(self):
+        url = database("fleet_timers")
+        receiver = Receiver(fail_first(40)).start()  # the destination is down for the first 40 attempts
+        self.addCleanup(receiver.stop)
+        with tempfile.TemporaryDirectory() as tmp:
+            os.makedirs(f"{tmp}/rules")
+            with open(f"{tmp}/rules/later.yaml", "w") as f:
+                f.write("version: 1\ncampaign: later\nrules:\n  - id: nudge\n    on: Ping\n    wait: 2s\n"
+                        "    do:\n      - message: { surface: launch, title: Nudge }\n")
+            with open(f"{tmp}/rules/settings.yaml", "w") as f:
+                f.write(f"version: 1\nsettings: later\ndestinations:\n  - name: hook\n    url: {receiver.url('/hook')}\n"
+                        "    kinds: [message]\n    backoff: 100ms\n    max_backoff: 400ms\n")
+            rules = [f"{tmp}/rules"]
+            procs = [Process(rules, url, f"{url.rsplit('/', 1)[1]}-{i}", clock="wall").start() for i in range(3)]
+            try:
+                s = wait_caught_up(self, url, 30)
+                counts = {p.name: sum(1 for x in s if x["owner"] == p.name) for p in procs}
+                stopped = max(procs, key=lambda p: counts[p.name])
+                users = [f"user-{i}" for i in range(300)]
+                now = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
+                batch = [{"type": "track", "userId": u, "event": "Ping", "messageId": f"ping-{u}", "timestamp": now}
+                         for u in users]
+                self.assertEqual(procs[2].post(batch), 200)
+                # The owner of most partitions stops before the delays are due, and stays stopped past its lease.
+                stopped.signal(signal.SIGSTOP)
+                time.sleep(2 + 3 * LEASE)
+                fired = [json.loads(line) for line in fleet(url, "actions").splitlines()]
+                self.assertEqual(sorted(a["userId"] for a in fired), sorted(users), "each user's nudge, once")
+                self.assertTrue(any(a.get("late") for a in fired), "the stopped owner's timers fired late, elsewhere")
+                stopped.signal(signal.SIGCONT)
+                time.sleep(2 * LEASE)
+                fired = [json.loads(line) for line in fleet(url, "actions").splitlines()]
+                self.assertEqual(len(fired), len(users), "a timer fired twice after the stopped process resumed")
+                status_code, body = procs[0].request(
+                    "GET", "/v1/users/user-1/actions", headers={"Authorization": "Bearer " + token("user-1")})
+                self.assertEqual(status_code, 200)
+                self.assertEqual(len(json.loads(body)["actions"]), 1)
+                # Every action reaches the destination (the processes share the outbox; retried through its outage),
+                # each with its action id as the idempotency key, and none is delivered twice.
+                ids = {a["id"] for a in fired}
+                deadline = time.time() + 60
+                while time.time() < deadline:
+                    with receiver.cond:
+                        ok = [r.headers.get("idempotency-key") for i, r in enumerate(receiver.requests) if i >= 40]
+                    if set(ok) >= ids:
+                        break
+                    time.sleep(0.2)
+                self.assertEqual(sorted(ok), sorted(ids))
+            finally:
+                for p in procs:
+                    self.assertEqual(p.stop(), 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
