@@ -1,0 +1,242 @@
+#!/usr/bin/env python3
+"""The fleet's benchmark (docs/fleet.md, "Capacity"), run by scripts/bench-fleet.sh against a throw-away PostgreSQL
+on this machine. Usage: fleet.py BECKON POSTGRES_URL SECONDS. Each part uses a database of its own:
+
+1. ingest through 1, then 2 processes: wrk posts /v1/batch bodies of 100 new events (bench-service/batch.lua) with
+   128 connections in all (split between the processes) for SECONDS after a 3-second warm-up; events/s accepted,
+   batch latency, the append's and the partition commit's mean time (from /metrics), the largest lag sampled each
+   second, and how long the fleet took to process what was left when the load stopped;
+2. latency: single /v1/track requests at 1,000 a second through one process, p50/p99 from when each was due;
+3. processing alone: 200,000 events written straight into the log (no process running), then one process started:
+   the time until every partition has processed them (events/s for 64 partitions), and the same for 50,000 events
+   of users of one partition (one partition's throughput);
+4. PostgreSQL's work per event over part 1's 1-process run: commits, rows written and WAL bytes (pg_stat_database,
+   pg_stat_wal).
+"""
+import base64
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+beckon, base_url, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+rules = [f"{root}/rules/bossup", f"{root}/scripts/bench-service/rules"]
+key = "bench-key"
+auth = base64.b64encode(f"{key}:".encode()).decode()
+
+
+def psql(url, sql):
+    return subprocess.run(["psql", url, "-qAtX", "-c", sql], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def database(name):
+    psql(base_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    psql(base_url, f"CREATE DATABASE {name}")
+    url = base_url.rsplit("/", 1)[0] + "/" + name
+    subprocess.run([beckon, "fleet", "migrate", "--postgres", url], check=True, capture_output=True)
+    return url
+
+
+def status(url):
+    out = subprocess.run([beckon, "fleet", "status", "--postgres", url, "--json"], capture_output=True, text=True,
+                         check=True).stdout
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def lag(url):
+    return sum(p["lag"] for p in status(url))
+
+
+class Process:
+    def __init__(self, url, name):
+        self.proc = subprocess.Popen(
+            [beckon, "serve", *rules, "--postgres", url, "--port", "0", "--write-key", key, "--owner", name],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env={**os.environ, "LOG_LEVEL": "error"})
+        line = self.proc.stdout.readline()
+        m = re.search(r"http://127.0.0.1:(\d+)", line)
+        if not m:
+            raise RuntimeError("beckon serve --postgres did not start: " + line)
+        self.port = int(m.group(1))
+
+    def metrics(self):
+        out = subprocess.run(["curl", "-s", f"http://127.0.0.1:{self.port}/metrics"], capture_output=True, text=True)
+        values = {}
+        for line in out.stdout.splitlines():
+            if line and not line.startswith("#"):
+                name, value = line.rsplit(" ", 1)
+                values[name] = float(value)
+        return values
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=60)
+
+
+def wait_held(url, processes, seconds=30):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        owners = [p["owner"] for p in status(url)]
+        shares = [owners.count(o) for o in set(owners)]
+        # (Every partition held, each process its share: a rebalance under way would show as lag.)
+        if None not in owners and len(shares) == processes and min(shares) >= 64 // processes - 1:
+            return
+        time.sleep(0.2)
+    raise RuntimeError("the partitions were not shared out in time")
+
+
+def wrk(port, conns, secs, out=None):
+    env = {**os.environ, "BENCH_AUTH": auth}
+    r = subprocess.run(["wrk", "-t1", f"-c{conns}", f"-d{secs}s", "--latency", "-s",
+                        f"{root}/scripts/bench-service/batch.lua", f"http://127.0.0.1:{port}"],
+                       capture_output=True, text=True, env=env)
+    if out is not None:
+        out.append(r.stdout)
+    return r.stdout
+
+
+def wrk_value(text, label):
+    m = re.search(label + r"\s+([\d.]+)(us|ms|s)\b", text)
+    if not m:
+        return None
+    v = float(m.group(1))
+    return v / 1000 if m.group(2) == "us" else v * 1000 if m.group(2) == "s" else v
+
+
+def ingest(n):
+    url = database(f"bench_ingest_{n}")
+    procs = [Process(url, f"bench-{i}") for i in range(n)]
+    try:
+        wait_held(url, n)
+        conns = 128 // n
+        threads = [threading.Thread(target=wrk, args=(p.port, conns, 3)) for p in procs]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        before = [p.metrics() for p in procs]
+        stats0 = pg_stats(url)
+        outs = []
+        threads = [threading.Thread(target=wrk, args=(p.port, conns, seconds, outs)) for p in procs]
+        [t.start() for t in threads]
+        peak = 0
+        while any(t.is_alive() for t in threads):
+            peak = max(peak, lag(url))
+            time.sleep(1)
+        [t.join() for t in threads]
+        stopped = time.time()
+        left = lag(url)
+        while lag(url) > 0:
+            time.sleep(0.1)
+        drain = time.time() - stopped
+        stats1 = pg_stats(url)
+        after = [p.metrics() for p in procs]
+        rps = sum(float(re.search(r"Requests/sec:\s+([\d.]+)", o).group(1)) for o in outs)
+        non2xx = sum(int(m.group(1)) for o in outs for m in [re.search(r"Non-2xx or 3xx responses: (\d+)", o)] if m)
+        p50 = max(wrk_value(o, "50%") for o in outs)
+        p99 = max(wrk_value(o, "99%") for o in outs)
+
+        def mean(metric):
+            s = sum(a.get(metric + "_sum", 0) - b.get(metric + "_sum", 0) for a, b in zip(after, before))
+            c = sum(a.get(metric + "_count", 0) - b.get(metric + "_count", 0) for a, b in zip(after, before))
+            return (s / c * 1000 if c else 0), c
+
+        append_ms, appends = mean("beckon_fleet_append_seconds")
+        commit_ms, commits = mean("beckon_fleet_partition_commit_seconds")
+        events = rps * 100 * seconds
+        print(f"ingest through {n} process(es), /v1/batch of 100, {128} connections, {seconds} s after 3 s of warm-up: "
+              f"{rps * 100:.0f} events/s ({non2xx} non-200)")
+        print(f"  batch latency p50 {p50:.1f} ms, p99 {p99:.1f} ms; append (one transaction for the requests queued "
+              f"together) {append_ms:.1f} ms mean over {appends:.0f} requests; partition commit {commit_ms:.1f} ms mean "
+              f"over {commits:.0f} commits ({events / max(commits, 1):.0f} events each)")
+        print(f"  lag: at most {peak} events sampled each second; {left} left when the load stopped, processed "
+              f"{drain:.1f} s later")
+        if n == 1:
+            d = {k: stats1[k] - stats0[k] for k in stats0}
+            print(f"  PostgreSQL per event: {d['commits'] / events:.3f} commits, {d['rows'] / events:.2f} rows "
+                  f"written, {d['wal_bytes'] / events:.0f} WAL bytes ({d['wal_records'] / events:.1f} records)")
+    finally:
+        for p in procs:
+            p.stop()
+
+
+def latency():
+    """Single /v1/track requests at 1,000 a second through one process (bench-service/latency.py): the ingest latency
+    of a fleet that is not saturated."""
+    url = database("bench_latency")
+    proc = Process(url, "latency")
+    try:
+        wait_held(url, 1)
+        out = subprocess.run([sys.executable, f"{root}/scripts/bench-service/latency.py", str(proc.port), key, "1000",
+                              str(seconds)], capture_output=True, text=True, check=True).stdout.split()
+        p50, p99, top, bad, n = out[:5]
+        print(f"single /v1/track at 1,000/s through one process for {seconds} s: p50 {p50} ms, p99 {p99} ms, max {top} ms "
+              f"({n} requests, {bad} not 200)")
+    finally:
+        proc.stop()
+
+
+def pg_stats(url):
+    row = psql(url, "SELECT xact_commit, tup_inserted + tup_updated + tup_deleted FROM pg_stat_database "
+                    "WHERE datname = current_database()").split("|")
+    wal = psql(url, "SELECT wal_records, wal_bytes FROM pg_stat_wal").split("|")
+    return {"commits": int(row[0]), "rows": int(row[1]), "wal_records": int(wal[0]), "wal_bytes": int(wal[1])}
+
+
+def fnv(user):
+    h = 0xcbf29ce484222325
+    for b in user.encode():
+        h ^= b
+        h = (h * 0x100000001b3) & 0xffffffffffffffff
+    return h % 64
+
+
+def drain(name, count, one_partition):
+    """Writes `count` events straight into a new fleet database's log, then times one process processing them."""
+    url = database(name)
+    users = [f"u{i}" for i in range(200_000)]
+    if one_partition:
+        users = [u for u in users if fnv(u) == 0]
+    users = users[:10_000]
+    names = ["Application Opened", "Product Viewed", "Button Tapped", "Product Viewed", "Search Performed"]
+    seq = [0] * 64
+    now = int(time.time() * 1000)
+    with tempfile.NamedTemporaryFile("w", suffix=".copy", delete=False) as f:
+        for i in range(count):
+            u = users[i % len(users)]
+            p = fnv(u)
+            seq[p] += 1
+            event = json.dumps({"type": "track", "userId": u, "event": names[i % len(names)], "messageId": f"d{i}",
+                                "context": {"os": {"name": "iOS"}}}, separators=(",", ":")).encode()
+            body = b"A - %d - %d\nE %d\n" % (now, now, len(event)) + event + b"\n"
+            f.write(f"{p}\t{seq[p]}\t{u}\t{now}\t\\\\x{body.hex()}\n")
+        path = f.name
+    with open(path) as f:
+        subprocess.run(["psql", url, "-qX", "-c", "COPY beckon_log (partition, seq, user_id, received_at, body) FROM STDIN"],
+                       stdin=f, check=True, capture_output=True)
+    os.unlink(path)
+    for p in range(64):
+        psql(url, f"UPDATE beckon_sequence SET next_seq = {seq[p] + 1} WHERE partition = {p}")
+    started = time.time()
+    proc = Process(url, "drain")
+    try:
+        while lag(url) > 0:
+            time.sleep(0.05)
+        took = time.time() - started
+    finally:
+        proc.stop()
+    return took
+
+
+print(f"machine: {os.cpu_count()} cores, PostgreSQL {psql(base_url, 'SHOW server_version')} on the same machine "
+      f"(fsync {psql(base_url, 'SHOW fsync')}, synchronous_commit {psql(base_url, 'SHOW synchronous_commit')})")
+ingest(1)
+ingest(2)
+latency()
+t = drain("bench_drain", 200_000, False)
+print(f"processing alone, 200,000 logged events of 10,000 users, one process from start: {200_000 / t:.0f} events/s "
+      f"({t:.1f} s, including its start)")
+t = drain("bench_drain_one", 50_000, True)
+print(f"one partition alone, 50,000 logged events of its users: {50_000 / t:.0f} events/s ({t:.1f} s)")
