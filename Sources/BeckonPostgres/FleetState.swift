@@ -159,6 +159,77 @@ extension FleetLog {
         return out
     }
 
+    // MARK: Privacy
+
+    /// Deletes everything of `user` — state, actions, outbox entries, and their log entries up to `seq` (the forget's
+    /// own) — and moves the partition's position to `seq`, in one statement fenced by `lease` (``Fenced`` when it has
+    /// moved; then nothing is deleted).
+    public func forget(_ user: String, lease: Lease, through seq: Int64) async throws {
+        let p = lease.partition
+        for try await held in try await client.query(
+            """
+            WITH lease AS (
+                SELECT partition FROM beckon_lease WHERE partition = \(p) AND owner = \(lease.owner)
+                    AND epoch = \(lease.epoch) AND expires_at >= clock_timestamp()
+                FOR UPDATE
+            ), state AS (
+                DELETE FROM beckon_user_state WHERE user_id = \(user) AND EXISTS (SELECT 1 FROM lease)
+            ), actions AS (
+                DELETE FROM beckon_action WHERE user_id = \(user) AND EXISTS (SELECT 1 FROM lease)
+            ), outbox AS (
+                DELETE FROM beckon_outbox WHERE user_id = \(user) AND EXISTS (SELECT 1 FROM lease)
+            ), entries AS (
+                DELETE FROM beckon_log WHERE partition = \(p) AND user_id = \(user) AND seq <= \(seq)
+                    AND EXISTS (SELECT 1 FROM lease)
+            ), position AS (
+                UPDATE beckon_lease SET processed_seq = \(seq) WHERE partition = \(p) AND EXISTS (SELECT 1 FROM lease)
+            )
+            SELECT count(*) FROM lease
+            """, logger: logger
+        ).decode(Int64.self) where held != 1 {
+            throw Fenced(partition: p)
+        }
+    }
+
+    /// A user's entries in the log (as appended: the single service's input log records), in order, with when each
+    /// was received.
+    public func entries(of user: String) async throws -> [(receivedAt: Int64, body: [UInt8])] {
+        var out: [(receivedAt: Int64, body: [UInt8])] = []
+        for try await (r, b) in try await client.query(
+            """
+            SELECT received_at, body FROM beckon_log WHERE partition = \(Self.partition(of: user)) AND user_id = \(user)
+            ORDER BY seq
+            """, logger: logger
+        ).decode((Int64, ByteBuffer).self) {
+            out.append((r, Array(b.readableBytesView)))
+        }
+        return out
+    }
+
+    /// A user's outbox entries, oldest first: id, destination, action id, body, state (0 pending, 1 delivered, 2
+    /// dead), attempts, next attempt, created, done, last error.
+    public func outbox(
+        of user: String
+    ) async throws -> [(
+        id: Int64, destination: String, actionID: String, body: [UInt8], state: Int, attempts: Int, nextAt: Int64,
+        createdAt: Int64, doneAt: Int64?, lastError: String?
+    )] {
+        var out:
+            [(
+                id: Int64, destination: String, actionID: String, body: [UInt8], state: Int, attempts: Int, nextAt: Int64,
+                createdAt: Int64, doneAt: Int64?, lastError: String?
+            )] = []
+        for try await (id, d, a, b, s, n, next, c, done, e) in try await client.query(
+            """
+            SELECT id, destination, action_id, body, state, attempts, next_at, created_at, done_at, last_error
+            FROM beckon_outbox WHERE user_id = \(user) ORDER BY id
+            """, logger: logger
+        ).decode((Int64, String, String, ByteBuffer, Int, Int, Int64, Int64, Int64?, String?).self) {
+            out.append((id, d, a, Array(b.readableBytesView), s, n, next, c, done, e))
+        }
+        return out
+    }
+
     // MARK: Reading what was fired
 
     /// A user's actions after `seq` (a cursor: a user's actions are written by one partition's transactions, one at a

@@ -11,6 +11,7 @@ import BeckonCore
 /// E LENGTH\n                               then LENGTH bytes of an event's JSON and \n
 /// R TIME USERBYTES ITEMBYTES\n             then the user id, the item id and \n
 /// T TIME\n
+/// F USERBYTES\n                           then the user id and \n: forget them (a fleet's log only)
 /// ```
 /// Times are ms since 1970; `-` is none; KIND is Segment's type name.
 struct InputLog: Sendable {
@@ -21,6 +22,9 @@ struct InputLog: Sendable {
         case event(ArraySlice<UInt8>, Arrival)
         case markRead(userID: String, itemID: String, time: Int64)
         case tick(Int64)
+        /// A privacy request to forget a user, in a fleet's log: its partition's owner deletes everything of theirs
+        /// when it reaches it (docs/fleet.md).
+        case forget(userID: String)
     }
 
     struct Damaged: Error, CustomStringConvertible {
@@ -56,6 +60,12 @@ struct InputLog: Sendable {
 
     mutating func tick(_ time: Int64) { header("T \(time)") }
 
+    mutating func forget(userID: String) {
+        header("F \(userID.utf8.count)")
+        bytes += userID.utf8
+        bytes.append(10)
+    }
+
     mutating func append(_ other: InputLog) {
         bytes += other.bytes
         events += other.events
@@ -89,6 +99,12 @@ struct InputLog: Sendable {
                 out.markRead(userID: user, itemID: item, time: time)
             case .tick(let time):
                 out.tick(time)
+            case .forget(let user):
+                if user == userID {
+                    removed = true
+                    return
+                }
+                out.forget(userID: user)
             }
         }
         return removed ? out : nil
@@ -135,6 +151,11 @@ struct InputLog: Sendable {
                 let item = String(decoding: try take(Int(m)), as: UTF8.self)
                 _ = try take(1)
                 try body(.markRead(userID: user, itemID: item, time: t))
+            case "F"?:
+                guard fields.count == 2, let n = try int(fields[1]) else { throw Damaged(offset: start) }
+                let user = String(decoding: try take(Int(n)), as: UTF8.self)
+                _ = try take(1)
+                try body(.forget(userID: user))
             case "T"?:
                 guard fields.count == 2, let t = try int(fields[1]) else { throw Damaged(offset: start) }
                 try body(.tick(t))

@@ -10,6 +10,20 @@ enum Privacy {
     static func export(
         _ user: String, state: UserState?, backend: SQLiteStateBackend, decoder: SegmentDecoder, at time: Int64
     ) throws -> String {
+        try export(
+            user, state: state, actions: try backend.allActions(of: user), outbox: try backend.outbox(of: user),
+            records: { each in try backend.eachInput { _, receivedAt, bytes in try each(receivedAt, bytes) } },
+            decoder: decoder, at: time)
+    }
+
+    /// ``export(_:state:backend:decoder:at:)``'s object from what a store holds: the user's actions' JSON, their
+    /// outbox entries, and `records`, which calls its argument with each input log record holding their events (among
+    /// others'), with when it was received (read as they come: a log is not held in memory whole).
+    static func export(
+        _ user: String, state: UserState?, actions: [String], outbox: [OutboxRow],
+        records: ((_ receivedAt: Int64, _ bytes: [UInt8]) throws -> Void) throws -> Void, decoder: SegmentDecoder,
+        at time: Int64
+    ) throws -> String {
         var w = JSONWriter()
         w.beginObject()
         w.key("userId")
@@ -20,15 +34,15 @@ enum Privacy {
         if let state { w.raw(state.json) } else { w.value(.null) }
         w.key("actions")
         w.beginArray()
-        for json in try backend.allActions(of: user) { w.raw(json) }
+        for json in actions { w.raw(json) }
         w.endArray()
         w.key("outbox")
         w.beginArray()
-        for row in try backend.outbox(of: user) { w.raw(row.json) }
+        for row in outbox { w.raw(row.json) }
         w.endArray()
         w.key("events")
         w.beginArray()
-        try backend.eachInput { _, receivedAt, bytes in
+        try records { receivedAt, bytes in
             try? InputLog.read(bytes) { input in
                 guard case .event(let json, let arrival) = input, let e = try? decoder.decode(json, arrival: arrival),
                     e.userID == user

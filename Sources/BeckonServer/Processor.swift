@@ -166,6 +166,8 @@ final class Processor: @unchecked Sendable {
             _ = engine.markRead(userID: user, itemID: item, at: time)
         case .tick(let time):
             engine.advance(to: time)
+        case .forget:
+            break  // (only in a fleet's log: a single service forgets with a barrier)
         }
     }
 

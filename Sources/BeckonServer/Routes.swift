@@ -164,6 +164,11 @@ struct Routes: Sendable {
             return Self.problem(.serviceUnavailable, "the user could not be forgotten; ask again")
         }
         guard case .forgotten(let known) = result else { return Self.problem(.internalServerError, "unexpected result") }
+        return Self.forgotten(user, known: known)
+    }
+
+    /// A forget's answer: `{"userId": …, "forgotten": whether the service held anything of the user}`.
+    static func forgotten(_ user: String, known: Bool) -> Response {
         var w = JSONWriter()
         w.beginObject()
         w.key("userId")
@@ -171,7 +176,7 @@ struct Routes: Sendable {
         w.key("forgotten")
         w.value(.bool(known))
         w.endObject()
-        return Self.json(.ok, w.output)
+        return json(.ok, w.output)
     }
 
     func export(_ user: String) async throws -> Response {

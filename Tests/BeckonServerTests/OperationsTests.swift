@@ -180,6 +180,8 @@ struct ScrubTests {
         record.markRead(userID: "a", itemID: "i", time: 2_000)
         record.markRead(userID: "b", itemID: "i", time: 2_000)
         record.tick(3_000)
+        record.forget(userID: "a")
+        record.forget(userID: "b")
         let kept = try #require(try InputLog.without(userID: "a", in: record.bytes, decoder: decoder))
         var inputs: [String] = []
         try InputLog.read(kept.bytes) { input in
@@ -189,9 +191,10 @@ struct ScrubTests {
                 inputs.append("E \(e.userID) \(e.messageID ?? "") \(e.timestamp)")
             case .markRead(let u, _, let t): inputs.append("R \(u) \(t)")
             case .tick(let t): inputs.append("T \(t)")
+            case .forget(let u): inputs.append("F \(u)")
             }
         }
-        #expect(inputs == ["E b 2 1000", "R b 2000", "T 3000"])
+        #expect(inputs == ["E b 2 1000", "R b 2000", "T 3000", "F b"])
         #expect(kept.events == 1)
         #expect(try InputLog.without(userID: "nobody", in: record.bytes, decoder: decoder) == nil)
     }

@@ -58,6 +58,7 @@ struct InputLogTests {
         log.event(json[...])
         log.markRead(userID: "u 1", itemID: "wel come\n", time: 7)
         log.tick(9)
+        log.forget(userID: "u 1\n")
         var seen: [String] = []
         try InputLog.read(log.bytes) { input in
             switch input {
@@ -66,9 +67,10 @@ struct InputLogTests {
                 seen.append("E \(a.kind!) \(a.receivedAt!) \(a.sentAt!) \(a.latest == nil)")
             case .markRead(let u, let i, let t): seen.append("R \(u)|\(i)|\(t)")
             case .tick(let t): seen.append("T \(t)")
+            case .forget(let u): seen.append("F \(u)")
             }
         }
-        #expect(seen == ["E screen 5 -3 true", "R u 1|wel come\n|7", "T 9"])
+        #expect(seen == ["E screen 5 -3 true", "R u 1|wel come\n|7", "T 9", "F u 1\n"])
     }
 
     @Test func aDamagedRecordIsAnErrorNotACrash() {

@@ -1,5 +1,6 @@
 import BeckonCore
 import BeckonPostgres
+import BeckonStore
 import BeckonYAML
 import Foundation
 import Hummingbird
@@ -168,15 +169,21 @@ public final class FleetService: Sendable {
             guard self.adminKeys.bearer(request.headers[.authorization]) != nil else { return Routes.refusedAdmin }
             return Routes.json(.ok, self.rules.loaded.json)
         }
-        for (method, path) in [
-            (HTTPRequest.Method.post, "/admin/reload"), (.delete, "/v1/users/:userId"), (.get, "/v1/users/:userId/export"),
-        ] {
-            router.on(RouterPath(path), method: method) { request, _ in
-                guard self.adminKeys.bearer(request.headers[.authorization]) != nil else { return Routes.refusedAdmin }
-                return Routes.problem(
-                    .notImplemented,
-                    "not available in a fleet yet (docs/fleet.md): restart the processes with the new rules one by one")
-            }
+        router.post("/admin/reload") { request, _ in
+            guard self.adminKeys.bearer(request.headers[.authorization]) != nil else { return Routes.refusedAdmin }
+            return Routes.problem(
+                .notImplemented,
+                "not available in a fleet yet (docs/fleet.md): restart the processes with the new rules one by one")
+        }
+        router.delete("/v1/users/:userId") { request, context in
+            let user = try Routes.parameter(context, "userId")
+            guard self.adminKeys.bearer(request.headers[.authorization]) != nil else { return Routes.refusedAdmin }
+            return await self.forget(user)
+        }
+        router.get("/v1/users/:userId/export") { request, context in
+            let user = try Routes.parameter(context, "userId")
+            guard self.adminKeys.bearer(request.headers[.authorization]) != nil else { return Routes.refusedAdmin }
+            return await self.export(user)
         }
         router.get("/livez") { _, _ in Routes.json(.ok, #"{"status":"live"}"#) }
         router.get("/readyz") { _, _ in
@@ -249,6 +256,68 @@ public final class FleetService: Sendable {
                 return Routes.actionsResponse(rows, after: after)
             }
             try? await Task.sleep(for: .milliseconds(100))
+        }
+    }
+
+    // MARK: Privacy
+
+    /// Waits until `partition` has processed up to `seq` (at most `seconds`); returns whether it has.
+    func waitProcessed(_ partition: Int, _ seq: Int64, seconds: Int64 = 10) async throws -> Bool {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while try await log.processed(partition: partition) < seq {
+            if ContinuousClock.now >= deadline { return false }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return true
+    }
+
+    /// `DELETE /v1/users/{id}`: a forget entry appended to the user's partition; its owner, having processed every
+    /// entry before it, deletes the user's state, actions, outbox entries and events in one fenced statement and
+    /// drops the user from memory. Answered once that is done.
+    func forget(_ user: String) async -> Response {
+        do {
+            var known = try await log.states(of: [user])[user] != nil
+            if !known { known = try await !log.entries(of: user).isEmpty }
+            var record = InputLog()
+            record.forget(userID: user)
+            guard let entry = try await appender.submit([(user, record.bytes, Processor.nowMs())]).first,
+                try await waitProcessed(entry.partition, entry.seq, seconds: 30)
+            else {
+                return Routes.problem(.serviceUnavailable, "the user is not forgotten yet (it is queued); ask again")
+            }
+            return Routes.forgotten(user, known: known)
+        } catch {
+            return Routes.problem(.serviceUnavailable, "the user could not be forgotten; ask again")
+        }
+    }
+
+    /// `GET /v1/users/{id}/export`: as a single service's, once the user's partition has processed what was
+    /// appended before the request.
+    func export(_ user: String) async -> Response {
+        do {
+            let p = FleetLog.partition(of: user)
+            guard try await waitProcessed(p, try await log.appended()[p]) else {
+                return Routes.problem(.serviceUnavailable, "the user's events are still being processed; ask again")
+            }
+            let state = try await log.states(of: [user])[user].map { try UserState(decoding: $0) }
+            let actions = try await log.actions(of: user, after: 0, limit: Int.max).map(\.json)
+            let outbox = try await log.outbox(of: user).map {
+                OutboxRow(
+                    id: $0.id,
+                    entry: OutboxEntry(
+                        destination: $0.destination, actionID: $0.actionID, userID: user,
+                        body: String(decoding: $0.body, as: UTF8.self), createdAt: $0.createdAt),
+                    state: OutboxRow.State(rawValue: $0.state) ?? .dead, attempts: $0.attempts, nextAt: $0.nextAt,
+                    doneAt: $0.doneAt, lastError: $0.lastError)
+            }
+            let records = try await log.entries(of: user)
+            let text = try Privacy.export(
+                user, state: state, actions: actions, outbox: outbox,
+                records: { each in for r in records { try each(r.receivedAt, r.body) } }, decoder: rules.decoder,
+                at: Processor.nowMs())
+            return Routes.json(.ok, text)
+        } catch {
+            return Routes.problem(.serviceUnavailable, "the user could not be exported; ask again")
         }
     }
 

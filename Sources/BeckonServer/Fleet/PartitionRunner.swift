@@ -177,6 +177,11 @@ final class PartitionRunner {
         if appended.value(of: partition) > processed {
             entries = try await log.read(partition: partition, after: processed, limit: Self.batchLimit)
         }
+        // A forget ends the batch before it; at the head of a batch it is done on its own.
+        if let i = entries.firstIndex(where: { Self.forgotten(in: $0) != nil }) {
+            if i == 0 { return try await forget(entries[0]) }
+            entries = Array(entries[..<i])
+        }
         let now = Processor.nowMs()
         let timersDue = clock == .wall && (engine.nextTimerDue.map { $0 <= now } ?? false)
         guard !entries.isEmpty || timersDue else { return false }
@@ -200,8 +205,8 @@ final class PartitionRunner {
                     for a in out.actions { fired.append((a, false)) }
                 case .markRead(let user, let item, let time):
                     _ = engine.markRead(userID: user, itemID: item, at: time)
-                case .tick:
-                    break
+                case .tick, .forget:
+                    break  // (a forget ends a batch: see `step`)
                 }
             }
         }
@@ -232,6 +237,25 @@ final class PartitionRunner {
         metrics.service.ingest(.duplicate).increment(by: Int64(counts.duplicates))
         metrics.service.ingest(.refused).increment(by: Int64(counts.refused))
         for (a, _) in fired { metrics.service.action(ruleset: a.unit, rule: a.rule, kind: a.kind).increment() }
+        return true
+    }
+
+    /// The user a log entry asks to forget, if it is a forget.
+    static func forgotten(in entry: FleetLog.Entry) -> String? {
+        guard entry.body.first == UInt8(ascii: "F") else { return nil }
+        var user: String?
+        try? InputLog.read(entry.body) { if case .forget(let u) = $0 { user = u } }
+        return user
+    }
+
+    /// Forgets a user (every entry before it processed and written): their state, actions, outbox entries and
+    /// events are deleted with the forget's own entry in one fenced statement, and the engine is opened again from the
+    /// database (it held the user in memory).
+    private func forget(_ entry: FleetLog.Entry) async throws -> Bool {
+        guard let user = Self.forgotten(in: entry) else { return false }
+        try await log.forget(user, lease: handle.lease, through: entry.seq)
+        processed = entry.seq
+        engine = nil
         return true
     }
 
