@@ -7,14 +7,17 @@ import PostgresNIO
 /// processes agree on one order of each user's events and on which process processes which users.
 ///
 /// - **The log** is split by a hash of the user id into ``partitionCount`` partitions. Each partition's sequence is a
-///   counter row that an append updates in its own transaction: the row lock makes the next append of that partition
-///   wait until this one commits, so a partition's rows become visible in sequence order, with no gaps. (An identity
-///   column would hand out numbers at insert time: a transaction that took 7 and commits after the one that took 8 lets
-///   a reader that saw 8 move its offset past 7 and never read it.)
+///   counter row that an append updates in the statement that inserts the entries: the row lock makes the next append
+///   of that partition wait until this one commits, so a partition's rows become visible in sequence order, with no
+///   gaps. (An identity column would hand out numbers at insert time: a transaction that took 7 and commits after the
+///   one that took 8 lets a reader that saw 8 move its offset past 7 and never read it.)
 /// - **Leases**: a partition is processed by the one process that holds its lease (owner, epoch, expiry). A lease is
-///   taken when it is free or expired, which adds one to its epoch; its holder renews it while it lives. Every
-///   processing transaction starts with ``fenced(_:logger:_:)``, which locks the lease row and checks owner, epoch
-///   and expiry: a process that was paused or cut off past its lease cannot write once another holds it.
+///   taken when it is free or expired, which adds one to its epoch; its holder renews it while it lives. Every write
+///   of a partition's processing (``commit(_:)``, ``forget(_:lease:through:)``) locks the lease row and checks owner,
+///   epoch and expiry in the same statement: a process that was paused or cut off past its lease cannot write once
+///   another holds it.
+///
+/// Every write while serving is a single statement: no transaction is left open (holding locks) across a stall.
 public final class FleetLog: Sendable {
     public let client: PostgresClient
     let logger: Logger
@@ -342,46 +345,6 @@ public final class FleetLog: Sendable {
             UPDATE beckon_lease SET owner = NULL, expires_at = NULL
             WHERE partition = \(lease.partition) AND owner = \(lease.owner) AND epoch = \(lease.epoch)
             """, logger: logger)
-    }
-
-    /// Runs `body` in a transaction that first locks the lease row and checks that `lease` still holds (owner, epoch,
-    /// not expired); otherwise nothing of `body` runs and ``Fenced`` is thrown. The row stays locked until the commit,
-    /// so the lease cannot move to another process while the transaction writes.
-    public func fenced<T: Sendable>(
-        _ lease: Lease, logger: Logger, _ body: (PostgresConnection) async throws -> T
-    ) async throws -> T {
-        do {
-            return try await fencedTransaction(lease, logger: logger, body)
-        } catch let e as PostgresTransactionError {
-            // (The refusal, not the transaction's wrapper of it: callers tell a fence from a failure.)
-            if let fenced = e.closureError as? Fenced { throw fenced }
-            throw e
-        }
-    }
-
-    private func fencedTransaction<T: Sendable>(
-        _ lease: Lease, logger: Logger, _ body: (PostgresConnection) async throws -> T
-    ) async throws -> T {
-        try await client.withTransaction(logger: logger) { c in
-            var holds = false
-            for try await _ in try await c.query(
-                """
-                SELECT epoch FROM beckon_lease WHERE partition = \(lease.partition) AND owner = \(lease.owner)
-                    AND epoch = \(lease.epoch) AND expires_at >= clock_timestamp()
-                FOR UPDATE
-                """, logger: logger
-            ).decode(Int64.self) {
-                holds = true
-            }
-            guard holds else { throw Fenced(partition: lease.partition) }
-            return try await body(c)
-        }
-    }
-
-    /// Moves a partition's processed position, inside a ``fenced(_:logger:_:)`` transaction.
-    public static func setProcessed(_ seq: Int64, of partition: Int, on c: PostgresConnection, logger: Logger) async throws {
-        try await c.query(
-            "UPDATE beckon_lease SET processed_seq = \(seq) WHERE partition = \(partition)", logger: logger)
     }
 
     /// A partition's processed position.

@@ -60,7 +60,7 @@ extension FleetLog {
         }
     }
 
-    /// Everything one batch of a partition changed: written in one fenced transaction.
+    /// Everything one batch of a partition changed: written in one fenced statement (``commit(_:)``).
     public struct PartitionCommit: Sendable {
         public var states: [(userID: String, bytes: [UInt8], nextDue: Int64?)] = []
         public var stream: [UInt8] = []

@@ -88,24 +88,26 @@ struct FleetLogTests {
         }
     }
 
-    /// A lease expires and moves on; the old holder's transactions are refused from then on and write nothing.
+    /// A lease expires and moves on; the old holder's writes are refused from then on and write nothing.
     @Test func aStaleHolderIsFencedOut() async throws {
         try await withFleet { log in
-            let logger = Logger(label: "beckon-test")
+            func setProcessed(_ seq: Int64, _ lease: FleetLog.Lease) async throws {
+                try await log.commit(FleetLog.PartitionCommit(processed: seq), lease: lease)
+            }
             let a = try #require(try await log.acquire(partition: 3, owner: "a", ttl: .milliseconds(400)))
             #expect(try await log.acquire(partition: 3, owner: "b", ttl: .seconds(30)) == nil)
             #expect(try await log.renew(a, ttl: .milliseconds(400)))
-            try await log.fenced(a, logger: logger) { c in try await FleetLog.setProcessed(10, of: 3, on: c, logger: logger) }
+            try await setProcessed(10, a)
             #expect(try await log.processed(partition: 3) == 10)
             try await Task.sleep(for: .milliseconds(600))  // a paused (SIGSTOPped) holder, past its lease
             let b = try #require(try await log.acquire(partition: 3, owner: "b", ttl: .seconds(30)))
             #expect(b.epoch == a.epoch + 1)
             #expect(try await log.renew(a, ttl: .seconds(30)) == false)
             await #expect(throws: FleetLog.Fenced.self) {
-                try await log.fenced(a, logger: logger) { c in try await FleetLog.setProcessed(99, of: 3, on: c, logger: logger) }
+                try await setProcessed(99, a)
             }
             #expect(try await log.processed(partition: 3) == 10)
-            try await log.fenced(b, logger: logger) { c in try await FleetLog.setProcessed(11, of: 3, on: c, logger: logger) }
+            try await setProcessed(11, b)
             #expect(try await log.processed(partition: 3) == 11)
             // Released, it is free at once.
             try await log.release(b)
@@ -118,9 +120,7 @@ struct FleetLogTests {
             let users = (0..<1000).map { "u\($0)" }.filter { FleetLog.partition(of: $0) == 9 }
             try await log.append(users.prefix(3).map { (userID: $0, body: [1]) }, receivedAt: 1)
             let lease = try #require(try await log.acquire(partition: 9, owner: "host-a:1", ttl: .seconds(30)))
-            try await log.fenced(lease, logger: Logger(label: "t")) { c in
-                try await FleetLog.setProcessed(1, of: 9, on: c, logger: Logger(label: "t"))
-            }
+            try await log.commit(FleetLog.PartitionCommit(processed: 1), lease: lease)
             let status = try await log.status()
             #expect(status.count == FleetLog.partitionCount)
             let p = status[9]

@@ -220,7 +220,7 @@ final class FleetWorker: Service, Sendable {
         }
     }
 
-    /// Reads every partition's appended position for the runners, and this process's lags for the metrics.
+    /// Reads every partition's appended position for the runners (which wake when theirs grows).
     private func poll() async {
         while !Task.isCancelled {
             poller.tick(try? await log.appended())
