@@ -257,10 +257,39 @@ struct LimitTests {
         ("per_day", ["2026-01-01T09:00:00Z", "2026-01-02T08:59:59Z", "2026-01-02T09:00:00Z"], [0, 2]),
         ("per_week", ["2026-01-01T09:00:00Z", "2026-01-08T08:59:59Z", "2026-01-08T09:00:00Z"], [0, 2]),
         ("per_month", ["2026-01-15T09:00:00Z", "2026-02-15T08:59:59Z", "2026-02-15T09:00:00Z"], [0, 2]),
+        // Calendar limits reset when the user's day, week (Monday) or month begins, not a window's length after a fire.
+        ("per_calendar_day", ["2026-01-01T23:00:00Z", "2026-01-01T23:59:59Z", "2026-01-02T00:00:00Z"], [0, 2]),
+        // 2026-01-04 is a Sunday, 01-05 a Monday.
+        ("per_calendar_week", ["2026-01-04T09:00:00Z", "2026-01-04T23:59:59Z", "2026-01-05T00:00:00Z"], [0, 2]),
+        ("per_calendar_month", ["2026-01-31T22:00:00Z", "2026-01-31T23:00:00Z", "2026-02-01T00:00:00Z"], [0, 2]),
+        // A rolling day blocks the next morning's; a calendar day allows it.
+        ("per_day", ["2026-01-01T23:00:00Z", "2026-01-02T08:00:00Z", "2026-01-02T23:00:00Z"], [0, 2]),
+        ("per_calendar_day", ["2026-01-01T23:00:00Z", "2026-01-02T08:00:00Z", "2026-01-02T23:00:00Z"], [0, 1]),
     ])
-    func rollingWindows(_ key: String, _ times: [String], _ firing: [Int]) throws {
+    func windows(_ key: String, _ times: [String], _ firing: [Int]) throws {
         let rs = try load(campaign(limit: "{ \(key): 1 }"))
         #expect(fired(rs, opens(times)).map(\.time) == firing.map { t(times[$0]) })
+    }
+
+    @Test func aCalendarDayIsTheUsersDay() throws {
+        // 03:00 and 04:30 UTC are 22:00 and 23:30 on Jan 1 in New York (one day: the second is blocked); 05:30 UTC is
+        // 00:30 on Jan 2 there (a new day).
+        let rs = try load(campaign(limit: "{ per_calendar_day: 1 }"))
+        var events = [identify(at: "2026-01-01T00:00:00Z", [("timezone", "America/New_York")])]
+        events += opens(["2026-01-02T03:00:00Z", "2026-01-02T04:30:00Z", "2026-01-02T05:30:00Z"])
+        #expect(fired(rs, events).map(\.time) == [t("2026-01-02T03:00:00Z"), t("2026-01-02T05:30:00Z")])
+    }
+
+    @Test func explainSaysWhichCalendarLimitBlocksAndWhenItFrees() throws {
+        let rs = try load(campaign(limit: "{ per_calendar_day: 1, per_day: 5 }"))
+        let engine = Engine(ruleSet: rs, options: Engine.Options(recordVerdicts: true, explain: true))
+        _ = engine.process(track("Opened", at: "2026-01-01T09:00:00Z"))
+        let out = engine.process(track("Opened", at: "2026-01-01T10:00:00Z"))
+        let text = out.verdicts.compactMap { v -> String? in
+            if case .limited(let hit) = v.verdict { return hit.summary } else { return nil }
+        }.joined(separator: "\n")
+        #expect(text.contains("per_calendar_day"), "\(text)")
+        #expect(text.contains("2026-01-02T00:00:00Z"), "\(text)")
     }
 
     @Test func perMonthAtTheEndOfAMonth() throws {
@@ -327,6 +356,36 @@ struct LimitTests {
         #expect(out.filter { $0.rule == "inherited" }.count == 1)
     }
 
+    /// Two rules that show a message, on Opened and on Saved.
+    static let twoMessageRules = """
+        version: 1
+        campaign: c
+        rules:
+          - id: a
+            on: Opened
+            do: [ { message: { surface: launch, title: A } } ]
+          - id: b
+            on: Saved
+            do: [ { message: { surface: toolbar, title: B } } ]
+        """
+
+    /// "At most two messages a calendar day", across rules: the third of Jan 1 is blocked; Jan 2 starts afresh at
+    /// midnight, where a rolling `per_day` would still count the evening's.
+    @Test func globalCapPerCalendarDay() throws {
+        let rs = try load(
+            Self.twoMessageRules, settings: "version: 1\nsettings: s\nglobal_limit: { per_calendar_day: 2 }\n")
+        let events = [
+            track("Opened", at: "2026-01-01T20:00:00Z"), track("Saved", at: "2026-01-01T21:00:00Z"),
+            track("Opened", at: "2026-01-01T22:00:00Z"), track("Saved", at: "2026-01-02T00:10:00Z"),
+            track("Opened", at: "2026-01-02T00:20:00Z"), track("Saved", at: "2026-01-02T00:30:00Z"),
+        ]
+        #expect(
+            fired(rs, events).map(\.time) == [
+                t("2026-01-01T20:00:00Z"), t("2026-01-01T21:00:00Z"), t("2026-01-02T00:10:00Z"),
+                t("2026-01-02T00:20:00Z"),
+            ])
+    }
+
     @Test func globalCapAcrossRulesAndFiles() throws {
         let settings = """
             version: 1
@@ -334,20 +393,12 @@ struct LimitTests {
             global_limit: { per_session: 1, per_day: 2 }
             """
         let rs = try load(
-            """
-            version: 1
-            campaign: c
-            rules:
-              - id: a
-                on: Opened
-                do: [ { message: { surface: launch, title: A } } ]
-              - id: b
-                on: Saved
-                do: [ { message: { surface: toolbar, title: B } } ]
-              - id: link
-                on: Saved
-                do: [ { deep_link: "app://not-a-message" } ]
-            """, settings: settings)
+            Self.twoMessageRules + """
+
+                  - id: link
+                    on: Saved
+                    do: [ { deep_link: "app://not-a-message" } ]
+                """, settings: settings)
         let events = [
             track("Opened", at: "2026-01-01T09:00:00Z"), track("Saved", at: "2026-01-01T09:05:00Z"),
             track("Opened", at: "2026-01-01T11:00:00Z"), track("Opened", at: "2026-01-01T13:00:00Z"),

@@ -55,7 +55,8 @@ struct PredicateTests {
         let values: [LimitKind: [String]] = [
             .onOccurrence: ["1", "2", "3"], .everyOccurrence: ["1", "2", "3"], .perUser: ["1", "2", "4"],
             .perSession: ["1", "2"], .perMinute: ["1", "2"], .perHour: ["1", "2"], .perDay: ["1", "3"],
-            .perWeek: ["2", "4"], .perMonth: ["3", "5"], .cooldown: ["10m", "1h", "2d"],
+            .perWeek: ["2", "4"], .perMonth: ["3", "5"], .cooldown: ["10m", "1h", "2d"], .perCalendarDay: ["1", "3"],
+            .perCalendarWeek: ["2", "4"], .perCalendarMonth: ["3", "5"],
         ]
         #expect(Set(values.keys) == Set(LimitKind.allCases), "a new kind needs values here")
         for kind in LimitKind.allCases {

@@ -111,7 +111,9 @@ public enum DSL {
         "limit",
         doc: """
             How often a rule may fire for one user. Every limit is exact at any count. Rolling windows count the \
-            fires in the span that ends now; `per_month` spans one calendar month back in the user's time zone.
+            fires in the span that ends now; `per_month` spans one calendar month back in the user's time zone. \
+            Calendar limits count the fires since the current day, week (from Monday) or month began in the user's \
+            time zone, as Braze's frequency caps do: `per_calendar_day: 1` allows one at 23:00 and another at 00:30.
             """,
         keys: [
             KeySchema("per_user", .integer(min: 1), doc: "at most this many fires per user, ever", example: "3"),
@@ -121,6 +123,15 @@ public enum DSL {
             KeySchema("per_day", .integer(min: 1), doc: "at most this many fires in any rolling 24 hours", example: "1"),
             KeySchema("per_week", .integer(min: 1), doc: "at most this many fires in any rolling 7 days"),
             KeySchema("per_month", .integer(min: 1), doc: "at most this many fires in any rolling calendar month (user's zone)"),
+            KeySchema(
+                "per_calendar_day", .integer(min: 1),
+                doc: "at most this many fires per calendar day, midnight to midnight in the user's zone", example: "1"),
+            KeySchema(
+                "per_calendar_week", .integer(min: 1),
+                doc: "at most this many fires per calendar week, from Monday 00:00 in the user's zone"),
+            KeySchema(
+                "per_calendar_month", .integer(min: 1),
+                doc: "at most this many fires per calendar month, from the 1st at 00:00 in the user's zone"),
             KeySchema("cooldown", .duration, doc: "least time between two fires", example: "7d"),
             KeySchema(
                 "on_occurrence", .integer(min: 1),

@@ -62,8 +62,13 @@ public enum HistoryWindow: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// When the oldest of the entries in the window leaves it, if that can be known now (a rolling window's).
-    func freesAt(oldest: Int64) -> Int64? {
-        if case .rolling(let ms) = self { oldest + ms } else { nil }
+    func freesAt(oldest: Int64, now: Int64, zone: Zone) -> Int64? {
+        switch self {
+        case .rolling(let ms): oldest + ms
+        // (A calendar period's fires all leave at once, when the next period starts.)
+        case .calendar(let unit, 1): Calendars.periodStart(unit, now: now, zone: zone, back: -1)
+        default: nil
+        }
     }
 
     public var description: String {

@@ -7,6 +7,7 @@
 public enum LimitKind: Int, CaseIterable, Sendable, CustomStringConvertible {
     // The order is the order of the verdict codes' counters (`Verdict.limitKeys`): append, never reorder.
     case onOccurrence, everyOccurrence, perUser, perSession, perMinute, perHour, perDay, perWeek, perMonth, cooldown
+    case perCalendarDay, perCalendarWeek, perCalendarMonth
 
     /// The key in rule files and verdict codes.
     public var key: String {
@@ -21,6 +22,9 @@ public enum LimitKind: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .perWeek: "per_week"
         case .perMonth: "per_month"
         case .cooldown: "cooldown"
+        case .perCalendarDay: "per_calendar_day"
+        case .perCalendarWeek: "per_calendar_week"
+        case .perCalendarMonth: "per_calendar_month"
         }
     }
 
@@ -34,11 +38,15 @@ public enum LimitKind: Int, CaseIterable, Sendable, CustomStringConvertible {
         case .perDay: .rolling(ms: 86_400_000)
         case .perWeek: .rolling(ms: 604_800_000)
         case .perMonth: .monthBack
+        case .perCalendarDay: .calendar(.day, count: 1)
+        case .perCalendarWeek: .calendar(.week, count: 1)
+        case .perCalendarMonth: .calendar(.month, count: 1)
         default: nil
         }
     }
 
-    /// The rolling kinds, shortest window first (the order they are read from a rule file).
+    /// The kinds that count fires in a window (rolling ones, shortest first, then the calendar ones: the order they are
+    /// read from a rule file).
     public static let rolling = allCases.filter { $0.window != nil }
 
     /// The kinds the engine's fast path (``SimpleGate``) decides, from a user's fire record alone. A positive list: a

@@ -108,7 +108,7 @@ extension Verdict {
     static let blockCodes = plainCodes + limitKeys.map { "limit:" + $0 } + limitKeys.map { "global_limit:" + $0 }
     /// How many ``blockCodes`` there are (a literal, checked by `literalIndexesNameTheirCodes`: the engine's counters
     /// read it per verdict).
-    static let blockCodeCount = 31
+    static let blockCodeCount = 37
 
     /// Places in ``limitKeys`` of the kinds the fast path blocks on: their ``LimitKind`` raw values, as literals (the
     /// engine reads them per rule; `literalIndexesNameTheirCodes` checks each against ``LimitKind``).
@@ -178,6 +178,9 @@ public struct LimitHit: Sendable {
         case "per_user": "\(count) of \(max) fires used"
         case "per_session": "\(count) of \(max) in this session; frees in the next session"
         case "cooldown": "last fired at \(Timestamp(milliseconds: lastFire)), cooldown \(DSLDuration.format(cooldownMs))"
+        case "per_calendar_day": "\(count) of \(max) today (the user's calendar day)"
+        case "per_calendar_week": "\(count) of \(max) this calendar week (from Monday, the user's zone)"
+        case "per_calendar_month": "\(count) of \(max) this calendar month (the user's zone)"
         default: "\(count) of \(max) in the window"
         }
     }

@@ -40,7 +40,7 @@ extension Engine {
             return LimitStanding(
                 kind: kind, used: rec.firesInSession(profile.session.id), max: n,
                 blocks: LimitStanding.perSessionBlocks(rec, session: profile.session.id, max: n))
-        case .perMinute, .perHour, .perDay, .perWeek, .perMonth:
+        case .perMinute, .perHour, .perDay, .perWeek, .perMonth, .perCalendarDay, .perCalendarWeek, .perCalendarMonth:
             guard let max = l.rolling.first(where: { $0.kind == kind })?.max, let window = kind.window else { return nil }
             let zone = window.needsZone ? UserProfile.userZone(profile, scope.event, zoneSlots) : Zone.utc
             let from = window.start(now: now, zone: zone)
@@ -49,7 +49,8 @@ extension Engine {
             let times = profile.history.times(series: series, from: from, to: now)
             let oldest = times.dropLast(max - 1).last ?? times.first
             return LimitStanding(
-                kind: kind, used: c, max: max, blocks: true, freesAt: oldest.flatMap { window.freesAt(oldest: $0) })
+                kind: kind, used: c, max: max, blocks: true,
+                freesAt: oldest.flatMap { window.freesAt(oldest: $0, now: now, zone: zone) })
         case .cooldown:
             guard let cd = l.cooldownMs else { return nil }
             let blocks = LimitStanding.cooldownBlocks(lastFire: rec.lastFire, ms: cd, now: now)
