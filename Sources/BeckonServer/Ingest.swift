@@ -8,13 +8,21 @@ enum Ingest {
     static func events(
         _ body: [UInt8], kind: Event.Kind?, now: Int64, clock: ClockMode, decoder: SegmentDecoder
     ) throws(SegmentRequest.Problem) -> ([BoundEvent], InputLog) {
-        let arrival = clock == .wall ? Arrival(receivedAt: now, latest: now) : Arrival(receivedAt: nil)
-        let request = try SegmentRequest.events(body, kind: kind, arrival: arrival, decoder: decoder)
+        let request = try decode(body, kind: kind, now: now, clock: clock, decoder: decoder)
         var log = InputLog()
         guard !request.ranges.isEmpty else { return ([], log) }  // (an empty batch logs nothing)
         log.arrival(request.arrival)
         for r in request.ranges { log.event(body[r]) }
         return (request.events, log)
+    }
+
+    /// The events of a request body as they arrived `now` on `clock` (on the wall clock an event stamped ahead of
+    /// `now` is taken as arriving now), with each one's byte range and the request's arrival: what both services log.
+    static func decode(
+        _ body: [UInt8], kind: Event.Kind?, now: Int64, clock: ClockMode, decoder: SegmentDecoder
+    ) throws(SegmentRequest.Problem) -> (events: [BoundEvent], ranges: [Range<Int>], arrival: Arrival) {
+        let arrival = clock == .wall ? Arrival(receivedAt: now, latest: now) : Arrival(receivedAt: nil)
+        return try SegmentRequest.events(body, kind: kind, arrival: arrival, decoder: decoder)
     }
 }
 

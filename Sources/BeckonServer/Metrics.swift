@@ -1,4 +1,6 @@
+import BeckonCore
 import Prometheus
+import Synchronization
 
 /// The service's metrics, in Prometheus text at `/metrics`. Labels name rules, routes and results, never users.
 public final class ServiceMetrics: Sendable {
@@ -15,6 +17,9 @@ public final class ServiceMetrics: Sendable {
     let timerLagSeconds: DurationHistogram
     let commitEvents: ValueHistogram
     let checkpoints: Counter
+    /// The counters of ``action(_:)`` by rule set, rule and kind (a registry lookup per fired action is a lock and
+    /// a label array; this is one dictionary read).
+    private let actionCounters = Mutex<[String: Counter]>([:])
 
     init(version: String) {
         commitSeconds = registry.makeDurationHistogram(
@@ -52,6 +57,15 @@ public final class ServiceMetrics: Sendable {
             descriptor: .init(
                 metricName: "beckon_ingest_events", unitName: "total", helpText: "Events posted, by what became of them."),
             labels: [("result", r.rawValue)])
+    }
+
+    /// `beckon_actions_total` of a fired action's rule set, rule and kind.
+    func action(_ a: FiredAction) -> Counter {
+        let key = a.unit + "/" + a.rule + "/" + a.kind
+        if let c = actionCounters.withLock({ $0[key] }) { return c }
+        let c = action(ruleset: a.unit, rule: a.rule, kind: a.kind)
+        actionCounters.withLock { $0[key] = c }
+        return c
     }
 
     func action(ruleset: String, rule: String, kind: String) -> Counter {

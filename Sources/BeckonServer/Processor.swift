@@ -91,7 +91,6 @@ final class Processor: @unchecked Sendable {
     /// The stream's clock as the input log has it (after replaying every record): a round whose clock moved since,
     /// on ticks that logged nothing, logs its clock first, so that a replay takes its inputs at the same time.
     private var loggedClock: Int64
-    private var actionCounters: [String: Counter] = [:]
     /// The engine must be opened again from the database before more jobs run (a reopen failed).
     private var needsReopen = false
 
@@ -418,7 +417,7 @@ final class Processor: @unchecked Sendable {
         if checkpoint { lastCheckpoint = ContinuousClock.now }
         // (A group with nothing to write still goes through the committer: its answers wait for the groups before it.)
         guard !commit.isEmpty || !fired.isEmpty || !jobs.isEmpty else { return }
-        let counters = fired.map { counter($0.0) }
+        let counters = fired.map { self.metrics.action($0.0) }
         let destinations = rules.ruleSet.settings.destinations
         let users = Set(fired.map(\.0.userID))
         let (metrics, feed, events, live, tally, dueTimes) = (metrics, feed, input.events, clock == .wall, counts, dues)
@@ -439,14 +438,6 @@ final class Processor: @unchecked Sendable {
                     }
                     if !users.isEmpty { feed.notify(users) }
                 }))
-    }
-
-    private func counter(_ a: FiredAction) -> Counter {
-        let key = a.unit + "/" + a.rule + "/" + a.kind
-        if let c = actionCounters[key] { return c }
-        let c = metrics.action(ruleset: a.unit, rule: a.rule, kind: a.kind)
-        actionCounters[key] = c
-        return c
     }
 
     /// The action's JSON object as `dry-run --format jsonl` prints it; a late one also says when it fired.

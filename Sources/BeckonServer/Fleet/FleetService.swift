@@ -207,10 +207,9 @@ public final class FleetService: Sendable {
         case .success(let b): body = b
         }
         let now = Processor.nowMs()
-        let arrival = options.clock == .wall ? Arrival(receivedAt: now, latest: now) : Arrival(receivedAt: nil)
         let parsed: (events: [BoundEvent], ranges: [Range<Int>], arrival: Arrival)
         do {
-            parsed = try SegmentRequest.events(body, kind: kind, arrival: arrival, decoder: rules.decoder)
+            parsed = try Ingest.decode(body, kind: kind, now: now, clock: options.clock, decoder: rules.decoder)
         } catch {
             metrics.service.ingest(.rejected).increment()
             return Routes.json(.badRequest, error.json)
@@ -344,10 +343,7 @@ public final class FleetService: Sendable {
         } catch {
             return Routes.problem(.serviceUnavailable, "the change could not be stored; send it again")
         }
-        let deadline = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < deadline, try await log.processed(partition: entry.partition) < entry.seq {
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        _ = try await waitProcessed(entry.partition, entry.seq)
         return Routes.inboxResponse(user, try await inbox(of: user) ?? [])
     }
 }

@@ -92,6 +92,8 @@ final class PartitionRunner {
     private var states = PartitionStates(pending: [])
     private(set) var processed: Int64 = 0
     private let lag: Gauge
+    private let owned: Gauge
+    private let processedEvents: Counter
     /// Entries read in one batch at most (one transaction).
     static let batchLimit = 2000
 
@@ -110,14 +112,16 @@ final class PartitionRunner {
         self.committer = committer
         self.logger = logger
         lag = metrics.lag(handle.lease.partition)
+        owned = metrics.owned(handle.lease.partition)
+        processedEvents = metrics.events(handle.lease.partition)
     }
 
     /// Runs until asked to stop or the lease is lost; marks the handle finished.
     func run() async {
         defer { handle.markFinished() }
-        metrics.owned(partition).set(to: 1)
+        owned.set(to: 1)
         defer {
-            metrics.owned(partition).set(to: 0)
+            owned.set(to: 0)
             lag.set(to: 0)
         }
         while !handle.stopRequested && !Task.isCancelled {
@@ -232,11 +236,11 @@ final class PartitionRunner {
         guard try await committer.submit((handle.lease, commit)) != nil else { throw FleetLog.Fenced(partition: partition) }
         metrics.commitSeconds.record(ContinuousClock.now - started)
         processed = commit.processed
-        metrics.events(partition).increment(by: Int64(entries.count))
+        processedEvents.increment(by: Int64(entries.count))
         metrics.service.ingest(.accepted).increment(by: Int64(counts.accepted))
         metrics.service.ingest(.duplicate).increment(by: Int64(counts.duplicates))
         metrics.service.ingest(.refused).increment(by: Int64(counts.refused))
-        for (a, _) in fired { metrics.service.action(ruleset: a.unit, rule: a.rule, kind: a.kind).increment() }
+        for (a, _) in fired { metrics.service.action(a).increment() }
         return true
     }
 
