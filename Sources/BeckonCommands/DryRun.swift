@@ -154,8 +154,9 @@ extension DryRunRunner {
             if case .string(let s) = v { return s }
             return JSONWriter.encode(v)
         }
-        switch a.kind {
-        case "message":
+        guard let kind = ActionKind(rawValue: a.kind) else { return "" }
+        switch kind {
+        case .message:
             guard case .map(let m)? = a["message"] else { return "" }
             var s = str(m[string: "surface"])
             if let t = m[string: "title"] { s += " \"\(str(t))\"" }
@@ -169,24 +170,35 @@ extension DryRunRunner {
                 }
             }
             return s
-        case "screen":
+        case .screen, .flow:
             var s = str(a["screen"])
             if case .map(let p)? = a["params"], !p.isEmpty { s += " " + JSONWriter.encode(.map(p)) }
             return s
-        case "deep_link": return str(a["url"])
-        case "notify":
+        case .deepLink: return str(a["url"])
+        case .notify:
             guard case .map(let n)? = a["notification"] else { return "" }
             var s = "\(str(n[string: "id"])): \"\(str(n[string: "message"]))\""
             if let from = n[string: "sender"] { s += " from \(str(from))" }
             if let link = n[string: "link"] { s += " → \(str(link))" }
             return s + " (unread \(str(a["unread"])))"
-        case "mark_read":
+        case .push:
+            guard case .map(let p)? = a["push"] else { return "" }
+            var s = p[string: "title"].map { "\"\(str($0))\" " } ?? ""
+            s += "\"\(str(p[string: "body"]))\""
+            if let link = p[string: "deep_link"] { s += " → \(str(link))" }
+            if let to = p[string: "to"] { s += " to \(str(to))" }
+            return s
+        case .email:
+            guard case .map(let e)? = a["email"] else { return "" }
+            return str(e[string: "template"]) + " to " + str(e[string: "to"])
+        case .skipped: return str(a["channel"]) + ": " + str(a["reason"])
+        case .markRead:
             guard case .map(let n)? = a["notification"] else { return "" }
             return "\(str(n[string: "id"])) (unread \(str(a["unread"])))"
-        case "prompt": return str(a["permission"])
-        case "emit": return str(a["event"]) + " " + str(a["payload"])
-        case "set", "unset": return str(a["attributes"])
-        default: return ""
+        case .prompt: return str(a["permission"])
+        case .emit: return str(a["event"]) + " " + str(a["payload"])
+        case .set, .unset: return str(a["attributes"])
+        case .heldBack: return ""
         }
     }
 }

@@ -12,24 +12,28 @@
 /// - `deep_link_scheme`: a deep link whose scheme is not in the settings' `deep_link_schemes`.
 /// - `delay_outlives_campaign`: a rule's `wait` is as long as its file's whole life, so every delayed action comes
 ///   due after the end and is dropped.
+/// - `channel_limit_never_binds`: a cap in the settings' `channel_limits` that no rule can reach: no enabled rule
+///   sends on the channel, or `global_limit` (which counts every channel) blocks first in a window that always
+///   contains the channel's.
 struct RuleAnalyzer {
     let files: [RuleFileSpec]
     let ruleSet: (units: [CompiledUnit], rules: [CompiledRule])
     let plan: PlanIndex?
-    let deepLinkSchemes: [Located<String>]?
+    let settings: SettingsSpec?
+    var deepLinkSchemes: [Located<String>]? { settings?.deepLinkSchemes }
     /// Interned event names, by id.
     let eventNames: [String]
     private(set) var warnings: [Diagnostic] = []
 
     init(
         files: [RuleFileSpec], units: [CompiledUnit], rules: [CompiledRule], eventNames: [String], plan: PlanIndex?,
-        deepLinkSchemes: [Located<String>]?
+        settings: SettingsSpec?
     ) {
         self.files = files
         self.ruleSet = (units, rules)
         self.eventNames = eventNames
         self.plan = plan
-        self.deepLinkSchemes = deepLinkSchemes
+        self.settings = settings
     }
 
     mutating func run() {
@@ -48,6 +52,7 @@ struct RuleAnalyzer {
                 warnings += found.filter { !silenced.contains($0.id.rawValue) }
             }
         }
+        channelLimits(into: &warnings)
     }
 
     // MARK: never_true
@@ -293,6 +298,7 @@ struct RuleAnalyzer {
             case .deepLink(let t): links.append(t)
             case .message(let m): links += m.buttons.compactMap(\.deepLink)
             case .notify(let n): if let l = n.link { links.append(l) }
+            case .push(let p): if let l = p.deepLink { links.append(l) }
             default: break
             }
         }
@@ -308,6 +314,40 @@ struct RuleAnalyzer {
                     "deep link '\(head)' uses scheme '\(scheme)', which is not in the settings' deep_link_schemes ("
                         + schemes.map(\.value).joined(separator: ", ") + ")" + (hint.map { "; did you mean '\($0)'?" } ?? ""),
                     at: link.location, suggestion: "fix the link, or add '\(scheme)' to `deep_link_schemes` if the app opens it"))
+        }
+    }
+
+    // MARK: channel_limit_never_binds
+
+    private func channelLimits(into out: inout [Diagnostic]) {
+        guard let s = settings else { return }
+        let used = Set(ruleSet.rules.filter(\.enabled).flatMap(\.channels))
+        for (channel, spec) in s.channelLimits {
+            let name = channel.value.rawValue
+            guard used.contains(channel.value) else {
+                out.append(
+                    Diagnostic(
+                        .warning, .channelLimitNeverBinds,
+                        "no enabled rule sends on the \(name) channel, so this cap never binds",
+                        at: channel.location, suggestion: "remove it, or check the rules that should send one"))
+                continue
+            }
+            for (kind, max) in spec.rolling {
+                guard let window = kind.window else { continue }
+                // The global limit counts every channel's fires, so in a window that always contains this one it has
+                // counted at least as many; with a cap no higher it blocks first.
+                var global: [(key: String, max: Int)] = s.globalLimits.rolling.compactMap { g in
+                    g.kind.window.map { window.alwaysWithin($0) } == true ? (g.kind.key, g.max.value) : nil
+                }
+                if let u = s.globalLimits.perUser { global.append((LimitKind.perUser.key, u.value)) }
+                guard let g = global.first(where: { $0.max <= max.value }) else { continue }
+                out.append(
+                    Diagnostic(
+                        .warning, .channelLimitNeverBinds,
+                        "\(name) \(kind.key): \(max.value) never binds: global_limit \(g.key): \(g.max) counts every channel "
+                            + "and blocks first",
+                        at: max.location, suggestion: "lower it below \(g.max), or remove it"))
+            }
         }
     }
 

@@ -71,6 +71,14 @@ private struct Builder {
                         "global", SeriesSpec(source: .globalMessages, retentionMs: g.retentionMs, keepsLifetime: false))
                 }
             }
+            for (channel, spec) in s.channelLimits {
+                let l = CompiledLimits(spec)
+                if l.needsZone { _ = symbols.zoneSlots }
+                let series = symbols.upsertSeries(
+                    "channel:" + channel.value.rawValue,
+                    SeriesSpec(source: .channel(channel.value), retentionMs: l.retentionMs, keepsLifetime: false))
+                settings.channelLimits.append(ChannelLimit(channel: channel.value, limits: l, series: series))
+            }
         }
 
         var units: [CompiledUnit] = []
@@ -112,7 +120,7 @@ private struct Builder {
         // has none: what it would do is not known), so that one run reports every problem.
         var analyzer = RuleAnalyzer(
             files: ruleFiles, units: units, rules: rules, eventNames: symbols.eventNames, plan: symbols.plan,
-            deepLinkSchemes: settingsSeen?.deepLinkSchemes)
+            settings: settingsSeen)
         analyzer.run()
         diagnostics.append(contentsOf: analyzer.warnings)
         return CompiledRuleSet(
@@ -542,6 +550,15 @@ private struct Builder {
             return .notify(
                 id: n.id.map { template($0, env) }, sender: n.sender.map { template($0, env) },
                 message: template(n.message, env), link: n.link.map { template($0, env) }, data: values(n.data, env))
+        case .push(let p):
+            return .push(
+                title: p.title.map { template($0, env) }, body: template(p.body, env),
+                deepLink: p.deepLink.map { template($0, env) }, image: p.image.map { template($0, env) },
+                data: values(p.data, env), to: p.to.map { template($0, env) })
+        case .email(let e):
+            return .email(
+                template: template(e.template, env), to: template(e.to, env), subject: e.subject.map { template($0, env) },
+                data: values(e.data, env))
         case .markRead(let id): return .markRead(template(id, env))
         case .prompt(let p): return .prompt(p)
         case .emit(let event, let payload): return .emit(event: event, payload: values(payload, env))

@@ -85,6 +85,7 @@ public enum DiagnosticID: String, CaseIterable, Sendable, CustomStringConvertibl
     case limitAlwaysBinds = "limit_always_binds"
     case deepLinkScheme = "deep_link_scheme"
     case delayOutlivesCampaign = "delay_outlives_campaign"
+    case channelLimitNeverBinds = "channel_limit_never_binds"
 
     public var description: String { rawValue }
 
@@ -92,6 +93,7 @@ public enum DiagnosticID: String, CaseIterable, Sendable, CustomStringConvertibl
     /// Tests/BeckonCommandsTests/Fixtures/analysis.
     public static let analysis: [DiagnosticID] = [
         .neverTrue, .shadowedRule, .limitNeverBinds, .limitAlwaysBinds, .deepLinkScheme, .delayOutlivesCampaign,
+        .channelLimitNeverBinds,
     ]
 
     /// Every class `validate` reports that is not an analysis warning; each has a fixture under

@@ -193,6 +193,48 @@ public enum DSL {
             KeySchema("data", .map(key: .text, value: .anyValue), doc: "extra fields passed to the app unchanged"),
         ])
 
+    static let push = ObjectSchema(
+        "push",
+        doc: """
+            A push notification to the user's devices, for the service or a destination to send (e.g. with \
+            `destinations: [{ kinds: [push] }]`). Counts toward `global_limit` and `channel_limits.push`.
+            """,
+        keys: [
+            KeySchema("title", .template, doc: "headline", example: "Your cart misses you"),
+            KeySchema(
+                "body", .template, required: true, doc: "its text",
+                example: "${user.first_name}, your ${event.properties.product} is waiting"),
+            KeySchema(
+                "deep_link", .template, doc: "URL the app opens when it is tapped (its scheme is checked)", example: "shop://cart"
+            ),
+            KeySchema("image", .template, doc: "an https:// image URL", example: "https://cdn.example.com/cart.png"),
+            KeySchema("data", .map(key: .text, value: .anyValue), doc: "extra fields passed to the app unchanged"),
+            KeySchema(
+                "to", .template,
+                doc: """
+                    a device token or push address; when it has no value at fire time the push comes out as \
+                    `skipped` with the reason (default: the user's devices, resolved by the sender)
+                    """, example: "\"${user.push_token}\""),
+        ])
+
+    static let email = ObjectSchema(
+        "email",
+        doc: """
+            An email, rendered by the sender's template with the merge data. Counts toward `global_limit` and \
+            `channel_limits.email`.
+            """,
+        keys: [
+            KeySchema("template", .template, required: true, doc: "the sender's template id", example: "cart_reminder"),
+            KeySchema(
+                "to", .template, required: true,
+                doc: "the address; when it has no value at fire time the email comes out as `skipped` with the reason",
+                example: "\"${user.email}\""),
+            KeySchema("subject", .template, doc: "the subject, when the template does not set it"),
+            KeySchema(
+                "data", .map(key: .text, value: .anyValue), doc: "merge data for the template",
+                example: "{ product: \"${event.properties.product}\" }"),
+        ])
+
     static let emit = ObjectSchema(
         "emit", doc: "An outgoing event or conversion, for the service to send on.",
         keys: [
@@ -207,6 +249,8 @@ public enum DSL {
             example: "welcome"),
         KeySchema("deep_link", .template, doc: "open a URL in the app", example: "app-settings:"),
         KeySchema("notify", .object(notify), doc: "put an item in the user's inbox"),
+        KeySchema("push", .object(push), doc: "send a push notification"),
+        KeySchema("email", .object(email), doc: "send an email"),
         KeySchema("mark_read", .template, doc: "mark the inbox item with this id as read", example: "welcome"),
         KeySchema(
             "prompt", .enumeration(["att", "notifications", "location"]),
@@ -540,6 +584,27 @@ public enum DSL {
             KeySchema("max_backoff", .duration, doc: "the longest delay between attempts (default 1h)", example: "1h"),
         ])
 
+    /// The schema of action `kind` under `do:`.
+    static func action(_ kind: ActionKind) -> KeySchema { actions.first { $0.name == kind.rawValue }! }
+
+    /// The limits a channel cap takes: the windowed kinds.
+    static let windowLimits = ObjectSchema(
+        "channel limit",
+        doc: "Fires of one channel across all rules, counted in windows as a rule's limits are.",
+        keys: limits.keys.filter { k in LimitKind.rolling.contains { $0.key == k.name } })
+
+    static let channelLimits = ObjectSchema(
+        "channel limits",
+        doc: """
+            Caps per channel across all rules and files, beside `global_limit` (which counts every channel): \
+            "at most 2 pushes a calendar day". A rule blocked by one reports `channel_limit:KIND`; its explain names the channel.
+            """,
+        keys: ActionKind.channels.map {
+            KeySchema(
+                $0.rawValue, .object(windowLimits), doc: "fires of rules with a `\($0.rawValue)` action",
+                example: $0 == .push ? "{ per_calendar_day: 2 }" : nil)
+        })
+
     public static let settingsFile = ObjectSchema(
         "settings file",
         doc: """
@@ -553,8 +618,12 @@ public enum DSL {
             KeySchema(
                 "global_limit", .object(limits),
                 doc: """
-                    a cap on `message` actions across all rules and files: e.g. at most 1 per session, 3 per day
+                    a cap on fires of rules that message the user (`message`, `push`, `email`) across all rules and \
+                    files: e.g. at most 1 per session, 3 per day
                     """, example: "{ per_session: 1, per_day: 3 }"),
+            KeySchema(
+                "channel_limits", .object(channelLimits), doc: "caps per channel: `push`, `email`, `message`",
+                example: "{ push: { per_calendar_day: 2 }, email: { per_week: 1 } }"),
             KeySchema(
                 "deep_link_schemes", .list(.text),
                 doc: """

@@ -719,9 +719,9 @@ public struct FileParser {
         return QuietHoursSpec(from: from % 1440, to: to % 1440, hold: hold, location: node.location)
     }
 
-    mutating func limits(_ node: SourceNode, context: String) -> LimitSpec {
+    mutating func limits(_ node: SourceNode, context: String, schema: ObjectSchema = DSL.limits) -> LimitSpec {
         var spec = LimitSpec()
-        guard let k = keys(of: node, DSL.limits, context: context) else { return spec }
+        guard let k = keys(of: node, schema, context: context) else { return spec }
         spec.perUser = k["per_user"].flatMap { integer($0.value, "per_user", min: 1) }
         spec.perSession = k["per_session"].flatMap { integer($0.value, "per_session", min: 1) }
         for kind in LimitKind.rolling {
@@ -779,7 +779,7 @@ public struct FileParser {
         case .deepLink: return templateValue(value, "deep_link").map { Located(.deepLink($0), key.location) }
         case .markRead: return templateValue(value, "mark_read").map { Located(.markRead($0), key.location) }
         case .prompt:
-            guard let s = scalar(value, "prompt", DSL.actions[5].type) else { return nil }
+            guard let s = scalar(value, "prompt", DSL.action(.prompt).type) else { return nil }
             let allowed = ["att", "notifications", "location"]
             guard allowed.contains(s.text) else {
                 let hint = Suggest.nearest(s.text, in: allowed)
@@ -800,6 +800,33 @@ public struct FileParser {
                         sender: k["sender"].flatMap { templateValue($0.value, "sender") },
                         message: msg,
                         link: k["link"].flatMap { templateValue($0.value, "link") },
+                        data: k["data"].map { valueMap($0.value, "data") } ?? [])), key.location)
+        case .push:
+            guard let k = keys(of: value, DSL.push, context: "push"),
+                let body = k["body"].flatMap({ templateValue($0.value, "body") })
+            else { return nil }
+            let image = k["image"].flatMap { templateValue($0.value, "image") }
+            if let i = image, let url = i.literal, !(url.hasPrefix("https://") || url.hasPrefix("http://")) {
+                diagnostics.error(
+                    .invalidAction, "a push image is a web address the device downloads, not '\(url)'", at: i.location,
+                    suggestion: "write the image's https:// URL")
+            }
+            return Located(
+                .push(
+                    PushSpec(
+                        title: k["title"].flatMap { templateValue($0.value, "title") }, body: body,
+                        deepLink: k["deep_link"].flatMap { templateValue($0.value, "deep_link") }, image: image,
+                        data: k["data"].map { valueMap($0.value, "data") } ?? [],
+                        to: k["to"].flatMap { address($0.value, email: false) })), key.location)
+        case .email:
+            guard let k = keys(of: value, DSL.email, context: "email"),
+                let template = k["template"].flatMap({ templateValue($0.value, "template") }),
+                let to = k["to"].flatMap({ address($0.value, email: true) })
+            else { return nil }
+            return Located(
+                .email(
+                    EmailSpec(
+                        template: template, to: to, subject: k["subject"].flatMap { templateValue($0.value, "subject") },
                         data: k["data"].map { valueMap($0.value, "data") } ?? [])), key.location)
         case .emit:
             guard let k = keys(of: value, DSL.emit, context: "emit"), let ev = k["event"].flatMap({ string($0.value, "event") })
@@ -861,6 +888,17 @@ public struct FileParser {
                 at: key.location, suggestion: "actions: " + DSL.actions.map(\.name).joined(separator: ", "))
             return nil
         }
+    }
+
+    /// A push's or email's `to`: a template; written out, it is not empty, and an email address has an `@`.
+    mutating func address(_ node: SourceNode, email: Bool) -> TemplateSource? {
+        guard let t = templateValue(node, "to") else { return nil }
+        if let text = t.literal, text.isEmpty || (email && !text.contains("@")) {
+            diagnostics.error(
+                .invalidValue, "'\(text)' is not an address", at: t.location,
+                suggestion: email ? "write the user's address as an expression: `to: \"${user.email}\"`" : nil)
+        }
+        return t
     }
 
     static func reservedAttribute(_ name: String) -> String? {
@@ -934,6 +972,7 @@ public struct FileParser {
                 }
             }
         }
+        if let c = k["channel_limits"] { spec.channelLimits = channelLimits(c.value) }
         spec.dedupWindowMs = k["dedup_window"].flatMap { duration($0.value, "dedup_window")?.value }
         spec.clockSkewMs = k["clock_skew"].flatMap { duration($0.value, "clock_skew")?.value }
         spec.deepLinkSchemes = k["deep_link_schemes"].flatMap { oneOrMany($0.value, "deep_link_schemes") }
@@ -954,6 +993,19 @@ public struct FileParser {
             }
         }
         return spec
+    }
+
+    /// `channel_limits: { push: { per_calendar_day: 2 } }`: caps per channel, counted in windows only (a fire record
+    /// per channel would be state kept for every user; a window's count is read from the fires' history).
+    mutating func channelLimits(_ node: SourceNode) -> [(channel: Located<ActionKind>, limits: LimitSpec)] {
+        guard let k = keys(of: node, DSL.channelLimits, context: "channel_limits") else { return [] }
+        var out: [(channel: Located<ActionKind>, limits: LimitSpec)] = []
+        for channel in ActionKind.channels {
+            guard let (key, value) = k[channel.rawValue] else { continue }
+            let spec = limits(value, context: "channel_limits." + key.text, schema: DSL.windowLimits)
+            if !spec.isEmpty { out.append((Located(channel, key.location), spec)) }
+        }
+        return out
     }
 
     mutating func destination(_ node: SourceNode) -> Destination? {

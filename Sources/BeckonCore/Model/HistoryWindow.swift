@@ -61,6 +61,26 @@ public enum HistoryWindow: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// Whether this window lies inside `other` at every moment, for every user's zone (`false` when that is not
+    /// certain): a calendar day is inside the last 25 hours, today inside this week and this month, this week not
+    /// inside this month.
+    func alwaysWithin(_ other: HistoryWindow) -> Bool {
+        // Calendar spans are local, so a span grows by one hour on the day clocks go back.
+        let dst: Int64 = 3_600_000
+        switch (self, other) {
+        case (_, .lifetime): return true
+        case (.lifetime, _): return false
+        case (.rolling(let a), .rolling(let b)): return a <= b
+        case (.rolling, _): return false
+        case (.calendar, .rolling(let b)), (.monthBack, .rolling(let b)): return maxSpanMs + dst <= b
+        case (.calendar(let u, let n), .calendar(let v, let m)):
+            return u == v ? n <= m : n == 1 && m == 1 && u == .day
+        case (.calendar(let u, 1), .monthBack): return u != .month && maxSpanMs + dst <= 28 * 86_400_000
+        case (.calendar, .monthBack), (.monthBack, .calendar): return false
+        case (.monthBack, .monthBack): return true
+        }
+    }
+
     /// When the oldest of the entries in the window leaves it, if that can be known now (a rolling window's).
     func freesAt(oldest: Int64, now: Int64, zone: Zone) -> Int64? {
         switch self {

@@ -251,6 +251,8 @@ public enum ActionSpec: Sendable {
     case screen(id: TemplateSource, params: [(key: String, value: ValueSource)])
     case deepLink(TemplateSource)
     case notify(NotifySpec)
+    case push(PushSpec)
+    case email(EmailSpec)
     case markRead(TemplateSource)
     case prompt(String)
     case emit(event: String, payload: [(key: String, value: ValueSource)])
@@ -265,6 +267,8 @@ public enum ActionSpec: Sendable {
         case .screen: .screen
         case .deepLink: .deepLink
         case .notify: .notify
+        case .push: .push
+        case .email: .email
         case .markRead: .markRead
         case .prompt: .prompt
         case .emit: .emit
@@ -308,6 +312,26 @@ public struct NotifySpec: Sendable {
     public var data: [(key: String, value: ValueSource)]
 }
 
+/// A push notification, for the service (or a destination) to send to the user's devices.
+public struct PushSpec: Sendable {
+    public var title: TemplateSource?
+    public var body: TemplateSource
+    public var deepLink: TemplateSource?
+    public var image: TemplateSource?
+    public var data: [(key: String, value: ValueSource)]
+    /// A device token or push address; when given and empty at fire time, the push is `skipped`.
+    public var to: TemplateSource?
+}
+
+/// An email, rendered by the sender's template with the merge data.
+public struct EmailSpec: Sendable {
+    public var template: TemplateSource
+    /// The address; empty at fire time, the email is `skipped` with the reason.
+    public var to: TemplateSource
+    public var subject: TemplateSource?
+    public var data: [(key: String, value: ValueSource)]
+}
+
 /// A settings file, as written.
 public struct SettingsSpec: Sendable {
     public var path: String
@@ -316,6 +340,8 @@ public struct SettingsSpec: Sendable {
     public var sessionTimeoutMs: Int64?
     public var globalLimits: LimitSpec = LimitSpec()
     public var globalLimitsLocation: SourceLocation?
+    /// `channel_limits:` caps across all rules per channel (``ActionKind/channels``), windowed kinds only.
+    public var channelLimits: [(channel: Located<ActionKind>, limits: LimitSpec)] = []
     public var dedupWindowMs: Int64?
     public var clockSkewMs: Int64?
     /// The URL schemes deep links may use, when declared.

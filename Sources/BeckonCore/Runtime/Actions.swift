@@ -332,6 +332,10 @@ enum ActionTemplate: Sendable {
     case notify(
         id: CompiledValue?, sender: CompiledValue?, message: CompiledValue, link: CompiledValue?,
         data: [(key: String, value: CompiledValue)])
+    case push(
+        title: CompiledValue?, body: CompiledValue, deepLink: CompiledValue?, image: CompiledValue?,
+        data: [(key: String, value: CompiledValue)], to: CompiledValue?)
+    case email(template: CompiledValue, to: CompiledValue, subject: CompiledValue?, data: [(key: String, value: CompiledValue)])
     case markRead(CompiledValue)
     case prompt(String)
     case emit(event: String, payload: [(key: String, value: CompiledValue)])
@@ -339,7 +343,7 @@ enum ActionTemplate: Sendable {
     case unset([(slot: Int?, name: String)])
     case flow(verb: FlowActionSpec.Verb, flow: CompiledValue, step: CompiledValue?)
 
-    /// The fields of an action that only shows or sends something (message, screen, deep_link, prompt, emit), each
+    /// The fields of an action that only shows or sends something (message, screen, deep_link, push, email, prompt, emit), each
     /// value computed by `value(template, field name)`; `nil` for the kinds that read or change the user's state.
     func pureFields(_ value: (CompiledValue, String) -> Value) -> [(key: String, value: Value)]? {
         func eval(_ v: CompiledValue?, _ field: String) -> Value? { v.map { value($0, field) } }
@@ -370,6 +374,22 @@ enum ActionTemplate: Sendable {
             ]
         case .deepLink(let url):
             return [("url", eval(url, "url") ?? .null)]
+        case .push(let title, let body, let deepLink, let image, let data, let to):
+            var m = ValueMap()
+            if let v = eval(title, "title") { m[string: "title"] = v }
+            m[string: "body"] = value(body, "body")
+            if let v = eval(deepLink, "deep_link") { m[string: "deep_link"] = v }
+            if let v = eval(image, "image") { m[string: "image"] = v }
+            if !data.isEmpty { m[string: "data"] = .map(ValueMap(data.map { ($0.key, value($0.value, "data." + $0.key)) })) }
+            if let v = eval(to, "to") { m[string: "to"] = v }
+            return [("push", .map(m))]
+        case .email(let template, let to, let subject, let data):
+            var m = ValueMap()
+            m[string: "template"] = value(template, "template")
+            m[string: "to"] = value(to, "to")
+            if let v = eval(subject, "subject") { m[string: "subject"] = v }
+            if !data.isEmpty { m[string: "data"] = .map(ValueMap(data.map { ($0.key, value($0.value, "data." + $0.key)) })) }
+            return [("email", .map(m))]
         case .prompt(let p):
             return [("permission", .string(p))]
         case .emit(let event, let payload):
@@ -399,11 +419,30 @@ enum ActionTemplate: Sendable {
         case .screen, .flow: .screen
         case .deepLink: .deepLink
         case .notify: .notify
+        case .push: .push
+        case .email: .email
         case .markRead: .markRead
         case .prompt: .prompt
         case .emit: .emit
         case .set: .set
         case .unset: .unset
+        }
+    }
+
+    /// Why a `push` or `email` whose fields are `fields` cannot go out: its `to` has no value (`nil`: it can).
+    func skipReason(_ fields: [(key: String, value: Value)]) -> String? {
+        let channel: String
+        switch self {
+        case .push(_, _, _, _, _, let to): guard to != nil else { return nil }; channel = "push"
+        case .email: channel = "email"
+        default: return nil
+        }
+        guard case .map(let m) = fields.first?.value else { return nil }
+        switch m[string: "to"] {
+        case .string(let s) where !s.trimmingWhitespace().isEmpty: return nil
+        case .none, .null?: return "no address: the \(channel)'s `to` has no value for this user"
+        case .string?: return "no address: the \(channel)'s `to` is empty for this user"
+        case let v?: return "no address: the \(channel)'s `to` is \(JSONWriter.encode(v)), not text"
         }
     }
 }

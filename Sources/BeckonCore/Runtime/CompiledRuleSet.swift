@@ -396,6 +396,9 @@ public final class CompiledRule: Sendable {
     public let surface: String?
     /// `surface` interned within the rule set (-1: none), for arbitration without string compares.
     let surfaceID: Int32
+    /// The channels (``ActionKind/channels``) its actions message the user on, in channel order: a rule with any counts
+    /// toward `global_limit`, and toward each of their `channel_limits`.
+    let channels: [ActionKind]
     /// Whether fires are recorded per user (limits and re-prompts read the record).
     let keepsRecord: Bool
     /// `limits` is not empty; it counts trigger occurrences (kept so evaluating need not copy `limits` to ask).
@@ -452,6 +455,7 @@ public final class CompiledRule: Sendable {
         hasLimits = !limits.isEmpty
         tracksOccurrences = limits.tracksOccurrences
         keepsRecord = !limits.isEmpty || reprompt != nil
+        channels = ActionKind.channels.filter { c in actions.contains { $0.kind == c } }
     }
 
     deinit {
@@ -525,6 +529,8 @@ struct SeriesSpec: Sendable {
         case anyEvent
         case ruleFires(Int32)
         case globalMessages
+        /// Fires that sent an action on the channel (`channel_limits`).
+        case channel(ActionKind)
     }
     var source: Source
     var retentionMs: Int64
@@ -553,9 +559,19 @@ public struct EngineSettings: Sendable {
     public var destinations: [Destination] = []
     /// Series of all message fires, for the global cap's rolling windows (-1 if none).
     var globalSeries: Int32 = -1
+    /// The caps per channel (`channel_limits`), each with the series of the fires that reached it.
+    public var channelLimits: [ChannelLimit] = []
 
     /// The defaults, before any settings file.
     public init() {}
+}
+
+/// A cap on one channel's fires across all rules (`channel_limits`), in windows only.
+public struct ChannelLimit: Sendable {
+    public var channel: ActionKind
+    public var limits: CompiledLimits
+    /// The series of the fires whose action on this channel went out (a `skipped` one does not count).
+    var series: Int32
 }
 
 /// The event, screen and trait names of the loaded tracking plans.

@@ -10,7 +10,7 @@ public enum Verdict: Sendable {
     case limited(LimitHit)
     /// Another rule on the same surface won arbitration.
     case lostTo(rule: String, priority: Int, ownPriority: Int)
-    /// The global in-app message cap blocked it.
+    /// The global message cap, or a channel's cap (``LimitHit/channel``), blocked it.
     case globalLimited(LimitHit)
     /// A chain of `set` → `on_change` went deeper than the settings allow.
     case cascadeLimit(Int)
@@ -41,7 +41,7 @@ public enum Verdict: Sendable {
         case .lostTo(let rule, let p, let own):
             return p == own
                 ? "lost to \(rule) (same priority \(p); it is loaded first)" : "lost to \(rule) (priority \(p) over \(own))"
-        case .globalLimited(let hit): return "global limit \(hit.summary)"
+        case .globalLimited(let hit): return (hit.channel.map { "\($0) channel limit " } ?? "global limit ") + hit.summary
         case .cascadeLimit(let n): return "not evaluated: on_change chain deeper than \(n)"
         case .scheduled(let due): return "scheduled for \(Timestamp(milliseconds: due))"
         case .alreadyPending(let due): return "already pending (due at \(Timestamp(milliseconds: due)))"
@@ -60,7 +60,7 @@ public enum Verdict: Sendable {
         case .conditionFalse(let clause, _, _): clause.rawValue
         case .limited(let hit): "limit:" + hit.key
         case .lostTo: "lost"
-        case .globalLimited(let hit): "global_limit:" + hit.key
+        case .globalLimited(let hit): (hit.channel == nil ? "global_limit:" : "channel_limit:") + hit.key
         case .cascadeLimit: "cascade_limit"
         case .scheduled: "scheduled"
         case .alreadyPending: "pending"
@@ -105,10 +105,12 @@ extension Verdict {
     static let limitKeys = LimitKind.allCases.map(\.key)
     static let plainCodes = BlockCode.allCases.map(\.rawName)
     /// The codes of verdicts that are not fires, in a fixed order: ``blockIndex`` counts them without strings.
-    static let blockCodes = plainCodes + limitKeys.map { "limit:" + $0 } + limitKeys.map { "global_limit:" + $0 }
+    static let blockCodes =
+        plainCodes + limitKeys.map { "limit:" + $0 } + limitKeys.map { "global_limit:" + $0 }
+        + limitKeys.map { "channel_limit:" + $0 }
     /// How many ``blockCodes`` there are (a literal, checked by `literalIndexesNameTheirCodes`: the engine's counters
     /// read it per verdict).
-    static let blockCodeCount = 37
+    static let blockCodeCount = 50
 
     /// Places in ``limitKeys`` of the kinds the fast path blocks on: their ``LimitKind`` raw values, as literals (the
     /// engine reads them per rule; `literalIndexesNameTheirCodes` checks each against ``LimitKind``).
@@ -150,7 +152,8 @@ extension Verdict {
         case .quietHours(let until): return (until == nil ? BlockCode.quietHours : BlockCode.held).rawValue
         case .limited(let hit): return (hit.keyIndex >= 0 ? hit.keyIndex : limit(hit.key)).map { n + $0 }
         case .globalLimited(let hit):
-            return (hit.keyIndex >= 0 ? hit.keyIndex : limit(hit.key)).map { n + Verdict.limitKeys.count + $0 }
+            let group = hit.channel == nil ? 1 : 2
+            return (hit.keyIndex >= 0 ? hit.keyIndex : limit(hit.key)).map { n + group * Verdict.limitKeys.count + $0 }
         }
     }
 }
@@ -170,6 +173,8 @@ public struct LimitHit: Sendable {
     var cooldownMs: Int64 = 0
     /// The index of `key` in ``Verdict/limitKeys`` when the engine knew it (-1: look it up).
     var keyIndex = -1
+    /// For a channel's cap (`channel_limits`): the channel (`push`, `email`, `message`).
+    public var channel: String? = nil
 
     public var detail: String {
         switch key {

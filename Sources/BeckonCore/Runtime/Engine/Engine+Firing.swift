@@ -17,15 +17,32 @@ extension Engine {
             }
             return
         }
-        if rule.surface != nil, let g = ruleSet.settings.globalLimits,
-            let hit = check(
-                g, record: profile.messages, series: ruleSet.settings.globalSeries, profile: profile, now: now, occurrence: nil)
-        {
+        if let hit = globalBlock(rule, profile: profile, now: now) {
             note(rule.index, .globalLimited(hit), now: now, userID: profile.userID, trigger: trigger, out: &out)
             return
         }
         let sent = fire(rule, profile: profile, now: now, triggerKey: triggerKey, trigger: trigger, round: &round, out: &out)
         note(rule.index, sent ? .fired : .heldBack, now: now, userID: profile.userID, trigger: trigger, out: &out)
+    }
+
+    /// The global cap, or the cap of one of the rule's channels, that blocks `rule` for the user now (`nil`: none does,
+    /// or the rule messages no one). The one place both are decided, for immediate and for delayed fires.
+    func globalBlock(_ rule: CompiledRule, profile: UserProfile, now: Int64) -> LimitHit? {
+        guard !rule.channels.isEmpty else { return nil }
+        let s = ruleSet.settings
+        if let g = s.globalLimits,
+            let hit = check(g, record: profile.messages, series: s.globalSeries, profile: profile, now: now, occurrence: nil)
+        {
+            return hit
+        }
+        for c in s.channelLimits where rule.channels.contains(c.channel) {
+            if var hit = check(c.limits, record: profile.messages, series: c.series, profile: profile, now: now, occurrence: nil)
+            {
+                hit.channel = c.channel.rawValue
+                return hit
+            }
+        }
+        return nil
     }
 
     /// Records the fire and runs the actions; `false` when the user is held back (nothing was sent).
@@ -42,7 +59,7 @@ extension Engine {
                 series: rule.fireSeries, at: now, now: now,
                 retentionMs: ruleSet.seriesTable[rule.fireSeries].retentionMs, keepsLifetime: false)
         }
-        if rule.surface != nil {
+        if !rule.channels.isEmpty {
             profile.messages.noteFire(at: now, session: sessionID)
             let g = ruleSet.settings.globalSeries
             if g >= 0 {
@@ -60,6 +77,7 @@ extension Engine {
             return false
         }
         let origin = rule.originReference
+        var skipped: [ActionKind] = []
         for i in 0..<origin.with({ $0.kinds.count }) {
             if origin.with({ $0.isConstant(i) }) {
                 out.actions.append(
@@ -69,7 +87,17 @@ extension Engine {
                     origin: origin.object, actionIndex: i, triggerKey: triggerKey, time: now, userID: profile.userID,
                     trigger: trigger)
                 perform(rule.actions[i], rule: rule, profile: profile, now: now, action: &fa, round: &round)
+                if fa.kind == ActionKind.skipped.rawValue { skipped.append(rule.actions[i].kind) }
                 out.actions.append(fa)
+            }
+        }
+        // A channel's cap counts the fires that reached the user on it: not a push or email skipped for no address.
+        for c in ruleSet.settings.channelLimits where rule.channels.contains(c.channel) {
+            let sent = rule.actions.filter { $0.kind == c.channel }.count > skipped.filter { $0 == c.channel }.count
+            if sent {
+                profile.history.record(
+                    series: c.series, at: now, now: now, retentionMs: ruleSet.seriesTable[c.series].retentionMs,
+                    keepsLifetime: false)
             }
         }
         return true
@@ -90,11 +118,17 @@ extension Engine {
             return JSONWriter.encode(v)
         }
         if let fields = a.pureFields({ $0.evaluate(scope, field: $1, warnings: &w) }) {
-            fa.fields = fields
+            if let reason = a.skipReason(fields) {
+                // A visible skip, not a silent drop: the dry-run, the pull and the report all see it.
+                fa.kind = ActionKind.skipped.rawValue
+                fa.fields = [("channel", .string(a.kind.rawValue)), ("reason", .string(reason))] + fields
+            } else {
+                fa.fields = fields
+            }
             return
         }
         switch a {
-        case .message, .screen, .deepLink, .prompt, .emit: break  // pure: done above
+        case .message, .screen, .deepLink, .push, .email, .prompt, .emit: break  // pure: done above
         case .notify(let idT, let senderT, let messageT, let linkT, let data):
             let id = text(eval(idT, "id")) ?? fa.id
             let sender = text(eval(senderT, "sender"))

@@ -198,12 +198,7 @@ extension Engine {
             }
             return
         }
-        if rule.surface != nil, let g = ruleSet.settings.globalLimits,
-            let hit = check(
-                g, record: profile.messages, series: ruleSet.settings.globalSeries, profile: profile, now: now, occurrence: nil)
-        {
-            return block(.globalLimited(hit))
-        }
+        if let hit = globalBlock(rule, profile: profile, now: now) { return block(.globalLimited(hit)) }
         let sent = fire(rule, profile: profile, now: now, triggerKey: p.triggerKey, trigger: p.trigger, round: &round, out: &out)
         block(sent ? .fired : .heldBack)
         cascade(profile: profile, now: now, triggerKey: p.triggerKey, round: &round, out: &out)

@@ -15,7 +15,7 @@ struct StateNames {
 
     /// What a series counts, in names: `e:EVENT` (`e:screen:NAME` for a screen), with `|PROPERTY=VALUE` per filter
     /// (sorted) and `|sum:PROPERTY` for a series of values; `*` for every event; `f:UNIT/RULE` for a rule's fires;
-    /// `m` for every in-app message.
+    /// `m` for every message; `c:CHANNEL` for a channel's.
     static func key(of s: SeriesSpec, in rs: CompiledRuleSet) -> String {
         switch s.source {
         case .event(let id, let filter):
@@ -26,6 +26,7 @@ struct StateNames {
         case .anyEvent: return "*"
         case .ruleFires(let r): return "f:" + rs.rules[Int(r)].qualifiedID
         case .globalMessages: return "m"
+        case .channel(let c): return "c:" + c.rawValue
         }
     }
 }

@@ -1,0 +1,167 @@
+import BeckonCore
+import Testing
+
+/// `push` and `email` actions, a missing address as a visible skip, and caps per channel (`channel_limits`).
+struct ChannelTests {
+    static let rules = """
+        version: 1
+        campaign: cart
+        rules:
+          - id: nudge
+            on: Product Added
+            do:
+              - push:
+                  title: Still thinking?
+                  body: "${event.properties.product} is waiting"
+                  deep_link: "shop://cart"
+                  data: { sku: "${event.properties.sku}" }
+          - id: mail
+            on: Product Added
+            do:
+              - email: { template: cart_reminder, to: "${user.email}", data: { product: "${event.properties.product}" } }
+          - id: banner
+            on: Product Added
+            do:
+              - message: { surface: home, title: Your cart }
+        """
+
+    static let settings = """
+        version: 1
+        settings: shop
+        channel_limits:
+          push: { per_calendar_day: 2 }
+          email: { per_week: 1 }
+        """
+
+    func added(_ time: String, _ product: String = "Shoes") -> Event {
+        track("Product Added", at: time, props: [("product", .string(product)), ("sku", .string("s-1"))])
+    }
+
+    @Test func pushAndEmailCarryTheirFields() throws {
+        let rs = try load(Self.rules)
+        let out = fired(
+            rs, [identify(at: "2026-01-01T09:00:00Z", [("email", .string("ann@example.com"))]), added("2026-01-01T10:00:00Z")])
+        let push = try #require(out.first { $0.kind == "push" })
+        #expect(
+            push.json.contains(
+                #""action":"push","push":{"title":"Still thinking?","body":"Shoes is waiting","deep_link":"shop://cart","data":{"sku":"s-1"}}"#
+            ))
+        let email = try #require(out.first { $0.kind == "email" })
+        #expect(
+            email.json.contains(#""email":{"template":"cart_reminder","to":"ann@example.com","data":{"product":"Shoes"}}"#))
+    }
+
+    /// No address at fire time: the email comes out as `skipped` with the reason and what it would have sent; it does
+    /// not count toward the email cap, so the first email after the address is known still goes out.
+    @Test func aMissingAddressIsAVisibleSkip() throws {
+        let rs = try load(Self.rules, settings: Self.settings)
+        let out = fired(
+            rs,
+            [
+                added("2026-01-01T10:00:00Z"), identify(at: "2026-01-01T10:30:00Z", [("email", .string("ann@example.com"))]),
+                added("2026-01-01T11:00:00Z"),
+            ])
+        let mails = out.filter { $0.rule == "mail" }
+        #expect(mails.map(\.kind) == ["skipped", "email"])
+        #expect(mails[0].json.contains(#""channel":"email""#))
+        #expect(mails[0].json.contains(#""reason":"no address: the email's `to` has no value for this user""#))
+        #expect(mails[0].json.contains(#""email":{"template":"cart_reminder","to":null"#))
+    }
+
+    @Test func anEmptyAddressIsSkippedToo() throws {
+        let rs = try load(Self.rules)
+        let out = fired(rs, [identify(at: "2026-01-01T09:00:00Z", [("email", .string("  "))]), added("2026-01-01T10:00:00Z")])
+        #expect(out.first { $0.rule == "mail" }?.json.contains("the email's `to` is empty for this user") == true)
+    }
+
+    /// At most 2 pushes a calendar day and 1 email a rolling week, across rules; the in-app message has no cap.
+    @Test func eachChannelHasItsOwnCap() throws {
+        let rs = try load(Self.rules, settings: Self.settings)
+        let events =
+            [identify(at: "2026-01-01T09:00:00Z", [("email", .string("ann@example.com"))])]
+            + ["2026-01-01T10:00:00Z", "2026-01-01T11:00:00Z", "2026-01-01T23:00:00Z", "2026-01-02T00:30:00Z"].map {
+                added($0)
+            }
+        let v = verdicts(rs, events)
+        #expect(v[1] == ["nudge:fired", "mail:fired", "banner:fired"])
+        #expect(v[2] == ["nudge:fired", "mail:channel_limit:per_week", "banner:fired"])
+        #expect(v[3] == ["nudge:channel_limit:per_calendar_day", "mail:channel_limit:per_week", "banner:fired"])
+        #expect(v[4] == ["nudge:fired", "mail:channel_limit:per_week", "banner:fired"])
+        let engine = Engine(ruleSet: rs, options: .init(recordVerdicts: true))
+        for e in events.dropLast() { engine.process(e) }
+        let blocked = engine.process(added("2026-01-01T23:30:00Z")).verdicts.first { $0.qualifiedID == "cart/nudge" }
+        #expect(
+            blocked?.verdict.summary
+                == "push channel limit per_calendar_day reached (2 of 2 today (the user's calendar day)); frees at 2026-01-02T00:00:00Z"
+        )
+    }
+
+    /// `global_limit` counts every channel: with one message a day overall, the push rule's fire uses it up.
+    @Test func theGlobalLimitCountsEveryChannel() throws {
+        let rs = try load(Self.rules, settings: "version: 1\nsettings: s\nglobal_limit: { per_day: 1 }\n")
+        let v = verdicts(rs, [added("2026-01-01T10:00:00Z")])
+        #expect(v[0] == ["nudge:fired", "mail:global_limit:per_day", "banner:global_limit:per_day"])
+    }
+
+    /// A skipped email leaves the email cap where it was, a sent one uses it; the series survives a state round trip.
+    @Test func channelCountsSurviveSavedState() throws {
+        let rs = try load(Self.rules, settings: Self.settings)
+        let first = Engine(ruleSet: rs)
+        first.process(identify(at: "2026-01-01T09:00:00Z", [("email", .string("ann@example.com"))]))
+        first.process(added("2026-01-01T10:00:00Z"))
+        let state = try #require(first.state(of: "u1"))
+        let second = Engine(ruleSet: rs, options: .init(recordVerdicts: true))
+        try second.restore(state)
+        let v = second.process(added("2026-01-02T10:00:00Z")).verdicts.map(\.verdict.code)
+        #expect(v == ["fired", "channel_limit:per_week", "fired"])
+    }
+
+    @Test func validation() {
+        func errors(_ action: String, settings: String? = nil) -> [String] {
+            diagnostics(
+                "version: 1\ncampaign: c\nrules:\n  - id: r\n    on: Opened\n    do:\n      - \(action)\n", settings: settings
+            ).map(\.message)
+        }
+        #expect(errors("push: { title: Hi }") == ["push needs 'body' (text)"])
+        #expect(errors("email: { template: t }") == ["email needs 'to' (text)"])
+        #expect(errors("email: { template: t, to: ann.example.com }") == ["'ann.example.com' is not an address"])
+        #expect(
+            errors("push: { body: Hi, image: cart.png }") == [
+                "a push image is a web address the device downloads, not 'cart.png'"
+            ])
+        #expect(
+            errors("push: { body: Hi }", settings: "version: 1\nsettings: s\nchannel_limits: { push: { per_user: 1 } }\n")
+                .first?.hasPrefix("unknown key 'per_user' in channel_limits.push") == true)
+        #expect(
+            errors("push: { body: Hi }", settings: "version: 1\nsettings: s\nchannel_limits: { sms: { per_day: 1 } }\n")
+                .first?.hasPrefix("unknown key 'sms' in channel_limits") == true)
+    }
+
+    /// `channel_limit_never_binds`: a channel no rule sends on, or a global cap that always blocks first.
+    @Test func capsThatCanNeverBind() {
+        func warnings(_ settings: String) -> [String] {
+            diagnostics(Self.rules, settings: "version: 1\nsettings: s\n" + settings)
+                .filter { $0.id == .channelLimitNeverBinds }.map(\.message)
+        }
+        #expect(warnings("channel_limits: { push: { per_day: 3 } }").isEmpty)
+        #expect(
+            warnings("global_limit: { per_calendar_day: 2 }\nchannel_limits: { push: { per_calendar_day: 3 } }") == [
+                "push per_calendar_day: 3 never binds: global_limit per_calendar_day: 2 counts every channel and blocks first"
+            ])
+        // A calendar day lies within the last 25 hours, but not always within the last 24 (a day clocks go back).
+        #expect(warnings("global_limit: { per_hour: 1 }\nchannel_limits: { push: { per_calendar_day: 2 } }").isEmpty)
+        #expect(warnings("global_limit: { per_week: 2 }\nchannel_limits: { push: { per_calendar_day: 2 } }").count == 1)
+        #expect(warnings("global_limit: { per_day: 2 }\nchannel_limits: { push: { per_calendar_day: 2 } }").isEmpty)
+        #expect(warnings("global_limit: { per_calendar_month: 2 }\nchannel_limits: { push: { per_calendar_week: 2 } }").isEmpty)
+        #expect(warnings("global_limit: { per_user: 5 }\nchannel_limits: { email: { per_week: 5 } }").count == 1)
+        #expect(
+            warnings("channel_limits: { message: { per_day: 1 }, email: { per_day: 1 } }").isEmpty,
+            "every channel is used by a rule")
+        #expect(
+            diagnostics(
+                "version: 1\ncampaign: c\nrules:\n  - id: r\n    on: Opened\n    do: [ { push: { body: Hi } } ]\n",
+                settings: "version: 1\nsettings: s\nchannel_limits: { email: { per_day: 1 } }\n"
+            )
+            .map(\.message).contains("no enabled rule sends on the email channel, so this cap never binds"))
+    }
+}
