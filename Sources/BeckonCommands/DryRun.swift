@@ -212,7 +212,8 @@ struct Summary {
         let s = engine.stats
         func n(_ k: Int, _ word: String) -> String { "\(k) \(word)\(k == 1 ? "" : "s")" }
         let pending = engine.pendingCount
-        return "\(n(s.events, "event")), \(n(engine.store.userCount, "user")), \(n(s.actions, "action")) fired"
+        let users = n(engine.store.userCount - s.merges, "user") + (s.merges > 0 ? " (\(n(s.merges, "id")) merged in)" : "")
+        return "\(n(s.events, "event")), \(users), \(n(s.actions, "action")) fired"
             + " (bad lines \(badLines), duplicates \(s.duplicates), late \(s.late)"
             + (s.attributesNotKept > 0 ? ", attributes not kept \(s.attributesNotKept)" : "") + ")"
             + (pending > 0 ? "; \(n(pending, "delayed action")) still pending (use --until to let time pass)" : "")

@@ -342,14 +342,14 @@ struct StateTests {
         track("Level", "ada", at: "2026-03-02T09:07:00Z"),
     ]
 
-    @Test func versionOneBytesAreStable() throws {
+    @Test func formatBytesAreStable() throws {
         let rs = try StateTests.ruleSet()
         let engine = Engine(ruleSet: rs)
         for e in Self.pinnedUserEvents { engine.process(e) }
         let bytes = try #require(engine.state(of: "ada")).encoded()
         let hex = bytes.map { String(format: "%02x", $0) }.joined()
         let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
-            "Fixtures/user-state-v1.hex")
+            "Fixtures/user-state-v2.hex")
         if ProcessInfo.processInfo.environment["BECKON_UPDATE_GOLDEN"] != nil {
             try FileManager.default.createDirectory(
                 at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
@@ -364,6 +364,28 @@ struct StateTests {
         try other.restore(decoded)
         let later = track("Opened", "ada", at: "2026-03-03T12:00:00Z", id: "a9")
         #expect(other.process(later).actions.map(\.json) == engine.process(later).actions.map(\.json))
+    }
+
+    /// Version-1 bytes (before `mergedInto`) still read, as the same user.
+    @Test func versionOneBytesStillRead() throws {
+        let dir = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures")
+        func bytes(_ name: String) throws -> [UInt8] {
+            let hex = try String(contentsOf: dir.appendingPathComponent(name), encoding: .utf8)
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+            var out: [UInt8] = []
+            var i = hex.startIndex
+            while i < hex.endIndex {
+                let j = hex.index(i, offsetBy: 2)
+                out.append(UInt8(hex[i..<j], radix: 16)!)
+                i = j
+            }
+            return out
+        }
+        let v1 = try bytes("user-state-v1.hex")
+        #expect(v1[3] == 1)
+        let read = try UserState(decoding: v1)
+        #expect(read.mergedInto == nil)
+        #expect(read.encoded() == (try bytes("user-state-v2.hex")))
     }
 
     @Test func badBytesAreErrorsNotCrashes() async throws {
@@ -392,7 +414,7 @@ struct StateTests {
         }
         // A later version is refused by name.
         var later = good[0]
-        later[3] = 2
+        later[3] = UserState.formatVersion + 1
         #expect(throws: StateDecodingError.self) { try UserState(decoding: later) }
         #expect(throws: StateRestoreError.userExists(engine.states()[0].userID)) { try engine.restore(engine.states()[0]) }
     }

@@ -279,7 +279,7 @@ struct UserStateJSONTests {
         ("probe", String(repeating: #"{"$map":[[1,"#, count: 90) + "1" + String(repeating: "]]}", count: 90)),
         ("probe", String(repeating: #"{"a":"#, count: 100_000)),
         // Members.
-        ("version", "2"), ("version", #""1""#), ("version", "1.0"), ("userId", "5"), ("userId", "null"),
+        ("version", "3"), ("version", #""1""#), ("version", "1.0"), ("userId", "5"), ("userId", "null"),
         ("eventCount", "1e3"), ("eventCount", "99999999999999999999999"), ("eventCount", "-1"), ("eventCount", "4294967296"),
         ("eventCount", "2.0"), ("eventCount", "null"), ("session", "{}"), ("session", "[]"),
         ("attributes", "7"), ("attributes", #"[["a"]]"#), ("attributes", "[[1,2]]"), ("attributes", "null"),
@@ -325,11 +325,14 @@ struct UserStateJSONTests {
     /// Members missing, unknown or repeated.
     @Test func membersAreExactlyTheDocumentedOnes() throws {
         let valid = try UserStateJSONTests.probe()
-        #expect(valid.hasPrefix(#"{"version":1,"userId":"#))
+        #expect(valid.hasPrefix(#"{"version":2,"userId":"#))
         for bad in [
-            valid.replacingOccurrences(of: #"{"version":1,"#, with: "{"),
-            valid.replacingOccurrences(of: #"{"version":1,"#, with: #"{"version":1,"extra":1,"#),
-            valid.replacingOccurrences(of: #"{"version":1,"#, with: #"{"version":1,"version":1,"#),
+            valid.replacingOccurrences(of: #"{"version":2,"#, with: "{"),
+            valid.replacingOccurrences(of: #"{"version":2,"#, with: #"{"version":2,"extra":1,"#),
+            valid.replacingOccurrences(of: #"{"version":2,"#, with: #"{"version":2,"version":2,"#),
+            // Version 1 has no `mergedInto`; version 2 must have it.
+            valid.replacingOccurrences(of: #"{"version":2,"#, with: #"{"version":1,"#),
+            valid.replacingOccurrences(of: #","mergedInto":null}"#, with: "}"),
             try UserStateJSONTests.replacing("id", after: #""pending":"#, with: #""1","x":null"#, in: valid),
             try UserStateJSONTests.replacing("id", after: #""pending":"#, with: "1", in: valid),
             try UserStateJSONTests.replacing("id", after: #""pending":"#, with: #""01""#, in: valid),
@@ -396,7 +399,7 @@ struct UserStateJSONTests {
             #expect(
                 Set(object.keys) == [
                     "version", "userId", "clock", "eventCount", "session", "attributes", "context", "records", "messages",
-                    "series", "messageIds", "inbox", "pending", "sequences",
+                    "series", "messageIds", "inbox", "pending", "sequences", "mergedInto",
                 ])
             #expect(object["userId"] as? String == s.userID)
             #expect(object["clock"] as? String == Timestamp(milliseconds: s.clock).description)
@@ -413,7 +416,7 @@ struct UserStateJSONTests {
         for e in StateTests.pinnedUserEvents { engine.process(e) }
         let s = try #require(engine.state(of: "ada"))
         let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures")
-        let url = fixtures.appendingPathComponent("user-state-v1.json")
+        let url = fixtures.appendingPathComponent("user-state-v2.json")
         if ProcessInfo.processInfo.environment["BECKON_UPDATE_GOLDEN"] != nil || !FileManager.default.fileExists(atPath: url.path)
         {
             try (s.json + "\n").write(to: url, atomically: true, encoding: .utf8)
@@ -423,8 +426,17 @@ struct UserStateJSONTests {
         let golden = try String(contentsOf: url, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(s.json == golden)
         // The golden JSON reads as the golden bytes of the same user.
-        let hex = try String(contentsOf: fixtures.appendingPathComponent("user-state-v1.hex"), encoding: .utf8)
+        let hex = try String(contentsOf: fixtures.appendingPathComponent("user-state-v2.hex"), encoding: .utf8)
         let bytes = try UserState(json: Array(golden.utf8)).encoded()
         #expect(bytes.map { String(format: "%02x", $0) }.joined() == hex.trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+
+    /// Version-1 JSON (before `mergedInto`) still reads, as the same user.
+    @Test func versionOneJSONStillReads() throws {
+        let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures")
+        let v1 = try String(contentsOf: fixtures.appendingPathComponent("user-state-v1.json"), encoding: .utf8)
+        #expect(v1.hasPrefix(#"{"version":1,"#))
+        let v2 = try String(contentsOf: fixtures.appendingPathComponent("user-state-v2.json"), encoding: .utf8)
+        #expect(try UserState(json: Array(v1.utf8)).json == v2.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 }

@@ -341,12 +341,15 @@ rules:
 """
 
 
-class LiveClock(unittest.TestCase):
+class WallClockRules(unittest.TestCase):
+    """A wall-clock server over one rule file (`RULES`) and a database in a fresh folder."""
+    RULES = ""
+
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
         os.makedirs(f"{self.tmp.name}/rules")
-        with open(f"{self.tmp.name}/rules/live.yaml", "w") as f:
-            f.write(LIVE_RULES)
+        with open(f"{self.tmp.name}/rules/rules.yaml", "w") as f:
+            f.write(self.RULES)
         self.db = f"{self.tmp.name}/db.sqlite"
 
     def tearDown(self):
@@ -354,6 +357,10 @@ class LiveClock(unittest.TestCase):
 
     def server(self):
         return Server([f"{self.tmp.name}/rules"], self.db, clock="wall").start()
+
+
+class LiveClock(WallClockRules):
+    RULES = LIVE_RULES
 
     def test_a_delayed_action_comes_due_with_no_further_event(self):
         server = self.server()
@@ -398,6 +405,65 @@ class LiveClock(unittest.TestCase):
             self.assertEqual(len(server.all_actions("cy")), 1, "the timer fired again after a second restart")
         finally:
             server.stop()
+
+
+IDENTITY_RULES = """version: 1
+campaign: cart
+rules:
+  - id: abandoned
+    on: Product Added
+    wait: 2s
+    unless: Order Completed
+    do:
+      - push: { body: "Your ${event.properties.product} is waiting" }
+  - id: hello
+    on: Opened
+    do:
+      - message: { surface: home, title: Hello }
+"""
+
+
+class IdentityMerge(WallClockRules):
+    """An anonymous visitor who signs in is one user in `beckon serve` too, across a kill -9."""
+    RULES = IDENTITY_RULES
+
+    def test_the_anonymous_cart_reaches_the_signed_in_user_after_a_restart(self):
+        server = self.server()
+        self.assertEqual(server.post("/v1/track", {"anonymousId": "a-9", "event": "Product Added", "messageId": "m1",
+                                                   "properties": {"product": "Shoes"}})[0], 200)
+        self.assertEqual(server.post("/v1/identify", {"userId": "ann", "anonymousId": "a-9", "messageId": "m2",
+                                                      "traits": {"email": "ann@example.com"}})[0], 200)
+        server.kill()
+        server = self.server()
+        try:
+            # The anonymous id's event after the restart is Ann's.
+            self.assertEqual(server.post("/v1/track", {"anonymousId": "a-9", "event": "Opened", "messageId": "m3"})[0], 200)
+            deadline = time.time() + 10
+            while time.time() < deadline and len(server.all_actions("ann")) < 2:
+                time.sleep(0.2)
+            ann = server.all_actions("ann")
+            self.assertEqual(sorted(a["action"] for a in ann), ["message", "push"], ann)
+            self.assertEqual({a["userId"] for a in ann}, {"ann"})
+            push = next(a for a in ann if a["action"] == "push")
+            self.assertEqual(push["push"]["body"], "Your Shoes is waiting")
+            self.assertEqual(server.all_actions("a-9"), [])
+            time.sleep(1)
+            self.assertEqual(len(server.all_actions("ann")), 2, "an action fired twice")
+        finally:
+            self.assertEqual(server.stop(), 0)
+
+    def test_an_order_after_sign_in_cancels_the_anonymous_carts_push(self):
+        server = self.server()
+        try:
+            self.assertEqual(server.post("/v1/batch", {"batch": [
+                {"type": "track", "anonymousId": "a-7", "event": "Product Added", "messageId": "n1"},
+                {"type": "identify", "userId": "bo", "anonymousId": "a-7", "messageId": "n2"},
+                {"type": "track", "userId": "bo", "event": "Order Completed", "messageId": "n3"}]})[0], 200)
+            time.sleep(3)
+            self.assertEqual(server.all_actions("bo"), [])
+            self.assertEqual(server.all_actions("a-7"), [])
+        finally:
+            self.assertEqual(server.stop(), 0)
 
 
 class Shutdown(unittest.TestCase):

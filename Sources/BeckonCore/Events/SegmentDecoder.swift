@@ -12,7 +12,7 @@ public struct DecodeError: Error, Sendable, CustomStringConvertible {
 
 /// Decodes one line of newline-delimited JSON in the Segment spec's shape straight into a ``BoundEvent``.
 ///
-/// Reads `type`, `event`/`name`, `userId`/`anonymousId`, `timestamp` (or `originalTimestamp`, `sentAt`,
+/// Reads `type`, `event`/`name`, `userId`/`anonymousId` (and an alias's `previousId`), `timestamp` (or `originalTimestamp`, `sentAt`,
 /// `receivedAt`), `messageId`, `properties`, `traits` and `context`. Keeps only the properties and context fields
 /// the rule set reads; skips everything else without building values. A hand-written byte scanner: Foundation's
 /// decoders are an order of magnitude slower.
@@ -53,7 +53,7 @@ public struct SegmentDecoder {
     /// The top-level keys the decoder reads.
     enum Key: Int, CaseIterable {
         case type, event, name, userId, anonymousId, messageId, timestamp, originalTimestamp, sentAt, receivedAt
-        case properties, context, traits
+        case properties, context, traits, previousId
         static let table = KeyTable(Dictionary(uniqueKeysWithValues: allCases.map { ("\($0)", $0.rawValue) }))
     }
 
@@ -88,6 +88,7 @@ public struct SegmentDecoder {
         var name: (text: String, column: Int)?
         var userID: (text: String, column: Int)?
         var anonymousID: String?
+        var previousID: String?
         var times = EventTimes()
         var messageID: String?
         // Handed to the event at the end (freed with it, or here if the line turns out bad).
@@ -122,6 +123,7 @@ public struct SegmentDecoder {
                 let start = p.i
                 userID = try p.idString(for: "userId").map { ($0, start + 1) }
             case .anonymousId: anonymousID = try p.idString(for: "anonymousId")
+            case .previousId: previousID = try p.idString(for: "previousId")
             case .messageId: messageID = try p.idString(for: "messageId")
             case .timestamp, .originalTimestamp, .sentAt, .receivedAt:
                 if key != .timestamp && p.peek() == UInt8(ascii: "n") { return try p.skipValue(depth: 0) }
@@ -216,6 +218,17 @@ public struct SegmentDecoder {
             throw DecodeError(
                 "missing 'userId' (or 'anonymousId'); an empty one is missing too", column: userID?.column ?? objectColumn)
         }
+        // An identify with both ids, or an alias, names the id the user had before: the engine merges the two.
+        let before: String?
+        switch kind {
+        case .identify: before = userID?.text.isEmpty == false ? anonymousID : nil
+        case .alias:
+            guard userID?.text.isEmpty == false, previousID?.isEmpty == false else {
+                throw DecodeError("an alias needs both 'userId' and 'previousId'", column: objectColumn)
+            }
+            before = previousID
+        default: before = nil
+        }
         if let arrival { times.arrived(arrival) }
         guard let time = try times.eventTime(column: objectColumn, notAfter: arrival?.latest) else {
             throw DecodeError("missing 'timestamp' (ISO-8601, like 2026-01-05T09:00:00Z)", column: objectColumn)
@@ -225,7 +238,7 @@ public struct SegmentDecoder {
         let id = eventName.withUTF8 { table.lookup($0) }.map(Int32.init) ?? -1
         return BoundEvent(
             kind: kind, nameID: id, name: eventName, userID: user, timestamp: time, messageID: messageID,
-            propertySlots: props, contextSlots: ctx, traits: traits, allProperties: allProps)
+            propertySlots: props, contextSlots: ctx, traits: traits, allProperties: allProps, previousID: before)
     }
 
     /// The error for a line longer than ``maxLineBytes`` (the column where it passed the limit).

@@ -137,7 +137,7 @@ public final class CompiledRuleSet: Sendable {
         return BoundEvent(
             kind: e.kind, nameID: eventIDs[key] ?? -1, name: e.name, userID: e.userID,
             timestamp: e.timestamp, messageID: e.messageID, propertySlots: props, contextSlots: ctx,
-            traits: traits, allProperties: needsAllProperties ? e.properties : nil)
+            traits: traits, allProperties: needsAllProperties ? e.properties : nil, previousID: e.previousID)
     }
 }
 

@@ -43,11 +43,16 @@ public struct Event: Sendable {
     /// Identify traits: user attributes to set.
     public var traits: ValueMap
     public var context: ValueMap
+    /// The id this user was known by before: an identify's `anonymousId` beside its `userId`, or an alias's
+    /// `previousId`. The engine merges that user into this one (``Engine/merge(_:into:)``).
+    public var previousID: String?
 
     public init(
         kind: Kind, name: String = "", userID: String, timestamp: Int64, messageID: String? = nil,
-        properties: ValueMap = ValueMap(), traits: ValueMap = ValueMap(), context: ValueMap = ValueMap()
+        properties: ValueMap = ValueMap(), traits: ValueMap = ValueMap(), context: ValueMap = ValueMap(),
+        previousID: String? = nil
     ) {
+        self.previousID = previousID
         self.kind = kind
         self.name = name
         self.userID = userID
@@ -81,6 +86,8 @@ public final class BoundEvent: @unchecked Sendable {
     public let traits: [(name: String, value: Value)]
     /// Every property, kept only when a rule reads `event.properties` as a whole.
     public let allProperties: ValueMap?
+    /// The id the user was known by before (see ``Event/previousID``); `nil` when none, or the same as ``userID``.
+    public let previousID: String?
 
     /// The property in `slot` (by ``CompiledRuleSet/propertySlots``).
     @inline(__always) public func property(_ slot: Int) -> Value? { propertySlots[slot] }
@@ -92,20 +99,21 @@ public final class BoundEvent: @unchecked Sendable {
     public convenience init(
         kind: Event.Kind, nameID: Int32, name: String, userID: String, timestamp: Int64, messageID: String?,
         properties: ContiguousArray<Value?>, context: ContiguousArray<Value?>,
-        traits: [(name: String, value: Value)] = [], allProperties: ValueMap? = nil
+        traits: [(name: String, value: Value)] = [], allProperties: ValueMap? = nil, previousID: String? = nil
     ) {
         self.init(
             kind: kind, nameID: nameID, name: name, userID: userID, timestamp: timestamp, messageID: messageID,
             propertySlots: SlotRow(copying: properties), contextSlots: SlotRow(copying: context), traits: traits,
-            allProperties: allProperties)
+            allProperties: allProperties, previousID: previousID)
     }
 
     /// Takes `propertySlots` and `contextSlots` over: the event frees them.
     init(
         kind: Event.Kind, nameID: Int32, name: String, userID: String, timestamp: Int64, messageID: String?,
         propertySlots: consuming SlotRow, contextSlots: consuming SlotRow, traits: [(name: String, value: Value)],
-        allProperties: ValueMap?
+        allProperties: ValueMap?, previousID: String? = nil
     ) {
+        self.previousID = previousID?.isEmpty == false && previousID != userID ? previousID : nil
         self.kind = kind
         self.nameID = nameID
         self.name = name

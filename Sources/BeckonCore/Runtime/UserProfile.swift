@@ -20,6 +20,7 @@ final class ProfileExtras {
     var inbox: [InboxItem] = []
     var pending: [PendingAction] = []
     var sequences: [SequenceState] = []
+    var mergedInto: String?
 }
 
 extension UserProfile {
@@ -78,6 +79,11 @@ extension UserProfile {
     var sequences: [SequenceState] {
         get { extras?.sequences ?? [] }
         _modify { yield &ensureExtras().sequences }
+    }
+    /// The user this id was merged into (see ``UserState/mergedInto``); such a profile holds nothing else.
+    public internal(set) var mergedInto: String? {
+        get { extras?.mergedInto }
+        _modify { yield &ensureExtras().mergedInto }
     }
 
     public struct Session: Sendable, Hashable {

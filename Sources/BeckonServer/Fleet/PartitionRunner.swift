@@ -167,7 +167,10 @@ final class PartitionRunner {
         processed = try await log.processed(partition: partition)
         let pending = try await log.pendingStates(partition: partition)
         states = PartitionStates(pending: pending)
-        let engine = Engine(ruleSet: rules.ruleSet, store: SavedStateStore(backend: states))
+        // A partition holds only its own users, and an identify's anonymous id may be another partition's: no merges
+        // (docs/fleet.md).
+        let engine = Engine(
+            ruleSet: rules.ruleSet, store: SavedStateStore(backend: states), options: .init(mergesIdentities: false))
         if let s = try await log.streamState(partition: partition) { engine.restore(stream: try StreamState(decoding: s)) }
         engine.rebuildTimers()
         self.engine = engine

@@ -23,10 +23,16 @@ public final class Engine {
         public var explain = false
         /// Report goal events in ``EventOutcome/goalHits`` (`beckon report`).
         public var trackGoals = false
-        public init(recordVerdicts: Bool = false, explain: Bool = false, trackGoals: Bool = false) {
+        /// Merge an identify's `anonymousId` (an alias's `previousId`) into its user (``merge(_:into:)``). Off where
+        /// the engine holds only some users and the earlier id may be another's (a fleet's partition).
+        public var mergesIdentities = true
+        public init(
+            recordVerdicts: Bool = false, explain: Bool = false, trackGoals: Bool = false, mergesIdentities: Bool = true
+        ) {
             self.recordVerdicts = recordVerdicts || explain
             self.explain = explain
             self.trackGoals = trackGoals
+            self.mergesIdentities = mergesIdentities
         }
     }
 
@@ -38,6 +44,8 @@ public final class Engine {
         public var refused = 0
         public var late = 0
         public var actions = 0
+        /// Ids merged into another user (an identify with an anonymous id, an alias): each keeps a pointer.
+        public var merges = 0
         /// New attributes no rule reads that a user could not keep (``ValueLimits/maxOtherAttributes``).
         public var attributesNotKept = 0
         /// Per rule index: trigger matches, fires, and blocks by reason code.
@@ -147,6 +155,8 @@ public final class Engine {
     /// The latest event time seen (whoever sent it): `dry-run --until +7d` counts from it.
     public var latestEventTime: Int64 { max(latestTime, clock) }
     var nextTimerID: UInt64 = 1
+    /// Some id was merged into another user (or such a state restored): events must then look for the pointer.
+    var hasMerges = false
     /// With `explain`: the conditions of rules evaluated in this round, until their verdict is noted.
     var clauseBuffer: [Int32: [ClauseTrace]] = [:]
     /// The stable names a ``UserState`` uses for this rule set's rules and series (made on first use).
@@ -231,22 +241,26 @@ public final class Engine {
             out.status = .refused
             return
         }
+        // An identify with an anonymous id, or an alias: the earlier id's user is merged into this one first.
+        if let before = e.previousID, options.mergesIdentities { merge(before, into: e.userID) }
         // The in-memory store's profile is borrowed from its table for the event (no reference counted); another
-        // store's is held, and told of the change.
+        // store's is held, and told of the change. An id merged into another user has that user's events.
         if let t = memoryTable {
             let h = userHash ?? t.with { $0.hash(of: e.userID) }
             // (No closure to make a profile: passing `newProfile` would capture the engine, counted, per event.)
             let profile = t.with { $0.profile(for: e.userID, hash: h) } ?? t.with { $0.insert(newProfile(e.userID), hash: h) }
+            if hasMerges, let into = profile.with({ $0.mergedInto }) { return processMerged(e, as: into, into: &out) }
             profile.with { process(e, profile: $0, user: h, into: &out) }
         } else {
             let profile = loadedProfile(e.userID, create: true)!
+            if hasMerges, let into = profile.mergedInto { return processMerged(e, as: into, into: &out) }
             process(e, profile: profile, user: ByteHash.hash(e.userID), into: &out)
             stored(profile)
         }
     }
 
     /// An event's steps, once the user's profile is found; `user` identifies the user for the stream clock.
-    private func process(_ e: BoundEvent, profile: UserProfile, user: UInt64, into out: inout EventOutcome) {
+    func process(_ e: BoundEvent, profile: UserProfile, user: UInt64, into out: inout EventOutcome) {
         let rs = ruleSet
         // A duplicate changes nothing, time included: its outcome is empty.
         if let mid = e.messageID, isDuplicate(profile, mid, e.timestamp) {
@@ -265,12 +279,14 @@ public final class Engine {
         profile.eventCount &+= 1
 
         let plan: EventPlans.Plan? = e.nameID >= 0 ? rs.eventPlans[e.nameID] : nil
-        if e.kind != .identify { updateSession(profile, startsSession: plan?.startsSession ?? false, now) }
+        // Identify and alias calls say who the user is, not what they did: no session activity, no `"*"` count.
+        let isActivity = e.kind != .identify && e.kind != .alias
+        if isActivity { updateSession(profile, startsSession: plan?.startsSession ?? false, now) }
         for slot in 0..<e.contextSlots.count {
             if let v = e.contextSlots[slot] { profile.context[slot] = v }
         }
         if let plan { recordHistory(profile, e, plan, now) }
-        if e.kind != .identify {
+        if isActivity {
             for s in rs.anyEventSeries {
                 profile.history.record(
                     series: s, at: e.timestamp, now: now, retentionMs: rs.seriesTable[s].retentionMs,
@@ -320,7 +336,7 @@ public final class Engine {
                 let goal = rs.units[Int(u)].goals[g]
                 scope.event = e
                 if goal.whereExpr.map({ $0.evaluate(scope).isTrue }) ?? true {
-                    out.goalHits.append(GoalHit(unit: u, goal: g, userID: e.userID, time: now))
+                    out.goalHits.append(GoalHit(unit: u, goal: g, userID: profile.userID, time: now))
                 }
             }
         }

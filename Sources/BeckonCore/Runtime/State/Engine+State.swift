@@ -108,7 +108,7 @@ extension Engine {
             },
             sequences: p.sequences.map {
                 UserState.Sequence(rule: rs.rules[Int($0.rule)].qualifiedID, key: $0.key, best: $0.best)
-            })
+            }, mergedInto: p.mergedInto)
     }
 
     /// A bound event as a general one: its properties (all of them when the rule set kept them, else those the rules
@@ -136,9 +136,30 @@ extension Engine {
     /// new window no longer reaches). Attributes no rule reads are kept aside as always, context fields no rule reads
     /// are dropped. A delayed action's event is bound to this rule set.
     public func restore(_ s: UserState) throws(StateRestoreError) {
+        let p = newProfile(s.userID)
+        fill(p, from: s)
+        let stored = store.profile(for: s.userID, create: true) { p }
+        guard stored === p else { throw .userExists(s.userID) }
+        store.didUpdate(p)
+        addTimers(of: p)
+    }
+
+    /// Puts `p`'s delayed actions in the timer queue.
+    func addTimers(of p: UserProfile) {
+        for a in p.pending {
+            timers.insert(TimerRef(due: a.due, id: a.id, userID: p.userID))
+            nextTimerID = max(nextTimerID, a.id &+ 1)
+        }
+    }
+
+    /// Fills an empty profile from a state, as ``restore(_:)`` says (the timers are not queued here).
+    func fill(_ p: UserProfile, from s: UserState) {
         let rs = ruleSet
         let names = stateNames
-        let p = UserProfile(userID: s.userID, attributeCount: rs.attributeNames.count, contextCount: rs.contextNames.count)
+        if let into = s.mergedInto {
+            p.mergedInto = into
+            hasMerges = true
+        }
         p.clock = s.clock
         p.eventCount = s.eventCount
         p.session = s.session
@@ -184,13 +205,6 @@ extension Engine {
                 seq.steps.count == q.best.count
             else { continue }
             p.sequences.append(SequenceState(rule: r, key: q.key, best: q.best))
-        }
-        let stored = store.profile(for: s.userID, create: true) { p }
-        guard stored === p else { throw .userExists(s.userID) }
-        store.didUpdate(p)
-        for a in p.pending {
-            timers.insert(TimerRef(due: a.due, id: a.id, userID: p.userID))
-            nextTimerID = max(nextTimerID, a.id &+ 1)
         }
     }
 

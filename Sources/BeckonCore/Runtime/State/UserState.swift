@@ -26,6 +26,9 @@ public struct UserState: Sendable {
     public var pending: [Pending]
     /// Partial matches of sequence triggers.
     public var sequences: [Sequence]
+    /// Set when this id was merged into another user (an identify's `anonymousId`, an alias's `previousId`): the
+    /// state is otherwise empty, and the id's later events go to that user (``Engine/merge(_:into:)``).
+    public var mergedInto: String? = nil
 
     /// A rule's counters for the user (see ``RuleRecord``); `rule` is its `unit/id`.
     public struct Record: Sendable, Hashable {
@@ -87,7 +90,8 @@ public struct StreamState: Sendable, Hashable {
 extension UserState {
     /// The first bytes of every encoded state: "BKS" and the format's version.
     static let magic: [UInt8] = Array("BKS".utf8)
-    public static let formatVersion: UInt8 = 1
+    /// 2 adds ``mergedInto`` at the end; version 1 bytes are still read.
+    public static let formatVersion: UInt8 = 2
 
     /// The state as bytes (format version 1, docs/state.md). Times are written relative to ``clock``.
     public func encoded() -> [UInt8] {
@@ -209,6 +213,7 @@ extension UserState {
             w.uint(UInt64(q.best.count))
             for b in q.best { w.time(b, from: c) }
         }
+        w.optionalString(mergedInto)
         return w.bytes
     }
 
@@ -218,8 +223,8 @@ extension UserState {
         var r = StateReader(bytes)
         for b in UserState.magic where try r.byte() != b { throw r.error("it does not start with \"BKS\"") }
         let version = try r.byte()
-        guard version == UserState.formatVersion else {
-            throw r.error("format version \(version); this build reads version \(UserState.formatVersion)")
+        guard version == 1 || version == UserState.formatVersion else {
+            throw r.error("format version \(version); this build reads versions 1 to \(UserState.formatVersion)")
         }
         userID = try r.string()
         let c = try r.time(from: 0)
@@ -346,16 +351,20 @@ extension UserState {
             for _ in 0..<(try r.count()) { best.append(try r.time(from: c)) }
             sequences.append(Sequence(rule: rule, key: key, best: best))
         }
+        mergedInto = version >= 2 ? try r.optionalString() : nil
         guard r.isAtEnd else { throw r.error("bytes after the end of the state") }
     }
 }
 
 extension StreamState {
+    /// The stream state's own format version (it did not change when the users' did).
+    public static let formatVersion: UInt8 = 1
+
     /// The stream's state as bytes ("BKC", version, then the fields; docs/state.md).
     public func encoded() -> [UInt8] {
         var w = StateWriter(capacity: 32)
         for b in "BKC".utf8 { w.byte(b) }
-        w.byte(UserState.formatVersion)
+        w.byte(StreamState.formatVersion)
         w.time(clock, from: 0)
         w.time(latestTime, from: 0)
         w.uint(nextTimerID)
@@ -371,8 +380,8 @@ extension StreamState {
         var r = StateReader(bytes)
         for b in "BKC".utf8 where try r.byte() != b { throw r.error("it does not start with \"BKC\"") }
         let version = try r.byte()
-        guard version == UserState.formatVersion else {
-            throw r.error("format version \(version); this build reads version \(UserState.formatVersion)")
+        guard version == StreamState.formatVersion else {
+            throw r.error("format version \(version); this build reads version \(StreamState.formatVersion)")
         }
         clock = try r.time(from: 0)
         latestTime = try r.time(from: 0)

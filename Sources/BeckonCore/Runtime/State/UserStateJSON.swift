@@ -2,7 +2,7 @@
 /// for ``UserState/init(json:)`` to read back exactly.
 ///
 /// ```json
-/// {"version":1,"userId":"ada","clock":"2026-03-02T09:07:00Z","eventCount":8,
+/// {"version":2,"userId":"ada","clock":"2026-03-02T09:07:00Z","eventCount":8,
 ///  "session":{"id":2,"start":"2026-03-02T09:02:00Z","lastActivity":"2026-03-02T09:07:00Z"},
 ///  "attributes":{"leveled":true,"plan":"gold","timezone":"Europe/Paris","vip":true},"context":{},
 ///  "records":[{"rule":"everything/capped","occurrences":0,"fires":1,"sessionFires":1,"sessionId":1,
@@ -19,10 +19,10 @@
 ///              "held":false,"keyMessageId":"a2","keyEventCount":3,"keySuffix":"|t0","trigger":"Signed In",
 ///              "event":{"type":"track","name":"Signed In","timestamp":"2026-03-02T09:02:00Z","messageId":"a2",
 ///                       "properties":{"stamp":"gold"},"traits":{},"context":{}},"change":null}],
-///  "sequences":[{"rule":"everything/stuck","key":"7","best":["2026-03-02T09:03:00Z",null]}]}
+///  "sequences":[{"rule":"everything/stuck","key":"7","best":["2026-03-02T09:03:00Z",null]}],"mergedInto":null}
 /// ```
 ///
-/// (Shortened, and broken here to read: it is written on one line. Tests/BeckonCoreTests/Fixtures/user-state-v1.json
+/// (Shortened, and broken here to read: it is written on one line. Tests/BeckonCoreTests/Fixtures/user-state-v2.json
 /// is a whole one.) Every member is always there, `null` when it holds nothing; members are in this order.
 ///
 /// - Times (``clock``, `start`, `due`, `times`, …) are RFC 3339 strings in UTC, exact to the millisecond
@@ -55,7 +55,8 @@
 /// Reading it back gives the same state: `try UserState(json: Array(s.json.utf8)).encoded() == s.encoded()`.
 extension UserState {
     /// The version of the JSON form ``json`` writes and ``init(json:)`` reads (its `"version"` member).
-    public static let jsonFormatVersion = 1
+    /// 2 adds `mergedInto`; version 1 is still read.
+    public static let jsonFormatVersion = 2
 
     /// The state as one line of JSON (see the extension's documentation for the shape and the encodings).
     public var json: String {
@@ -178,6 +179,8 @@ extension UserState {
             w.endObject()
         }
         w.endArray()
+        w.key(static: "mergedInto")
+        StateJSON.optionalString(mergedInto, &w)
         w.endObject()
         return w.output
     }
@@ -191,14 +194,17 @@ extension UserState {
     /// ``ValueLimits/maxAttributeBytes``. Last, what was read must be a state ``init(decoding:)`` accepts.
     public init(json: some Collection<UInt8>) throws(StateDecodingError) {
         let root = try StateJSON.Field(node: StateJSON.parse(Array(json)), path: "")
-        let o = try root.object([
-            "version", "userId", "clock", "eventCount", "session", "attributes", "context", "records", "messages",
-            "series", "messageIds", "inbox", "pending", "sequences",
-        ])
-        let version = try o("version").integer(Int.self)
-        guard version == UserState.jsonFormatVersion else {
-            throw try o("version").error("is \(version); this build reads version \(UserState.jsonFormatVersion)")
+        // The version decides the members: version 1 has no `mergedInto`.
+        let version = try root.object(nil)("version").integer(Int.self)
+        guard version == 1 || version == UserState.jsonFormatVersion else {
+            throw try root.object(nil)("version").error(
+                "is \(version); this build reads versions 1 to \(UserState.jsonFormatVersion)")
         }
+        let o = try root.object(
+            [
+                "version", "userId", "clock", "eventCount", "session", "attributes", "context", "records", "messages",
+                "series", "messageIds", "inbox", "pending", "sequences",
+            ] + (version >= 2 ? ["mergedInto"] : []))
         let userID = try o("userId").string()
         let clock = try o("clock").time()
         let eventCount = try o("eventCount").integer(UInt32.self)
@@ -244,7 +250,7 @@ extension UserState {
         let state = UserState(
             userID: userID, clock: clock, eventCount: eventCount, session: session, attributes: attributes,
             context: context, records: records, messages: messages, series: series, messageIDs: messageIDs, inbox: inbox,
-            pending: pending, sequences: sequences)
+            pending: pending, sequences: sequences, mergedInto: version >= 2 ? try o("mergedInto").optionalString() : nil)
         // What is read here must be what the bytes' decoder accepts (it checks what relates fields, as times relative
         // to the clock): a check added there holds here too.
         do {
@@ -489,17 +495,18 @@ private enum StateJSON {
 
         var isNull: Bool { if case .null = node.kind { true } else { false } }
 
-        /// The members of an object that must have exactly `keys`.
-        func object(_ keys: [String]) throws(StateDecodingError) -> Members {
+        /// The members of an object that must have exactly `keys` (`nil`: any members, to read one before knowing which
+        /// the object must have).
+        func object(_ keys: [String]?) throws(StateDecodingError) -> Members {
             guard case .object(let members) = node.kind else { throw error("must be an object") }
             var byKey: [String: Field] = [:]
             for (k, v) in members {
-                guard keys.contains(where: { Value.sameBytes($0, k) }) else {
+                guard keys?.contains(where: { Value.sameBytes($0, k) }) ?? true else {
                     throw child(k, v).error("is not a member Beckon knows")
                 }
                 byKey[k] = child(k, v)
             }
-            for k in keys where byKey[k] == nil { throw error("has no '\(k)'") }
+            for k in keys ?? [] where byKey[k] == nil { throw error("has no '\(k)'") }
             return Members(byKey: byKey, parent: self)
         }
 

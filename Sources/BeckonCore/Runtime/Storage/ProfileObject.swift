@@ -28,6 +28,15 @@ public final class UserProfile {
         context = SlotRow(count: contextCount)
     }
 
+    /// Empties the profile in place, its id kept (a user merged into another keeps only the pointer): the row is
+    /// replaced whole (the old one's memory freed), the extras dropped, every slot emptied.
+    func reset() {
+        row = ProfileRow()
+        extras = nil
+        for i in 0..<attributes.count { attributes[i] = nil }
+        for i in 0..<context.count { context[i] = nil }
+    }
+
     /// Asks the CPU for the memory the engine reads for most events: the attribute row, the fire records and the
     /// history (a hint; see ``ProfileTable``'s prefetch steps).
     @inline(__always) func prefetchState() {

@@ -1,0 +1,206 @@
+import BeckonCore
+import BeckonStore
+import Foundation
+import Testing
+
+/// Identity merge: an identify with `anonymousId` and `userId`, or an alias, makes two ids one user.
+struct IdentityTests {
+    static let rules = """
+        version: 1
+        campaign: cart
+        rules:
+          - id: abandoned
+            on: Product Added
+            wait: 2h
+            unless: Order Completed
+            do:
+              - push: { body: "Your ${event.properties.product} is waiting" }
+          - id: twice
+            on: Opened
+            limit: { per_user: 2 }
+            do:
+              - message: { surface: home, title: Hi }
+          - id: welcome
+            on: Signed Up
+            do:
+              - notify: { id: welcome, message: Welcome }
+          - id: loyal
+            on: Opened
+            if: count("Opened", "lifetime") == 3
+            do:
+              - set: { loyal: true }
+        """
+
+    func anon(_ name: String, at time: String, _ props: [(String, Value)] = []) -> Event {
+        track(name, "anon-1", at: time, props: props)
+    }
+
+    func signIn(
+        _ user: String = "ann", anonymousID: String = "anon-1", at time: String, _ traits: [(String, Value)] = []
+    )
+        -> Event
+    {
+        Event(kind: .identify, userID: user, timestamp: t(time), traits: ValueMap(traits), previousID: anonymousID)
+    }
+
+    func lines(_ rs: CompiledRuleSet, _ events: [Event], until: String? = nil) -> [String] {
+        let engine = Engine(ruleSet: rs)
+        var out = events.flatMap { engine.process($0).actions.map { "\($0.userID) \($0.rule) \($0.kind)" } }
+        if let until { out += engine.advance(to: t(until)).actions.map { "\($0.userID) \($0.rule) \($0.kind)" } }
+        return out
+    }
+
+    /// The anonymous cart's timer moves to the known user: an order under the known id cancels it…
+    @Test func anOrderAfterSignInCancelsTheAnonymousCartsPush() throws {
+        let rs = try load(Self.rules)
+        let out = lines(
+            rs,
+            [
+                anon("Product Added", at: "2026-01-01T10:00:00Z", [("product", .string("Shoes"))]),
+                signIn(at: "2026-01-01T10:30:00Z"), track("Order Completed", "ann", at: "2026-01-01T11:00:00Z"),
+            ], until: "2026-01-02T00:00:00Z")
+        #expect(out.isEmpty)
+    }
+
+    /// …and without the order it fires once, for the known user, with the anonymous event's fields.
+    @Test func withoutAnOrderThePushGoesToTheKnownUser() throws {
+        let rs = try load(Self.rules)
+        let engine = Engine(ruleSet: rs)
+        engine.process(anon("Product Added", at: "2026-01-01T10:00:00Z", [("product", .string("Shoes"))]))
+        engine.process(signIn(at: "2026-01-01T10:30:00Z"))
+        let fired = engine.advance(to: t("2026-01-02T00:00:00Z")).actions
+        #expect(fired.map(\.userID) == ["ann"])
+        #expect(fired.first?.json.contains(#""body":"Your Shoes is waiting""#) == true)
+        #expect(fired.first?.time == t("2026-01-01T12:00:00Z"))
+        #expect(engine.stats.merges == 1)
+    }
+
+    /// After the merge, events under either id reach the one user: limits and history count both.
+    @Test func eitherIDReachesTheMergedUser() throws {
+        let rs = try load(Self.rules)
+        let out = lines(
+            rs,
+            [
+                anon("Opened", at: "2026-01-01T10:00:00Z"), signIn(at: "2026-01-01T10:01:00Z"),
+                anon("Opened", at: "2026-01-01T10:02:00Z"), track("Opened", "ann", at: "2026-01-01T10:03:00Z"),
+            ])
+        #expect(out == ["anon-1 twice message", "ann twice message", "ann loyal set"])
+    }
+
+    /// Counts add: the anonymous fire and the known user's count toward `per_user: 2` together.
+    @Test func fireRecordsAdd() throws {
+        let rs = try load(Self.rules)
+        let out = lines(
+            rs,
+            [
+                track("Opened", "ann", at: "2026-01-01T09:00:00Z"), anon("Opened", at: "2026-01-01T10:00:00Z"),
+                signIn(at: "2026-01-01T10:01:00Z"), track("Opened", "ann", at: "2026-01-01T10:02:00Z"),
+            ])
+        #expect(out.filter { $0.hasSuffix("twice message") } == ["ann twice message", "anon-1 twice message"])
+    }
+
+    /// Attributes: both kept, the known user's value wins a conflict; the inbox is the union.
+    @Test func conflictsFollowTheDocumentedRules() throws {
+        let rs = try load(Self.rules)
+        let engine = Engine(ruleSet: rs)
+        engine.process(identify("ann", at: "2026-01-01T09:00:00Z", [("plan", .string("pro")), ("lang", .string("de"))]))
+        engine.process(
+            Event(
+                kind: .identify, userID: "anon-1", timestamp: t("2026-01-01T09:30:00Z"),
+                traits: ValueMap([("plan", .string("free")), ("color", .string("red"))])))
+        engine.process(anon("Signed Up", at: "2026-01-01T09:40:00Z"))
+        engine.process(signIn(at: "2026-01-01T10:00:00Z"))
+        let ann = try #require(engine.state(of: "ann"))
+        #expect(
+            ann.attributes.map { "\($0.name)=\(JSONWriter.encode($0.value))" } == [
+                #"color="red""#, #"lang="de""#, #"plan="pro""#,
+            ])
+        #expect(ann.inbox.map(\.id) == ["welcome"])
+        let anonState = try #require(engine.state(of: "anon-1"))
+        #expect(anonState.mergedInto == "ann")
+        #expect(anonState.attributes.isEmpty && anonState.inbox.isEmpty && anonState.pending.isEmpty)
+    }
+
+    /// `alias` (previousId → userId) merges as an identify with both ids does.
+    @Test func aliasMerges() throws {
+        let rs = try load(Self.rules)
+        let engine = Engine(ruleSet: rs)
+        engine.process(track("Product Added", "old-id", at: "2026-01-01T10:00:00Z"))
+        engine.process(Event(kind: .alias, userID: "new-id", timestamp: t("2026-01-01T10:10:00Z"), previousID: "old-id"))
+        #expect(engine.advance(to: t("2026-01-01T13:00:00Z")).actions.map(\.userID) == ["new-id"])
+    }
+
+    /// A shared device: a second person signing in with the same anonymous id takes its later events; what the
+    /// first brought stays with the first.
+    @Test func aSecondSignInRepointsTheAnonymousID() throws {
+        let rs = try load(Self.rules)
+        let out = lines(
+            rs,
+            [
+                anon("Opened", at: "2026-01-01T10:00:00Z"), signIn(at: "2026-01-01T10:01:00Z"),
+                signIn("bob", at: "2026-01-01T11:00:00Z"), anon("Opened", at: "2026-01-01T11:01:00Z"),
+            ])
+        #expect(out == ["anon-1 twice message", "bob twice message"])
+    }
+
+    /// Merging back and forth never makes a cycle.
+    @Test func mergesNeverCycle() throws {
+        let rs = try load(Self.rules)
+        let engine = Engine(ruleSet: rs)
+        engine.process(track("Opened", "a", at: "2026-01-01T10:00:00Z"))
+        engine.process(Event(kind: .alias, userID: "b", timestamp: t("2026-01-01T10:01:00Z"), previousID: "a"))
+        engine.process(Event(kind: .alias, userID: "a", timestamp: t("2026-01-01T10:02:00Z"), previousID: "b"))
+        engine.process(Event(kind: .alias, userID: "c", timestamp: t("2026-01-01T10:03:00Z"), previousID: "b"))
+        let out = engine.process(track("Opened", "a", at: "2026-01-01T10:04:00Z")).actions
+        #expect(out.map(\.userID) == ["c"])
+        #expect(engine.state(of: "c")?.records.first { $0.rule == "cart/twice" }?.fires == 2)
+    }
+
+    /// The pointer is state: after a restart from SQLite the anonymous id's events still reach the known user, and
+    /// the moved timer fires once.
+    @Test func theMergeSurvivesARestart() throws {
+        let rs = try load(Self.rules)
+        let events = [
+            anon("Product Added", at: "2026-01-01T10:00:00Z", [("product", .string("Shoes"))]),
+            anon("Opened", at: "2026-01-01T10:05:00Z"), signIn(at: "2026-01-01T10:30:00Z"),
+            anon("Opened", at: "2026-01-01T10:40:00Z"), anon("Opened", at: "2026-01-01T10:50:00Z"),
+            track("Tick", "zed", at: "2026-01-01T13:00:00Z"),
+        ]
+        let whole = StateTests.run(Engine(ruleSet: rs), events[...], until: StateTests.end(events))
+        #expect(whole.count == 4)
+        for cut in 1..<events.count {
+            let restarted = try SQLiteStateTests.withDatabase { path in
+                try StateTests.runWithRestart(rs, events, cut: cut) { try SQLiteStateBackend(path: path) }
+            }
+            #expect(restarted.actions == whole, "cut at \(cut)")
+        }
+    }
+
+    /// A merged state's bytes (format 2) and JSON read back the same; version-1 bytes still read.
+    @Test func thePointerIsEncoded() throws {
+        let rs = try load(Self.rules)
+        let engine = Engine(ruleSet: rs)
+        engine.process(anon("Opened", at: "2026-01-01T10:00:00Z"))
+        engine.process(signIn(at: "2026-01-01T10:01:00Z"))
+        let s = try #require(engine.state(of: "anon-1"))
+        #expect(try UserState(decoding: s.encoded()).mergedInto == "ann")
+        #expect(try UserState(json: Array(s.json.utf8)).mergedInto == "ann")
+        #expect(s.json.hasSuffix(#""mergedInto":"ann"}"#))
+    }
+}
+
+/// The decoder finds the earlier id: an identify's `anonymousId` beside `userId`, an alias's `previousId`.
+struct IdentityDecodingTests {
+    @Test func previousIDs() throws {
+        let d = SegmentDecoder(ruleSet: try load(IdentityTests.rules))
+        func previous(_ line: String) throws -> String? { try d.decode(line).previousID }
+        let at = #""timestamp":"2026-01-01T10:00:00Z""#
+        #expect(try previous(#"{"type":"identify","userId":"ann","anonymousId":"a-1",\#(at)}"#) == "a-1")
+        #expect(try previous(#"{"type":"identify","anonymousId":"a-1",\#(at)}"#) == nil)
+        #expect(try previous(#"{"type":"identify","userId":"ann","anonymousId":"ann",\#(at)}"#) == nil)
+        #expect(try previous(#"{"type":"track","event":"E","userId":"ann","anonymousId":"a-1",\#(at)}"#) == nil)
+        #expect(try previous(#"{"type":"alias","userId":"ann","previousId":"a-1",\#(at)}"#) == "a-1")
+        #expect(throws: DecodeError.self) { try previous(#"{"type":"alias","userId":"ann",\#(at)}"#) }
+        #expect(throws: DecodeError.self) { try previous(#"{"type":"alias","anonymousId":"a","previousId":"b",\#(at)}"#) }
+    }
+}
