@@ -60,9 +60,22 @@ struct SeedRuleSetTests {
 
     // MARK: BossUp (seeds 000 and 001)
 
+    /// The onboarding's actions as `kind:name`, without attribute updates and without the SKAdNetwork rule set's
+    /// (tested on its own below).
     func kinds(_ a: [[String: Any]]) -> [String] {
-        a.map { ($0["action"] as! String) + ":" + (($0["screen"] ?? $0["event"] ?? $0["permission"] ?? "") as! String) }
+        a.filter { $0["ruleset"] as? String != "bossup_skadnetwork" }
+            .map { ($0["action"] as! String) + ":" + (($0["screen"] ?? $0["event"] ?? $0["permission"] ?? "") as! String) }
             .filter { !$0.hasPrefix("set:") }
+    }
+
+    /// Seed 000: "If user opens app → registers → purchases, Facebook only sees fb_mobile_purchase (priority 63)":
+    /// each rise within 24 h of install is reported, the purchase's 63 last, nothing lower after it, nothing after
+    /// the window.
+    @Test func bossupSKAdNetworkReportsTheHighestPriorityLast() {
+        let updates = Self.actions("bossup/skadnetwork.jsonl").filter { $0["event"] as? String == "SKAdNetworkConversionValue" }
+        let values = updates.map { (($0["userId"] as! String), ($0["payload"] as! [String: Any])["conversion_value"] as! Int) }
+        #expect(values.map(\.0) == ["ivy", "ivy", "ivy"], "kim's purchase came 25 h after install")
+        #expect(values.map(\.1) == [20, 50, 63])
     }
 
     @Test func bossupIOSFacebookFlow() {

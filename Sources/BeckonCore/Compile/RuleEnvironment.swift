@@ -99,6 +99,8 @@ final class PlanIndex {
     var traits: [String: PlanField] = [:]
     /// Attributes that flows keep their state in (declared by the flows, not the plan).
     var flowAttributes: Set<String> = []
+    /// Attributes that conversion-value tables keep the user's value in (an int), also in ``flowAttributes``.
+    var conversionAttributes: Set<String> = []
 
     var allPropertyNames: [String] { Array(Set(events.values.flatMap(\.keys))) }
 
@@ -322,7 +324,7 @@ final class RuleEnvironment: ExpressionEnvironment {
                         plan.unknownTrait(key), span, id: .unknownTrait,
                         suggestion: Suggest.nearest(key, in: Array(plan.traits.keys)).map(RuleEnvironment.userPath))
                 }
-                type = plan.traits[key]?.type.celType ?? .map(.string, .dyn)
+                type = plan.traits[key]?.type.celType ?? (plan.conversionAttributes.contains(key) ? .int : .map(.string, .dyn))
             }
             let slot = symbols.attribute(key)
             if testOnly && path.count == 1 {

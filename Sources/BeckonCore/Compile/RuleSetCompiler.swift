@@ -54,6 +54,11 @@ private struct Builder {
                 flowSpecs[f.id.value] = f
                 symbols.plan?.flowAttributes.insert(f.id.value)
             }
+            // A conversion-value table keeps the user's value in an attribute of its name, as a flow keeps its state.
+            for c in file.conversionValues {
+                symbols.plan?.flowAttributes.insert(c.id.value)
+                symbols.plan?.conversionAttributes.insert(c.id.value)
+            }
         }
         if let s = settingsSeen {
             for e in s.sessionStartEvents { checkEvent(e) }

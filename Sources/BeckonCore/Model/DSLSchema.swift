@@ -523,7 +523,47 @@ public enum DSL {
                     `held_back` and their actions are not sent
                     """, example: "10%"),
             KeySchema("flows", .list(.object(flow)), doc: "multi-step flows the rules move users through"),
+            KeySchema(
+                "conversion_values", .list(.object(conversionValue)),
+                doc: "SKAdNetwork-style conversion values: the highest-priority event in a window from install"),
             KeySchema("rules", .list(.object(rule)), required: true, doc: "the rules"),
+        ])
+
+    static let conversionValueEntry = ObjectSchema(
+        "conversion value", doc: "One row of the priority table: an event and its value.",
+        keys: [
+            KeySchema("event", .eventName, required: true, doc: "the event", example: "Order Completed"),
+            KeySchema(
+                "value", .integer(min: 0), required: true, doc: "its value, 0 to 63 (SKAdNetwork's six bits); higher wins",
+                example: "63"),
+            KeySchema(
+                "where", .expression, doc: "only occurrences for which this holds", example: "event.properties.revenue > 0"),
+        ])
+
+    static let conversionValue = ObjectSchema(
+        "conversion values",
+        doc: """
+            Per user, the highest value among the events seen within `window` of the first `starts_on`, from a \
+            priority table, as SKAdNetwork reports only the highest-priority event of its window. Each time the value \
+            rises an `emit` of `emit` goes out with `conversion_value`, `previous_value` and `event`; never once the \
+            window has closed, never for a lower or equal value. The current value is the user attribute `id`. It \
+            compiles to one rule per row, named `ID_VALUE`, which dry-run, explain and reports show as any rule.
+            """,
+        keys: [
+            KeySchema(
+                "id", .identifier, required: true, doc: "its name, and the attribute that holds the value",
+                example: "skan_conversion_value"),
+            KeySchema("description", .text, doc: "what it is for"),
+            KeySchema(
+                "starts_on", .eventName, required: true, doc: "the event that opens the window (its first time)",
+                example: "Application Installed"),
+            KeySchema("window", .duration, required: true, doc: "how long the window stays open", example: "24h"),
+            KeySchema(
+                "values", .list(.object(conversionValueEntry)), required: true, doc: "the priority table, any order",
+                example: "[ { event: Order Completed, value: 63 }, { event: Signed Up, value: 50 } ]"),
+            KeySchema(
+                "emit", .text, required: true, doc: "the name of the event emitted on each rise",
+                example: "SKAdNetworkConversionValue"),
         ])
 
     static let sessions = ObjectSchema(

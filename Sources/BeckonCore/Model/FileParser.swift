@@ -436,6 +436,7 @@ public struct FileParser {
             }
         }
         if let f = k["flows"] { spec.flows = flows(f.value) }
+        if let c = k["conversion_values"] { spec.conversionValues = conversionValues(c.value) }
         spec.silence = k["silence"].flatMap { silence($0.value) } ?? []
         if let r = k["rules"] {
             guard case .sequence(let items, _) = r.value else {
@@ -444,14 +445,21 @@ public struct FileParser {
                     at: r.value.location)
                 return spec
             }
+            // The written rules, then those the conversion-value tables compile to; each id once.
             var ids: [String: SourceLocation] = [:]
-            for item in items {
-                guard let rule = rule(item) else { continue }
+            let written = items.compactMap { rule($0) }
+            for (rule, generated) in written.map({ ($0, false) })
+                + spec.conversionValues.flatMap(conversionRules).map({ ($0, true) })
+            {
                 if let first = ids[rule.id.value] {
                     diagnostics.error(
                         .duplicateRuleID,
-                        "rule id '\(rule.id.value)' is already used at line \(first.position.line)",
-                        at: rule.id.location, suggestion: "give each rule of a file its own id")
+                        generated
+                            ? "conversion value rule '\(rule.id.value)' has the id of the rule at line \(first.position.line)"
+                            : "rule id '\(rule.id.value)' is already used at line \(first.position.line)",
+                        at: rule.id.location,
+                        suggestion: generated
+                            ? "rename that rule, or the conversion values' id" : "give each rule of a file its own id")
                     continue
                 }
                 ids[rule.id.value] = rule.id.location
@@ -459,6 +467,106 @@ public struct FileParser {
             }
         }
         return spec
+    }
+
+    // MARK: Conversion values
+
+    mutating func conversionValues(_ node: SourceNode) -> [ConversionValueSpec] {
+        guard case .sequence(let items, _) = node else {
+            diagnostics.error(
+                .wrongType, "'conversion_values' expects a list, found \(node.kindDescription)", at: node.location)
+            return []
+        }
+        var out: [ConversionValueSpec] = []
+        for item in items {
+            guard let k = keys(of: item, DSL.conversionValue, context: "conversion values"),
+                let id = k["id"].flatMap({ identifier($0.value, "id") }),
+                let start = k["starts_on"].flatMap({ string($0.value, "starts_on") }),
+                let window = k["window"].flatMap({ duration($0.value, "window") }),
+                let emit = k["emit"].flatMap({ string($0.value, "emit") }), let valuesNode = k["values"]
+            else { continue }
+            if window.value <= 0 {
+                diagnostics.error(.invalidValue, "a window of 0 never opens", at: window.location)
+                continue
+            }
+            guard case .sequence(let rows, _) = valuesNode.value, !rows.isEmpty else {
+                diagnostics.error(
+                    .wrongType, "'values' expects a list of `{ event, value }` rows", at: valuesNode.value.location,
+                    suggestion: "write `values: [ { event: Order Completed, value: 63 } ]`")
+                continue
+            }
+            var values: [ConversionValueSpec.Row] = []
+            for row in rows {
+                guard let rk = keys(of: row, DSL.conversionValueEntry, context: "conversion value"),
+                    let event = rk["event"].flatMap({ string($0.value, "event") }),
+                    let value = rk["value"].flatMap({ integer($0.value, "value", min: 0) })
+                else { continue }
+                if value.value > 63 {
+                    diagnostics.error(
+                        .invalidValue, "a conversion value is 0 to 63 (six bits), not \(value.value)", at: value.location)
+                    continue
+                }
+                if let same = values.first(where: { $0.event.value == event.value }) {
+                    diagnostics.error(
+                        .duplicateName, "'\(event.value)' is in the table twice (line \(same.event.location.position.line))",
+                        at: event.location, suggestion: "give each event one value; use `where` on a separate event to split it")
+                    continue
+                }
+                if let same = values.first(where: { $0.value.value == value.value }) {
+                    diagnostics.error(
+                        .duplicateName, "value \(value.value) is also '\(same.event.value)''s: each row needs its own priority",
+                        at: value.location)
+                    continue
+                }
+                values.append(
+                    .init(event: event, value: value, whereClause: rk["where"].flatMap { expression($0.value, "where") }))
+            }
+            out.append(
+                ConversionValueSpec(
+                    id: id, description: k["description"].flatMap { string($0.value, "description")?.value }, startsOn: start,
+                    windowMs: window, values: values, emit: emit))
+        }
+        return out
+    }
+
+    /// The rules a conversion-value table compiles to, one per row: on the row's event (and its `where`), if the value
+    /// rises and the window from the first `starts_on` is open, emit the update, then keep the value in the attribute.
+    func conversionRules(_ c: ConversionValueSpec) -> [RuleSpec] {
+        func quoted(_ s: String) -> String {
+            var out = "\""
+            for ch in s {
+                if ch == "\\" || ch == "\"" { out.append("\\") }
+                out.append(ch)
+            }
+            return out + "\""
+        }
+        // Generated text has no place of its own in the file: problems in it point at the row.
+        func source(_ text: String, at location: SourceLocation) -> ExpressionSource {
+            ExpressionSource(text: text, scalar: ScalarNode(text: text, style: .plain, location: location))
+        }
+        let attr = c.id.value
+        let start = quoted(c.startsOn.value)
+        let window = quoted("\(c.windowMs.value)ms")  // (CEL durations have no days)
+        return c.values.map { row in
+            let at = row.event.location
+            let condition =
+                "default(user.\(attr), -1) < \(row.value.value) && first_seen(\(start)) != null"
+                + " && event.timestamp - first_seen(\(start)) < duration(\(window))"
+            let previous = TemplateSource(
+                parts: [.expression(source("default(user.\(attr), null)", at: at))], location: at)
+            let emit = ActionSpec.emit(
+                event: c.emit.value,
+                payload: [
+                    ("conversion_value", .literal(.int(Int64(row.value.value)))), ("previous_value", .template(previous)),
+                    ("event", .literal(.string(row.event.value))),
+                ])
+            let set = ActionSpec.set([(Located(attr, c.id.location), .literal(.int(Int64(row.value.value))))])
+            return RuleSpec(
+                id: Located("\(attr)_\(row.value.value)", at),
+                description: "\(row.event.value) → conversion value \(row.value.value) (\(c.id.value))", enabled: true,
+                trigger: .events([row.event]), whereClause: row.whereClause, ifClause: source(condition, at: at),
+                limits: LimitSpec(), priority: nil, actions: [Located(emit, at), Located(set, at)], location: at)
+        }
     }
 
     mutating func rule(_ node: SourceNode) -> RuleSpec? {

@@ -77,6 +77,8 @@ public struct RuleFileSpec: Sendable {
     public var rules: [RuleSpec]
     public var goals: [GoalSpec] = []
     public var flows: [FlowSpec] = []
+    /// `conversion_values:`, as written (their rules are in ``rules``, made by the parser).
+    public var conversionValues: [ConversionValueSpec] = []
     /// The share of users (0 ≤ share < 1) held back as a control group.
     public var holdout: Located<Double>? = nil
     /// Analysis warnings not reported for any rule of the file.
@@ -445,6 +447,22 @@ public struct GoalSpec: Sendable {
     public var withinMs: Located<Int64>
     /// The rule whose first fire exposes the user (default: any rule of the file).
     public var exposure: Located<String>?
+}
+
+/// SKAdNetwork-style conversion values: per user, the highest value of the table's events seen within a window from
+/// the first `startsOn`; an update goes out only when the value rises (``FileParser/conversionRules(_:)``).
+public struct ConversionValueSpec: Sendable {
+    public struct Row: Sendable {
+        public var event: Located<String>
+        public var value: Located<Int>
+        public var whereClause: ExpressionSource?
+    }
+    public var id: Located<String>
+    public var description: String?
+    public var startsOn: Located<String>
+    public var windowMs: Located<Int64>
+    public var values: [Row]
+    public var emit: Located<String>
 }
 
 /// A versioned multi-step flow (an onboarding): each step a screen, with progress, skips and migrations.
