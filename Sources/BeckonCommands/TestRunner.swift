@@ -272,6 +272,7 @@ public enum TestRunner {
                     case "campaign", "ruleset": .string(a.unit)
                     case "action": .string(a.kind)
                     case "trigger": .string(a.trigger)
+                    case "variant": a.variant.map { .string($0) }
                     case "id": .string(a.id)
                     default: a[k]
                     }

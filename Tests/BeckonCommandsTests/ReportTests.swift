@@ -51,6 +51,38 @@ struct ReportTests {
         #expect(abs((d["estimate"] as? Double ?? 0) - (1.0 / 3 - 0.5)) < 1e-6)
     }
 
+    /// A rule's A/B test, by hand: control ann, hal, ivy; treat bob, cat, dan, eve (by the hash). ann buys 10 after
+    /// 5 h; bob 30 and 20, cat 40; dan's 99 comes after 28 h, outside the day. Control 1 of 3 and 10/3 per user;
+    /// treat 2 of 4 and 90/4 per user.
+    @Test func variantsAreComparedWithTheControl() throws {
+        let dir = Snapshot.fixtures.appendingPathComponent("report/variants")
+        let (status, out) = run([dir.path], events: dir.appendingPathComponent("events.jsonl").path, format: .json)
+        #expect(status == 0)
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(out.utf8)) as? [String: Any])
+        let unit = try #require((report["units"] as? [[String: Any]])?.first)
+        let test = try #require((unit["tests"] as? [[String: Any]])?.first)
+        #expect(test["rule"] as? String == "nudge")
+        let variants = try #require(test["variants"] as? [[String: Any]])
+        #expect(variants.map { $0["variant"] as? String } == ["control", "treat"])
+        #expect(variants.map { $0["control"] as? Bool } == [true, false])
+        func result(_ v: Int) throws -> (goal: [String: Any], result: [String: Any]) {
+            let g = try #require((variants[v]["goals"] as? [[String: Any]])?.first)
+            return (g, try #require(g["result"] as? [String: Any]))
+        }
+        let (_, control) = try result(0)
+        let (treatGoal, treat) = try result(1)
+        #expect(control["full_window"] as? Int == 3)
+        #expect(control["converted"] as? Int == 1)
+        #expect(abs((control["value_per_user"] as? Double ?? 0) - 10.0 / 3) < 1e-5)
+        #expect(treat["full_window"] as? Int == 4)
+        #expect(treat["converted"] as? Int == 2)
+        #expect(treat["value_per_user"] as? Double == 22.5)
+        let d = try #require(treatGoal["difference"] as? [String: Any])
+        #expect(abs((d["estimate"] as? Double ?? 0) - (0.5 - 1.0 / 3)) < 1e-5)
+        let vd = try #require(treatGoal["value_difference"] as? [String: Any])
+        #expect(abs((vd["estimate"] as? Double ?? 0) - (22.5 - 10.0 / 3)) < 1e-5)
+    }
+
     @Test func untilClosesMoreWindows() throws {
         let t = try #require(try goal(try smallJSON(until: "+1d"))["treatment"] as? [String: Any])
         #expect(t["full_window"] as? Int == 4)
@@ -128,6 +160,17 @@ struct StatisticsTests {
         #expect(abs(d.estimate - 0.2) < 1e-9)
         #expect(abs(d.low - 0.0524) < 5e-5 && abs(d.high - 0.3339) < 5e-5)
         #expect(Statistics.difference(1, 2, 0, 0) == nil)
+    }
+
+    /// The mean's interval: mean ± 1.96·s/√n; Welch's difference: each group's own variance.
+    @Test func meanIntervals() throws {
+        let (low, high) = try #require(Statistics.meanInterval([1, 2, 3, 4]))
+        let half = 1.959963984540054 * (5.0 / 3 / 4).squareRoot()
+        #expect(abs(low - (2.5 - half)) < 1e-12 && abs(high - (2.5 + half)) < 1e-12)
+        let d = try #require(Statistics.meanDifference([1, 2, 3, 4], [0, 0]))
+        #expect(d.estimate == 2.5)
+        #expect(abs(d.high - d.estimate - half) < 1e-12)
+        #expect(Statistics.meanInterval([7]) == nil)
     }
 
     @Test func quantilesInterpolate() {

@@ -60,6 +60,42 @@ enum ReportHTML {
         s +=
             "<div class=\"charts\"><figure><figcaption>Funnel (users)</figcaption>\(funnel(stages, split: u.holdout > 0))</figure></div>\n"
         for g in u.goals { s += goal(g) }
+        for t in u.tests { s += test(t, goals: u.goals) }
+        return s
+    }
+
+    /// An A/B test: per goal, a row per variant with its difference from the control.
+    static func test(_ t: TestReport, goals: [GoalReport]) -> String {
+        var s = "<h3>test " + (t.rule.map { "of rule \(escape($0))" } ?? "of the whole file") + "</h3>\n"
+        for (g, goal) in goals.enumerated() {
+            s += "<p class=\"note\">goal \(escape(goal.id))</p>\n<table><tr><th>variant</th><th>weight</th><th>exposed</th>"
+            s += "<th>full window</th><th>converted</th><th>rate</th><th>vs control (points, 95% CI)</th>"
+            if goal.value != nil { s += "<th>\(escape(goal.value!)) per user</th><th>vs control</th>" }
+            s += "</tr>\n"
+            for v in t.variants {
+                let x = v.goals[g].result
+                let d = v.goals[g].difference
+                let cls = d.map { $0.low > 0 ? "good" : $0.high < 0 ? "bad" : "" } ?? ""
+                let diff =
+                    v.control
+                    ? "control"
+                    : d.map {
+                        "\(ReportRunner.points($0.estimate)) [\(ReportRunner.points($0.low)), \(ReportRunner.points($0.high))]"
+                    } ?? "-"
+                s += "<tr><td>\(escape(v.id))</td><td>\(String(format: "%g", v.weight))%</td><td>\(x.exposed)</td>"
+                s += "<td>\(x.complete)</td><td>\(x.converted)</td><td>\(ReportRunner.percent(x.rate))</td>"
+                s += "<td class=\"\(cls)\">\(diff)</td>"
+                if goal.value != nil {
+                    let vd = v.goals[g].valueDifference.map {
+                        String(format: "%+.2f [%+.2f, %+.2f]", $0.estimate, $0.low, $0.high)
+                    }
+                    s +=
+                        "<td>\(ReportRunner.money(x.meanValue, x.valueInterval))</td><td>\(v.control ? "control" : vd ?? "-")</td>"
+                }
+                s += "</tr>\n"
+            }
+            s += "</table>\n"
+        }
         return s
     }
 

@@ -25,6 +25,30 @@ struct UnitReport {
     var exposed = Groups(treatment: 0, holdout: 0)
     var rules: [RuleRow] = []
     var goals: [GoalReport] = []
+    /// The file's A/B test and its rules' own, each variant against the control.
+    var tests: [TestReport] = []
+}
+
+/// One A/B test: the file's (`rule` nil; exposure as each goal says) or a rule's (exposure: that rule's first fire).
+struct TestReport {
+    var rule: String?
+    var variants: [VariantReport]
+}
+
+struct VariantReport {
+    var id: String
+    var control: Bool
+    var weight: Double
+    /// Per goal of the file, in order: this variant's users, and the difference from the control (rate, and value
+    /// per user when the goal has one).
+    var goals: [VariantGoal]
+}
+
+struct VariantGoal {
+    var goal: String
+    var result: GroupResult
+    var difference: (estimate: Double, low: Double, high: Double)?
+    var valueDifference: (estimate: Double, low: Double, high: Double)?
 }
 
 struct Groups<T> {
@@ -54,6 +78,8 @@ struct GoalReport {
     var holdout: GroupResult?
     /// Treatment rate minus holdout rate, with a 95% interval.
     var difference: (estimate: Double, low: Double, high: Double)?
+    /// The property summed as the goal's value, when it has one.
+    var value: String? = nil
 }
 
 /// One group's conversions. Only users whose whole window lies before the end of observation count in the rate,
@@ -68,6 +94,11 @@ struct GroupResult {
     var times: [Int64] = []
     /// Complete and converted users by the UTC day of their exposure (days since 1970).
     var byDay: [Int64: (complete: Int, converted: Int)] = [:]
+    /// With a value goal: the value each complete user brought within the window (0 for those who did not convert).
+    var values: [Double] = []
+
+    var meanValue: Double? { values.isEmpty ? nil : values.reduce(0, +) / Double(values.count) }
+    var valueInterval: (low: Double, high: Double)? { Statistics.meanInterval(values) }
 
     var rate: Double? { complete > 0 ? Double(converted) / Double(complete) : nil }
     var interval: (low: Double, high: Double)? { Statistics.wilson(converted, complete) }
@@ -84,8 +115,8 @@ final class ReportBuilder {
     private var triggered: [Set<String>]
     /// First fire (or `held_back`) time per user, by rule.
     private var firstByRule: [[String: Int64]]
-    /// Goal event times per user, by unit and goal.
-    private var hits: [[[String: [Int64]]]]
+    /// Goal events per user (time, value), by unit and goal.
+    private var hits: [[[String: [(time: Int64, value: Double?)]]]]
     private var users = Set<String>()
     private(set) var first: Int64?
     private(set) var last: Int64?
@@ -115,7 +146,7 @@ final class ReportBuilder {
             guard let r = ruleIndex[a.unit + "/" + a.rule] else { continue }
             if firstByRule[Int(r)][a.userID] == nil { firstByRule[Int(r)][a.userID] = a.time }
         }
-        for h in o.goalHits { hits[Int(h.unit)][h.goal][h.userID, default: []].append(h.time) }
+        for h in o.goalHits { hits[Int(h.unit)][h.goal][h.userID, default: []].append((h.time, h.value)) }
     }
 
     func report(paths: [String], eventsFile: String, badLines: Int, end: Int64?) -> Report {
@@ -149,12 +180,11 @@ final class ReportBuilder {
                 var t = GroupResult()
                 var h = GroupResult()
                 for (user, at) in exposed {
-                    let held = unit.isHeldOut(user)
-                    let firstHit = hits[u][g][user]?.filter { $0 >= at }.min()
-                    if held {
-                        count(at: at, hit: firstHit, within: goal.withinMs, end: end, into: &h)
+                    let valued = goal.valueProperty != nil
+                    if unit.isHeldOut(user) {
+                        count(at: at, hits: hits[u][g][user], within: goal.withinMs, end: end, valued: valued, into: &h)
                     } else {
-                        count(at: at, hit: firstHit, within: goal.withinMs, end: end, into: &t)
+                        count(at: at, hits: hits[u][g][user], within: goal.withinMs, end: end, valued: valued, into: &t)
                     }
                 }
                 t.times.sort()
@@ -162,13 +192,59 @@ final class ReportBuilder {
                 var gr = GoalReport(
                     id: goal.id, description: goal.description, event: goal.event, withinMs: goal.withinMs,
                     exposureRule: goal.exposureRule.map { ruleSet.rules[Int($0)].id }, treatment: t,
-                    holdout: unit.holdout > 0 ? h : nil)
+                    holdout: unit.holdout > 0 ? h : nil, value: goal.valueProperty)
                 if unit.holdout > 0 { gr.difference = Statistics.difference(t.converted, t.complete, h.converted, h.complete) }
                 ur.goals.append(gr)
             }
+            ur.tests = tests(unit: u, rules: rules, exposedAny: exposedAny, end: end)
             report.units.append(ur)
         }
         return report
+    }
+
+    /// The unit's A/B tests: the file's (every rule shares its variants, hashed with the file's name), then each rule's
+    /// own. Users are grouped by their variant; each variant's goal results are compared with the control's.
+    private func tests(unit u: Int, rules: [CompiledRule], exposedAny: [String: Int64], end: Int64?) -> [TestReport] {
+        let unit = ruleSet.units[u]
+        var out: [TestReport] = []
+        var seen = Set<String>()
+        for rule in rules {
+            guard let v = rule.variants, seen.insert(v.salt).inserted else { continue }
+            let fileTest = v.salt == unit.name
+            var groups = Array(repeating: Array(repeating: GroupResult(), count: unit.goals.count), count: v.ids.count)
+            for (g, goal) in unit.goals.enumerated() {
+                let exposed =
+                    fileTest ? (goal.exposureRule.map { exposure([$0]) } ?? exposedAny) : exposure([rule.index])
+                for (user, at) in exposed {
+                    count(
+                        at: at, hits: hits[u][g][user], within: goal.withinMs, end: end, valued: goal.valueProperty != nil,
+                        into: &groups[v.index(of: user)][g])
+                }
+            }
+            let control = v.controlIndex
+            let weights = v.weights
+            out.append(
+                TestReport(
+                    rule: fileTest ? nil : rule.id,
+                    variants: v.ids.indices.map { k in
+                        VariantReport(
+                            id: v.ids[k], control: k == control, weight: weights[k],
+                            goals: unit.goals.indices.map { g in
+                                var x = groups[k][g]
+                                x.times.sort()
+                                var vg = VariantGoal(goal: unit.goals[g].id, result: x)
+                                if let c = control, c != k {
+                                    let y = groups[c][g]
+                                    vg.difference = Statistics.difference(x.converted, x.complete, y.converted, y.complete)
+                                    if unit.goals[g].valueProperty != nil {
+                                        vg.valueDifference = Statistics.meanDifference(x.values, y.values)
+                                    }
+                                }
+                                return vg
+                            })
+                    }))
+        }
+        return out
     }
 
     /// The first exposure time per user among these rules.
@@ -180,18 +256,24 @@ final class ReportBuilder {
         return out
     }
 
-    private func count(at: Int64, hit: Int64?, within: Int64, end: Int64?, into g: inout GroupResult) {
+    /// Counts one exposed user at `at` with their goal events `hits`: converted when one comes within the window, and
+    /// with `valued` the sum of the values of those within it.
+    private func count(
+        at: Int64, hits: [(time: Int64, value: Double?)]?, within: Int64, end: Int64?, valued: Bool, into g: inout GroupResult
+    ) {
         g.exposed += 1
         guard let end, at + within <= end else { return }
         g.complete += 1
+        let inWindow = (hits ?? []).filter { $0.time >= at && $0.time - at <= within }
         let day = Int64((Double(at) / 86_400_000).rounded(.down))
         var d = g.byDay[day] ?? (0, 0)
         d.complete += 1
-        if let hit, hit - at <= within {
+        if let first = inWindow.map(\.time).min() {
             g.converted += 1
-            g.times.append(hit - at)
+            g.times.append(first - at)
             d.converted += 1
         }
+        if valued { g.values.append(inWindow.reduce(0) { $0 + ($1.value ?? 0) }) }
         g.byDay[day] = d
     }
 }

@@ -111,6 +111,11 @@ public enum ReportRunner {
                 }
                 out += line("treatment", g.treatment)
                 if let h = g.holdout { out += line("holdout", h) }
+                if let v = g.value {
+                    out += "    \(v) per exposed user: treatment \(money(g.treatment.meanValue, g.treatment.valueInterval))"
+                    if let h = g.holdout { out += ", holdout \(money(h.meanValue, h.valueInterval))" }
+                    out += "\n"
+                }
                 if let d = g.difference {
                     out += "    difference: \(points(d.estimate)) points, 95% CI [\(points(d.low)), \(points(d.high))]"
                     out +=
@@ -119,6 +124,55 @@ public enum ReportRunner {
                         : d.high < 0 ? " (the campaign hurts)\n" : " (not distinguishable from no effect)\n"
                 } else if g.holdout != nil {
                     out += "    difference: - (a group has no user with a full window yet)\n"
+                }
+            }
+            for t in u.tests { out += test(t, goals: u.goals) }
+        }
+        return out
+    }
+
+    /// A mean value with its interval: `12.40 [8.10, 16.70]`.
+    static func money(_ mean: Double?, _ ci: (low: Double, high: Double)?) -> String {
+        guard let mean else { return "-" }
+        return String(format: "%.2f", mean) + (ci.map { String(format: " [%.2f, %.2f]", $0.low, $0.high) } ?? "")
+    }
+
+    static func verdict(_ d: (estimate: Double, low: Double, high: Double)) -> String {
+        d.low > 0 ? "better" : d.high < 0 ? "worse" : "no clear difference"
+    }
+
+    /// An A/B test: per goal, each variant's conversion (and value) and its difference from the control.
+    static func test(_ t: TestReport, goals: [GoalReport]) -> String {
+        var out = "\n  test " + (t.rule.map { "of rule \($0)" } ?? "of the whole file") + ": "
+        out += t.variants.map { "\($0.id) \(String(format: "%g", $0.weight))%" + ($0.control ? " (control)" : "") }.joined(
+            separator: ", ")
+        out += "\n"
+        for (g, goal) in goals.enumerated() {
+            out += "    goal \(goal.id)\n"
+            out += "    variant       exposed  full window  converted  rate    95% CI           vs control (points, 95% CI)\n"
+            for v in t.variants {
+                let x = v.goals[g].result
+                let ci = x.interval.map { "[\(percent($0.low)), \(percent($0.high))]" } ?? "-"
+                let diff =
+                    v.control
+                    ? "control"
+                    : v.goals[g].difference.map {
+                        "\(points($0.estimate)) [\(points($0.low)), \(points($0.high))] \(verdict($0))"
+                    } ?? "-"
+                out +=
+                    "    " + v.id.padding(12) + "  " + String(x.exposed).leftPadding(7) + "  "
+                    + String(x.complete).leftPadding(11)
+                    + "  " + String(x.converted).leftPadding(9) + "  " + percent(x.rate).padding(6) + "  " + ci.padding(15) + "  "
+                    + diff + "\n"
+            }
+            if let value = goal.value {
+                for v in t.variants {
+                    let x = v.goals[g].result
+                    out += "    \(v.id): \(value) per user \(money(x.meanValue, x.valueInterval))"
+                    if let d = v.goals[g].valueDifference {
+                        out += String(format: ", vs control %+.2f [%+.2f, %+.2f] ", d.estimate, d.low, d.high) + verdict(d)
+                    }
+                    out += "\n"
                 }
             }
         }
@@ -130,10 +184,15 @@ public enum ReportRunner {
     static func json(_ r: Report) -> Value {
         func time(_ t: Int64?) -> Value { t.map { .string(Timestamp(milliseconds: $0).description) } ?? .null }
         func num(_ x: Double?) -> Value { x.map { .double(($0 * 1e6).rounded() / 1e6) } ?? .null }
+        func interval(_ d: (estimate: Double, low: Double, high: Double)?) -> Value {
+            d.map { .map(ValueMap([("estimate", num($0.estimate)), ("ci95", .list([num($0.low), num($0.high)]))])) } ?? .null
+        }
         func group(_ g: GroupResult) -> Value {
             .map(
                 ValueMap([
                     ("exposed", .int(Int64(g.exposed))), ("full_window", .int(Int64(g.complete))),
+                    ("value_per_user", num(g.meanValue)),
+                    ("value_ci95", g.valueInterval.map { .list([num($0.low), num($0.high)]) } ?? .null),
                     ("converted", .int(Int64(g.converted))), ("rate", num(g.rate)),
                     ("ci95", g.interval.map { .list([num($0.low), num($0.high)]) } ?? .null),
                     ("median_ms", g.median.map { .int($0) } ?? .null), ("p90_ms", g.p90.map { .int($0) } ?? .null),
@@ -185,7 +244,45 @@ public enum ReportRunner {
                                 } else {
                                     m[string: "difference"] = .null
                                 }
+                                m[string: "value"] = g.value.map { .string($0) } ?? .null
                                 return .map(m)
+                            })
+                    ),
+                    (
+                        "tests",
+                        .list(
+                            u.tests.map { t in
+                                .map(
+                                    ValueMap([
+                                        ("rule", t.rule.map { .string($0) } ?? .null),
+                                        (
+                                            "variants",
+                                            .list(
+                                                t.variants.map { v in
+                                                    .map(
+                                                        ValueMap([
+                                                            ("variant", .string(v.id)), ("control", .bool(v.control)),
+                                                            ("weight", num(v.weight / 100)),
+                                                            (
+                                                                "goals",
+                                                                .list(
+                                                                    v.goals.map { vg in
+                                                                        .map(
+                                                                            ValueMap([
+                                                                                ("goal", .string(vg.goal)),
+                                                                                ("result", group(vg.result)),
+                                                                                ("difference", interval(vg.difference)),
+                                                                                (
+                                                                                    "value_difference",
+                                                                                    interval(vg.valueDifference)
+                                                                                ),
+                                                                            ]))
+                                                                    })
+                                                            ),
+                                                        ]))
+                                                })
+                                        ),
+                                    ]))
                             })
                     ),
                 ]))

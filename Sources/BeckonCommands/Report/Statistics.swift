@@ -30,6 +30,32 @@ enum Statistics {
         return (d, low, high)
     }
 
+    /// The mean of `values` with a 95% interval from the normal approximation (the sample's standard deviation over
+    /// √n); `nil` for fewer than two values. Revenue per user is skewed: with few users the interval is rough.
+    static func meanInterval(_ values: [Double], z: Double = z95) -> (low: Double, high: Double)? {
+        guard values.count >= 2 else { return nil }
+        let n = Double(values.count)
+        let mean = values.reduce(0, +) / n
+        let variance = values.reduce(0) { $0 + ($1 - mean) * ($1 - mean) } / (n - 1)
+        let half = z * (variance / n).squareRoot()
+        return (mean - half, mean + half)
+    }
+
+    /// The difference of two means (Welch: each group's own variance), with a 95% normal-approximation interval.
+    static func meanDifference(_ a: [Double], _ b: [Double], z: Double = z95) -> (estimate: Double, low: Double, high: Double)? {
+        guard a.count >= 2, b.count >= 2 else { return nil }
+        func stats(_ x: [Double]) -> (mean: Double, varianceOfMean: Double) {
+            let n = Double(x.count)
+            let m = x.reduce(0, +) / n
+            return (m, x.reduce(0) { $0 + ($1 - m) * ($1 - m) } / (n - 1) / n)
+        }
+        let (ma, va) = stats(a)
+        let (mb, vb) = stats(b)
+        let d = ma - mb
+        let half = z * (va + vb).squareRoot()
+        return (d, d - half, d + half)
+    }
+
     /// The `q` quantile (0…1) of sorted values, interpolating linearly between the two nearest ranks (the definition
     /// R calls type 7 and NumPy uses by default). `nil` for no values.
     static func quantile(_ sorted: [Int64], _ q: Double) -> Int64? {

@@ -15,6 +15,8 @@
 /// - `channel_limit_never_binds`: a cap in the settings' `channel_limits` that no rule can reach: no enabled rule
 ///   sends on the channel, or `global_limit` (which counts every channel) blocks first in a window that always
 ///   contains the channel's.
+/// - `variant_weights`: a file's or a rule's variants whose weights do not add up to 100 (they are used as shares of
+///   their sum, which is rarely what was meant).
 struct RuleAnalyzer {
     let files: [RuleFileSpec]
     let ruleSet: (units: [CompiledUnit], rules: [CompiledRule])
@@ -39,6 +41,9 @@ struct RuleAnalyzer {
     mutating func run() {
         let byName = Dictionary(ruleSet.rules.map { ($0.qualifiedID, $0) }, uniquingKeysWith: { a, _ in a })
         for file in files where file.enabled {
+            if !file.silence.contains(where: { $0.value == DiagnosticID.variantWeights.rawValue }) {
+                variantWeights(file.variants, into: &warnings)
+            }
             for spec in file.rules where spec.enabled {
                 guard let rule = byName[file.name.value + "/" + spec.id.value] else { continue }
                 let silenced = Set((file.silence + spec.silence).map(\.value))
@@ -48,6 +53,7 @@ struct RuleAnalyzer {
                 limits(spec, in: file, into: &found)
                 cooldownOutlivesFile(spec, in: file, into: &found)
                 deepLinks(spec, into: &found)
+                variantWeights(spec.variants, into: &found)
                 delay(spec, in: file, into: &found)
                 warnings += found.filter { !silenced.contains($0.id.rawValue) }
             }
@@ -315,6 +321,20 @@ struct RuleAnalyzer {
                         + schemes.map(\.value).joined(separator: ", ") + ")" + (hint.map { "; did you mean '\($0)'?" } ?? ""),
                     at: link.location, suggestion: "fix the link, or add '\(scheme)' to `deep_link_schemes` if the app opens it"))
         }
+    }
+
+    // MARK: variant_weights
+
+    private func variantWeights(_ variants: [VariantSpec], into out: inout [Diagnostic]) {
+        guard let first = variants.first else { return }
+        let sum = variants.reduce(0) { $0 + $1.weight.value }
+        guard abs(sum - 100) > 1e-9 else { return }
+        let text = String(describing: sum).replacingSuffix(".0", with: "")
+        out.append(
+            Diagnostic(
+                .warning, .variantWeights,
+                "the variants' weights add up to \(text)%, not 100%: they are used as shares of \(text)",
+                at: first.weight.location, suggestion: "make them add up to 100"))
     }
 
     // MARK: channel_limit_never_binds

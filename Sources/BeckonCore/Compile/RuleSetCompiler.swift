@@ -345,10 +345,21 @@ private struct Builder {
             }
         }
         let id = symbols.event(BoundEvent.internKey(kind: .track, name: g.event.value))
-        return CompiledGoal(
+        var goal = CompiledGoal(
             id: g.id.value, description: g.description, event: g.event.value, eventID: id,
             whereExpr: condition(g.whereClause, "where", environment(segments, .whereClause, events: [g.event.value])),
             withinMs: g.withinMs.value, exposureRule: exposure)
+        if let v = g.value {
+            if let plan = symbols.plan, let props = plan.events[g.event.value], props[v.value] == nil {
+                diagnostics.error(
+                    .unknownProperty,
+                    "the tracking plan's '\(g.event.value)' has no property '\(v.value)'"
+                        + PlanIndex.hint(v.value, Array(props.keys)), at: v.location)
+            }
+            goal.valueProperty = v.value
+            goal.valueSlot = symbols.property(v.value)
+        }
+        return goal
     }
 
     mutating func compileFlow(_ f: FlowSpec, segments: SegmentTable) -> CompiledFlow {
@@ -451,6 +462,7 @@ private struct Builder {
             }
             actions.append(action(a.value, actionEnv))
         }
+        let variants = compileVariants(spec, file: file, actions: actions, surface: surface, env: actionEnv)
         var fireSeries: Int32 = -1
         if !limits.rolling.isEmpty {
             fireSeries = symbols.upsertSeries(
@@ -464,7 +476,47 @@ private struct Builder {
             whereExpr: whereExpr, whereTraced: whereTraced, ifExpr: ifExpr, ifTraced: ifTraced, limits: limits,
             priority: spec.priority?.value ?? file.defaultPriority ?? 0, surface: surface,
             surfaceID: surface.map { symbols.surface($0) } ?? -1, actions: actions,
-            fireSeries: fireSeries, location: spec.location, timing: timing, reprompt: reprompt(spec.reprompt))
+            fireSeries: fireSeries, location: spec.location, timing: timing, reprompt: reprompt(spec.reprompt),
+            variants: variants)
+    }
+
+    /// The rule's A/B test: its own `variants:` (each with its own `do` or the rule's), or its file's (the rule's
+    /// actions in every variant, the user's variant shared by the file's rules).
+    mutating func compileVariants(
+        _ spec: RuleSpec, file: RuleFileSpec, actions: [ActionTemplate], surface: String?, env: RuleEnvironment
+    ) -> CompiledVariants? {
+        if !spec.variants.isEmpty && !file.variants.isEmpty {
+            diagnostics.error(
+                .invalidValue, "this \(file.kind.rawValue) has variants already: a rule of it cannot have its own",
+                at: spec.variants[0].location, suggestion: "test the rule in a file of its own, or remove one of the tests")
+            return nil
+        }
+        let specs = spec.variants.isEmpty ? file.variants : spec.variants
+        guard !specs.isEmpty else { return nil }
+        var lists: [[ActionTemplate]] = []
+        for v in specs {
+            guard let own = v.actions else {
+                lists.append(actions)
+                continue
+            }
+            for a in own {
+                if case .message(let m) = a.value, m.surface != surface {
+                    diagnostics.error(
+                        .invalidAction,
+                        "variant '\(v.id.value)' shows its message on '\(m.surface)', the rule on "
+                            + (surface.map { "'\($0)'" } ?? "no surface") + ": a test changes what shows, not where",
+                        at: a.location)
+                }
+            }
+            lists.append(own.map { action($0.value, env) })
+        }
+        let origins = zip(specs, lists).map {
+            ActionOrigin(unit: file.name.value, unitKind: file.kind, rule: spec.id.value, actions: $1, variant: $0.id.value)
+        }
+        return CompiledVariants(
+            ids: specs.map(\.id.value), weights: specs.map(\.weight.value), controlIndex: specs.firstIndex(where: \.control),
+            salt: spec.variants.isEmpty ? file.name.value : file.name.value + "/" + spec.id.value, actions: lists,
+            origins: origins)
     }
 
     mutating func compileTiming(_ spec: RuleSpec, file: RuleFileSpec, segments: SegmentTable, isChange: Bool) -> CompiledTiming {

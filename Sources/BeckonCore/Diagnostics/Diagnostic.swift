@@ -86,6 +86,7 @@ public enum DiagnosticID: String, CaseIterable, Sendable, CustomStringConvertibl
     case deepLinkScheme = "deep_link_scheme"
     case delayOutlivesCampaign = "delay_outlives_campaign"
     case channelLimitNeverBinds = "channel_limit_never_binds"
+    case variantWeights = "variant_weights"
 
     public var description: String { rawValue }
 
@@ -93,7 +94,7 @@ public enum DiagnosticID: String, CaseIterable, Sendable, CustomStringConvertibl
     /// Tests/BeckonCommandsTests/Fixtures/analysis.
     public static let analysis: [DiagnosticID] = [
         .neverTrue, .shadowedRule, .limitNeverBinds, .limitAlwaysBinds, .deepLinkScheme, .delayOutlivesCampaign,
-        .channelLimitNeverBinds,
+        .channelLimitNeverBinds, .variantWeights,
     ]
 
     /// Every class `validate` reports that is not an analysis warning; each has a fixture under

@@ -97,6 +97,7 @@ public indirect enum ValueSchema: Sendable {
 
 extension String {
     func replacingPrefix(_ p: String, with r: String) -> String { hasPrefix(p) ? r + dropFirst(p.count) : self }
+    func replacingSuffix(_ p: String, with r: String) -> String { hasSuffix(p) ? dropLast(p.count) + r : self }
 }
 
 /// The DSL, version 1.
@@ -333,6 +334,32 @@ public enum DSL {
             KeySchema(
                 "exposure", .identifier, doc: "the rule whose first fire exposes a user (default: any rule of the file)",
                 example: "welcome_notification"),
+            KeySchema(
+                "value", .text,
+                doc: """
+                    a numeric property of the goal event to sum (revenue): the report then gives the value per exposed \
+                    user beside the conversion rate
+                    """, example: "revenue"),
+        ])
+
+    static let variant = ObjectSchema(
+        "variant",
+        doc: """
+            One arm of an A/B test. Each user is in one variant, chosen by a stable hash of the user id and the file \
+            (or the rule, for a rule's own variants) and the weights in the order written: the same on every machine \
+            and run, and unchanged by edits that keep the variants' order and weights. Every action carries \
+            `"variant"`; a control variant's fires are recorded as `held_back` and send nothing.
+            """,
+        keys: [
+            KeySchema(
+                "id", .identifier, required: true, doc: "its name, in every action and in the report", example: "short_copy"),
+            KeySchema(
+                "weight", .text, required: true, doc: "its share of users, in percent (the weights add up to 100)", example: "45"),
+            KeySchema("control", .boolean, doc: "`true`: the control group, sent nothing, that the others are compared with"),
+            KeySchema(
+                "do", .list(.variant(actions)),
+                doc: "on a rule's variant: its actions instead of the rule's `do`",
+                example: "[ { push: { body: \"Still thinking it over?\" } } ]"),
         ])
 
     static let planField = ObjectSchema(
@@ -472,6 +499,9 @@ public enum DSL {
             KeySchema(
                 "do", .list(.variant(actions)), required: true, doc: "the actions, in order",
                 example: "[ { message: { surface: launch, title: Hello } } ]"),
+            KeySchema(
+                "variants", .list(.object(variant)),
+                doc: "an A/B test of this rule: each variant's own `do` (or the rule's), with weights and a control"),
         ])
 
     static let defaults = ObjectSchema(
@@ -522,6 +552,12 @@ public enum DSL {
                     a share of users held back as a control group (`10%`), chosen by user id: their fires are recorded as \
                     `held_back` and their actions are not sent
                     """, example: "10%"),
+            KeySchema(
+                "variants", .list(.object(variant)),
+                doc: """
+                    an A/B test of the whole file: every rule's actions carry the user's variant; a control variant \
+                    is held back (instead of `holdout`)
+                    """),
             KeySchema("flows", .list(.object(flow)), doc: "multi-step flows the rules move users through"),
             KeySchema(
                 "conversion_values", .list(.object(conversionValue)),

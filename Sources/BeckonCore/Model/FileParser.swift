@@ -435,6 +435,14 @@ public struct FileParser {
                     at: s.location)
             }
         }
+        if let v = k["variants"] {
+            spec.variants = variants(v.value, ofRule: false)
+            if let h = spec.holdout, !spec.variants.isEmpty {
+                diagnostics.error(
+                    .invalidValue, "a file with variants has its control group among them, not a holdout", at: h.location,
+                    suggestion: "remove `holdout`, and add a variant with `control: true`")
+            }
+        }
         if let f = k["flows"] { spec.flows = flows(f.value) }
         if let c = k["conversion_values"] { spec.conversionValues = conversionValues(c.value) }
         spec.silence = k["silence"].flatMap { silence($0.value) } ?? []
@@ -673,7 +681,66 @@ public struct FileParser {
             location: id.location)
         timing(&spec, k)
         spec.silence = k["silence"].flatMap { silence($0.value) } ?? []
+        if let v = k["variants"] { spec.variants = variants(v.value, ofRule: true) }
         return spec
+    }
+
+    /// A file's or a rule's `variants:`: at least two, ids once, at most one control (with no actions of its own),
+    /// positive weights. (Weights that do not add up to 100 are a warning of the analysis, not an error.)
+    mutating func variants(_ node: SourceNode, ofRule: Bool) -> [VariantSpec] {
+        guard case .sequence(let items, let loc) = node else {
+            diagnostics.error(
+                .wrongType, "'variants' expects a list of variants, found \(node.kindDescription)", at: node.location)
+            return []
+        }
+        var out: [VariantSpec] = []
+        for item in items {
+            guard let k = keys(of: item, DSL.variant, context: "variant"),
+                let id = k["id"].flatMap({ identifier($0.value, "id") }),
+                let w = k["weight"].flatMap({ scalar($0.value, "weight", .text) })
+            else { continue }
+            let text = w.text.trimmingWhitespace()
+            guard let weight = Double(text.hasSuffix("%") ? String(text.dropLast()) : text), weight > 0, weight <= 100 else {
+                diagnostics.error(
+                    .invalidValue, "'weight' is a share of users in percent (more than 0, at most 100), not '\(w.text)'",
+                    at: w.location)
+                continue
+            }
+            let control = k["control"].flatMap { boolean($0.value, "control")?.value } ?? false
+            var actions: [Located<ActionSpec>]?
+            if let d = k["do"] {
+                if !ofRule {
+                    diagnostics.error(
+                        .invalidAction, "a file's variant has no actions of its own: they are its rules'", at: d.key.location,
+                        suggestion: "put the variants on the rule whose actions differ")
+                } else if control {
+                    diagnostics.error(.invalidAction, "the control variant sends nothing: it has no `do`", at: d.key.location)
+                } else if case .sequence(let xs, _) = d.value, !xs.isEmpty {
+                    actions = xs.compactMap { action($0) }
+                } else {
+                    diagnostics.error(.wrongType, "'do' expects a list of actions", at: d.value.location)
+                }
+            }
+            if out.contains(where: { $0.id.value == id.value }) {
+                diagnostics.error(.duplicateName, "variant '\(id.value)' is defined twice", at: id.location)
+                continue
+            }
+            if control, let other = out.first(where: \.control) {
+                diagnostics.error(
+                    .invalidValue, "'\(other.id.value)' is the control already: a test has one control", at: id.location)
+                continue
+            }
+            out.append(
+                VariantSpec(
+                    id: id, weight: Located(weight, w.location), control: control, actions: actions, location: item.location))
+        }
+        if out.count == 1 {
+            diagnostics.error(
+                .invalidValue, "one variant is no test: give at least two (one may be `control: true`)", at: loc,
+                suggestion: "add a variant, or remove `variants`")
+            return []
+        }
+        return out
     }
 
     /// `silence: [ids]`: each must be the id of an analysis warning.
@@ -1237,7 +1304,8 @@ public struct FileParser {
                 GoalSpec(
                     id: id, description: k["description"].flatMap { string($0.value, "description")?.value }, event: ev,
                     whereClause: k["where"].flatMap { expression($0.value, "where") }, withinMs: within,
-                    exposure: k["exposure"].flatMap { identifier($0.value, "exposure") }))
+                    exposure: k["exposure"].flatMap { identifier($0.value, "exposure") },
+                    value: k["value"].flatMap { string($0.value, "value") }))
         }
         return out
     }

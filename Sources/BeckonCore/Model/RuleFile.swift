@@ -81,6 +81,8 @@ public struct RuleFileSpec: Sendable {
     public var conversionValues: [ConversionValueSpec] = []
     /// The share of users (0 ≤ share < 1) held back as a control group.
     public var holdout: Located<Double>? = nil
+    /// `variants:` of the whole file (empty: none).
+    public var variants: [VariantSpec] = []
     /// Analysis warnings not reported for any rule of the file.
     public var silence: [Located<String>] = []
 }
@@ -246,6 +248,19 @@ public struct RuleSpec: Sendable {
     public var reprompt: RepromptSpec? = nil
     /// Analysis warnings not reported for this rule.
     public var silence: [Located<String>] = []
+    /// The rule's own A/B test (empty: none).
+    public var variants: [VariantSpec] = []
+}
+
+/// One arm of an A/B test (a file's or a rule's `variants:`).
+public struct VariantSpec: Sendable {
+    public var id: Located<String>
+    /// Percent, as written (the weights of a test should add up to 100; they are used as shares of their sum).
+    public var weight: Located<Double>
+    public var control: Bool
+    /// A rule's variant's own actions (`nil`: the rule's).
+    public var actions: [Located<ActionSpec>]?
+    public var location: SourceLocation
 }
 
 public enum ActionSpec: Sendable {
@@ -447,6 +462,8 @@ public struct GoalSpec: Sendable {
     public var withinMs: Located<Int64>
     /// The rule whose first fire exposes the user (default: any rule of the file).
     public var exposure: Located<String>?
+    /// A numeric property of the goal event summed per user (revenue).
+    public var value: Located<String>? = nil
 }
 
 /// SKAdNetwork-style conversion values: per user, the highest value of the table's events seen within a window from

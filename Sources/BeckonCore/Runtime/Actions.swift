@@ -27,6 +27,8 @@ public struct FiredAction: Sendable {
     public var unit: String { origin.unit }
     public var unitKind: UnitKind { origin.unitKind }
     public var rule: String { origin.rule }
+    /// The A/B test variant the user is in, when the rule or its file has `variants:`.
+    public var variant: String? { origin.variant }
     /// What triggered it: the event name, `screen:NAME`, or `change:ATTRIBUTE`.
     public var trigger: String
     /// `message`, `screen`, `deep_link`, `notify`, `mark_read`, `prompt`, `emit`, `set`, `unset`.
@@ -167,7 +169,8 @@ final class ActionOrigin: Sendable {
     /// Per action of the rule's `do`: its kind, and its fields when they are all constants (computed once).
     let kinds: [String]
     let constantFields: [[(key: String, value: Value)]?]
-    /// `"<unit kind>":"<unit>","rule":"<rule>"`: the members of every action line of the rule after `userId`.
+    /// `"<unit kind>":"<unit>","rule":"<rule>"` (and `"variant":"<id>"`): the members of every action line of the
+    /// rule after `userId`.
     let headJSON: [UInt8]
     /// Per action whose fields are constants: `"action":"<kind>"` and its fields, as members.
     let constantJSON: [[UInt8]?]
@@ -175,10 +178,14 @@ final class ActionOrigin: Sendable {
     /// without copying `constantFields`).
     let constantMask: UInt64
 
-    init(unit: String, unitKind: UnitKind, rule: String, actions: [ActionTemplate]) {
+    /// The A/B test variant whose actions these are (`nil`: the rule has no test).
+    let variant: String?
+
+    init(unit: String, unitKind: UnitKind, rule: String, actions: [ActionTemplate], variant: String? = nil) {
         self.unit = unit
         self.unitKind = unitKind
         self.rule = rule
+        self.variant = variant
         qualifiedRule = unit + "/" + rule
         kinds = actions.map(\.kind.rawValue)
         constantFields = actions.map(\.constantFields)
@@ -188,6 +195,10 @@ final class ActionOrigin: Sendable {
             w.string(unit)
             w.key(static: "rule")
             w.string(rule)
+            if let variant {
+                w.key(static: "variant")
+                w.string(variant)
+            }
         }
         constantJSON = zip(kinds, constantFields).map { kind, fields in
             fields.map { fields in ActionOrigin.members { ActionOrigin.writeKindAndFields(kind, fields, to: &$0) } }

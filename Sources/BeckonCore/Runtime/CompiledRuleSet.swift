@@ -304,6 +304,9 @@ public struct CompiledGoal: Sendable {
     public let withinMs: Int64
     /// The rule whose first fire exposes a user; `nil`: the first fire of any rule of the file.
     public let exposureRule: Int32?
+    /// The property summed as the goal's value (revenue), by name and slot; `nil`: conversions only.
+    public var valueProperty: String? = nil
+    var valueSlot: Int? = nil
 }
 
 /// A versioned flow, compiled.
@@ -396,6 +399,8 @@ public final class CompiledRule: Sendable {
     public let surface: String?
     /// `surface` interned within the rule set (-1: none), for arbitration without string compares.
     let surfaceID: Int32
+    /// Its A/B test (its own `variants:`, or its file's), `nil` when it has none.
+    public let variants: CompiledVariants?
     /// The channels (``ActionKind/channels``) its actions message the user on, in channel order: a rule with any counts
     /// toward `global_limit`, and toward each of their `channel_limits`.
     let channels: [ActionKind]
@@ -425,8 +430,9 @@ public final class CompiledRule: Sendable {
         triggerDescription: String, whereExpr: CompiledExpr?, whereTraced: CompiledExpr?, ifExpr: CompiledExpr?,
         ifTraced: CompiledExpr?, limits: CompiledLimits, priority: Int, surface: String?, surfaceID: Int32,
         actions: [ActionTemplate], fireSeries: Int32, location: SourceLocation, timing: CompiledTiming,
-        reprompt: CompiledReprompt?
+        reprompt: CompiledReprompt?, variants: CompiledVariants? = nil
     ) {
+        self.variants = variants
         self.index = index
         self.unit = unit
         self.id = id
@@ -455,7 +461,8 @@ public final class CompiledRule: Sendable {
         hasLimits = !limits.isEmpty
         tracksOccurrences = limits.tracksOccurrences
         keepsRecord = !limits.isEmpty || reprompt != nil
-        channels = ActionKind.channels.filter { c in actions.contains { $0.kind == c } }
+        let every = actions + (variants?.actions.flatMap { $0 } ?? [])
+        channels = ActionKind.channels.filter { c in every.contains { $0.kind == c } }
     }
 
     deinit {
@@ -564,6 +571,46 @@ public struct EngineSettings: Sendable {
 
     /// The defaults, before any settings file.
     public init() {}
+}
+
+/// A rule's A/B test, compiled: each user's variant by a stable hash, and each variant's actions.
+public final class CompiledVariants: Sendable {
+    public let ids: [String]
+    /// The weights as written (percent).
+    public let weights: [Double]
+    /// The control variant's place in ``ids``, if the test has one: its users' fires are `held_back`.
+    public let controlIndex: Int?
+    /// What a user id is hashed with: the file's name (a file's test: one variant per user across its rules), or
+    /// `unit/rule` (a rule's own).
+    public let salt: String
+    /// The upper end of each variant's share of [0, 1), in the order written.
+    let bounds: [Double]
+    /// Per variant, its actions and the origin its fires carry (with `"variant"` in their JSON).
+    let actions: [[ActionTemplate]]
+    let origins: [ActionOrigin]
+
+    init(ids: [String], weights: [Double], controlIndex: Int?, salt: String, actions: [[ActionTemplate]], origins: [ActionOrigin])
+    {
+        self.ids = ids
+        self.weights = weights
+        self.controlIndex = controlIndex
+        self.salt = salt
+        let total = weights.reduce(0, +)
+        var sum = 0.0
+        bounds = weights.map {
+            sum += $0
+            return sum / total
+        }
+        self.actions = actions
+        self.origins = origins
+    }
+
+    /// The user's variant: the same for a user on every machine and run, and unchanged by edits that keep the
+    /// variants' order and weights.
+    public func index(of userID: String) -> Int {
+        let x = Holdout.fraction(unit: "variant:" + salt, user: userID)
+        return bounds.firstIndex { x < $0 } ?? bounds.count - 1
+    }
 }
 
 /// A cap on one channel's fires across all rules (`channel_limits`), in windows only.

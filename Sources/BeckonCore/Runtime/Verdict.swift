@@ -223,6 +223,8 @@ public struct GoalHit: Sendable {
     public var goal: Int
     public var userID: String
     public var time: Int64
+    /// The goal event's value property (revenue), when the goal has one and the event carries a number.
+    public var value: Double? = nil
 }
 
 /// What processing one event did.

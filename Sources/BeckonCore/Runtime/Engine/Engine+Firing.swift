@@ -67,33 +67,53 @@ extension Engine {
                     series: g, at: now, now: now, retentionMs: ruleSet.seriesTable[g].retentionMs, keepsLifetime: false)
             }
         }
-        if ruleSet.hasHoldouts, ruleSet.units[Int(rule.unit)].isHeldOut(profile.userID) {
-            // The control group: the fire is recorded (and counts for limits and reports), nothing is sent.
+        // The control group (a holdout, or a test's control variant): the fire is recorded (and counts for limits and
+        // reports), nothing is sent.
+        func heldBack(_ origin: ActionOrigin) -> Bool {
             out.actions.append(
                 FiredAction(
-                    origin: rule.origin, actionIndex: -1, triggerKey: triggerKey, time: now, userID: profile.userID,
+                    origin: origin, actionIndex: -1, triggerKey: triggerKey, time: now, userID: profile.userID,
                     trigger: trigger, kind: ActionKind.heldBack.rawValue,
                     fields: [("actions", .list(rule.actions.map { .string($0.kind.rawValue) }))]))
             return false
         }
-        let origin = rule.originReference
+        if ruleSet.hasHoldouts, ruleSet.units[Int(rule.unit)].isHeldOut(profile.userID) { return heldBack(rule.origin) }
+        var actions = rule.actions
         var skipped: [ActionKind] = []
-        for i in 0..<origin.with({ $0.kinds.count }) {
-            if origin.with({ $0.isConstant(i) }) {
-                out.actions.append(
-                    origin: origin, action: i, time: now, userID: profile.userID, key: triggerKey, trigger: trigger)
-            } else {
+        if let v = rule.variants {
+            // A test's fires are kept whole, with the variant's origin (its JSON names the variant).
+            let k = v.index(of: profile.userID)
+            if k == v.controlIndex { return heldBack(v.origins[k]) }
+            actions = v.actions[k]
+            for i in actions.indices {
                 var fa = FiredAction(
-                    origin: origin.object, actionIndex: i, triggerKey: triggerKey, time: now, userID: profile.userID,
+                    origin: v.origins[k], actionIndex: i, triggerKey: triggerKey, time: now, userID: profile.userID,
                     trigger: trigger)
-                perform(rule.actions[i], rule: rule, profile: profile, now: now, action: &fa, round: &round)
-                if fa.kind == ActionKind.skipped.rawValue { skipped.append(rule.actions[i].kind) }
+                if !v.origins[k].isConstant(i) {
+                    perform(actions[i], rule: rule, profile: profile, now: now, action: &fa, round: &round)
+                    if fa.kind == ActionKind.skipped.rawValue { skipped.append(actions[i].kind) }
+                }
                 out.actions.append(fa)
+            }
+        } else {
+            let origin = rule.originReference
+            for i in 0..<origin.with({ $0.kinds.count }) {
+                if origin.with({ $0.isConstant(i) }) {
+                    out.actions.append(
+                        origin: origin, action: i, time: now, userID: profile.userID, key: triggerKey, trigger: trigger)
+                } else {
+                    var fa = FiredAction(
+                        origin: origin.object, actionIndex: i, triggerKey: triggerKey, time: now, userID: profile.userID,
+                        trigger: trigger)
+                    perform(rule.actions[i], rule: rule, profile: profile, now: now, action: &fa, round: &round)
+                    if fa.kind == ActionKind.skipped.rawValue { skipped.append(rule.actions[i].kind) }
+                    out.actions.append(fa)
+                }
             }
         }
         // A channel's cap counts the fires that reached the user on it: not a push or email skipped for no address.
         for c in ruleSet.settings.channelLimits where rule.channels.contains(c.channel) {
-            let sent = rule.actions.filter { $0.kind == c.channel }.count > skipped.filter { $0 == c.channel }.count
+            let sent = actions.filter { $0.kind == c.channel }.count > skipped.filter { $0 == c.channel }.count
             if sent {
                 profile.history.record(
                     series: c.series, at: now, now: now, retentionMs: ruleSet.seriesTable[c.series].retentionMs,

@@ -336,7 +336,14 @@ public final class Engine {
                 let goal = rs.units[Int(u)].goals[g]
                 scope.event = e
                 if goal.whereExpr.map({ $0.evaluate(scope).isTrue }) ?? true {
-                    out.goalHits.append(GoalHit(unit: u, goal: g, userID: profile.userID, time: now))
+                    var value: Double?
+                    switch goal.valueSlot.flatMap({ e.property($0) }) {
+                    case .int(let n)?: value = Double(n)
+                    case .uint(let n)?: value = Double(n)
+                    case .double(let d)? where d.isFinite: value = d
+                    default: value = nil
+                    }
+                    out.goalHits.append(GoalHit(unit: u, goal: g, userID: profile.userID, time: now, value: value))
                 }
             }
         }
