@@ -153,6 +153,8 @@ struct SeedRuleSetTests {
             case .events: kinds.insert(r.timing.isDelayed ? "delayed" : (r.limits.tracksOccurrences ? "occurrence" : "event"))
             case .change: kinds.insert("change")
             case .sequence: kinds.insert("sequence")
+            case .inactive: kinds.insert("inactive")
+            case .schedule: kinds.insert("schedule")
             }
         }
         #expect(rs.rules.count >= 4)

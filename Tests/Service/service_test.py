@@ -466,6 +466,41 @@ class IdentityMerge(WallClockRules):
             self.assertEqual(server.stop(), 0)
 
 
+class TimedRulesLive(WallClockRules):
+    """`schedule` and `inactive_for` run on the service's wall clock, with no further event."""
+
+    def setUp(self):
+        self.at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 8))
+        self.RULES = f"""version: 1
+campaign: timed
+rules:
+  - id: news
+    schedule: {self.at}
+    do:
+      - message: {{ surface: home, title: News }}
+  - id: miss_you
+    inactive_for: 3s
+    do:
+      - message: {{ surface: inbox, title: Still there? }}
+"""
+        super().setUp()
+
+    def test_a_schedule_and_inactivity_come_due_on_the_wall_clock(self):
+        server = self.server()
+        try:
+            self.assertEqual(server.post("/v1/track", {"userId": "amy", "event": "Opened", "messageId": "t1"})[0], 200)
+            deadline = time.time() + 20
+            while time.time() < deadline and len(server.all_actions("amy")) < 2:
+                time.sleep(0.2)
+            got = {a["rule"]: a for a in server.all_actions("amy")}
+            self.assertEqual(sorted(got), ["miss_you", "news"], got)
+            self.assertEqual(got["news"]["time"], self.at)
+            time.sleep(1)
+            self.assertEqual(len(server.all_actions("amy")), 2, "a timed rule ran twice")
+        finally:
+            self.assertEqual(server.stop(), 0)
+
+
 class Shutdown(unittest.TestCase):
     def test_sigterm_answers_long_polls_and_stops_promptly(self):
         with tempfile.TemporaryDirectory() as tmp:

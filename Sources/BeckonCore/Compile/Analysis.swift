@@ -15,6 +15,8 @@
 /// - `channel_limit_never_binds`: a cap in the settings' `channel_limits` that no rule can reach: no enabled rule
 ///   sends on the channel, or `global_limit` (which counts every channel) blocks first in a window that always
 ///   contains the channel's.
+/// - `schedule_outside_campaign`: a scheduled rule whose runs all fall outside its file's `start`–`end` (a one-off
+///   before the start or after the end; a weekly run on a day the file's span does not reach).
 /// - `variant_weights`: a file's or a rule's variants whose weights do not add up to 100 (they are used as shares of
 ///   their sum, which is rarely what was meant).
 struct RuleAnalyzer {
@@ -54,6 +56,7 @@ struct RuleAnalyzer {
                 cooldownOutlivesFile(spec, in: file, into: &found)
                 deepLinks(spec, into: &found)
                 variantWeights(spec.variants, into: &found)
+                scheduleOutside(spec, in: file, into: &found)
                 delay(spec, in: file, into: &found)
                 warnings += found.filter { !silenced.contains($0.id.rawValue) }
             }
@@ -320,6 +323,40 @@ struct RuleAnalyzer {
                     "deep link '\(head)' uses scheme '\(scheme)', which is not in the settings' deep_link_schemes ("
                         + schemes.map(\.value).joined(separator: ", ") + ")" + (hint.map { "; did you mean '\($0)'?" } ?? ""),
                     at: link.location, suggestion: "fix the link, or add '\(scheme)' to `deep_link_schemes` if the app opens it"))
+        }
+    }
+
+    // MARK: schedule_outside_campaign
+
+    private func scheduleOutside(_ spec: RuleSpec, in file: RuleFileSpec, into out: inout [Diagnostic]) {
+        guard case .schedule(let sched) = spec.trigger, file.start != nil || file.end != nil else { return }
+        let start = file.start?.value.milliseconds ?? Int64.min
+        let end = file.end?.value.milliseconds ?? Int64.max
+        let day: Int64 = 86_400_000
+        switch sched.value {
+        case .once(let t):
+            guard t < start || t >= end else { return }
+            out.append(
+                Diagnostic(
+                    .warning, .scheduleOutsideCampaign,
+                    "rule '\(spec.id.value)' runs once at \(Timestamp(milliseconds: t)), "
+                        + (t < start ? "before its \(file.kind.rawValue) starts" : "after its \(file.kind.rawValue) ends")
+                        + ": it never runs", at: sched.location, suggestion: "move the time, or the file's start and end"))
+        case .every(let at):
+            // Zones are UTC-12 to UTC+14: a local day can begin 14 h before and end 12 h after the UTC day.
+            guard !at.days.isEmpty, start != Int64.min, end != Int64.max, end - start < 6 * day else { return }
+            var d = Civil.floorDivMod(start - 14 * 3_600_000, day).0
+            let last = Civil.floorDivMod(end + 12 * 3_600_000, day).0
+            while d <= last {
+                if at.days.contains(Civil.weekday(fromDays: d)) { return }
+                d += 1
+            }
+            out.append(
+                Diagnostic(
+                    .warning, .scheduleOutsideCampaign,
+                    "rule '\(spec.id.value)' runs \(sched.value.description), but its \(file.kind.rawValue) runs from "
+                        + "\(Timestamp(milliseconds: start)) to \(Timestamp(milliseconds: end)), which has no such day: it never runs",
+                    at: sched.location, suggestion: "pick a day within the file's dates, or widen them"))
         }
     }
 

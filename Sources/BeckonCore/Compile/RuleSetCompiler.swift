@@ -432,6 +432,13 @@ private struct Builder {
             trigger = .sequence(
                 CompiledSequence(steps: compiled, withinMs: within, correlateSlot: correlate.map { symbols.property($0.value) }))
             triggerDescription = "sequence:" + steps.map(\.event.value).joined(separator: " → ")
+        case .inactive(let d):
+            trigger = .inactive(ms: d.value)
+            triggerDescription = "inactive:" + DSLDuration.format(d.value)
+        case .schedule(let sched):
+            trigger = .schedule(sched.value)
+            triggerDescription = "schedule:" + sched.value.description
+            _ = symbols.zoneSlots
         }
         let ev = triggerEvents
         let whereExpr = condition(spec.whereClause, "where", environment(segments, .whereClause, change: isChange, events: ev))
@@ -524,7 +531,18 @@ private struct Builder {
         t.waitMs = spec.waitMs?.value
         t.at = spec.at?.value
         t.retrigger = spec.retrigger
-        t.recheck = spec.recheck
+        // Timed rules are decided when their time comes: conditions then, on the user's state then.
+        switch spec.trigger {
+        case .inactive:
+            t.recheck = true
+            t.retrigger = .restart
+        case .schedule:
+            // (`add`: a run held by quiet hours and the next run may both be pending.)
+            t.recheck = true
+            t.retrigger = .add
+        default:
+            t.recheck = spec.recheck
+        }
         t.quietHours = spec.quietHours ?? file.defaultQuietHours
         if t.at != nil || t.quietHours != nil { _ = symbols.zoneSlots }
         for u in spec.unless {

@@ -87,6 +87,7 @@ public enum DiagnosticID: String, CaseIterable, Sendable, CustomStringConvertibl
     case delayOutlivesCampaign = "delay_outlives_campaign"
     case channelLimitNeverBinds = "channel_limit_never_binds"
     case variantWeights = "variant_weights"
+    case scheduleOutsideCampaign = "schedule_outside_campaign"
 
     public var description: String { rawValue }
 
@@ -94,7 +95,7 @@ public enum DiagnosticID: String, CaseIterable, Sendable, CustomStringConvertibl
     /// Tests/BeckonCommandsTests/Fixtures/analysis.
     public static let analysis: [DiagnosticID] = [
         .neverTrue, .shadowedRule, .limitNeverBinds, .limitAlwaysBinds, .deepLinkScheme, .delayOutlivesCampaign,
-        .channelLimitNeverBinds, .variantWeights,
+        .channelLimitNeverBinds, .variantWeights, .scheduleOutsideCampaign,
     ]
 
     /// Every class `validate` reports that is not an analysis warning; each has a fixture under

@@ -450,6 +450,20 @@ public enum DSL {
                 doc:
                     "trigger when these events happen in this order (others may come between), the last within `within` of the first",
                 example: "[Added To Cart, Checkout Started]"),
+            KeySchema(
+                "inactive_for", .duration,
+                doc: """
+                    trigger once when the user has had no activity (track, screen or page events; not identify) for this \
+                    long; `audience` and `if` are checked then, against the user's state then; the next activity starts \
+                    the count again
+                    """, example: "7d"),
+            KeySchema(
+                "schedule", .text,
+                doc: """
+                    run at a time for every known user: once (`2026-03-05T10:00:00Z`) or at every such local time in \
+                    the user's zone (`every monday 10:00`, `every weekday 09:30`, `every day 18:00`); `audience` and `if` \
+                    are checked then
+                    """, example: "\"every monday 10:00\""),
             KeySchema("within", .duration, doc: "with `sequence`: the most time from the first step to the last", example: "1h"),
             KeySchema(
                 "correlate", .text, doc: "with `sequence`: a property every step must share (`event.properties.NAME`)",

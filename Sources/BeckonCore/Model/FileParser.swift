@@ -629,6 +629,37 @@ public struct FileParser {
                 }
             }
         }
+        // Timed triggers: no event to test with `where`, their own time instead of `wait`/`at`/`unless`.
+        func timed(_ name: String, _ why: String) {
+            for key in ["where", "wait", "at", "unless", "retrigger"] {
+                if let n = k[key] {
+                    diagnostics.error(
+                        .invalidTrigger, "'\(key)' does not go with `\(name)`: \(why)", at: n.key.location,
+                        suggestion: key == "where" ? "test the user with `if:`" : "remove '\(key)'")
+                }
+            }
+        }
+        if let inactive = k["inactive_for"], let d = duration(inactive.value, "inactive_for") {
+            triggerKeys.append(inactive.key)
+            if d.value <= 0 {
+                diagnostics.error(.invalidTrigger, "inactive for 0 is every moment: give a duration like 7d", at: d.location)
+            } else {
+                triggers.append(.inactive(d))
+            }
+            timed("inactive_for", "it fires when nothing has happened, at the end of the wait")
+        }
+        if let sched = k["schedule"], let text = scalar(sched.value, "schedule", .text) {
+            triggerKeys.append(sched.key)
+            if let spec = ScheduleSpec.parse(text.text) {
+                triggers.append(.schedule(Located(spec, text.location)))
+            } else {
+                diagnostics.error(
+                    .invalidTrigger,
+                    "'schedule' expects a time like 2026-03-05T10:00:00Z or every monday 10:00, found '\(text.text)'",
+                    at: text.location, suggestion: "write an RFC 3339 instant, or `every [day|weekday|weekend|monday…] HH:MM`")
+            }
+            timed("schedule", "it runs at its time, not on an event")
+        }
         if let seq = k["sequence"] {
             triggerKeys.append(seq.key)
             if let t = sequence(seq.value, k, context: context) { triggers.append(t) }
@@ -642,10 +673,14 @@ public struct FileParser {
             }
         }
         if triggers.isEmpty {
-            if k["on"] == nil && k["on_screen"] == nil && k["on_change"] == nil && k["sequence"] == nil {
+            if k["on"] == nil && k["on_screen"] == nil && k["on_change"] == nil && k["sequence"] == nil
+                && k["inactive_for"] == nil && k["schedule"] == nil
+            {
                 diagnostics.error(
                     .missingKey, "\(context) has no trigger", at: id.location,
-                    suggestion: "add `on: EVENT`, `on_screen: SCREEN`, `on_change: ATTRIBUTE` or `sequence: [A, B]`")
+                    suggestion:
+                        "add `on: EVENT`, `on_screen: SCREEN`, `on_change: ATTRIBUTE`, `sequence: [A, B]`, `inactive_for: 7d` or `schedule: …`"
+                )
             }
             // Read and compile the rest under no event, so that its problems are reported too.
             triggers.append(.events([]))

@@ -194,6 +194,39 @@ public enum TriggerSpec: Sendable {
     case change(attribute: Located<String>, from: [Located<Value>]?, to: [Located<Value>]?)
     /// Steps in order, the last within `withinMs` of the first, optionally with equal `correlate` property values.
     case sequence(steps: [StepSpec], withinMs: Int64, correlate: Located<String>?)
+    /// `inactive_for: 7d`: once the user has had no activity (track, screen or page events) for that long.
+    case inactive(Located<Int64>)
+    /// `schedule: "monday 10:00"` (every such local time) or `schedule: 2026-03-05T10:00:00Z` (once), for each user.
+    case schedule(Located<ScheduleSpec>)
+}
+
+/// When a scheduled rule runs for each user: once at an instant, or at every matching local time in the user's zone.
+public enum ScheduleSpec: Sendable, Hashable {
+    case once(Int64)
+    case every(AtSpec)
+
+    /// Parses an RFC 3339 instant, or `[every] [day|weekday|weekend|monday…sunday] HH:MM`.
+    public static func parse(_ text: String) -> ScheduleSpec? {
+        if let t = Timestamp.parse(text) { return .once(t.milliseconds) }
+        var words = text.split(separator: " ").map(String.init)
+        if words.first?.lowercased() == "every" { words.removeFirst() }
+        return AtSpec.parse(words.joined(separator: " ")).map { .every($0) }
+    }
+
+    /// The first run at or after `ms` for a user in `zone` (`nil`: a one-off already past).
+    public func next(atOrAfter ms: Int64, zone: Zone) -> Int64? {
+        switch self {
+        case .once(let t): t >= ms ? t : nil
+        case .every(let at): at.next(atOrAfter: ms, zone: zone)
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .once(let t): Timestamp(milliseconds: t).description
+        case .every(let at): "every " + at.text
+        }
+    }
 }
 
 public struct LimitSpec: Sendable {

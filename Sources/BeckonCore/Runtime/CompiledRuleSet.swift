@@ -31,6 +31,10 @@ public final class CompiledRuleSet: Sendable {
     let seriesByEvent: [[Int32]]
     /// Series that record every track and screen event.
     let anyEventSeries: [Int32]
+    /// `inactive_for` rules (enabled), whose timers every activity moves.
+    let inactivityRules: [Int32]
+    /// `schedule` rules (enabled), whose timers each user's events set when missing.
+    let scheduleRules: [Int32]
     let memoSlots: Int
     public let settings: EngineSettings
     /// Whether some rule reads `event.properties` as a whole map.
@@ -102,6 +106,12 @@ public final class CompiledRuleSet: Sendable {
         self.anyEventSeries = series.indices.filter { if case .anyEvent = series[$0].source { true } else { false } }.map {
             Int32($0)
         }
+        self.inactivityRules = rules.filter { r in
+            if case .inactive = r.trigger { r.enabled } else { false }
+        }.map(\.index)
+        self.scheduleRules = rules.filter { r in
+            if case .schedule = r.trigger { r.enabled } else { false }
+        }.map(\.index)
         self.memoSlots = memoSlots
         self.settings = settings
         self.needsAllProperties = needsAllProperties
@@ -336,6 +346,10 @@ public enum CompiledTrigger: Sendable {
     case events([Int32])
     case change(attributeSlot: Int, from: [Value]?, to: [Value]?)
     case sequence(CompiledSequence)
+    /// `inactive_for`: a timer each activity moves to its time plus `ms`.
+    case inactive(ms: Int64)
+    /// `schedule`: a timer per user at the next run, set when the engine first sees them, again after each run.
+    case schedule(ScheduleSpec)
 }
 
 /// An event, with an optional condition on it (a sequence step, an `unless` event).

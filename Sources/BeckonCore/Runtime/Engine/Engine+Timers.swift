@@ -34,6 +34,11 @@ extension Engine {
             // (A saved user's placeholder, id 0, loads them: restoring puts their own timers in the queue.)
             guard let profile = profile(of: top.userID), let i = profile.pending.firstIndex(where: { $0.id == top.id })
             else { continue }
+            // An inactivity timer moved by later activity: its entry goes back in the queue at the new time.
+            if profile.pending[i].due > top.due {
+                timers.insert(TimerRef(due: profile.pending[i].due, id: top.id, userID: top.userID))
+                continue
+            }
             let p = profile.pending.remove(at: i)
             fireDue(p, profile: profile, out: &out)
             if memoryTable == nil { stored(profile) }
@@ -59,6 +64,9 @@ extension Engine {
     /// When the soonest delayed action in the queue is due (`nil`: none): a live clock that lets time pass only when
     /// something is due asks this.
     public var nextTimerDue: Int64? { timers.min?.due }
+
+    /// Entries in the timer queue (moved and spent ones included until they come up).
+    var timerCount: Int { timers.count }
 
     /// Pending delayed actions of every user, soonest first.
     public var pendingCount: Int { store.allProfiles().reduce(0) { $0 + $1.pending.count } }
@@ -132,6 +140,56 @@ extension Engine {
         note(rule.index, v, now: now, userID: profile.userID, trigger: trigger, out: &out)
     }
 
+    /// An activity of the user: each `inactive_for` rule's one pending action is moved to `now` plus its duration
+    /// (made on the first activity), with this event as its trigger. Its queue entry is not moved — that would leave
+    /// one entry per event — but put back at the new time when the old one comes up (``advance(to:)``).
+    func armInactivity(_ profile: UserProfile, _ e: BoundEvent, now: Int64, key: TriggerKey) {
+        for r in ruleSet.inactivityRules {
+            let rule = ruleSet.rules[Int(r)]
+            guard case .inactive(let ms) = rule.trigger else { continue }
+            let due = now + ms
+            if let i = profile.pending.firstIndex(where: { $0.rule == r }) {
+                profile.pending[i].due = due
+                profile.pending[i].scheduledAt = now
+                profile.pending[i].held = false
+                profile.pending[i].triggerKey = key.appending("|t0")
+                profile.pending[i].event = e
+            } else {
+                let id = nextTimerID
+                nextTimerID += 1
+                profile.pending.append(
+                    PendingAction(
+                        id: id, rule: r, due: due, scheduledAt: now, held: false, triggerKey: key.appending("|t0"),
+                        trigger: rule.triggerDescription, event: e, change: nil))
+                timers.insert(TimerRef(due: due, id: id, userID: profile.userID))
+            }
+        }
+    }
+
+    /// Sets each `schedule` rule's timer for the user at its next run, when the user has none (their first event
+    /// under these rules, or after a one-off ran). A run's id is its time: one action per user and run.
+    func armSchedules(_ profile: UserProfile, now: Int64) {
+        for r in ruleSet.scheduleRules where !profile.pending.contains(where: { $0.rule == r }) {
+            armSchedule(ruleSet.rules[Int(r)], profile: profile, atOrAfter: now)
+        }
+    }
+
+    func armSchedule(_ rule: CompiledRule, profile: UserProfile, atOrAfter time: Int64) {
+        guard case .schedule(let sched) = rule.trigger,
+            let due = sched.next(atOrAfter: time, zone: UserProfile.userZone(profile, nil, zoneSlots))
+        else { return }
+        // A one-off already set for this user (and run) is not set again.
+        if case .once = sched, profile.record(for: rule.index)?.occurrences ?? 0 > 0 { return }
+        let id = nextTimerID
+        nextTimerID += 1
+        profile.pending.append(
+            PendingAction(
+                id: id, rule: rule.index, due: due, scheduledAt: time, held: false,
+                triggerKey: TriggerKey(messageID: "schedule", eventCount: 0, suffix: "|\(due)"), trigger: rule.triggerDescription,
+                event: nil, change: nil))
+        timers.insert(TimerRef(due: due, id: id, userID: profile.userID))
+    }
+
     /// Most pending actions one rule may hold for one user with `retrigger: add`.
     public static let maxPendingPerRule = 16
 
@@ -168,6 +226,14 @@ extension Engine {
         let unit = ruleSet.units[Int(rule.unit)]
         func block(_ v: Verdict) {
             note(rule.index, v, now: now, userID: profile.userID, trigger: p.trigger, out: &out, dueNow: true)
+        }
+        // A schedule's run: the next one is set first (whether this one fires or not); a one-off is marked as run.
+        if case .schedule(let sched) = rule.trigger, !p.held {
+            if case .every = sched {
+                armSchedule(rule, profile: profile, atOrAfter: p.due + 60_000)
+            } else {
+                profile.withRecord(rule.index) { $0.occurrences &+= 1 }
+            }
         }
         if let why = notLive(unit, profile: profile, now: now) { return block(.notLive(why)) }
         if rule.timing.recheck {

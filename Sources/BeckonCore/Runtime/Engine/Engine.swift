@@ -312,6 +312,8 @@ public final class Engine {
         if scope.hasChange { scope.change = nil }
         scope.invalidateMemo()
         let triggerKey = TriggerKey(messageID: e.messageID, eventCount: profile.eventCount)
+        if isActivity && !rs.inactivityRules.isEmpty { armInactivity(profile, e, now: now, key: triggerKey) }
+        if !rs.scheduleRules.isEmpty { armSchedules(profile, now: now) }
         if let plan {
             let id = Int(e.nameID)
             // The rule set's interned key: the name, or `screen:NAME` (no string is built per event).

@@ -228,6 +228,10 @@ extension Engine {
             // The new store is empty: no user is in it twice.
             try? restore(old.state(of: p))
         }
+        // A schedule added by the new rules reaches the users the old engine held, not only those who come back.
+        if !ruleSet.scheduleRules.isEmpty {
+            for p in store.allProfiles() where p.mergedInto == nil { armSchedules(p, now: clock) }
+        }
     }
 }
 
