@@ -121,6 +121,33 @@ struct IdentityTests {
         #expect(anonState.attributes.isEmpty && anonState.inbox.isEmpty && anonState.pending.isEmpty)
     }
 
+    /// A rule pending for both ids: the later-scheduled action (the newer cart) is the one kept.
+    @Test func theNewerCartsTimerWins() throws {
+        let rs = try load(Self.rules)
+        let engine = Engine(ruleSet: rs)
+        engine.process(track("Product Added", "ann", at: "2026-01-01T09:00:00Z", props: [("product", .string("Boots"))]))
+        engine.process(anon("Product Added", at: "2026-01-01T10:00:00Z", [("product", .string("Scarf"))]))
+        engine.process(signIn(at: "2026-01-01T10:30:00Z"))
+        let fired = engine.advance(to: t("2026-01-02T00:00:00Z")).actions
+        #expect(fired.map(\.time) == [t("2026-01-01T12:00:00Z")])
+        #expect(fired.first?.json.contains("Your Scarf is waiting") == true)
+    }
+
+    /// A retried copy of an identify merges nothing: after a second person signed in with the same anonymous id,
+    /// the copy of the first sign-in does not take the id back.
+    @Test func aDuplicateIdentifyChangesNothing() throws {
+        let rs = try load(Self.rules)
+        let engine = Engine(ruleSet: rs)
+        func signInWithID(_ user: String, _ id: String, at time: String) -> Event {
+            Event(kind: .identify, userID: user, timestamp: t(time), messageID: id, previousID: "anon-1")
+        }
+        engine.process(anon("Opened", at: "2026-01-01T10:00:00Z"))
+        engine.process(signInWithID("ann", "m1", at: "2026-01-01T10:01:00Z"))
+        engine.process(signInWithID("bob", "m2", at: "2026-01-01T11:00:00Z"))
+        #expect(engine.process(signInWithID("ann", "m1", at: "2026-01-01T11:01:00Z")).status == .duplicate)
+        #expect(engine.process(anon("Opened", at: "2026-01-01T11:02:00Z")).actions.map(\.userID) == ["bob"])
+    }
+
     /// `alias` (previousId → userId) merges as an identify with both ids does.
     @Test func aliasMerges() throws {
         let rs = try load(Self.rules)
@@ -164,10 +191,15 @@ struct IdentityTests {
             anon("Product Added", at: "2026-01-01T10:00:00Z", [("product", .string("Shoes"))]),
             anon("Opened", at: "2026-01-01T10:05:00Z"), signIn(at: "2026-01-01T10:30:00Z"),
             anon("Opened", at: "2026-01-01T10:40:00Z"), anon("Opened", at: "2026-01-01T10:50:00Z"),
+            // Into a saved pointer: after a restart anon-1 is restored as one, and anon-2 goes to ann through it.
+            track("Opened", "anon-2", at: "2026-01-01T10:55:00Z"),
+            Event(kind: .alias, userID: "anon-1", timestamp: t("2026-01-01T10:56:00Z"), previousID: "anon-2"),
+            track("Opened", "anon-2", at: "2026-01-01T10:57:00Z"),
             track("Tick", "zed", at: "2026-01-01T13:00:00Z"),
         ]
         let whole = StateTests.run(Engine(ruleSet: rs), events[...], until: StateTests.end(events))
-        #expect(whole.count == 4)
+        #expect(whole.count == 5)
+        #expect(whole.filter { $0.contains(#""userId":"ann""#) }.count == 3)
         for cut in 1..<events.count {
             let restarted = try SQLiteStateTests.withDatabase { path in
                 try StateTests.runWithRestart(rs, events, cut: cut) { try SQLiteStateBackend(path: path) }

@@ -72,6 +72,9 @@ struct InactivityTests {
         #expect(engine.pendingCount == 1)
         let fired = engine.advance(to: t(day(30))).actions
         #expect(fired.count == 1)
+        // Triggered is counted when the time comes (not per event that moved it).
+        #expect(engine.stats.triggered == [1])
+        #expect(engine.stats.fired == [1])
         #expect(fired.first?.time == t(day(0)) + 1_999 * 60_000 + 7 * 86_400_000)
     }
 

@@ -215,7 +215,8 @@ final class ReportBuilder {
             for (g, goal) in unit.goals.enumerated() {
                 let exposed =
                     fileTest ? (goal.exposureRule.map { exposure([$0]) } ?? exposedAny) : exposure([rule.index])
-                for (user, at) in exposed {
+                // (A file's holdout never reaches a rule's test: its users are in neither arm.)
+                for (user, at) in exposed where !unit.isHeldOut(user) {
                     count(
                         at: at, hits: hits[u][g][user], within: goal.withinMs, end: end, valued: goal.valueProperty != nil,
                         into: &groups[v.index(of: user)][g])

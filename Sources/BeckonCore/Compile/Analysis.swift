@@ -343,10 +343,10 @@ struct RuleAnalyzer {
                         + (t < start ? "before its \(file.kind.rawValue) starts" : "after its \(file.kind.rawValue) ends")
                         + ": it never runs", at: sched.location, suggestion: "move the time, or the file's start and end"))
         case .every(let at):
-            // Zones are UTC-12 to UTC+14: a local day can begin 14 h before and end 12 h after the UTC day.
+            // Zones are UTC-12 to UTC+14: an instant is on a local day from the UTC day before to the day after.
             guard !at.days.isEmpty, start != Int64.min, end != Int64.max, end - start < 6 * day else { return }
             var d = Civil.floorDivMod(start - 14 * 3_600_000, day).0
-            let last = Civil.floorDivMod(end + 12 * 3_600_000, day).0
+            let last = Civil.floorDivMod(end + 14 * 3_600_000, day).0
             while d <= last {
                 if at.days.contains(Civil.weekday(fromDays: d)) { return }
                 d += 1

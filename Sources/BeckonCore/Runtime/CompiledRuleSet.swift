@@ -602,6 +602,8 @@ public final class CompiledVariants: Sendable {
     /// Per variant, its actions and the origin its fires carry (with `"variant"` in their JSON).
     let actions: [[ActionTemplate]]
     let origins: [ActionOrigin]
+    /// Per variant, the channels its actions message on (the control's: the rule's, as if it had sent).
+    let channels: [[ActionKind]]
 
     init(ids: [String], weights: [Double], controlIndex: Int?, salt: String, actions: [[ActionTemplate]], origins: [ActionOrigin])
     {
@@ -617,6 +619,11 @@ public final class CompiledVariants: Sendable {
         }
         self.actions = actions
         self.origins = origins
+        let all = actions.flatMap { $0 }
+        channels = actions.indices.map { k in
+            let list = k == controlIndex ? all : actions[k]
+            return ActionKind.channels.filter { c in list.contains { $0.kind == c } }
+        }
     }
 
     /// The user's variant: the same for a user on every machine and run, and unchanged by edits that keep the

@@ -20,6 +20,12 @@ final class MessageIDWindow {
     /// Ids in the window.
     var count: Int { entries.count - head }
 
+    /// Whether `hash` is in the window (without recording anything).
+    func contains(_ hash: UInt64) -> Bool {
+        if let index { return index.contains(hash) }
+        return entries[head...].contains { $0.hash == hash }
+    }
+
     /// Forgets the ids that arrived at or before `horizon`, then remembers `hash`, arriving at `time`; `false` when it
     /// is already in the window (a duplicate), and then nothing is remembered.
     func insert(_ hash: UInt64, at time: Int64, forgettingUpTo horizon: Int64) -> Bool {

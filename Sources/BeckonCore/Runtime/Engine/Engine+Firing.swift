@@ -29,13 +29,15 @@ extension Engine {
     /// or the rule messages no one). The one place both are decided, for immediate and for delayed fires.
     func globalBlock(_ rule: CompiledRule, profile: UserProfile, now: Int64) -> LimitHit? {
         guard !rule.channels.isEmpty else { return nil }
+        // (A test's variants may message on different channels: the user's own variant's count.)
+        let channels = rule.variants.map { $0.channels[$0.index(of: profile.userID)] } ?? rule.channels
         let s = ruleSet.settings
         if let g = s.globalLimits,
             let hit = check(g, record: profile.messages, series: s.globalSeries, profile: profile, now: now, occurrence: nil)
         {
             return hit
         }
-        for c in s.channelLimits where rule.channels.contains(c.channel) {
+        for c in s.channelLimits where channels.contains(c.channel) {
             if var hit = check(c.limits, record: profile.messages, series: c.series, profile: profile, now: now, occurrence: nil)
             {
                 hit.channel = c.channel.rawValue
@@ -69,7 +71,10 @@ extension Engine {
         }
         // The control group (a holdout, or a test's control variant): the fire is recorded (and counts for limits and
         // reports), nothing is sent.
-        func heldBack(_ origin: ActionOrigin) -> Bool {
+        func heldBack(_ origin: ActionOrigin, channels: [ActionKind]) -> Bool {
+            // (A held-back fire counts toward the channel caps as toward the other limits: both groups are measured
+            // on the same occasions.)
+            recordChannels(channels, profile: profile, now: now)
             out.actions.append(
                 FiredAction(
                     origin: origin, actionIndex: -1, triggerKey: triggerKey, time: now, userID: profile.userID,
@@ -77,13 +82,15 @@ extension Engine {
                     fields: [("actions", .list(rule.actions.map { .string($0.kind.rawValue) }))]))
             return false
         }
-        if ruleSet.hasHoldouts, ruleSet.units[Int(rule.unit)].isHeldOut(profile.userID) { return heldBack(rule.origin) }
+        if ruleSet.hasHoldouts, ruleSet.units[Int(rule.unit)].isHeldOut(profile.userID) {
+            return heldBack(rule.origin, channels: rule.channels)
+        }
         var actions = rule.actions
         var skipped: [ActionKind] = []
         if let v = rule.variants {
             // A test's fires are kept whole, with the variant's origin (its JSON names the variant).
             let k = v.index(of: profile.userID)
-            if k == v.controlIndex { return heldBack(v.origins[k]) }
+            if k == v.controlIndex { return heldBack(v.origins[k], channels: rule.channels) }
             actions = v.actions[k]
             for i in actions.indices {
                 var fa = FiredAction(
@@ -112,15 +119,19 @@ extension Engine {
             }
         }
         // A channel's cap counts the fires that reached the user on it: not a push or email skipped for no address.
-        for c in ruleSet.settings.channelLimits where rule.channels.contains(c.channel) {
-            let sent = actions.filter { $0.kind == c.channel }.count > skipped.filter { $0 == c.channel }.count
-            if sent {
-                profile.history.record(
-                    series: c.series, at: now, now: now, retentionMs: ruleSet.seriesTable[c.series].retentionMs,
-                    keepsLifetime: false)
-            }
+        let sent = ActionKind.channels.filter { c in
+            actions.filter { $0.kind == c }.count > skipped.filter { $0 == c }.count
         }
+        recordChannels(sent, profile: profile, now: now)
         return true
+    }
+
+    /// Counts a fire on each of `channels` that has a cap.
+    func recordChannels(_ channels: [ActionKind], profile: UserProfile, now: Int64) {
+        for c in ruleSet.settings.channelLimits where channels.contains(c.channel) {
+            profile.history.record(
+                series: c.series, at: now, now: now, retentionMs: ruleSet.seriesTable[c.series].retentionMs, keepsLifetime: false)
+        }
     }
 
     func perform(

@@ -14,6 +14,8 @@ extension Engine {
     /// - Otherwise its state is merged in (``UserState/merging(_:)``), its delayed actions move with it, and it is
     ///   emptied to the pointer.
     public func merge(_ fromID: String, into toID: String) {
+        // (Loaded first: a saved pointer restores as one, so that `resolve` follows it.)
+        _ = loadedProfile(toID, create: false)
         let target = resolve(toID)
         guard fromID != target else { return }
         hasMerges = true
@@ -38,6 +40,13 @@ extension Engine {
         source.reset()
         source.mergedInto = target
         stored(source)
+    }
+
+    /// Whether the event's messageId is in the window of the user its id resolves to (a copy already processed).
+    func alreadySeen(_ e: BoundEvent) -> Bool {
+        guard let mid = e.messageID else { return false }
+        _ = loadedProfile(e.userID, create: false)
+        return profile(of: resolve(e.userID))?.messageIDs?.contains(ByteHash.hash(mid)) ?? false
     }
 
     /// The user whose events `userID`'s are: itself, or the end of its chain of merges.
@@ -74,7 +83,7 @@ extension UserState {
     /// | history (counts, sums, channel caps) | times and values of both, in order; lifetime counts add |
     /// | messageIds (duplicates) | both |
     /// | inbox | both; an item id both have: the known user's |
-    /// | delayed actions | both (they fire for the known user); a rule pending for both: the known user's |
+    /// | delayed actions | both (they fire for the known user); a rule pending for both: the later scheduled |
     /// | partial sequences | both; a rule and key both have: the later start at each step |
     public func merging(_ other: UserState) -> UserState {
         var m = self
@@ -120,7 +129,10 @@ extension UserState {
         var seen = Set(messageIDs.map(\.hash))
         m.messageIDs = (messageIDs + other.messageIDs.filter { seen.insert($0.hash).inserted }).sorted { $0.time < $1.time }
         m.inbox = inbox + other.inbox.filter { item in !inbox.contains { $0.id == item.id } }
-        m.pending = pending + other.pending.filter { p in !pending.contains { $0.rule == p.rule } }
+        // A rule pending for both: the later-scheduled action (the newer cart, the latest activity) wins.
+        m.pending =
+            pending.filter { p in !other.pending.contains { $0.rule == p.rule && $0.scheduledAt > p.scheduledAt } }
+            + other.pending.filter { p in !pending.contains { $0.rule == p.rule && $0.scheduledAt >= p.scheduledAt } }
         for q in other.sequences {
             if let i = m.sequences.firstIndex(where: { $0.rule == q.rule && $0.key == q.key }) {
                 if m.sequences[i].best.count == q.best.count {

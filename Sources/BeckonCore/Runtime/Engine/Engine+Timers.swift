@@ -227,6 +227,11 @@ extension Engine {
         func block(_ v: Verdict) {
             note(rule.index, v, now: now, userID: profile.userID, trigger: p.trigger, out: &out, dueNow: true)
         }
+        // A timed rule's trigger is its time coming (counted here: nothing was counted when its timer was set).
+        switch rule.trigger {
+        case .inactive, .schedule: if !p.held { count(rule.index, RuleCounter.triggered) }
+        default: break
+        }
         // A schedule's run: the next one is set first (whether this one fires or not); a one-off is marked as run.
         if case .schedule(let sched) = rule.trigger, !p.held {
             if case .every = sched {

@@ -242,7 +242,8 @@ public final class Engine {
             return
         }
         // An identify with an anonymous id, or an alias: the earlier id's user is merged into this one first.
-        if let before = e.previousID, options.mergesIdentities { merge(before, into: e.userID) }
+        // (Not for a copy of an event already processed: a duplicate changes nothing, identities included.)
+        if let before = e.previousID, options.mergesIdentities, !alreadySeen(e) { merge(before, into: e.userID) }
         // The in-memory store's profile is borrowed from its table for the event (no reference counted); another
         // store's is held, and told of the change. An id merged into another user has that user's events.
         if let t = memoryTable {
@@ -279,8 +280,9 @@ public final class Engine {
         profile.eventCount &+= 1
 
         let plan: EventPlans.Plan? = e.nameID >= 0 ? rs.eventPlans[e.nameID] : nil
-        // Identify and alias calls say who the user is, not what they did: no session activity, no `"*"` count.
-        let isActivity = e.kind != .identify && e.kind != .alias
+        // Identify, alias and group calls say who the user is, not what they did: no session activity, no `"*"`
+        // count, no inactivity timer moved.
+        let isActivity = e.kind != .identify && e.kind != .alias && e.kind != .group
         if isActivity { updateSession(profile, startsSession: plan?.startsSession ?? false, now) }
         for slot in 0..<e.contextSlots.count {
             if let v = e.contextSlots[slot] { profile.context[slot] = v }
