@@ -35,6 +35,8 @@ public final class CompiledRuleSet: Sendable {
     let inactivityRules: [Int32]
     /// `schedule` rules (enabled), whose timers each user's events set when missing.
     let scheduleRules: [Int32]
+    /// Some rule is `inactive_for` or `schedule` (a flag the engine reads per event without touching the lists).
+    let hasTimedRules: Bool
     let memoSlots: Int
     public let settings: EngineSettings
     /// Whether some rule reads `event.properties` as a whole map.
@@ -112,6 +114,7 @@ public final class CompiledRuleSet: Sendable {
         self.scheduleRules = rules.filter { r in
             if case .schedule = r.trigger { r.enabled } else { false }
         }.map(\.index)
+        self.hasTimedRules = !inactivityRules.isEmpty || !scheduleRules.isEmpty
         self.memoSlots = memoSlots
         self.settings = settings
         self.needsAllProperties = needsAllProperties

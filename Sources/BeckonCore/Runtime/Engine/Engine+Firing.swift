@@ -29,15 +29,17 @@ extension Engine {
     /// or the rule messages no one). The one place both are decided, for immediate and for delayed fires.
     func globalBlock(_ rule: CompiledRule, profile: UserProfile, now: Int64) -> LimitHit? {
         guard !rule.channels.isEmpty else { return nil }
-        // (A test's variants may message on different channels: the user's own variant's count.)
-        let channels = rule.variants.map { $0.channels[$0.index(of: profile.userID)] } ?? rule.channels
-        let s = ruleSet.settings
-        if let g = s.globalLimits,
-            let hit = check(g, record: profile.messages, series: s.globalSeries, profile: profile, now: now, occurrence: nil)
+        // (The settings are read field by field: copying them whole would count a reference per field, per fire.)
+        if let g = ruleSet.settings.globalLimits,
+            let hit = check(
+                g, record: profile.messages, series: ruleSet.settings.globalSeries, profile: profile, now: now, occurrence: nil)
         {
             return hit
         }
-        for c in s.channelLimits where channels.contains(c.channel) {
+        guard !ruleSet.settings.channelLimits.isEmpty else { return nil }
+        // (A test's variants may message on different channels: the user's own variant's count.)
+        let channels = rule.variants.map { $0.channels[$0.index(of: profile.userID)] } ?? rule.channels
+        for c in ruleSet.settings.channelLimits where channels.contains(c.channel) {
             if var hit = check(c.limits, record: profile.messages, series: c.series, profile: profile, now: now, occurrence: nil)
             {
                 hit.channel = c.channel.rawValue
@@ -85,13 +87,14 @@ extension Engine {
         if ruleSet.hasHoldouts, ruleSet.units[Int(rule.unit)].isHeldOut(profile.userID) {
             return heldBack(rule.origin, channels: rule.channels)
         }
-        var actions = rule.actions
+        var variantActions: [ActionTemplate]?
         var skipped: [ActionKind] = []
         if let v = rule.variants {
             // A test's fires are kept whole, with the variant's origin (its JSON names the variant).
             let k = v.index(of: profile.userID)
             if k == v.controlIndex { return heldBack(v.origins[k], channels: rule.channels) }
-            actions = v.actions[k]
+            let actions = v.actions[k]
+            variantActions = actions
             for i in actions.indices {
                 var fa = FiredAction(
                     origin: v.origins[k], actionIndex: i, triggerKey: triggerKey, time: now, userID: profile.userID,
@@ -119,15 +122,19 @@ extension Engine {
             }
         }
         // A channel's cap counts the fires that reached the user on it: not a push or email skipped for no address.
-        let sent = ActionKind.channels.filter { c in
-            actions.filter { $0.kind == c }.count > skipped.filter { $0 == c }.count
+        if !ruleSet.settings.channelLimits.isEmpty {
+            let actions = variantActions ?? rule.actions
+            let sent = ActionKind.channels.filter { c in
+                actions.count(where: { $0.kind == c }) > skipped.count(where: { $0 == c })
+            }
+            recordChannels(sent, profile: profile, now: now)
         }
-        recordChannels(sent, profile: profile, now: now)
         return true
     }
 
     /// Counts a fire on each of `channels` that has a cap.
     func recordChannels(_ channels: [ActionKind], profile: UserProfile, now: Int64) {
+        guard !ruleSet.settings.channelLimits.isEmpty else { return }
         for c in ruleSet.settings.channelLimits where channels.contains(c.channel) {
             profile.history.record(
                 series: c.series, at: now, now: now, retentionMs: ruleSet.seriesTable[c.series].retentionMs, keepsLifetime: false)

@@ -104,6 +104,8 @@ public final class Engine {
         var timers = Heap<TimerRef>()
         /// The rules of the rounds under way, a frame a round (see ``runRound(from:changes:event:profile:now:triggerKey:triggerName:round:out:)``).
         var candidates = ScratchStack<Candidate>()
+        /// Some id was merged into another user (or such a state restored): events must then look for the pointer.
+        var hasMerges = false
     }
     let hot: ExclusiveCell<Hot>
 
@@ -155,8 +157,10 @@ public final class Engine {
     /// The latest event time seen (whoever sent it): `dry-run --until +7d` counts from it.
     public var latestEventTime: Int64 { max(latestTime, clock) }
     var nextTimerID: UInt64 = 1
-    /// Some id was merged into another user (or such a state restored): events must then look for the pointer.
-    var hasMerges = false
+    var hasMerges: Bool {
+        get { hot.value.hasMerges }
+        set { hot.value.hasMerges = newValue }
+    }
     /// With `explain`: the conditions of rules evaluated in this round, until their verdict is noted.
     var clauseBuffer: [Int32: [ClauseTrace]] = [:]
     /// The stable names a ``UserState`` uses for this rule set's rules and series (made on first use).
@@ -314,8 +318,10 @@ public final class Engine {
         if scope.hasChange { scope.change = nil }
         scope.invalidateMemo()
         let triggerKey = TriggerKey(messageID: e.messageID, eventCount: profile.eventCount)
-        if isActivity && !rs.inactivityRules.isEmpty { armInactivity(profile, e, now: now, key: triggerKey) }
-        if !rs.scheduleRules.isEmpty { armSchedules(profile, now: now) }
+        if rs.hasTimedRules {
+            if isActivity && !rs.inactivityRules.isEmpty { armInactivity(profile, e, now: now, key: triggerKey) }
+            if !rs.scheduleRules.isEmpty { armSchedules(profile, now: now) }
+        }
         if let plan {
             let id = Int(e.nameID)
             // The rule set's interned key: the name, or `screen:NAME` (no string is built per event).
