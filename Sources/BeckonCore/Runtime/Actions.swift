@@ -440,6 +440,11 @@ enum ActionTemplate: Sendable {
         }
     }
 
+    /// The channels (``ActionKind/channels``, in their order) that some of `actions` message the user on.
+    static func channels(of actions: [ActionTemplate]) -> [ActionKind] {
+        ActionKind.channels.filter { c in actions.contains { $0.kind == c } }
+    }
+
     /// Why a `push` or `email` whose fields are `fields` cannot go out: its `to` has no value (`nil`: it can).
     func skipReason(_ fields: [(key: String, value: Value)]) -> String? {
         let channel: String

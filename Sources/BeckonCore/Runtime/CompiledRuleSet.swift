@@ -478,8 +478,7 @@ public final class CompiledRule: Sendable {
         hasLimits = !limits.isEmpty
         tracksOccurrences = limits.tracksOccurrences
         keepsRecord = !limits.isEmpty || reprompt != nil
-        let every = actions + (variants?.actions.flatMap { $0 } ?? [])
-        channels = ActionKind.channels.filter { c in every.contains { $0.kind == c } }
+        channels = ActionTemplate.channels(of: actions + (variants?.actions.flatMap { $0 } ?? []))
     }
 
     deinit {
@@ -622,10 +621,7 @@ public final class CompiledVariants: Sendable {
         }
         self.actions = actions
         self.origins = origins
-        let all = actions.flatMap { $0 }
-        channels = actions.indices.map { k in
-            let list = k == controlIndex ? all : actions[k]
-            return ActionKind.channels.filter { c in list.contains { $0.kind == c } }
+        channels = actions.indices.map { k in ActionTemplate.channels(of: k == controlIndex ? actions.flatMap { $0 } : actions[k])
         }
     }
 

@@ -76,12 +76,7 @@ extension Engine {
     /// loads them when it comes due.
     public func rebuildTimers() {
         timers = Heap()
-        for p in store.allProfiles() {
-            for a in p.pending {
-                timers.insert(TimerRef(due: a.due, id: a.id, userID: p.userID))
-                nextTimerID = max(nextTimerID, a.id &+ 1)
-            }
-        }
+        for p in store.allProfiles() { addTimers(of: p) }
         for (user, due) in store.usersWithPendingActions()
         where store.profile(for: user, create: false, make: { newProfile(user) }) == nil {
             timers.insert(TimerRef(due: due, id: 0, userID: user))
@@ -128,14 +123,9 @@ extension Engine {
                 }
             }
         }
-        let id = nextTimerID
-        nextTimerID += 1
-        profile.pending.append(
-            PendingAction(
-                id: id, rule: rule.index, due: due, scheduledAt: now, held: held,
-                triggerKey: triggerKey.appending("|t\(existing.count)"),
-                trigger: trigger, event: scope.event, change: change))
-        timers.insert(TimerRef(due: due, id: id, userID: profile.userID))
+        enqueue(
+            rule.index, due: due, scheduledAt: now, held: held, triggerKey: triggerKey.appending("|t\(existing.count)"),
+            trigger: trigger, event: scope.event, change: change, profile: profile)
         let v: Verdict = held ? .quietHours(heldUntil: due) : .scheduled(due: due)
         note(rule.index, v, now: now, userID: profile.userID, trigger: trigger, out: &out)
     }
@@ -155,13 +145,9 @@ extension Engine {
                 profile.pending[i].triggerKey = key.appending("|t0")
                 profile.pending[i].event = e
             } else {
-                let id = nextTimerID
-                nextTimerID += 1
-                profile.pending.append(
-                    PendingAction(
-                        id: id, rule: r, due: due, scheduledAt: now, held: false, triggerKey: key.appending("|t0"),
-                        trigger: rule.triggerDescription, event: e, change: nil))
-                timers.insert(TimerRef(due: due, id: id, userID: profile.userID))
+                enqueue(
+                    r, due: due, scheduledAt: now, held: false, triggerKey: key.appending("|t0"),
+                    trigger: rule.triggerDescription, event: e, change: nil, profile: profile)
             }
         }
     }
@@ -180,13 +166,24 @@ extension Engine {
         else { return }
         // A one-off already set for this user (and run) is not set again.
         if case .once = sched, profile.record(for: rule.index)?.occurrences ?? 0 > 0 { return }
+        enqueue(
+            rule.index, due: due, scheduledAt: time, held: false,
+            triggerKey: TriggerKey(messageID: "schedule", eventCount: 0, suffix: "|\(due)"), trigger: rule.triggerDescription,
+            event: nil, change: nil, profile: profile)
+    }
+
+    /// Keeps a delayed action of `rule` in the user's state under a new timer id, and queues its timer: the one place
+    /// a pending action is made (`wait`/`at`, quiet hours, inactivity, schedules).
+    func enqueue(
+        _ rule: Int32, due: Int64, scheduledAt: Int64, held: Bool, triggerKey: TriggerKey, trigger: String,
+        event: BoundEvent?, change: AttributeChange?, profile: UserProfile
+    ) {
         let id = nextTimerID
         nextTimerID += 1
         profile.pending.append(
             PendingAction(
-                id: id, rule: rule.index, due: due, scheduledAt: time, held: false,
-                triggerKey: TriggerKey(messageID: "schedule", eventCount: 0, suffix: "|\(due)"), trigger: rule.triggerDescription,
-                event: nil, change: nil))
+                id: id, rule: rule, due: due, scheduledAt: scheduledAt, held: held, triggerKey: triggerKey, trigger: trigger,
+                event: event, change: change))
         timers.insert(TimerRef(due: due, id: id, userID: profile.userID))
     }
 
