@@ -71,19 +71,37 @@ public enum DryRunRunner {
     }
 }
 
-/// The readable dry-run table: one line per fired action, and one per rule that matched but did not fire.
-final class TablePrinter {
-    let console: any Console
-    init(console: any Console) { self.console = console }
+/// One line of the dry-run table: a fired action, or a rule that matched but did not fire (the console's table and
+/// the terminal's come from these).
+public struct DryRunRow: Sendable {
+    public var time: Int64
+    public var user: String
+    /// ✓ fired, ✗ not fired, ⏲ scheduled or held by quiet hours.
+    public var mark: String
+    public var rule: String
+    /// The action's kind (fired rows only).
+    public var kind: String?
+    /// What the action carries, or why the rule did not fire.
+    public var detail: String
+    public var warnings: [String] = []
 
-    func print(_ outcome: EventOutcome, firedOnly: Bool) {
-        // Fired verdicts are noted right after their actions are made, so both lists share one order.
+    public var fired: Bool { kind != nil }
+
+    /// The rows of one outcome, in order: fired verdicts are noted right after their actions are made, so both lists
+    /// share one order.
+    public static func rows(_ outcome: EventOutcome, firedOnly: Bool) -> [DryRunRow] {
+        var rows: [DryRunRow] = []
         var k = 0
         let actions = outcome.actions
+        func fired(_ a: FiredAction) -> DryRunRow {
+            DryRunRow(
+                time: a.time, user: a.userID, mark: "✓", rule: a.unit + "/" + a.rule, kind: a.kind,
+                detail: DryRunRunner.detail(a), warnings: a.warnings)
+        }
         for v in outcome.verdicts {
             if v.verdict.fired {
                 while k < actions.count && actions[k].unit + "/" + actions[k].rule == v.qualifiedID {
-                    line(actions[k])
+                    rows.append(fired(actions[k]))
                     k += 1
                 }
             } else if !firedOnly {
@@ -92,20 +110,34 @@ final class TablePrinter {
                 case .scheduled, .quietHours(heldUntil: .some): mark = "⏲"
                 default: mark = "✗"
                 }
-                let s = "\(Timestamp(milliseconds: v.time))  \(v.userID)  \(mark) \(v.qualifiedID)  \(v.verdict.summary)"
-                console.out(Terminal.safe(s) + "\n")
+                rows.append(
+                    DryRunRow(time: v.time, user: v.userID, mark: mark, rule: v.qualifiedID, kind: nil, detail: v.verdict.summary)
+                )
             }
         }
         while k < actions.count {
-            line(actions[k])
+            rows.append(fired(actions[k]))
             k += 1
         }
+        return rows
     }
 
-    func line(_ a: FiredAction) {
-        var s = "\(Timestamp(milliseconds: a.time))  \(a.userID)  ✓ \(a.unit)/\(a.rule)  \(a.kind)  \(DryRunRunner.detail(a))"
-        if !a.warnings.isEmpty { s += "  ⚠ " + a.warnings.joined(separator: "; ") }
-        console.out(Terminal.safe(s) + "\n")
+    /// The row as the terminal table prints it.
+    public var line: String {
+        var s = "\(Timestamp(milliseconds: time))  \(user)  \(mark) \(rule)  "
+        s += kind.map { "\($0)  \(detail)" } ?? detail
+        if !warnings.isEmpty { s += "  ⚠ " + warnings.joined(separator: "; ") }
+        return s
+    }
+}
+
+/// The readable dry-run table: one line per fired action, and one per rule that matched but did not fire.
+final class TablePrinter {
+    let console: any Console
+    init(console: any Console) { self.console = console }
+
+    func print(_ outcome: EventOutcome, firedOnly: Bool) {
+        for row in DryRunRow.rows(outcome, firedOnly: firedOnly) { console.out(Terminal.safe(row.line) + "\n") }
     }
 }
 
@@ -219,22 +251,30 @@ struct Summary {
             + (pending > 0 ? "; \(n(pending, "delayed action")) still pending (use --until to let time pass)" : "")
     }
 
-    func render() -> String {
-        var out = headline + "\n"
-        let rules = engine.ruleSet.rules
-        guard !rules.isEmpty else { return out }
+    /// Per rule: trigger matches, fires, and what else became of its matches (`scheduled N`, then blocks by reason,
+    /// most first; `-` for none).
+    var perRule: [(rule: String, triggered: Int, fired: Int, notFired: String)] {
         let s = engine.stats
-        let width = max(4, rules.map(\.qualifiedID.count).max() ?? 4)
-        out += "rule".padding(width) + "  triggered  fired  not fired\n"
-        for r in rules {
+        return engine.ruleSet.rules.map { r in
             let i = Int(r.index)
             var parts = s.blocked[i].sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }
                 .map { "\($0.key) \($0.value)" }
             if s.scheduled[i] > 0 { parts.insert("scheduled \(s.scheduled[i])", at: 0) }
             let blocked = parts.joined(separator: ", ")
+            return (r.qualifiedID, s.triggered[i], s.fired[i], blocked.isEmpty ? "-" : blocked)
+        }
+    }
+
+    func render() -> String {
+        var out = headline + "\n"
+        let rows = perRule
+        guard !rows.isEmpty else { return out }
+        let width = max(4, rows.map(\.rule.count).max() ?? 4)
+        out += "rule".padding(width) + "  triggered  fired  not fired\n"
+        for r in rows {
             out +=
-                r.qualifiedID.padding(width) + "  " + String(s.triggered[i]).leftPadding(9) + "  "
-                + String(s.fired[i]).leftPadding(5) + "  " + (blocked.isEmpty ? "-" : blocked) + "\n"
+                r.rule.padding(width) + "  " + String(r.triggered).leftPadding(9) + "  " + String(r.fired).leftPadding(5) + "  "
+                + r.notFired + "\n"
         }
         return out
     }

@@ -149,41 +149,75 @@ public enum ExplainRunner {
         func line(_ s: String) { out += Terminal.safe(s) + "\n" }
         line("user \(user)\(rule.map { ", rule \(ruleSet.rules[Int($0)].qualifiedID)" } ?? "")")
         for step in steps {
-            let verdicts = step.outcome.verdicts.filter { rule == nil || $0.rule == rule }
-            if rule != nil && verdicts.isEmpty && step.notTriggered == nil { continue }
+            guard let lines = lines(of: step, rule: rule) else { continue }
             line("")
             line("\(Timestamp(milliseconds: step.time))  \(step.title)")
-            if step.outcome.status == .duplicate { line("  duplicate messageId: dropped") }
-            if step.outcome.late { line("  late: evaluated at the user's clock") }
-            if let n = step.notTriggered { line("  \(n)") }
-            if rule == nil && verdicts.isEmpty && step.outcome.status != .duplicate {
-                line("  no rule is triggered by this event")
-            }
-            for v in verdicts {
-                // When time passes, each delayed action has its own time.
-                let when = step.event == nil ? "\(Timestamp(milliseconds: v.time))  " : ""
-                line("  \(when)\(glyph(v.verdict)) \(v.qualifiedID)  \(v.verdict.summary)")
-                for c in v.clauses {
-                    line("      \(c.clause.padding(8)) \(c.passed ? "true " : "false")  \(c.detail)")
-                }
-                if v.verdict.fired {
-                    for a in step.outcome.actions where a.unit + "/" + a.rule == v.qualifiedID {
-                        line("      → \(a.kind)  \(DryRunRunner.detail(a))")
-                    }
-                }
-            }
+            for l in lines { line(l) }
         }
-        let mine = pending.filter { rule == nil || $0.rule == rule }
+        let mine = pendingLines(pending, ruleSet: ruleSet, rule: rule)
         if !mine.isEmpty {
             line("")
             line("pending")
-            for p in mine {
-                line(
-                    "  ⏲ \(ruleSet.rules[Int(p.rule)].qualifiedID)  due at \(Timestamp(milliseconds: p.due))\(p.held ? " (held by quiet hours)" : "")"
-                )
+            for l in mine { line(l) }
+        }
+        return out
+    }
+
+    /// The lines under a step's heading (`nil`: the step is not shown when asking about `rule`).
+    static func lines(of step: Step, rule: Int32?) -> [String]? {
+        let verdicts = step.outcome.verdicts.filter { rule == nil || $0.rule == rule }
+        if rule != nil && verdicts.isEmpty && step.notTriggered == nil { return nil }
+        var out: [String] = []
+        if step.outcome.status == .duplicate { out.append("  duplicate messageId: dropped") }
+        if step.outcome.late { out.append("  late: evaluated at the user's clock") }
+        if let n = step.notTriggered { out.append("  \(n)") }
+        if rule == nil && verdicts.isEmpty && step.outcome.status != .duplicate {
+            out.append("  no rule is triggered by this event")
+        }
+        for v in verdicts {
+            // When time passes, each delayed action has its own time.
+            let when = step.event == nil ? "\(Timestamp(milliseconds: v.time))  " : ""
+            out.append("  \(when)\(glyph(v.verdict)) \(v.qualifiedID)  \(v.verdict.summary)")
+            for c in v.clauses {
+                out.append("      \(c.clause.padding(8)) \(c.passed ? "true " : "false")  \(c.detail)")
+            }
+            if v.verdict.fired {
+                for a in step.outcome.actions where a.unit + "/" + a.rule == v.qualifiedID {
+                    out.append("      → \(a.kind)  \(DryRunRunner.detail(a))")
+                }
             }
         }
         return out
+    }
+
+    static func pendingLines(_ pending: [PendingAction], ruleSet: CompiledRuleSet, rule: Int32?) -> [String] {
+        pending.filter { rule == nil || $0.rule == rule }.map { p in
+            "  ⏲ \(ruleSet.rules[Int(p.rule)].qualifiedID)  due at \(Timestamp(milliseconds: p.due))\(p.held ? " (held by quiet hours)" : "")"
+        }
+    }
+
+    /// One step of ``timeline(ruleSet:events:user:until:)``: its time, heading and the lines `beckon explain` prints
+    /// under it.
+    public struct TimelineStep: Sendable {
+        public var time: Int64
+        public var title: String
+        /// Whether it is one of the user's events (not time passing).
+        public var isEvent: Bool
+        public var lines: [String]
+    }
+
+    /// `beckon explain`'s steps for `user` over `events` (a fresh engine: the events in order, other users' skipped),
+    /// then time run on to `until` if given; with the pending delayed actions' lines at the end.
+    public static func timeline(
+        ruleSet: CompiledRuleSet, events: [BoundEvent], user: String, until: Int64? = nil
+    ) -> (steps: [TimelineStep], pending: [String]) {
+        var tracer = Tracer(ruleSet: ruleSet, user: user, rule: nil)
+        for e in events { tracer.feed(e) }
+        if let until { tracer.finish(at: max(until, tracer.streamEnd)) }
+        let steps = tracer.steps.map { s in
+            TimelineStep(time: s.time, title: s.title, isEvent: s.event != nil, lines: lines(of: s, rule: nil) ?? [])
+        }
+        return (steps, pendingLines(tracer.pending, ruleSet: ruleSet, rule: nil))
     }
 
     static func json(_ steps: [Step], pending: [PendingAction], ruleSet: CompiledRuleSet, rule: Int32?, user: String) -> String {

@@ -15,6 +15,7 @@ extension ReferenceDocs {
     /// docs/reference/limits.md: every bound on input, per event and per user, from the constants themselves.
     public static func limits() -> String {
         let settings = EngineSettings()
+        let playground = Playground.Limits()
         let sections: [(String, String, [Limit])] = [
             (
                 "Rule files", "Checked by `validate` and by every command that loads rules; each error has its place.",
@@ -128,6 +129,33 @@ extension ReferenceDocs {
                     Limit(
                         what: "an event in a request", limit: bytes(SegmentRequest.maxEventBytes),
                         beyond: "400, naming the event", tests: ["SegmentRequestTests.anEventOverTheLimitIsRefused"]),
+                ]
+            ),
+            (
+                "Console playground",
+                """
+                What one run of the console's playground takes ([the console](../console.md)): an edited rule file \
+                and pasted events, run in an engine of its own. Beyond a bound the page says which and why.
+                """,
+                [
+                    Limit(
+                        what: "the edited rule file", limit: bytes(playground.ruleBytes), beyond: "refused, nothing run",
+                        tests: ["PlaygroundTests.limitsHold"]),
+                    Limit(
+                        what: "the pasted events",
+                        limit: "\(bytes(playground.eventBytes)), \(number(playground.eventLines)) lines",
+                        beyond: "refused, nothing run", tests: ["PlaygroundTests.limitsHold"]),
+                    Limit(
+                        what: "time running events (checked between events)",
+                        limit: "\(number(Int(playground.runMilliseconds))) ms",
+                        beyond: "stopped at that line; what ran is shown", tests: ["PlaygroundTests.limitsHold"]),
+                    Limit(
+                        what: "`until` past the last event", limit: DSLDuration.format(playground.untilMs),
+                        beyond: "refused, the events' table shown without it", tests: ["PlaygroundTests.limitsHold"]),
+                    Limit(
+                        what: "rows of the table shown", limit: number(playground.rows),
+                        beyond: "not shown, counted (the counts per rule cover every event)",
+                        tests: ["PlaygroundTests.limitsHold"]),
                 ]
             ),
             (

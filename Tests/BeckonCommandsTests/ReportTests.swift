@@ -127,8 +127,10 @@ struct ReportTests {
         // Every http URL is the SVG namespace, which is a name, not a fetch.
         let urls = html.components(separatedBy: "http").dropFirst().filter { !$0.hasPrefix("://www.w3.org/2000/svg") }
         #expect(urls.isEmpty)
-        // A funnel per file, and two charts per goal (5 goals).
-        #expect(html.components(separatedBy: "<svg").count - 1 == 2 + 2 * 5)
+        // A funnel per file, and two charts per goal (5 goals); beside them the colour keys' squares.
+        let svgs = html.components(separatedBy: "<svg").count - 1
+        let keys = html.components(separatedBy: "<svg class=\"key\"").count - 1
+        #expect(svgs - keys == 2 + 2 * 5)
         #expect(html.contains("Treatment − holdout"))
     }
 

@@ -13,30 +13,48 @@ enum ReportHTML {
             .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
     }
 
-    static func page(_ r: Report) -> String {
-        var body =
-            "<h1>Beckon report</h1>\n<p class=\"meta\">\(escape(r.paths.joined(separator: " "))) on \(escape(r.eventsFile))<br>"
+    /// A colour key: an SVG square (no `style` attribute, so a page whose policy forbids inline styles shows it).
+    static func swatch(_ color: String) -> String {
+        "<svg class=\"key\" width=\"10\" height=\"10\" aria-hidden=\"true\"><rect width=\"10\" height=\"10\" fill=\"\(color)\"/></svg>"
+    }
+
+    /// The report's own rules (the page's `<style>`, and the console's stylesheet).
+    public static let css = """
+        .report h1 { font-size: 22px; margin: 0 0 4px; } .report h2 { font-size: 18px; margin: 28px 0 6px; border-top: 1px solid #e2e8f0; padding-top: 16px; }
+        .report h3 { font-size: 15px; margin: 18px 0 4px; } .report .meta, .report .note { color: #475569; margin: 0 0 8px; }
+        .report table { border-collapse: collapse; margin: 6px 0 10px; } .report th, .report td { padding: 3px 10px; text-align: right; border-bottom: 1px solid #e2e8f0; }
+        .report th:first-child, .report td:first-child { text-align: left; } .report th { font-weight: 600; color: #334155; }
+        .report .charts { display: flex; flex-wrap: wrap; gap: 18px; } .report figure { margin: 0; } .report figcaption { color: #334155; font-weight: 600; margin-bottom: 2px; }
+        .report .key { display: inline-block; margin: 0 4px 0 10px; } .report .good { color: #15803d; } .report .bad { color: #b91c1c; }
+        """
+
+    /// The report without a page around it, in a `<div class="report">`: with its own `h1` or (in a page that has
+    /// one) without; units are `h2`, tests and goals `h3`.
+    static func body(_ r: Report, heading: Bool = true) -> String {
+        var body = "<div class=\"report\">\n"
+        if heading { body += "<h1>Beckon report</h1>\n" }
+        body += "<p class=\"meta\">\(escape(r.paths.joined(separator: " "))) on \(escape(r.eventsFile))<br>"
         body += "\(r.events) events, \(r.users) users"
         if let f = r.first, let l = r.last { body += ", \(Timestamp(milliseconds: f)) to \(Timestamp(milliseconds: l))" }
         if let e = r.end, e != r.last { body += ", observed until \(Timestamp(milliseconds: e))" }
         body += " · bad lines \(r.badLines), duplicates \(r.duplicates)</p>\n"
         for u in r.units { body += unit(u) }
-        return """
-            <!DOCTYPE html>
-            <html lang="en"><head><meta charset="utf-8"><title>Beckon report</title>
-            <style>
-            body { font: 14px/1.45 "DejaVu Sans", system-ui, sans-serif; color: #0f172a; margin: 24px; max-width: 1180px; }
-            h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 18px; margin: 28px 0 6px; border-top: 1px solid #e2e8f0; padding-top: 16px; }
-            h3 { font-size: 15px; margin: 18px 0 4px; } .meta, .note { color: #475569; margin: 0 0 8px; }
-            table { border-collapse: collapse; margin: 6px 0 10px; } th, td { padding: 3px 10px; text-align: right; border-bottom: 1px solid #e2e8f0; }
-            th:first-child, td:first-child { text-align: left; } th { font-weight: 600; color: #334155; }
-            .charts { display: flex; flex-wrap: wrap; gap: 18px; } figure { margin: 0; } figcaption { color: #334155; font-weight: 600; margin-bottom: 2px; }
-            .key { display: inline-block; width: 10px; height: 10px; margin: 0 4px 0 10px; } .good { color: #15803d; } .bad { color: #b91c1c; }
-            </style></head>
-            <body>
-            \(body)</body></html>
+        body += "</div>\n"
+        return body
+    }
 
-            """
+    static func page(_ r: Report) -> String {
+        """
+        <!DOCTYPE html>
+        <html lang="en"><head><meta charset="utf-8"><title>Beckon report</title>
+        <style>
+        body { font: 14px/1.45 "DejaVu Sans", system-ui, sans-serif; color: #0f172a; margin: 24px; max-width: 1180px; }
+        \(css)
+        </style></head>
+        <body>
+        \(body(r))</body></html>
+
+        """
     }
 
     static func unit(_ u: UnitReport) -> String {
@@ -110,7 +128,7 @@ enum ReportHTML {
         func row(_ name: String, _ x: GroupResult, _ color: String) -> String {
             let ci = x.interval.map { "\(ReportRunner.percent($0.low)) – \(ReportRunner.percent($0.high))" } ?? "-"
             return
-                "<tr><td><span class=\"key\" style=\"background:\(color)\"></span>\(name)</td><td>\(x.exposed)</td><td>\(x.complete)</td>"
+                "<tr><td>\(swatch(color))\(name)</td><td>\(x.exposed)</td><td>\(x.complete)</td>"
                 + "<td>\(x.converted)</td><td>\(ReportRunner.percent(x.rate))</td><td>\(ci)</td><td>\(ReportRunner.time(x.median))</td>"
                 + "<td>\(ReportRunner.time(x.p90))</td></tr>\n"
         }

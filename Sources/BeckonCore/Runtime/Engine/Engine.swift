@@ -57,6 +57,8 @@ public final class Engine {
         public var heldBack: [Int] = []
         /// Per rule index: verdicts that were not fires, by ``Verdict/code`` (`where`, `limit:per_day`, `lost`…).
         public var blocked: [[String: Int]] = []
+
+        public init() {}
     }
 
     /// Counters over everything processed (the per-rule counts are gathered when read).

@@ -1,0 +1,158 @@
+import BeckonCore
+import BeckonYAML
+
+/// The console's playground: `beckon validate` and `beckon dry-run` over texts, in memory — an edited rule file with
+/// the other files of a rule set, and a pasted event stream — within ``Limits``. It reads no file and touches no
+/// live state: the rules come from ``RuleLoader/load(texts:)`` and run in an engine of their own.
+public enum Playground {
+    /// The playground's bounds (docs/reference/limits.md). A run over any of them is refused, or stopped where it got
+    /// to with the reason.
+    public struct Limits: Sendable {
+        /// The edited rule file, in bytes.
+        public var ruleBytes = 256 * 1024
+        /// The pasted stream, in bytes and in lines.
+        public var eventBytes = 1024 * 1024
+        public var eventLines = 10_000
+        /// Time spent running events (checked between events; time let run by `until` is one step).
+        public var runMilliseconds: Int64 = 2_000
+        /// How far past the last event `until` may let time run.
+        public var untilMs: Int64 = 90 * 86_400_000
+        /// Rows of the table shown (the counts cover every event).
+        public var rows = 2_000
+        public init() {}
+    }
+
+    /// A diagnostic as the console shows it: where, what, and `beckon validate`'s text (source line and caret).
+    public struct Problem: Sendable {
+        public var severity: String
+        public var file: String
+        public var line: Int
+        public var column: Int
+        public var message: String
+        public var rendered: String
+    }
+
+    public struct RuleCount: Sendable {
+        public var rule: String
+        public var triggered: Int
+        public var fired: Int
+        public var notFired: String
+    }
+
+    public struct Result: Sendable {
+        /// The rules' diagnostics (errors and warnings), sorted.
+        public var problems: [Problem] = []
+        public var errors = 0
+        /// Whether the events ran (the rules compiled and the input is within the limits).
+        public var ran = false
+        public var rows: [DryRunRow] = []
+        /// Rows past ``Limits/rows``, not kept.
+        public var rowsLeftOut = 0
+        public var headline = ""
+        public var perRule: [RuleCount] = []
+        /// Bad event lines, as the commands report them (`events:LINE:COLUMN: bad event: …`).
+        public var badLines: [String] = []
+        /// Why the input was refused or the run stopped early, in words.
+        public var stopped: String?
+    }
+
+    /// Loads `files` with `edited`'s text in place of the file at `path` (or added, when the set has no such file),
+    /// then runs `events` (Segment JSON lines) through the rules, letting time run to `until` (as `dry-run --until`)
+    /// at the end.
+    public static func run(
+        files: [(path: String, text: String)], path: String, edited: String, events: String, until: String?,
+        limits: Limits = Limits()
+    ) -> Result {
+        var result = Result()
+        if edited.utf8.count > limits.ruleBytes {
+            result.stopped = "the rule file is over the playground's \(limits.ruleBytes / 1024) KiB"
+            return result
+        }
+        if events.utf8.count > limits.eventBytes {
+            result.stopped = "the events are over the playground's \(limits.eventBytes / 1024) KiB"
+            return result
+        }
+        var texts = files.filter { $0.path != path }
+        texts.append((path, edited))
+        let loaded = RuleLoader.load(texts: texts)
+        var bag = DiagnosticBag()
+        bag.append(contentsOf: loaded.diagnostics)
+        let renderer = DiagnosticRenderer(sources: loaded.sources)
+        result.problems = bag.sorted.map {
+            Problem(
+                severity: $0.severity.rawValue, file: $0.location.file, line: $0.location.position.line,
+                column: $0.location.position.column,
+                message: $0.message, rendered: renderer.render($0))
+        }
+        result.errors = loaded.errorCount
+        guard let ruleSet = loaded.ruleSet else { return result }
+
+        // (By character: a "\r\n" is one, and a newline like a lone "\n" or "\r".)
+        let lines = events.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline)
+        if lines.count > limits.eventLines {
+            result.stopped = "the events are over the playground's \(limits.eventLines) lines"
+            return result
+        }
+        let decoder = SegmentDecoder(ruleSet: ruleSet)
+        let console = StringConsole()
+        var bad = BadLines(policy: .goOn, file: "events")
+        let engine = Engine(ruleSet: ruleSet, options: Engine.Options(recordVerdicts: true))
+        let start = ContinuousClock.now
+        let budget = Duration.milliseconds(limits.runMilliseconds)
+        func keep(_ outcome: EventOutcome) {
+            for row in DryRunRow.rows(outcome, firedOnly: false) {
+                if result.rows.count < limits.rows { result.rows.append(row) } else { result.rowsLeftOut += 1 }
+            }
+        }
+        result.ran = true
+        for (n, text) in lines.enumerated() {
+            let line = String(text)
+            if line.utf8.allSatisfy({ $0 == 32 || $0 == 9 }) { continue }
+            if ContinuousClock.now - start > budget {
+                result.stopped = "stopped before line \(n + 1): over the playground's \(limits.runMilliseconds) ms"
+                break
+            }
+            do throws(DecodeError) {
+                keep(engine.process(try decoder.decode(line)))
+            } catch {
+                _ = bad.note(line: n + 1, column: error.column, error.message, console: console)
+            }
+        }
+        _ = bad.finish(console: console)
+        result.badLines = console.stderr.split(separator: "\n").map(String.init)
+        if let until, !until.isEmpty, result.stopped == nil {
+            let last = engine.latestEventTime
+            switch DryRunRunner.untilTime(until, last: last) {
+            case .failure(let p): result.stopped = "until: " + p.message
+            case .success(let end) where last != Int64.min && end - last > limits.untilMs:
+                result.stopped = "until is more than \(DSLDuration.format(limits.untilMs)) after the last event"
+            case .success(let end): keep(engine.advance(to: end))
+            }
+        }
+        let summary = Summary(engine: engine, badLines: bad.count)
+        result.headline = summary.headline
+        result.perRule = summary.perRule.map {
+            RuleCount(rule: $0.rule, triggered: $0.triggered, fired: $0.fired, notFired: $0.notFired)
+        }
+        return result
+    }
+}
+
+extension ReportRunner {
+    /// `beckon report`'s HTML for `ruleSet` over `events` (in time order), without a page around it (for the console):
+    /// `source` names the rules and `eventsName` the events in its first line; `end`, when later than the last event,
+    /// lets time run on to it.
+    public static func body(
+        ruleSet: CompiledRuleSet, events: [BoundEvent], source: String, eventsName: String, end: Int64?
+    ) -> String {
+        let builder = ReportBuilder(ruleSet: ruleSet)
+        for e in events { builder.process(e) }
+        var until = builder.last
+        if let end, let last = builder.last { until = max(end, last) }
+        if let until { builder.finish(at: until) }
+        return ReportHTML.body(builder.report(paths: [source], eventsFile: eventsName, badLines: 0, end: until), heading: false)
+    }
+
+    /// The report's stylesheet rules (scoped to `.report`).
+    public static var css: String { ReportHTML.css }
+}

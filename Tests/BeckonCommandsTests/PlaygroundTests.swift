@@ -1,0 +1,66 @@
+import BeckonCore
+import Foundation
+import Testing
+
+@testable import BeckonCommands
+
+/// The console's playground over texts: diagnostics where the mistake is, the dry-run rows, and its limits.
+struct PlaygroundTests {
+    static let rules = """
+        version: 1
+        ruleset: shop
+        rules:
+          - id: welcome
+            on: Signed In
+            limit: { per_user: 1 }
+            do:
+              - message: { surface: launch, template: hello }
+
+        """
+    static let events = [
+        #"{"type":"track","userId":"u1","event":"Signed In","timestamp":"2026-03-01T10:00:00Z"}"#,
+        #"{"type":"track","userId":"u1","event":"Signed In","timestamp":"2026-03-01T11:00:00Z"}"#,
+        "not json",
+    ].joined(separator: "\r\n")
+
+    @Test func runsTheEditedFileOverTheEvents() {
+        let r = Playground.run(
+            files: [("shop.yaml", "version: 1\nruleset: old\n")], path: "shop.yaml", edited: Self.rules,
+            events: Self.events, until: nil)
+        #expect(r.errors == 0 && r.ran && r.stopped == nil)
+        let rows = r.rows.map { "\($0.mark) \($0.rule) \($0.kind ?? "-")" }
+        #expect(rows == ["✓ shop/welcome message", "✗ shop/welcome -"])
+        #expect(r.badLines.count == 1 && r.badLines[0].hasPrefix("events:3:1: bad event"))
+        #expect(r.perRule.map(\.notFired) == ["limit:per_user 1"])
+    }
+
+    @Test func diagnosticsSayWhere() {
+        let broken = Self.rules.replacingOccurrences(of: "per_user", with: "per_usr")
+        let r = Playground.run(files: [], path: "shop.yaml", edited: broken, events: Self.events, until: nil)
+        #expect(!r.ran && r.errors == 1)
+        let p = r.problems.first
+        #expect(p?.file == "shop.yaml" && p?.line == 6 && p?.column == 14)
+        #expect(p?.rendered.contains("did you mean 'per_user'") == true)
+    }
+
+    @Test func limitsHold() {
+        var limits = Playground.Limits()
+        limits.runMilliseconds = 0
+        var r = Playground.run(files: [], path: "a.yaml", edited: Self.rules, events: Self.events, until: nil, limits: limits)
+        #expect(r.stopped == "stopped before line 1: over the playground's 0 ms" && r.rows.isEmpty)
+        limits = Playground.Limits()
+        limits.eventLines = 2
+        r = Playground.run(files: [], path: "a.yaml", edited: Self.rules, events: Self.events, until: nil, limits: limits)
+        #expect(r.stopped == "the events are over the playground's 2 lines" && !r.ran)
+        limits = Playground.Limits()
+        limits.ruleBytes = 10
+        r = Playground.run(files: [], path: "a.yaml", edited: Self.rules, events: Self.events, until: nil, limits: limits)
+        #expect(r.stopped == "the rule file is over the playground's 0 KiB" && r.problems.isEmpty)
+        r = Playground.run(files: [], path: "a.yaml", edited: Self.rules, events: Self.events, until: "+91d")
+        #expect(r.stopped == "until is more than 90d after the last event")
+        limits = Playground.Limits()
+        limits.rows = 1
+        r = Playground.run(files: [], path: "a.yaml", edited: Self.rules, events: Self.events, until: nil, limits: limits)
+        #expect(r.rows.count == 1 && r.rowsLeftOut == 1)
+    }
+}
