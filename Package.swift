@@ -37,6 +37,7 @@ let package = Package(
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
     ],
     targets: [
         // CPU hints the engine's hot loop uses (a prefetch), as static inline C functions Swift inlines.
@@ -66,11 +67,13 @@ let package = Package(
         // Durable state backends: SQLite through GRDB (write-ahead log, one transaction a batch).
         .target(name: "BeckonStore", dependencies: ["BeckonCore", .product(name: "GRDB", package: "GRDB.swift")]),
         // The service: Segment-compatible ingest and pull delivery over HTTP (Hummingbird), one processing thread
-        // with group commit into BeckonStore's SQLite, a live clock for delayed actions.
+        // with group commit into BeckonStore's SQLite, a live clock for delayed actions; the console's pages
+        // (Mustache templates over the commands' explain, dry-run and report).
         .target(
             name: "BeckonServer",
             dependencies: [
-                "BeckonCore", "BeckonYAML", "BeckonStore", "BeckonPostgres",
+                "BeckonCore", "BeckonYAML", "BeckonStore", "BeckonPostgres", "BeckonCommands",
+                .product(name: "Mustache", package: "swift-mustache"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Hummingbird", package: "hummingbird"),

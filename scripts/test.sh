@@ -55,6 +55,17 @@ if ! BECKON="$beckon" timeout 900 python3 -m unittest Tests/Service/service_test
 fi
 tail -n 3 "$service_log"
 
+echo "== the console in headless Chromium (Selenium, axe-core): sign-in, live counts, a timeline, the playground,"
+echo "   sign-out at 1280 and 390 px; no page without a session, CSRF refused, hostile text inert, playground limits"
+scripts/install-chromium.sh > /dev/null
+console_log=$(mktemp)
+if ! BECKON="$beckon" timeout 600 python3 -m unittest Tests/Service/console_test.py > "$console_log" 2>&1; then
+  cat "$console_log"
+  echo "console tests failed"
+  exit 1
+fi
+tail -n 3 "$console_log"
+
 echo "== a fleet of three beckon serve --postgres: equal to a dry-run of 100,000 events, through kill -9 and SIGSTOP;"
 echo "   timers of a stopped owner fire once elsewhere and are delivered"
 fleet_log=$(mktemp)

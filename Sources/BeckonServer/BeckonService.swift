@@ -94,15 +94,16 @@ public final class BeckonService: Sendable {
         var userAuth: UserAuth?
         if let s = options.userSecret { userAuth = await UserAuth(secret: s) }
         let deliverer = Deliverer(backend: backend, current: current, metrics: metrics, logger: logger)
+        let reloader = Reloader(
+            paths: options.paths, backend: backend, processor: processor, current: current, metrics: metrics, logger: logger)
+        let adminKeys = KeyRing(keys: options.adminKeys)
         routes = Routes(
-            processor: processor, backend: backend, current: current,
-            reloader: Reloader(
-                paths: options.paths, backend: backend, processor: processor, current: current, metrics: metrics,
-                logger: logger),
-            deliverer: deliverer,
-            writeKeys: writeKeys, adminKeys: KeyRing(keys: options.adminKeys), logger: logger,
-            userAuth: userAuth, metrics: metrics, feed: feed,
-            clock: options.clock)
+            processor: processor, backend: backend, current: current, reloader: reloader, deliverer: deliverer,
+            writeKeys: writeKeys, adminKeys: adminKeys, logger: logger, userAuth: userAuth, metrics: metrics, feed: feed,
+            clock: options.clock,
+            console: Console(
+                processor: processor, backend: backend, current: current, reloader: reloader, adminKeys: adminKeys,
+                clock: options.clock, logger: logger))
     }
 
     /// The HTTP application (the service's processing thread must be started to answer ingest).

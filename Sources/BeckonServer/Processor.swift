@@ -78,6 +78,10 @@ final class Processor: @unchecked Sendable {
     let metrics: ServiceMetrics
     let feed: ActionFeed
     let logger: Logger
+    /// Per rule, what became of its matches lately (the console's live counts).
+    let activity = RuleActivity()
+    /// The rules' qualified ids by index, for ``activity``.
+    private var ruleNames: [String] = []
     /// The live clock's tick: how long the thread sleeps when nothing is queued.
     static let tick = 0.1
     /// A timer that fires more than this after its due time is marked late.
@@ -107,6 +111,8 @@ final class Processor: @unchecked Sendable {
         self.logger = logger
         let replayed: Int
         (engine, replayed) = try Self.open(rules, backend, logger: logger)
+        ruleNames = rules.ruleSet.rules.map(\.qualifiedID)
+        activity.restart(from: engine.stats)
         // A checkpoint at start: what the replay rebuilt is not replayed again, and the rule set the inputs logged from
         // now on are processed under is recorded (a first start has no checkpoint yet).
         try backend.write(engine.checkpoint(under: rules.version))
@@ -329,6 +335,8 @@ final class Processor: @unchecked Sendable {
     private func reopen() {
         do {
             (engine, _) = try Self.open(rules, backend, logger: logger)
+            ruleNames = rules.ruleSet.rules.map(\.qualifiedID)
+            activity.restart(from: engine.stats)
             loggedClock = engine.clock
             needsReopen = false
         } catch {
@@ -407,6 +415,7 @@ final class Processor: @unchecked Sendable {
             if !input.isEmpty || !fired.isEmpty || !due.dueTimes.isEmpty { input.tick(now) }
         }
         if !input.isEmpty { loggedClock = engine.clock }
+        if !input.isEmpty || !dues.isEmpty { activity.record(engine.stats, names: ruleNames, at: Self.nowMs()) }
         let checkpoint = force || ContinuousClock.now - lastCheckpoint >= .seconds(Self.checkpointSeconds)
         var commit = ServiceCommit()
         if !input.isEmpty { commit.input = (input.bytes, Self.nowMs(), input.events) }

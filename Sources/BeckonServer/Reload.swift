@@ -5,6 +5,7 @@ import Foundation
 import Logging
 import Prometheus
 import ServiceLifecycle
+import Synchronization
 import UnixSignals
 
 /// Loads the rule folders again and swaps the served rule set between events (docs/operations.md, "Changing
@@ -18,6 +19,8 @@ struct Reloader: Sendable {
     let current: CurrentRules
     let metrics: ServiceMetrics
     let logger: Logger
+    /// The last reload refused, for the console.
+    let lastRefused = LastRefusedReload()
 
     enum Outcome {
         case changed(ServingRules)
@@ -45,6 +48,7 @@ struct Reloader: Sendable {
             }
         } catch let refused as ServingRules.Refused {
             metrics.reload("refused").increment()
+            lastRefused.set(.init(at: now, by: who, refused: refused))
             logger.error(
                 "reload refused; the rules loaded before are still served",
                 metadata: ["by": "\(who)", "error": "\(refused.message)", "diagnostics": "\(refused.diagnostics)"])
@@ -72,6 +76,18 @@ struct Reloader: Sendable {
         }
         return .changed(serving)
     }
+}
+
+/// The last reload that was refused: when, asked by whom, and its diagnostics (`beckon validate`'s text).
+final class LastRefusedReload: Sendable {
+    struct Entry: Sendable {
+        var at: Int64
+        var by: String
+        var refused: ServingRules.Refused
+    }
+    private let entry = Mutex<Entry?>(nil)
+    var value: Entry? { entry.withLock { $0 } }
+    func set(_ e: Entry) { entry.withLock { $0 = e } }
 }
 
 /// Reloads on SIGHUP, until the service stops.

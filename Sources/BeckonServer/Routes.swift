@@ -22,6 +22,8 @@ struct Routes: Sendable {
     let metrics: ServiceMetrics
     let feed: ActionFeed
     let clock: ClockMode
+    /// The pages under `/console`.
+    let console: Console
 
     /// The longest `wait` of a long poll, in seconds, and the most actions one pull returns.
     static let maxWait = 30.0
@@ -72,6 +74,7 @@ struct Routes: Sendable {
             guard admin(request, "GET /v1/users/{id}/export") != nil else { return Self.refusedAdmin }
             return try await export(user)
         }
+        console.add(to: router)
         router.get("/livez") { _, _ in Self.json(.ok, #"{"status":"live"}"#) }
         router.get("/readyz") { _, _ in
             processor.ready

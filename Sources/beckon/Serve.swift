@@ -85,8 +85,10 @@ struct Serve: AsyncParsableCommand {
             { try await BeckonService(options, logger: logger) }, warnings: \.warnings,
             oneLine: { $0 is DatabaseLock.Held || $0 is DatabaseLock.CannotOpen })
         let db = options.database
+        let console =
+            options.adminKeys.isEmpty ? "no admin key: the console at /console cannot be signed in to" : "console at /console"
         try await service.run { address in
-            FileHandle.standardOutput.write(Data("beckon serve: listening on \(address) (database \(db))\n".utf8))
+            FileHandle.standardOutput.write(Data("beckon serve: listening on \(address) (database \(db); \(console))\n".utf8))
         }
     }
 

@@ -1,0 +1,463 @@
+import BeckonCommands
+import BeckonCore
+import BeckonStore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+import Synchronization
+
+/// The console (docs/console.md): pages under `/console` for marketers — the rules served and their live counts, a
+/// user's timeline with `beckon explain`'s verdicts, a playground over `validate` and `dry-run`, and `beckon report`
+/// over stored events. Signed in with an admin key; server-rendered, no script, nothing fetched from elsewhere.
+struct Console: Sendable {
+    let processor: Processor
+    let backend: SQLiteStateBackend
+    let current: CurrentRules
+    let reloader: Reloader
+    let adminKeys: KeyRing
+    let clock: ClockMode
+    let logger: Logger
+    let sessions = ConsoleSessions()
+    /// Playground runs under way (at most ``maxRuns`` at once: each takes a thread for up to its time limit).
+    let runs = Slots(Console.maxRuns)
+
+    static let maxRuns = 2
+    /// The most of one user's events a timeline replays (the latest), and a report's events.
+    static let maxUserEvents = 10_000
+    static let maxReportEvents = 2_000_000
+    /// Steps of a timeline shown (the latest).
+    static let shownSteps = 200
+    /// The longest report period, in days.
+    static let maxReportDays = 92
+    /// "The last N events of this user" in the playground: at most this many.
+    static let maxPlaygroundEvents = 1_000
+    /// Request bodies: the login form, and the playground's (form-encoded, so up to three times its texts).
+    static let maxLoginBytes = 16 * 1024
+    static let maxPlaygroundBytes = 4 * 1024 * 1024
+
+    /// The pages' policy: nothing but this origin's stylesheet and forms; no script, no frames, no other origin.
+    static let securityHeaders: HTTPFields = [
+        .contentSecurityPolicy:
+            "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+        .xContentTypeOptions: "nosniff", HTTPField.Name("X-Frame-Options")!: "DENY",
+        HTTPField.Name("Referrer-Policy")!: "no-referrer", .cacheControl: "no-store",
+    ]
+
+    func add(to router: Router<BasicRequestContext>) {
+        router.get("/console/style.css") { _, _ in
+            Response(
+                status: .ok, headers: [.contentType: "text/css; charset=utf-8", .xContentTypeOptions: "nosniff"],
+                body: .init(byteBuffer: ByteBuffer(string: ConsoleTemplates.css)))
+        }
+        router.get("/console/login") { request, _ in loginPage(failed: false, status: .ok) }
+        router.post("/console/login") { request, _ in await login(request) }
+        router.post("/console/logout") { request, _ in
+            switch await form(request, limit: Self.maxLoginBytes) {
+            case .failure(let refused): return refused.response
+            case .success(let (session, _)):
+                sessions.end(session.id)
+                logger.info("console sign-out", metadata: ["key": "\(session.key)"])
+                var headers: HTTPFields = [.location: "/console/login"]
+                headers.append(
+                    HTTPField(name: .setCookie, value: ConsoleSessions.setCookie(ConsoleSessions.cookie, "", maxAge: 0)))
+                return Response(status: .seeOther, headers: headers)
+            }
+        }
+        router.get("/console") { request, _ in
+            guard let session = signedIn(request) else { return Self.toLogin }
+            return overview(session)
+        }
+        router.get("/console/user") { request, _ in
+            guard let session = signedIn(request) else { return Self.toLogin }
+            return try await timeline(session, query: FormData(query: request.uri.query))
+        }
+        router.get("/console/playground") { request, _ in
+            guard let session = signedIn(request) else { return Self.toLogin }
+            return try await playgroundPage(session, query: FormData(query: request.uri.query))
+        }
+        router.post("/console/playground") { request, _ in
+            switch await form(request, limit: Self.maxPlaygroundBytes) {
+            case .failure(let refused): return refused.response
+            case .success(let (session, fields)): return try await runPlayground(session, fields)
+            }
+        }
+        router.get("/console/report") { request, _ in
+            guard let session = signedIn(request) else { return Self.toLogin }
+            return try await report(session, query: FormData(query: request.uri.query))
+        }
+    }
+
+    // MARK: Sessions and forms
+
+    static var toLogin: Response { Response(status: .seeOther, headers: [.location: "/console/login"]) }
+
+    func signedIn(_ request: Request) -> ConsoleSessions.Session? { sessions.find(request.headers, at: Processor.nowMs()) }
+
+    static func html(_ status: HTTPResponse.Status, _ text: String, headers: HTTPFields = [:]) -> Response {
+        var h = securityHeaders
+        h[.contentType] = "text/html; charset=utf-8"
+        h.append(contentsOf: headers)
+        return Response(status: status, headers: h, body: .init(byteBuffer: ByteBuffer(string: text)))
+    }
+
+    static func render(_ model: Any, _ template: String) -> String {
+        ConsoleTemplates.render(model, template)
+    }
+
+    func message(_ status: HTTPResponse.Status, _ heading: String, _ text: String, session: ConsoleSessions.Session?) -> Response
+    {
+        let chrome = session.map { Chrome(signedIn: true, csrf: $0.csrf) } ?? Chrome()
+        let link = session == nil ? MessagePage.Link(href: "/console/login", label: "Sign in") : nil
+        return Self.html(status, Self.render(MessagePage(chrome: chrome, heading: heading, text: text, link: link), "message"))
+    }
+
+    struct Refused: Error { var response: Response }
+
+    /// A posted form of a signed-in session whose CSRF token is the session's, from a page of this origin.
+    func form(_ request: Request, limit: Int) async -> Result<(ConsoleSessions.Session, FormData), Refused> {
+        guard let session = signedIn(request) else {
+            return .failure(Refused(response: message(.forbidden, "Not signed in", "Sign in to use the console.", session: nil)))
+        }
+        if let refused = crossSite(request, session: session) { return .failure(refused) }
+        let body: ByteBuffer
+        do {
+            body = try await request.body.collect(upTo: limit)
+        } catch {
+            return .failure(
+                Refused(
+                    response: message(.contentTooLarge, "Too large", "The form is over \(limit / 1024) KiB.", session: session)))
+        }
+        let fields = FormData(body.readableBytesView)
+        guard let token = fields["csrf"], KeyRing.same(Array(token.utf8), Array(session.csrf.utf8)) else {
+            logger.notice("console form refused: no valid CSRF token", metadata: ["path": "\(request.uri.path)"])
+            return .failure(
+                Refused(
+                    response: message(
+                        .forbidden, "Refused",
+                        "The form did not carry this session's token (cross-site request?). Reload the page and try again.",
+                        session: session)))
+        }
+        return .success((session, fields))
+    }
+
+    /// A refusal when the request says it comes from another site (`Origin` of another host, or
+    /// `Sec-Fetch-Site: cross-site`); the token check is the main defence, this one is a second.
+    func crossSite(_ request: Request, session: ConsoleSessions.Session?) -> Refused? {
+        let site = request.headers[HTTPField.Name("Sec-Fetch-Site")!]
+        var foreign = site == "cross-site"
+        if let origin = request.headers[.origin], origin != "null", let authority = request.head.authority {
+            foreign = foreign || origin.split(separator: "://", maxSplits: 1).last.map(String.init) != authority
+        }
+        guard foreign else { return nil }
+        logger.notice("console form refused: cross-site", metadata: ["path": "\(request.uri.path)"])
+        return Refused(response: message(.forbidden, "Refused", "A form of another site cannot post here.", session: session))
+    }
+
+    func loginPage(failed: Bool, status: HTTPResponse.Status) -> Response {
+        let token = ConsoleSessions.token()
+        let cookie = ConsoleSessions.setCookie(ConsoleSessions.loginCookie, token, path: "/console/login", maxAge: 3600)
+        return Self.html(
+            status, Self.render(LoginPage(token: token, failed: failed), "login"),
+            headers: [.setCookie: cookie])
+    }
+
+    func login(_ request: Request) async -> Response {
+        if let refused = crossSite(request, session: nil) { return refused.response }
+        guard let body = try? await request.body.collect(upTo: Self.maxLoginBytes) else {
+            return message(.contentTooLarge, "Too large", "The form is too large.", session: nil)
+        }
+        let fields = FormData(body.readableBytesView)
+        guard let token = fields["csrf"], let expected = ConsoleSessions.cookie(ConsoleSessions.loginCookie, in: request.headers),
+            !token.isEmpty, KeyRing.same(Array(token.utf8), Array(expected.utf8))
+        else {
+            logger.notice("console sign-in refused: no valid CSRF token")
+            return message(.forbidden, "Refused", "The sign-in form's token did not match (cross-site request?).", session: nil)
+        }
+        guard let key = fields["key"], !key.isEmpty, adminKeys.contains(key) else {
+            logger.notice("console sign-in refused: not an admin key")
+            return loginPage(failed: true, status: .unauthorized)
+        }
+        let session = sessions.create(key: LoadedRules.fingerprint(key), at: Processor.nowMs())
+        logger.info("console sign-in", metadata: ["key": "\(session.key)"])
+        var headers: HTTPFields = [.location: "/console"]
+        headers.append(
+            HTTPField(
+                name: .setCookie,
+                value: ConsoleSessions.setCookie(ConsoleSessions.cookie, session.id, maxAge: ConsoleSessions.lifetimeMs / 1000)))
+        headers.append(
+            HTTPField(
+                name: .setCookie,
+                value: ConsoleSessions.setCookie(ConsoleSessions.loginCookie, "", path: "/console/login", maxAge: 0)))
+        return Response(status: .seeOther, headers: headers)
+    }
+
+    // MARK: Overview
+
+    func overview(_ session: ConsoleSessions.Session) -> Response {
+        let rules = current.value
+        let now = Processor.nowMs()
+        var page = OverviewPage(chrome: Chrome(signedIn: true, csrf: session.csrf, overview: true))
+        page.loadedAt = Timestamp(milliseconds: rules.loaded.loadedAt).description
+        page.digest = String(rules.digest.prefix(16))
+        page.ruleCount = rules.ruleSet.rules.count
+        page.unitCount = rules.loaded.units.count
+        page.files = rules.loaded.files.map { .init(path: $0.path, sha: String($0.sha256.prefix(16)), bytes: $0.bytes) }
+        if let r = reloader.lastRefused.value {
+            page.refused = .init(
+                at: Timestamp(milliseconds: r.at).description, by: r.by, message: r.refused.message,
+                diagnostics: r.refused.diagnostics)
+        }
+        page.rules = rules.ruleSet.rules.map { rule in
+            let s = processor.activity.summary(of: rule.qualifiedID, at: now)
+            return OverviewPage.RuleRow(
+                id: rule.qualifiedID, anchor: Self.anchor(rule.qualifiedID), hour: .init(s.hour), day: .init(s.day),
+                chart: Self.chart(triggered: s.triggeredByHour, fired: s.firedByHour))
+        }
+        return Self.html(.ok, Self.render(page, "overview"))
+    }
+
+    /// An id made of letters, digits and `-` (for an element id).
+    static func anchor(_ s: String) -> String {
+        String(s.unicodeScalars.map { $0.properties.isAlphabetic || ("0"..."9").contains($0) ? Character($0) : "-" })
+    }
+
+    /// Bars per hour, oldest first: trigger matches light, fires dark over them. Numbers only (no text of anyone's).
+    static func chart(triggered: [Int], fired: [Int]) -> String {
+        let top = max(1, triggered.max() ?? 0, fired.max() ?? 0)
+        let (w, h) = (6, 30)
+        var bars = ""
+        for i in triggered.indices {
+            let t = Double(triggered[i]) / Double(top) * Double(h)
+            let f = Double(fired[i]) / Double(top) * Double(h)
+            let x = i * w
+            if triggered[i] > 0 {
+                bars +=
+                    "<rect x=\"\(x)\" y=\"\(String(format: "%.1f", Double(h) - t))\" width=\"\(w - 1)\" height=\"\(String(format: "%.1f", t))\" fill=\"#93c5fd\"/>"
+            }
+            if fired[i] > 0 {
+                bars +=
+                    "<rect x=\"\(x)\" y=\"\(String(format: "%.1f", Double(h) - f))\" width=\"\(w - 1)\" height=\"\(String(format: "%.1f", f))\" fill=\"#1d4ed8\"/>"
+            }
+        }
+        let label =
+            "Per hour over the last 24 hours, oldest first. Triggered: \(triggered.map(String.init).joined(separator: ", ")). Fired: \(fired.map(String.init).joined(separator: ", "))."
+        return
+            "<svg class=\"chart\" width=\"\(w * 24)\" height=\"\(h + 1)\" role=\"img\" aria-label=\"\(label)\"><line x1=\"0\" y1=\"\(h)\" x2=\"\(w * 24)\" y2=\"\(h)\" stroke=\"#64748b\"/>\(bars)</svg>"
+    }
+
+    // MARK: Timeline
+
+    /// The latest (at most `limit`) events of `user` in the input log, decoded as the service decoded them, with their
+    /// JSON as a line a dry-run reads (a `timestamp` added when the event had none of its own); and how many there are.
+    func events(of user: String, limit: Int) throws -> (events: [BoundEvent], lines: [String], total: Int) {
+        let decoder = current.value.decoder
+        var events: [BoundEvent] = []
+        var lines: [String] = []
+        var total = 0
+        try Self.eachStoredEvent(backend, decoder) { e, json in
+            guard e.userID == user else { return }
+            total += 1
+            var line = String(decoding: json, as: UTF8.self)
+            if !line.contains("\"timestamp\""), let brace = line.firstIndex(of: "{") {
+                line.insert(
+                    contentsOf: "\"timestamp\":\"\(Timestamp(milliseconds: e.timestamp))\",", at: line.index(after: brace))
+            }
+            events.append(e)
+            lines.append(line)
+            if events.count > 2 * limit {
+                events.removeFirst(events.count - limit)
+                lines.removeFirst(lines.count - limit)
+            }
+        }
+        if events.count > limit {
+            events.removeFirst(events.count - limit)
+            lines.removeFirst(lines.count - limit)
+        }
+        return (events, lines, total)
+    }
+
+    /// Each event of the input log in order, decoded as the service decoded it (`decoder`: the rules served), with
+    /// its JSON as it arrived. Records or events that do not decode are passed over.
+    static func eachStoredEvent(
+        _ backend: SQLiteStateBackend, _ decoder: SegmentDecoder, _ body: (BoundEvent, ArraySlice<UInt8>) -> Void
+    ) throws {
+        try backend.eachInput { _, _, bytes in
+            try? InputLog.read(bytes) { input in
+                guard case .event(let json, let arrival) = input, let e = try? decoder.decode(json, arrival: arrival) else {
+                    return
+                }
+                body(e, json)
+            }
+        }
+    }
+
+    func timeline(_ session: ConsoleSessions.Session, query: FormData) async throws -> Response {
+        var page = UserPage(chrome: Chrome(signedIn: true, csrf: session.csrf, user: true))
+        guard let user = query["id"]?.trimmingCharacters(in: .whitespaces), !user.isEmpty else {
+            return Self.html(.ok, Self.render(page, "user"))
+        }
+        page.query = user
+        let state: UserState?
+        do {
+            guard case .state(let s) = try await processor.submit(.state(userID: user)) else {
+                return Self.html(.internalServerError, "")
+            }
+            state = s
+        } catch {
+            return message(.serviceUnavailable, "Not now", "The service is stopping; try again.", session: session)
+        }
+        let rules = current.value
+        let until = clock == .wall ? Processor.nowMs() : nil
+        let console = self
+        let (trace, total) = try await Routes.onThread {
+            let found = try console.events(of: user, limit: Self.maxUserEvents)
+            return (ExplainRunner.timeline(ruleSet: rules.ruleSet, events: found.events, user: user, until: until), found.total)
+        }
+        var found = UserPage.Found(id: user, known: state != nil)
+        if let state {
+            found.attributes = state.attributes.map { .init(name: $0.name, value: JSONWriter.encode($0.value)) }
+            found.pending = state.pending.map {
+                .init(rule: $0.rule, due: Timestamp(milliseconds: $0.due).description, held: $0.held)
+            }
+            found.inbox = state.inbox.map {
+                .init(
+                    message: $0.message, rule: $0.rule, created: Timestamp(milliseconds: $0.createdAt).description, read: $0.read)
+            }
+            found.mergedInto = state.mergedInto.map {
+                .init(id: $0, url: $0.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")
+            }
+        }
+        found.eventCount = total
+        let steps = trace.steps.suffix(Self.shownSteps)
+        found.earlier = trace.steps.count > steps.count ? trace.steps.count - steps.count : nil
+        found.steps = steps.map {
+            .init(
+                kind: $0.isEvent ? "event" : "time", time: Timestamp(milliseconds: $0.time).description, title: $0.title,
+                text: $0.lines.map { $0.hasPrefix("  ") ? String($0.dropFirst(2)) : $0 }.joined(separator: "\n"))
+        }
+        found.pendingText = trace.pending.isEmpty ? nil : trace.pending.joined(separator: "\n")
+        page.found = found
+        return Self.html(.ok, Self.render(page, "user"))
+    }
+
+    // MARK: Playground
+
+    func playgroundPage(_ session: ConsoleSessions.Session, query: FormData) async throws -> Response {
+        let files = current.value.files
+        let path = query["file"].flatMap { p in files.contains { $0.path == p } ? p : nil } ?? files.first?.path ?? "rules.yaml"
+        var page = PlaygroundPage(chrome: Chrome(signedIn: true, csrf: session.csrf, playground: true))
+        page.files = files.map { .init(path: $0.path, selected: $0.path == path) }
+        page.path = path
+        page.rules = files.first { $0.path == path }?.text ?? ""
+        if let user = query["user"], !user.isEmpty {
+            let n = min(max(Int(query["n"] ?? "") ?? 50, 1), Self.maxPlaygroundEvents)
+            page.user = user
+            page.n = n
+            let console = self
+            let lines = try await Routes.onThread { try console.events(of: user, limit: n).lines }
+            page.events = lines.joined(separator: "\n")
+        }
+        return Self.html(.ok, Self.render(page, "playground"))
+    }
+
+    func runPlayground(_ session: ConsoleSessions.Session, _ fields: FormData) async throws -> Response {
+        let files = current.value.files
+        var page = PlaygroundPage(chrome: Chrome(signedIn: true, csrf: session.csrf, playground: true))
+        let path = fields["path"].map { $0.isEmpty ? "playground.yaml" : $0 } ?? "playground.yaml"
+        page.path = path
+        page.files = files.map { .init(path: $0.path, selected: $0.path == path) }
+        page.rules = fields["rules"] ?? ""
+        page.events = fields["events"] ?? ""
+        page.until = fields["until"] ?? ""
+        guard runs.take() else {
+            return message(
+                .serviceUnavailable, "Busy", "Other playground runs are under way; try again in a moment.", session: session)
+        }
+        defer { runs.give() }
+        let (rules, events, until) = (page.rules, page.events, page.until)
+        let result = try await Routes.onThread {
+            Playground.run(files: files, path: path, edited: rules, events: events, until: until.isEmpty ? nil : until)
+        }
+        page.result = .init(result)
+        return Self.html(.ok, Self.render(page, "playground"))
+    }
+
+    // MARK: Report
+
+    func report(_ session: ConsoleSessions.Session, query: FormData) async throws -> Response {
+        var page = ReportPage(chrome: Chrome(signedIn: true, csrf: session.csrf, report: true))
+        let now = Processor.nowMs()
+        let today = now / 86_400_000 * 86_400_000
+        let to = query["to"].flatMap(Self.day) ?? today
+        let from = query["from"].flatMap(Self.day) ?? (to - 6 * 86_400_000)
+        page.from = Self.dayText(from)
+        page.to = Self.dayText(to)
+        if query["from"].map({ Self.day($0) == nil }) == true || query["to"].map({ Self.day($0) == nil }) == true {
+            page.error = "A day is written YYYY-MM-DD."
+        } else if to < from {
+            page.error = "The period ends before it starts."
+        } else if (to - from) / 86_400_000 + 1 > Int64(Self.maxReportDays) {
+            page.error = "A report covers at most \(Self.maxReportDays) days."
+        }
+        guard page.error == nil else { return Self.html(.badRequest, Self.render(page, "report")) }
+        let rules = current.value
+        let end = min(to + 86_400_000, max(now, from))
+        let backend = backend
+        let outcome: Result<[BoundEvent], ReportTooLarge> = try await Routes.onThread {
+            var events: [BoundEvent] = []
+            var over = false
+            try Self.eachStoredEvent(backend, rules.decoder) { e, _ in
+                guard !over, e.timestamp >= from, e.timestamp < to + 86_400_000 else { return }
+                if events.count >= Self.maxReportEvents { over = true } else { events.append(e) }
+            }
+            return over ? .failure(ReportTooLarge()) : .success(events)
+        }
+        switch outcome {
+        case .failure:
+            page.error = "The period holds over \(Self.maxReportEvents) events; choose a shorter one."
+            return Self.html(.ok, Self.render(page, "report"))
+        case .success(let events):
+            page.body = ReportRunner.body(
+                ruleSet: rules.ruleSet, events: events, source: "the rules served (digest \(rules.digest.prefix(12)))",
+                eventsName: "the stored events of \(page.from) to \(page.to)", end: end)
+        }
+        return Self.html(.ok, Self.render(page, "report"))
+    }
+
+    struct ReportTooLarge: Error {}
+
+    /// Midnight UTC of a `YYYY-MM-DD` day, in milliseconds.
+    static func day(_ text: String) -> Int64? {
+        let parts = text.split(separator: "-")
+        guard parts.count == 3, parts[0].count == 4, let y = Int(parts[0]), let m = Int(parts[1]), let d = Int(parts[2]),
+            (1...12).contains(m), (1...31).contains(d)
+        else { return nil }
+        var c = DateComponents()
+        (c.year, c.month, c.day) = (y, m, d)
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        guard let date = calendar.date(from: c), calendar.component(.day, from: date) == d else { return nil }
+        return Int64(date.timeIntervalSince1970 * 1000)
+    }
+
+    static func dayText(_ ms: Int64) -> String { String(Timestamp(milliseconds: ms).description.prefix(10)) }
+}
+
+/// At most `count` holders at once.
+final class Slots: Sendable {
+    private let used = Mutex(0)
+    let count: Int
+    init(_ count: Int) { self.count = count }
+
+    /// Takes a slot if one is free.
+    func take() -> Bool {
+        used.withLock { n in
+            guard n < count else { return false }
+            n += 1
+            return true
+        }
+    }
+    func give() { used.withLock { $0 -= 1 } }
+}

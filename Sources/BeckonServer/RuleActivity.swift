@@ -1,0 +1,99 @@
+import BeckonCore
+import Synchronization
+
+/// What became of each rule's trigger matches over the last day, by wall-clock time in 5-minute buckets: the
+/// console's live counts. The processing thread adds what the engine's counters gained since it last looked, after
+/// every round; the console reads sums. Kept in memory: the counts start when the process does.
+final class RuleActivity: Sendable {
+    static let bucketMs: Int64 = 5 * 60_000
+    static let dayMs: Int64 = 86_400_000
+
+    /// One rule's counts in one bucket (or summed over several).
+    struct Counts: Sendable, Equatable {
+        var triggered = 0
+        var fired = 0
+        var scheduled = 0
+        var heldBack = 0
+        /// Verdicts that were not fires, by ``Verdict/code``.
+        var blocked: [String: Int] = [:]
+
+        mutating func add(_ o: Counts) {
+            triggered += o.triggered
+            fired += o.fired
+            scheduled += o.scheduled
+            heldBack += o.heldBack
+            for (k, v) in o.blocked { blocked[k, default: 0] += v }
+        }
+        var isEmpty: Bool { self == Counts() }
+    }
+
+    private struct State {
+        /// The engine's per-rule counters when last looked at (`nil`: a new engine, not looked at yet).
+        var baseline: Engine.Stats?
+        /// Rule → bucket (start time / ``bucketMs``) → counts.
+        var rules: [String: [Int64: Counts]] = [:]
+        /// The bucket of the last pruning (once a bucket, buckets older than a day are dropped).
+        var pruned: Int64 = 0
+    }
+    private let state = Mutex(State())
+
+    /// A new engine's counters (after a reload or a reopen, which replays): what they hold now is not new activity.
+    func restart(from stats: Engine.Stats) { state.withLock { $0.baseline = stats } }
+
+    /// Adds what `stats` gained since the last call, at wall time `now`. `names` are the rules' qualified ids by index.
+    func record(_ stats: Engine.Stats, names: [String], at now: Int64) {
+        let bucket = now / Self.bucketMs
+        state.withLock { s in
+            let base = s.baseline
+            func before(_ column: KeyPath<Engine.Stats, [Int]>, _ i: Int) -> Int {
+                guard let base, i < base[keyPath: column].count else { return 0 }
+                return base[keyPath: column][i]
+            }
+            for (i, name) in names.enumerated() where i < stats.triggered.count {
+                var c = Counts()
+                c.triggered = stats.triggered[i] - before(\.triggered, i)
+                c.fired = stats.fired[i] - before(\.fired, i)
+                c.scheduled = stats.scheduled[i] - before(\.scheduled, i)
+                c.heldBack = stats.heldBack[i] - before(\.heldBack, i)
+                let old = base.flatMap { i < $0.blocked.count ? $0.blocked[i] : nil } ?? [:]
+                for (code, n) in stats.blocked[i] where n - (old[code] ?? 0) > 0 { c.blocked[code] = n - (old[code] ?? 0) }
+                guard !c.isEmpty else { continue }
+                s.rules[name, default: [:]][bucket, default: Counts()].add(c)
+            }
+            s.baseline = stats
+            // Buckets older than a day are dropped.
+            let oldest = (now - Self.dayMs) / Self.bucketMs
+            if s.pruned != bucket {
+                s.pruned = bucket
+                for (name, buckets) in s.rules where buckets.keys.contains(where: { $0 < oldest }) {
+                    s.rules[name] = buckets.filter { $0.key >= oldest }
+                }
+            }
+        }
+    }
+
+    /// One rule's sums over the last hour and day before `now`, and its fires and trigger matches per hour over the
+    /// day (oldest first, 24 of each).
+    struct Summary: Sendable {
+        var hour = Counts()
+        var day = Counts()
+        var firedByHour = [Int](repeating: 0, count: 24)
+        var triggeredByHour = [Int](repeating: 0, count: 24)
+    }
+
+    func summary(of rule: String, at now: Int64) -> Summary {
+        let buckets = state.withLock { $0.rules[rule] ?? [:] }
+        var s = Summary()
+        let current = now / Self.bucketMs
+        for (b, c) in buckets {
+            let age = current - b
+            guard age >= 0, age < 288 else { continue }
+            s.day.add(c)
+            if age < 12 { s.hour.add(c) }
+            let hour = 23 - Int(age / 12)
+            s.firedByHour[hour] += c.fired
+            s.triggeredByHour[hour] += c.triggered
+        }
+        return s
+    }
+}
