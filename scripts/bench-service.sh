@@ -8,12 +8,15 @@
 #     each was due; and the live clock's timer lag p99 (from /metrics) over that run;
 #  4. operations (bench-service/operations.py): reloads under load with 10,000 users, forget, delivery to a receiver.
 # Usage: scripts/bench-service.sh [SECONDS]   (default 10). Needs wrk (installed with apt-get if missing).
+# BECKON=PATH runs that binary instead of building one (two builds side by side, as docs/bench.md does).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-10}
 command -v wrk > /dev/null || apt-get install -y wrk > /dev/null
-swift build -c release --product beckon > /tmp/beckon-build.log 2>&1 || { cat /tmp/beckon-build.log; exit 1; }
-beckon=.build/release/beckon
+if [ -z "${BECKON:-}" ]; then
+  swift build -c release --product beckon > /tmp/beckon-build.log 2>&1 || { cat /tmp/beckon-build.log; exit 1; }
+fi
+beckon=${BECKON:-.build/release/beckon}
 work=$(mktemp -d)
 key=bench-key
 server_pid=

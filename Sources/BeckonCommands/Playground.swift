@@ -87,9 +87,8 @@ public enum Playground {
         result.errors = loaded.errorCount
         guard let ruleSet = loaded.ruleSet else { return result }
 
-        // (By character: a "\r\n" is one, and a newline like a lone "\n" or "\r".)
-        let lines = events.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline)
-        if lines.count > limits.eventLines {
+        let lines = Self.lines(events)
+        if lines.count(where: { !$0.isEmpty }) > limits.eventLines {
             result.stopped = "the events are over the playground's \(limits.eventLines) lines"
             return result
         }
@@ -106,8 +105,8 @@ public enum Playground {
         }
         result.ran = true
         for (n, text) in lines.enumerated() {
-            let line = String(text)
-            if line.utf8.allSatisfy({ $0 == 32 || $0 == 9 }) { continue }
+            if text.isEmpty { continue }
+            let line = String(decoding: text, as: UTF8.self)
             if ContinuousClock.now - start > budget {
                 result.stopped = "stopped before line \(n + 1): over the playground's \(limits.runMilliseconds) ms"
                 break
@@ -126,7 +125,18 @@ public enum Playground {
             case .failure(let p): result.stopped = "until: " + p.message
             case .success(let end) where last != Int64.min && end - last > limits.untilMs:
                 result.stopped = "until is more than \(DSLDuration.format(limits.untilMs)) after the last event"
-            case .success(let end): keep(engine.advance(to: end))
+            case .success(let end):
+                // A day at a time, with the time limit checked between days (delayed actions can chain).
+                var t = last == Int64.min ? end : last
+                repeat {
+                    t = min(end, t + 86_400_000)
+                    keep(engine.advance(to: t))
+                    if t < end && ContinuousClock.now - start > budget {
+                        result.stopped =
+                            "stopped letting time run at \(Timestamp(milliseconds: t)): over the playground's \(limits.runMilliseconds) ms"
+                        break
+                    }
+                } while t < end
             }
         }
         let summary = Summary(engine: engine, badLines: bad.count)
@@ -138,15 +148,41 @@ public enum Playground {
     }
 }
 
+extension Playground {
+    /// The lines of pasted events as `dry-run` reads a file (``LineReader``): a line ends at `\n`, `\r\n` or a lone
+    /// `\r`; a line of only spaces and tabs is blank (empty here).
+    static func lines(_ text: String) -> [ArraySlice<UInt8>] {
+        var out: [ArraySlice<UInt8>] = []
+        let bytes = Array(text.utf8)
+        var start = 0
+        var i = 0
+        func end(_ j: Int) {
+            let line = bytes[start..<j]
+            out.append(line.allSatisfy { $0 == 32 || $0 == 9 } ? [] : line)
+        }
+        while i < bytes.count {
+            if bytes[i] == 10 || bytes[i] == 13 {
+                end(i)
+                if bytes[i] == 13 && i + 1 < bytes.count && bytes[i + 1] == 10 { i += 1 }
+                start = i + 1
+            }
+            i += 1
+        }
+        if start < bytes.count { end(bytes.count) }
+        return out
+    }
+}
+
 extension ReportRunner {
-    /// `beckon report`'s HTML for `ruleSet` over `events` (in time order), without a page around it (for the console):
-    /// `source` names the rules and `eventsName` the events in its first line; `end`, when later than the last event,
-    /// lets time run on to it.
+    /// `beckon report`'s HTML for `ruleSet` over the events `events` hands to its argument (in time order), without a
+    /// page around it (for the console): `source` names the rules and `eventsName` the events in its first line;
+    /// `end`, when later than the last event, lets time run on to it.
     public static func body(
-        ruleSet: CompiledRuleSet, events: [BoundEvent], source: String, eventsName: String, end: Int64?
-    ) -> String {
+        ruleSet: CompiledRuleSet, source: String, eventsName: String, end: Int64?,
+        events: ((BoundEvent) -> Void) throws -> Void
+    ) rethrows -> String {
         let builder = ReportBuilder(ruleSet: ruleSet)
-        for e in events { builder.process(e) }
+        try events { builder.process($0) }
         var until = builder.last
         if let end, let last = builder.last { until = max(end, last) }
         if let until { builder.finish(at: until) }

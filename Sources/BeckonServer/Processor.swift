@@ -415,7 +415,7 @@ final class Processor: @unchecked Sendable {
             if !input.isEmpty || !fired.isEmpty || !due.dueTimes.isEmpty { input.tick(now) }
         }
         if !input.isEmpty { loggedClock = engine.clock }
-        if !input.isEmpty || !dues.isEmpty { activity.record(engine.stats, names: ruleNames, at: Self.nowMs()) }
+        let gained = !input.isEmpty || !dues.isEmpty ? activity.take(engine.stats, names: ruleNames) : [:]
         let checkpoint = force || ContinuousClock.now - lastCheckpoint >= .seconds(Self.checkpointSeconds)
         var commit = ServiceCommit()
         if !input.isEmpty { commit.input = (input.bytes, Self.nowMs(), input.events) }
@@ -430,6 +430,7 @@ final class Processor: @unchecked Sendable {
         let destinations = rules.ruleSet.settings.destinations
         let users = Set(fired.map(\.0.userID))
         let (metrics, feed, events, live, tally, dueTimes) = (metrics, feed, input.events, clock == .wall, counts, dues)
+        let activity = activity
         let checkpointed = commit.checkpoint != nil
         committer.enqueue(
             Committer.Group(
@@ -441,6 +442,7 @@ final class Processor: @unchecked Sendable {
                     metrics.ingest(.duplicate).increment(by: Int64(tally.duplicates))
                     metrics.ingest(.refused).increment(by: Int64(tally.refused))
                     for c in counters { c.increment() }
+                    activity.add(gained, at: Self.nowMs())
                     if live {
                         let now = Self.nowMs()
                         for d in dueTimes { metrics.timerLagSeconds.record(.milliseconds(max(0, now - d))) }

@@ -40,15 +40,18 @@ final class RuleActivity: Sendable {
     /// A new engine's counters (after a reload or a reopen, which replays): what they hold now is not new activity.
     func restart(from stats: Engine.Stats) { state.withLock { $0.baseline = stats } }
 
-    /// Adds what `stats` gained since the last call, at wall time `now`. `names` are the rules' qualified ids by index.
-    func record(_ stats: Engine.Stats, names: [String], at now: Int64) {
-        let bucket = now / Self.bucketMs
+    /// What the engine's counters gained since the last call, by rule (`names`: the rules' qualified ids by index).
+    /// Called by the processing thread after a round; the gain is added (``add(_:at:)``) once the round is written,
+    /// so a group that fails to commit (its events come again) is not counted.
+    func take(_ stats: Engine.Stats, names: [String]) -> [String: Counts] {
         state.withLock { s in
             let base = s.baseline
+            s.baseline = stats
             func before(_ column: KeyPath<Engine.Stats, [Int]>, _ i: Int) -> Int {
                 guard let base, i < base[keyPath: column].count else { return 0 }
                 return base[keyPath: column][i]
             }
+            var gained: [String: Counts] = [:]
             for (i, name) in names.enumerated() where i < stats.triggered.count {
                 var c = Counts()
                 c.triggered = stats.triggered[i] - before(\.triggered, i)
@@ -57,11 +60,19 @@ final class RuleActivity: Sendable {
                 c.heldBack = stats.heldBack[i] - before(\.heldBack, i)
                 let old = base.flatMap { i < $0.blocked.count ? $0.blocked[i] : nil } ?? [:]
                 for (code, n) in stats.blocked[i] where n - (old[code] ?? 0) > 0 { c.blocked[code] = n - (old[code] ?? 0) }
-                guard !c.isEmpty else { continue }
-                s.rules[name, default: [:]][bucket, default: Counts()].add(c)
+                if !c.isEmpty { gained[name] = c }
             }
-            s.baseline = stats
-            // Buckets older than a day are dropped.
+            return gained
+        }
+    }
+
+    /// Adds a gain (``take(_:names:)``) at wall time `now`.
+    func add(_ gained: [String: Counts], at now: Int64) {
+        guard !gained.isEmpty else { return }
+        let bucket = now / Self.bucketMs
+        state.withLock { s in
+            for (name, c) in gained { s.rules[name, default: [:]][bucket, default: Counts()].add(c) }
+            // Once a bucket, buckets older than a day are dropped.
             let oldest = (now - Self.dayMs) / Self.bucketMs
             if s.pruned != bucket {
                 s.pruned = bucket
@@ -72,8 +83,9 @@ final class RuleActivity: Sendable {
         }
     }
 
-    /// One rule's sums over the last hour and day before `now`, and its fires and trigger matches per hour over the
-    /// day (oldest first, 24 of each).
+    /// One rule's sums over the last hour and day before `now` — in whole buckets: the current one and the 11 (or
+    /// 287) before it, so 55 to 60 minutes (23 h 55 min to a day) — and its fires and trigger matches per hour over
+    /// the day (oldest first, 24 of each).
     struct Summary: Sendable {
         var hour = Counts()
         var day = Counts()

@@ -34,6 +34,19 @@ struct PlaygroundTests {
         #expect(r.perRule.map(\.notFired) == ["limit:per_user 1"])
     }
 
+    @Test func linesEndAsDryRunReadsThem() {
+        let lines = Playground.lines("a\r\nb\rc\n \t\nd\u{2028}e\n").map { String(decoding: $0, as: UTF8.self) }
+        #expect(lines == ["a", "b", "c", "", "d\u{2028}e"])
+        // A line separator inside a JSON string is part of the event; a blank line is no line of the limit.
+        let events =
+            #"{"type":"track","userId":"u1","event":"Signed In","timestamp":"2026-03-01T10:00:00Z","properties":{"note":"x\#u{2028}y"}}"#
+        var limits = Playground.Limits()
+        limits.eventLines = 1
+        let r = Playground.run(
+            files: [], path: "a.yaml", edited: Self.rules, events: events + "\n\n", until: nil, limits: limits)
+        #expect(r.stopped == nil && r.badLines.isEmpty && r.rows.count == 1)
+    }
+
     @Test func diagnosticsSayWhere() {
         let broken = Self.rules.replacingOccurrences(of: "per_user", with: "per_usr")
         let r = Playground.run(files: [], path: "shop.yaml", edited: broken, events: Self.events, until: nil)

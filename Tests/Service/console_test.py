@@ -7,6 +7,7 @@ hostile text inert, the playground's limits and isolation). With BECKON_SCREENSH
 there (scripts/render-console.sh writes docs/images). Run by scripts/test.sh."""
 import base64
 import glob
+import html
 import http.client
 import json
 import os
@@ -163,7 +164,14 @@ class ConsoleTest(unittest.TestCase):
         if not SHOTS:
             return
         os.makedirs(SHOTS, exist_ok=True)
-        shot = d.execute_cdp_cmd("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})
+        # The whole page: the viewport made as tall as the page for the picture (capturing beyond the viewport
+        # would lay out wide regions again, scrolled).
+        width, height = d.execute_script("return [window.innerWidth, window.innerHeight]")
+        full = d.execute_script("return document.documentElement.scrollHeight")
+        metrics = {"width": width, "deviceScaleFactor": 1, "mobile": width < 600}
+        d.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {**metrics, "height": full})
+        shot = d.execute_cdp_cmd("Page.captureScreenshot", {"format": "png"})
+        d.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {**metrics, "height": height})
         with open(os.path.join(SHOTS, name + ".png"), "wb") as f:
             f.write(base64.b64decode(shot["data"]))
 
@@ -281,6 +289,7 @@ class ConsoleTest(unittest.TestCase):
                     self.assertTrue(d.find_elements(By.CSS_SELECTOR, "table.dryrun"))
                 overflow = d.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
                 self.assertLessEqual(overflow, 0, f"{name} scrolls sideways by {overflow} px at 390 px")
+                self.shot(d, f"console-{name}-390")  # (before axe, which scrolls regions as it checks contrast)
                 axe = Axe(d)
                 axe.inject()
                 results = axe.run()
@@ -289,7 +298,6 @@ class ConsoleTest(unittest.TestCase):
                 found[name] = [(v["id"], v["impact"], len(v["nodes"])) for v in results["violations"]]
                 self.assertEqual(bad, [], f"{name}: " + "; ".join(
                     f"{v['id']} ({v['impact']}): {v['nodes'][0]['target']}" for v in bad))
-                self.shot(d, f"console-{name}-390")
                 if name == "login":
                     self.sign_in(d)
             print("axe findings (none serious):", found, file=sys.stderr)
@@ -334,17 +342,17 @@ class ConsoleTest(unittest.TestCase):
         self.assertEqual(status, 403)
         self.assertNotIn("Dry run", body)
         # A made-up session id is no session.
-        c.cookies["beckon_session"] = "0" * 64
+        c.cookies["__Secure-beckon_session"] = "0" * 64
         self.assertEqual(c.request("GET", "/console")[0], 303)
 
     def test_sign_in_cookie_and_headers(self):
         c = HTTP(self.server.port)
         status, _, body, cookies = c.login(key="not-the-key")
         self.assertEqual(status, 401)
-        self.assertFalse(any(x.startswith("beckon_session=") for x in cookies))
+        self.assertFalse(any(x.startswith("__Secure-beckon_session=") for x in cookies))
         status, headers, _, cookies = c.login()
         self.assertEqual(status, 303)
-        session = next(x for x in cookies if x.startswith("beckon_session="))
+        session = next(x for x in cookies if x.startswith("__Secure-beckon_session="))
         for attribute in ["HttpOnly", "Secure", "SameSite=Strict", "Path=/console"]:
             self.assertIn(attribute, session)
         status, headers, body, _ = c.request("GET", "/console")
@@ -357,7 +365,7 @@ class ConsoleTest(unittest.TestCase):
         other = HTTP(self.server.port)
         status, _, _, cookies = other.request("POST", "/console/login", form={"key": ADMIN_KEY, "csrf": "a" * 64})
         self.assertEqual(status, 403)
-        self.assertFalse(any(x.startswith("beckon_session=") for x in cookies))
+        self.assertFalse(any(x.startswith("__Secure-beckon_session=") for x in cookies))
 
     def test_cross_site_forms_are_refused(self):
         c = HTTP(self.server.port)
@@ -367,7 +375,7 @@ class ConsoleTest(unittest.TestCase):
         self.assertEqual(c.request("POST", "/console/playground", form=form)[0], 403)
         self.assertEqual(c.request("POST", "/console/playground", form={**form, "csrf": "f" * 64})[0], 403)
         status, _, _, _ = c.request("POST", "/console/playground", form={**form, "csrf": token},
-                                    headers={"Origin": "http://evil.example"})
+                                    headers={"Sec-Fetch-Site": "same-site", "Origin": "http://evil.localhost"})
         self.assertEqual(status, 403)
         status, _, _, _ = c.request("POST", "/console/playground", form={**form, "csrf": token},
                                     headers={"Sec-Fetch-Site": "cross-site"})
@@ -406,6 +414,28 @@ class ConsoleTest(unittest.TestCase):
         status, body = self.server.request("GET", "/v1/users/playground-user/export",
                                            headers={"Authorization": "Bearer " + ADMIN_KEY})
         self.assertEqual((status, body["state"], body["events"]), (200, None, []))
+
+    def test_last_events_read_back_as_processed(self):
+        """An event posted to /v1/track has no `type` and may have no time of its own: "the last N events" gives both,
+        as the service decoded them, so the playground runs them as the service did."""
+        # (An event no rule takes: the overview's counts stay those of the samples.)
+        status, _ = self.server.post("/v1/track", {"userId": "tracker", "event": "Notification Bell Tapped", "messageId": "t1",
+                                                   "originalTimestamp": "2026-03-06T10:00:00Z"})
+        self.assertEqual(status, 200)
+        c = HTTP(self.server.port)
+        c.login()
+        token = c.csrf()
+        _, _, page, _ = c.request("GET", "/console/playground?user=tracker&n=5&file="
+                                  + urllib.parse.quote(os.path.join(RULES, "welcome.yaml")))
+        lines = html.unescape(re.search(r'<textarea id="events"[^>]*>(.*?)</textarea>', page, re.S).group(1))
+        events = [json.loads(x) for x in lines.splitlines()]
+        self.assertEqual([(e["type"], e["timestamp"], e["event"]) for e in events],
+                         [("track", "2026-03-06T10:00:00Z", "Notification Bell Tapped")])
+        self.assertNotIn("originalTimestamp", events[0])
+        _, _, page, _ = c.request("POST", "/console/playground", form={
+            "csrf": token, "path": os.path.join(RULES, "welcome.yaml"), "rules": read(os.path.join(RULES, "welcome.yaml")),
+            "events": lines})
+        self.assertIn("1 event, 1 user, 0 actions fired (bad lines 0", page)
 
     def test_playground_limits(self):
         c = HTTP(self.server.port)

@@ -23,7 +23,11 @@ struct Console: Sendable {
     /// Playground runs under way (at most ``maxRuns`` at once: each takes a thread for up to its time limit).
     let runs = Slots(Console.maxRuns)
 
+    /// Heavy work at once: playground runs and reads of the whole input log (timelines, "the last N events",
+    /// reports), each on a thread of its own.
     static let maxRuns = 2
+    /// How long a sign-in with a wrong key waits before its answer.
+    static let refusedSignInDelay = Duration.seconds(1)
     /// The most of one user's events a timeline replays (the latest), and a report's events.
     static let maxUserEvents = 10_000
     static let maxReportEvents = 2_000_000
@@ -142,16 +146,14 @@ struct Console: Sendable {
         return .success((session, fields))
     }
 
-    /// A refusal when the request says it comes from another site (`Origin` of another host, or
-    /// `Sec-Fetch-Site: cross-site`); the token check is the main defence, this one is a second.
+    /// A refusal when the browser says the request comes from a page of another site (`Sec-Fetch-Site` other than
+    /// `same-origin` or `none`: a sibling subdomain is another site here). The token check is the main defence; this
+    /// is a second, which holds behind a proxy whatever `Host` it forwards.
     func crossSite(_ request: Request, session: ConsoleSessions.Session?) -> Refused? {
-        let site = request.headers[HTTPField.Name("Sec-Fetch-Site")!]
-        var foreign = site == "cross-site"
-        if let origin = request.headers[.origin], origin != "null", let authority = request.head.authority {
-            foreign = foreign || origin.split(separator: "://", maxSplits: 1).last.map(String.init) != authority
+        guard let site = request.headers[HTTPField.Name("Sec-Fetch-Site")!], site != "same-origin", site != "none" else {
+            return nil
         }
-        guard foreign else { return nil }
-        logger.notice("console form refused: cross-site", metadata: ["path": "\(request.uri.path)"])
+        logger.notice("console form refused: from another site", metadata: ["path": "\(request.uri.path)"])
         return Refused(response: message(.forbidden, "Refused", "A form of another site cannot post here.", session: session))
     }
 
@@ -177,6 +179,8 @@ struct Console: Sendable {
         }
         guard let key = fields["key"], !key.isEmpty, adminKeys.contains(key) else {
             logger.notice("console sign-in refused: not an admin key")
+            // A second per wrong key: guesses go one a second per connection.
+            try? await Task.sleep(for: Self.refusedSignInDelay)
             return loginPage(failed: true, status: .unauthorized)
         }
         let session = sessions.create(key: LoadedRules.fingerprint(key), at: Processor.nowMs())
@@ -249,47 +253,64 @@ struct Console: Sendable {
 
     // MARK: Timeline
 
-    /// The latest (at most `limit`) events of `user` in the input log, decoded as the service decoded them, with their
-    /// JSON as a line a dry-run reads (a `timestamp` added when the event had none of its own); and how many there are.
-    func events(of user: String, limit: Int) throws -> (events: [BoundEvent], lines: [String], total: Int) {
-        let decoder = current.value.decoder
+    /// The latest (at most `limit`) events of `user` in the input log, decoded as the service decoded them, and how
+    /// many there are; with `lines`, each also as a line `dry-run` reads the same (``replayLine(_:json:)``).
+    func events(
+        of user: String, limit: Int, lines wanted: Bool
+    ) throws -> (
+        events: [BoundEvent], lines: [String], total: Int
+    ) {
         var events: [BoundEvent] = []
         var lines: [String] = []
         var total = 0
-        try Self.eachStoredEvent(backend, decoder) { e, json in
+        func trim(to n: Int) {
+            guard events.count > n else { return }
+            events.removeFirst(events.count - n)
+            if wanted { lines.removeFirst(lines.count - n) }
+        }
+        try Self.eachStoredEvent(backend, current.value.decoder) { e, json in
             guard e.userID == user else { return }
             total += 1
-            var line = String(decoding: json, as: UTF8.self)
-            if !line.contains("\"timestamp\""), let brace = line.firstIndex(of: "{") {
-                line.insert(
-                    contentsOf: "\"timestamp\":\"\(Timestamp(milliseconds: e.timestamp))\",", at: line.index(after: brace))
-            }
             events.append(e)
-            lines.append(line)
-            if events.count > 2 * limit {
-                events.removeFirst(events.count - limit)
-                lines.removeFirst(lines.count - limit)
-            }
+            if wanted { lines.append(Self.replayLine(e, json: json)) }
+            if events.count > 2 * limit { trim(to: limit) }
         }
-        if events.count > limit {
-            events.removeFirst(events.count - limit)
-            lines.removeFirst(lines.count - limit)
-        }
+        trim(to: limit)
         return (events, lines, total)
+    }
+
+    /// A stored event as a line that reads back as the event the service processed: its `type` and `timestamp` as
+    /// decoded (an event posted to `/v1/track` may have no `type`; the time may have been corrected by `sentAt`, or
+    /// be the arrival time), without the fields that corrected it.
+    static func replayLine(_ e: BoundEvent, json: ArraySlice<UInt8>) -> String {
+        guard case .map(let m)? = try? JSONValue.parse(String(decoding: json, as: UTF8.self)) else {
+            return String(decoding: json, as: UTF8.self)
+        }
+        let dropped: Set<String> = ["type", "timestamp", "originalTimestamp", "sentAt", "receivedAt"]
+        var out = ValueMap([
+            ("type", .string(e.kind.description)), ("timestamp", .string(Timestamp(milliseconds: e.timestamp).description)),
+        ])
+        for (k, v) in m.entries {
+            guard case .string(let name) = k, !dropped.contains(name) else { continue }
+            out[string: name] = v
+        }
+        return JSONWriter.encode(.map(out))
     }
 
     /// Each event of the input log in order, decoded as the service decoded it (`decoder`: the rules served), with
     /// its JSON as it arrived. Records or events that do not decode are passed over.
     static func eachStoredEvent(
-        _ backend: SQLiteStateBackend, _ decoder: SegmentDecoder, _ body: (BoundEvent, ArraySlice<UInt8>) -> Void
+        _ backend: SQLiteStateBackend, _ decoder: SegmentDecoder, _ body: (BoundEvent, ArraySlice<UInt8>) throws -> Void
     ) throws {
         try backend.eachInput { _, _, bytes in
+            var stop: (any Error)?
             try? InputLog.read(bytes) { input in
-                guard case .event(let json, let arrival) = input, let e = try? decoder.decode(json, arrival: arrival) else {
-                    return
-                }
-                body(e, json)
+                guard stop == nil, case .event(let json, let arrival) = input,
+                    let e = try? decoder.decode(json, arrival: arrival)
+                else { return }
+                do { try body(e, json) } catch { stop = error }
             }
+            if let stop { throw stop }
         }
     }
 
@@ -311,10 +332,14 @@ struct Console: Sendable {
         let rules = current.value
         let until = clock == .wall ? Processor.nowMs() : nil
         let console = self
-        let (trace, total) = try await Routes.onThread {
-            let found = try console.events(of: user, limit: Self.maxUserEvents)
-            return (ExplainRunner.timeline(ruleSet: rules.ruleSet, events: found.events, user: user, until: until), found.total)
-        }
+        guard
+            let (trace, total) = try await heavy({
+                let found = try console.events(of: user, limit: Self.maxUserEvents, lines: false)
+                return (
+                    ExplainRunner.timeline(ruleSet: rules.ruleSet, events: found.events, user: user, until: until), found.total
+                )
+            })
+        else { return busy(session) }
         var found = UserPage.Found(id: user, known: state != nil)
         if let state {
             found.attributes = state.attributes.map { .init(name: $0.name, value: JSONWriter.encode($0.value)) }
@@ -356,7 +381,9 @@ struct Console: Sendable {
             page.user = user
             page.n = n
             let console = self
-            let lines = try await Routes.onThread { try console.events(of: user, limit: n).lines }
+            guard let lines = try await heavy({ try console.events(of: user, limit: n, lines: true).lines }) else {
+                return busy(session)
+            }
             page.events = lines.joined(separator: "\n")
         }
         return Self.html(.ok, Self.render(page, "playground"))
@@ -384,6 +411,17 @@ struct Console: Sendable {
         return Self.html(.ok, Self.render(page, "playground"))
     }
 
+    /// Runs `body` on a thread of its own if fewer than ``maxRuns`` such jobs are under way (`nil`: too many).
+    func heavy<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T? {
+        guard runs.take() else { return nil }
+        defer { runs.give() }
+        return try await Routes.onThread(body)
+    }
+
+    func busy(_ session: ConsoleSessions.Session) -> Response {
+        message(.serviceUnavailable, "Busy", "Other heavy pages are being made; try again in a moment.", session: session)
+    }
+
     // MARK: Report
 
     func report(_ session: ConsoleSessions.Session, query: FormData) async throws -> Response {
@@ -404,24 +442,31 @@ struct Console: Sendable {
         guard page.error == nil else { return Self.html(.badRequest, Self.render(page, "report")) }
         let rules = current.value
         let end = min(to + 86_400_000, max(now, from))
-        let backend = backend
-        let outcome: Result<[BoundEvent], ReportTooLarge> = try await Routes.onThread {
-            var events: [BoundEvent] = []
-            var over = false
-            try Self.eachStoredEvent(backend, rules.decoder) { e, _ in
-                guard !over, e.timestamp >= from, e.timestamp < to + 86_400_000 else { return }
-                if events.count >= Self.maxReportEvents { over = true } else { events.append(e) }
-            }
-            return over ? .failure(ReportTooLarge()) : .success(events)
+        let (backend, first, last) = (backend, page.from, page.to)
+        let made: Result<String, ReportTooLarge>?
+        do {
+            made = try await heavy({
+                var count = 0
+                let html = try ReportRunner.body(
+                    ruleSet: rules.ruleSet, source: "the rules served (digest \(rules.digest.prefix(12)))",
+                    eventsName: "the stored events of \(first) to \(last)", end: end
+                ) { feed in
+                    try Self.eachStoredEvent(backend, rules.decoder) { e, _ in
+                        guard e.timestamp >= from, e.timestamp < to + 86_400_000 else { return }
+                        count += 1
+                        guard count <= Self.maxReportEvents else { throw ReportTooLarge() }
+                        feed(e)
+                    }
+                }
+                return .success(html)
+            })
+        } catch is ReportTooLarge {
+            made = .failure(ReportTooLarge())
         }
-        switch outcome {
-        case .failure:
-            page.error = "The period holds over \(Self.maxReportEvents) events; choose a shorter one."
-            return Self.html(.ok, Self.render(page, "report"))
-        case .success(let events):
-            page.body = ReportRunner.body(
-                ruleSet: rules.ruleSet, events: events, source: "the rules served (digest \(rules.digest.prefix(12)))",
-                eventsName: "the stored events of \(page.from) to \(page.to)", end: end)
+        switch made {
+        case nil: return busy(session)
+        case .failure?: page.error = "The period holds over \(Self.maxReportEvents) events; choose a shorter one."
+        case .success(let html)?: page.body = html
         }
         return Self.html(.ok, Self.render(page, "report"))
     }

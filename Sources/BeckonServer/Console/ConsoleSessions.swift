@@ -23,9 +23,12 @@ final class ConsoleSessions: Sendable {
     static let lifetimeMs: Int64 = 12 * 3_600_000
     /// The most sessions held; a new one past it ends the least recently used.
     static let maxSessions = 256
-    static let cookie = "beckon_session"
-    /// The login form's own token (a double-submit cookie: a cross-site page can neither read nor set it).
-    static let loginCookie = "beckon_login"
+    /// The session's cookie. `__Secure-`: a browser takes it only with `Secure` from a secure origin, so no page of
+    /// plain HTTP or of a sibling domain can plant one.
+    static let cookie = "__Secure-beckon_session"
+    /// The login form's own token (a double-submit cookie: another site can neither read it nor, being `__Secure-`
+    /// and `SameSite=Strict`, plant or send it).
+    static let loginCookie = "__Secure-beckon_login"
 
     private let sessions = Mutex<[String: Session]>([:])
 
