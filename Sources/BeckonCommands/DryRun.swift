@@ -74,18 +74,29 @@ public enum DryRunRunner {
 /// One line of the dry-run table: a fired action, or a rule that matched but did not fire (the console's table and
 /// the terminal's come from these).
 public struct DryRunRow: Sendable {
+    /// What became of the rule: it fired (an action), did not, or waits (scheduled, or held by quiet hours).
+    public enum Result: Sendable {
+        case fired, notFired, waiting
+
+        /// The table's mark: ✓, ✗ or ⏲.
+        public var mark: String {
+            switch self {
+            case .fired: "✓"
+            case .notFired: "✗"
+            case .waiting: "⏲"
+            }
+        }
+    }
+
     public var time: Int64
     public var user: String
-    /// ✓ fired, ✗ not fired, ⏲ scheduled or held by quiet hours.
-    public var mark: String
+    public var result: Result
     public var rule: String
     /// The action's kind (fired rows only).
     public var kind: String?
     /// What the action carries, or why the rule did not fire.
     public var detail: String
     public var warnings: [String] = []
-
-    public var fired: Bool { kind != nil }
 
     /// The rows of one outcome, in order: fired verdicts are noted right after their actions are made, so both lists
     /// share one order.
@@ -95,7 +106,7 @@ public struct DryRunRow: Sendable {
         let actions = outcome.actions
         func fired(_ a: FiredAction) -> DryRunRow {
             DryRunRow(
-                time: a.time, user: a.userID, mark: "✓", rule: a.unit + "/" + a.rule, kind: a.kind,
+                time: a.time, user: a.userID, result: .fired, rule: a.unit + "/" + a.rule, kind: a.kind,
                 detail: DryRunRunner.detail(a), warnings: a.warnings)
         }
         for v in outcome.verdicts {
@@ -105,13 +116,14 @@ public struct DryRunRow: Sendable {
                     k += 1
                 }
             } else if !firedOnly {
-                let mark: String
+                let result: Result
                 switch v.verdict {
-                case .scheduled, .quietHours(heldUntil: .some): mark = "⏲"
-                default: mark = "✗"
+                case .scheduled, .quietHours(heldUntil: .some): result = .waiting
+                default: result = .notFired
                 }
                 rows.append(
-                    DryRunRow(time: v.time, user: v.userID, mark: mark, rule: v.qualifiedID, kind: nil, detail: v.verdict.summary)
+                    DryRunRow(
+                        time: v.time, user: v.userID, result: result, rule: v.qualifiedID, kind: nil, detail: v.verdict.summary)
                 )
             }
         }
@@ -124,7 +136,7 @@ public struct DryRunRow: Sendable {
 
     /// The row as the terminal table prints it.
     public var line: String {
-        var s = "\(Timestamp(milliseconds: time))  \(user)  \(mark) \(rule)  "
+        var s = "\(Timestamp(milliseconds: time))  \(user)  \(result.mark) \(rule)  "
         s += kind.map { "\($0)  \(detail)" } ?? detail
         if !warnings.isEmpty { s += "  ⚠ " + warnings.joined(separator: "; ") }
         return s
@@ -235,6 +247,30 @@ extension DryRunRunner {
     }
 }
 
+/// One rule's line of a run's summary (dry-run's table, the playground's).
+public struct RuleCount: Sendable {
+    public var rule: String
+    public var triggered: Int
+    public var fired: Int
+    /// What else became of its matches: ``notFired(blocked:scheduled:)``.
+    public var notFired: String
+
+    /// `scheduled N` (when any), then the blocks by reason (``Verdict/code``), most first: `limit:per_day 3, where 1`;
+    /// `-` for none. The one spelling of a rule's blocks, in the summary and the console's live counts.
+    public static func notFired(blocked: [String: Int], scheduled: Int) -> String {
+        var parts = reasons(blocked).map { "\($0.reason) \($0.count)" }
+        if scheduled > 0 { parts.insert("scheduled \(scheduled)", at: 0) }
+        return parts.isEmpty ? "-" : parts.joined(separator: ", ")
+    }
+}
+
+extension RuleCount {
+    /// Blocks by reason, most first (ties by reason): the one order of the summary, the report and the console.
+    public static func reasons(_ blocked: [String: Int]) -> [(reason: String, count: Int)] {
+        blocked.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }.map { ($0.key, $0.value) }
+    }
+}
+
 /// Counts at the end of a run.
 struct Summary {
     let engine: Engine
@@ -251,17 +287,14 @@ struct Summary {
             + (pending > 0 ? "; \(n(pending, "delayed action")) still pending (use --until to let time pass)" : "")
     }
 
-    /// Per rule: trigger matches, fires, and what else became of its matches (`scheduled N`, then blocks by reason,
-    /// most first; `-` for none).
-    var perRule: [(rule: String, triggered: Int, fired: Int, notFired: String)] {
+    /// Per rule: trigger matches, fires, and what else became of its matches.
+    var perRule: [RuleCount] {
         let s = engine.stats
         return engine.ruleSet.rules.map { r in
             let i = Int(r.index)
-            var parts = s.blocked[i].sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }
-                .map { "\($0.key) \($0.value)" }
-            if s.scheduled[i] > 0 { parts.insert("scheduled \(s.scheduled[i])", at: 0) }
-            let blocked = parts.joined(separator: ", ")
-            return (r.qualifiedID, s.triggered[i], s.fired[i], blocked.isEmpty ? "-" : blocked)
+            return RuleCount(
+                rule: r.qualifiedID, triggered: s.triggered[i], fired: s.fired[i],
+                notFired: RuleCount.notFired(blocked: s.blocked[i], scheduled: s.scheduled[i]))
         }
     }
 

@@ -13,7 +13,7 @@ public enum Playground {
         /// The pasted stream, in bytes and in lines.
         public var eventBytes = 1024 * 1024
         public var eventLines = 10_000
-        /// Time spent running events (checked between events; time let run by `until` is one step).
+        /// Time spent running events and letting time run (checked between events, and between days of `until`).
         public var runMilliseconds: Int64 = 2_000
         /// How far past the last event `until` may let time run.
         public var untilMs: Int64 = 90 * 86_400_000
@@ -30,13 +30,6 @@ public enum Playground {
         public var column: Int
         public var message: String
         public var rendered: String
-    }
-
-    public struct RuleCount: Sendable {
-        public var rule: String
-        public var triggered: Int
-        public var fired: Int
-        public var notFired: String
     }
 
     public struct Result: Sendable {
@@ -141,9 +134,7 @@ public enum Playground {
         }
         let summary = Summary(engine: engine, badLines: bad.count)
         result.headline = summary.headline
-        result.perRule = summary.perRule.map {
-            RuleCount(rule: $0.rule, triggered: $0.triggered, fired: $0.fired, notFired: $0.notFired)
-        }
+        result.perRule = summary.perRule
         return result
     }
 }

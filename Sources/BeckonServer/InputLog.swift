@@ -110,6 +110,21 @@ struct InputLog: Sendable {
         return removed ? out : nil
     }
 
+    /// Calls `body` with each event of a record that decodes under `decoder`, with its JSON as it arrived, in order:
+    /// the readers of stored events (privacy exports, the console). Events that do not decode and the rest of a
+    /// damaged record are passed over; what `body` throws stops the record and is thrown.
+    static func events(
+        in record: [UInt8], decoder: SegmentDecoder, _ body: (BoundEvent, ArraySlice<UInt8>) throws -> Void
+    ) throws {
+        var thrown: (any Error)?
+        try? read(record) { input in
+            guard thrown == nil, case .event(let json, let arrival) = input, let e = try? decoder.decode(json, arrival: arrival)
+            else { return }
+            do { try body(e, json) } catch { thrown = error }
+        }
+        if let thrown { throw thrown }
+    }
+
     /// Calls `body` with each input of a record, in order.
     static func read(_ record: [UInt8], _ body: (Input) throws -> Void) throws {
         var i = 0

@@ -43,10 +43,8 @@ enum Privacy {
         w.key("events")
         w.beginArray()
         try records { receivedAt, bytes in
-            try? InputLog.read(bytes) { input in
-                guard case .event(let json, let arrival) = input, let e = try? decoder.decode(json, arrival: arrival),
-                    e.userID == user
-                else { return }
+            try InputLog.events(in: bytes, decoder: decoder) { e, json in
+                guard e.userID == user else { return }
                 w.beginObject()
                 w.key("receivedAt")
                 w.string(Timestamp(milliseconds: receivedAt).description)

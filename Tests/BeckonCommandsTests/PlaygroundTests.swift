@@ -28,7 +28,7 @@ struct PlaygroundTests {
             files: [("shop.yaml", "version: 1\nruleset: old\n")], path: "shop.yaml", edited: Self.rules,
             events: Self.events, until: nil)
         #expect(r.errors == 0 && r.ran && r.stopped == nil)
-        let rows = r.rows.map { "\($0.mark) \($0.rule) \($0.kind ?? "-")" }
+        let rows = r.rows.map { "\($0.result.mark) \($0.rule) \($0.kind ?? "-")" }
         #expect(rows == ["✓ shop/welcome message", "✗ shop/welcome -"])
         #expect(r.badLines.count == 1 && r.badLines[0].hasPrefix("events:3:1: bad event"))
         #expect(r.perRule.map(\.notFired) == ["limit:per_user 1"])

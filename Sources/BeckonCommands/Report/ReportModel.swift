@@ -165,11 +165,9 @@ final class ReportBuilder {
             ur.usersTriggered = triggered[u].count
             ur.rules = rules.map { r in
                 let i = Int(r.index)
-                let suppressed = s.blocked[i].sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }
-                    .map { (reason: $0.key, count: $0.value) }
                 return RuleRow(
                     id: r.id, triggered: s.triggered[i], fired: s.fired[i], heldBack: s.heldBack[i], scheduled: s.scheduled[i],
-                    suppressed: suppressed)
+                    suppressed: RuleCount.reasons(s.blocked[i]))
             }
             let exposedAny = exposure(rules.map(\.index))
             for user in exposedAny.keys {

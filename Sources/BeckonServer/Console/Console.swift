@@ -106,15 +106,12 @@ struct Console: Sendable {
         return Response(status: status, headers: h, body: .init(byteBuffer: ByteBuffer(string: text)))
     }
 
-    static func render(_ model: Any, _ template: String) -> String {
-        ConsoleTemplates.render(model, template)
-    }
-
     func message(_ status: HTTPResponse.Status, _ heading: String, _ text: String, session: ConsoleSessions.Session?) -> Response
     {
         let chrome = session.map { Chrome(signedIn: true, csrf: $0.csrf) } ?? Chrome()
         let link = session == nil ? MessagePage.Link(href: "/console/login", label: "Sign in") : nil
-        return Self.html(status, Self.render(MessagePage(chrome: chrome, heading: heading, text: text, link: link), "message"))
+        return Self.html(
+            status, ConsoleTemplates.render(MessagePage(chrome: chrome, heading: heading, text: text, link: link), "message"))
     }
 
     struct Refused: Error { var response: Response }
@@ -161,7 +158,7 @@ struct Console: Sendable {
         let token = ConsoleSessions.token()
         let cookie = ConsoleSessions.setCookie(ConsoleSessions.loginCookie, token, path: "/console/login", maxAge: 3600)
         return Self.html(
-            status, Self.render(LoginPage(token: token, failed: failed), "login"),
+            status, ConsoleTemplates.render(LoginPage(token: token, failed: failed), "login"),
             headers: [.setCookie: cookie])
     }
 
@@ -219,7 +216,7 @@ struct Console: Sendable {
                 id: rule.qualifiedID, anchor: Self.anchor(rule.qualifiedID), hour: .init(s.hour), day: .init(s.day),
                 chart: Self.chart(triggered: s.triggeredByHour, fired: s.firedByHour))
         }
-        return Self.html(.ok, Self.render(page, "overview"))
+        return Self.html(.ok, ConsoleTemplates.render(page, "overview"))
     }
 
     /// An id made of letters, digits and `-` (for an element id).
@@ -232,18 +229,15 @@ struct Console: Sendable {
         let top = max(1, triggered.max() ?? 0, fired.max() ?? 0)
         let (w, h) = (6, 30)
         var bars = ""
+        func bar(_ x: Int, _ n: Int, _ color: String) {
+            guard n > 0 else { return }
+            let height = Double(n) / Double(top) * Double(h)
+            bars +=
+                "<rect x=\"\(x)\" y=\"\(String(format: "%.1f", Double(h) - height))\" width=\"\(w - 1)\" height=\"\(String(format: "%.1f", height))\" fill=\"\(color)\"/>"
+        }
         for i in triggered.indices {
-            let t = Double(triggered[i]) / Double(top) * Double(h)
-            let f = Double(fired[i]) / Double(top) * Double(h)
-            let x = i * w
-            if triggered[i] > 0 {
-                bars +=
-                    "<rect x=\"\(x)\" y=\"\(String(format: "%.1f", Double(h) - t))\" width=\"\(w - 1)\" height=\"\(String(format: "%.1f", t))\" fill=\"#93c5fd\"/>"
-            }
-            if fired[i] > 0 {
-                bars +=
-                    "<rect x=\"\(x)\" y=\"\(String(format: "%.1f", Double(h) - f))\" width=\"\(w - 1)\" height=\"\(String(format: "%.1f", f))\" fill=\"#1d4ed8\"/>"
-            }
+            bar(i * w, triggered[i], "#93c5fd")
+            bar(i * w, fired[i], "#1d4ed8")
         }
         let label =
             "Per hour over the last 24 hours, oldest first. Triggered: \(triggered.map(String.init).joined(separator: ", ")). Fired: \(fired.map(String.init).joined(separator: ", "))."
@@ -302,22 +296,13 @@ struct Console: Sendable {
     static func eachStoredEvent(
         _ backend: SQLiteStateBackend, _ decoder: SegmentDecoder, _ body: (BoundEvent, ArraySlice<UInt8>) throws -> Void
     ) throws {
-        try backend.eachInput { _, _, bytes in
-            var stop: (any Error)?
-            try? InputLog.read(bytes) { input in
-                guard stop == nil, case .event(let json, let arrival) = input,
-                    let e = try? decoder.decode(json, arrival: arrival)
-                else { return }
-                do { try body(e, json) } catch { stop = error }
-            }
-            if let stop { throw stop }
-        }
+        try backend.eachInput { _, _, bytes in try InputLog.events(in: bytes, decoder: decoder, body) }
     }
 
     func timeline(_ session: ConsoleSessions.Session, query: FormData) async throws -> Response {
         var page = UserPage(chrome: Chrome(signedIn: true, csrf: session.csrf, user: true))
         guard let user = query["id"]?.trimmingCharacters(in: .whitespaces), !user.isEmpty else {
-            return Self.html(.ok, Self.render(page, "user"))
+            return Self.html(.ok, ConsoleTemplates.render(page, "user"))
         }
         page.query = user
         let state: UserState?
@@ -364,7 +349,7 @@ struct Console: Sendable {
         }
         found.pendingText = trace.pending.isEmpty ? nil : trace.pending.joined(separator: "\n")
         page.found = found
-        return Self.html(.ok, Self.render(page, "user"))
+        return Self.html(.ok, ConsoleTemplates.render(page, "user"))
     }
 
     // MARK: Playground
@@ -386,7 +371,7 @@ struct Console: Sendable {
             }
             page.events = lines.joined(separator: "\n")
         }
-        return Self.html(.ok, Self.render(page, "playground"))
+        return Self.html(.ok, ConsoleTemplates.render(page, "playground"))
     }
 
     func runPlayground(_ session: ConsoleSessions.Session, _ fields: FormData) async throws -> Response {
@@ -408,7 +393,7 @@ struct Console: Sendable {
             Playground.run(files: files, path: path, edited: rules, events: events, until: until.isEmpty ? nil : until)
         }
         page.result = .init(result)
-        return Self.html(.ok, Self.render(page, "playground"))
+        return Self.html(.ok, ConsoleTemplates.render(page, "playground"))
     }
 
     /// Runs `body` on a thread of its own if fewer than ``maxRuns`` such jobs are under way (`nil`: too many).
@@ -439,7 +424,7 @@ struct Console: Sendable {
         } else if (to - from) / 86_400_000 + 1 > Int64(Self.maxReportDays) {
             page.error = "A report covers at most \(Self.maxReportDays) days."
         }
-        guard page.error == nil else { return Self.html(.badRequest, Self.render(page, "report")) }
+        guard page.error == nil else { return Self.html(.badRequest, ConsoleTemplates.render(page, "report")) }
         let rules = current.value
         let end = min(to + 86_400_000, max(now, from))
         let (backend, first, last) = (backend, page.from, page.to)
@@ -468,7 +453,7 @@ struct Console: Sendable {
         case .failure?: page.error = "The period holds over \(Self.maxReportEvents) events; choose a shorter one."
         case .success(let html)?: page.body = html
         }
-        return Self.html(.ok, Self.render(page, "report"))
+        return Self.html(.ok, ConsoleTemplates.render(page, "report"))
     }
 
     struct ReportTooLarge: Error {}

@@ -47,7 +47,7 @@ struct OverviewPage {
         var fired: Int
         var heldBack: Int
         var scheduled: Int
-        /// `code n, code n` most first, or `-`.
+        /// ``RuleCount/notFired(blocked:scheduled:)`` (scheduled has its own column).
         var blocked: String
 
         init(_ c: RuleActivity.Counts) {
@@ -55,10 +55,7 @@ struct OverviewPage {
             fired = c.fired
             heldBack = c.heldBack
             scheduled = c.scheduled
-            let parts = c.blocked.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }.map {
-                "\($0.key) \($0.value)"
-            }
-            blocked = parts.isEmpty ? "-" : parts.joined(separator: ", ")
+            blocked = RuleCount.notFired(blocked: c.blocked, scheduled: 0)
         }
     }
     struct RuleRow {
@@ -173,7 +170,7 @@ struct PlaygroundPage {
         var hasBadLines: Bool
         var rows: [Row]
         var rowsLeftOut: Int?
-        var perRule: [Playground.RuleCount]
+        var perRule: [RuleCount]
 
         init(_ r: Playground.Result) {
             problems = r.problems
@@ -184,9 +181,14 @@ struct PlaygroundPage {
             hasBadLines = !r.badLines.isEmpty
             rows = r.rows.map { row in
                 let (css, word) =
-                    row.fired ? ("fired", "fired") : row.mark == "⏲" ? ("waiting", "waiting") : ("blocked", "not fired")
+                    switch row.result {
+                    case .fired: ("fired", "fired")
+                    case .waiting: ("waiting", "waiting")
+                    case .notFired: ("blocked", "not fired")
+                    }
                 return Row(
-                    time: Timestamp(milliseconds: row.time).description, user: row.user, mark: row.mark, css: css, word: word,
+                    time: Timestamp(milliseconds: row.time).description, user: row.user, mark: row.result.mark, css: css,
+                    word: word,
                     rule: row.rule, kind: row.kind, detail: row.detail, warnings: row.warnings)
             }
             rowsLeftOut = r.rowsLeftOut > 0 ? r.rowsLeftOut : nil

@@ -88,7 +88,7 @@ final class ConsoleSessions: Sendable {
 }
 
 /// An `application/x-www-form-urlencoded` body (or query string): `+` is a space, `%XX` a byte; the first of a
-/// repeated name wins; undecodable escapes are kept as written.
+/// repeated name wins; a name or value with an undecodable escape is kept as written.
 struct FormData {
     var fields: [String: String] = [:]
 
@@ -105,32 +105,9 @@ struct FormData {
 
     subscript(_ name: String) -> String? { fields[name] }
 
+    /// As ``Routes/parameter(_:_:)`` decodes a path: Foundation's percent-decoding, after `+` (a space in a form).
     static func decode(_ s: some Collection<UInt8>) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity(s.count)
-        var i = s.startIndex
-        func hex(_ c: UInt8) -> UInt8? {
-            switch c {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
-            default: nil
-            }
-        }
-        while i != s.endIndex {
-            let c = s[i]
-            if c == UInt8(ascii: "+") {
-                out.append(32)
-            } else if c == UInt8(ascii: "%"), let j = s.index(i, offsetBy: 2, limitedBy: s.endIndex), j != s.endIndex,
-                let hi = hex(s[s.index(after: i)]), let lo = hex(s[j])
-            {
-                out.append(hi << 4 | lo)
-                i = j
-            } else {
-                out.append(c)
-            }
-            i = s.index(after: i)
-        }
-        return String(decoding: out, as: UTF8.self)
+        let raw = String(decoding: s, as: UTF8.self).replacingOccurrences(of: "+", with: " ")
+        return raw.removingPercentEncoding ?? raw
     }
 }
