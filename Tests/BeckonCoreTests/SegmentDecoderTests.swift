@@ -231,3 +231,33 @@ struct HostileLineTests {
         #expect(e.timestamp == t(expected))
     }
 }
+
+/// Whether a line decodes never depends on the rule set (issue: an event accepted under one rule set and decoded
+/// again after a reload must decode under the next): every string is checked, read or skipped.
+struct DecodingDoesNotDependOnRules {
+    static let head = #"{"type":"track","event":"x","userId":"u","timestamp":"2026-01-05T09:00:00Z","#
+    static func line(_ a: String, _ bytes: [UInt8] = [], _ b: String = "") -> [UInt8] {
+        Array((head + a).utf8) + bytes + Array(b.utf8)
+    }
+    static let lines: [(String, [UInt8])] = [
+        ("bytes that are not UTF-8 in a value", line(#""properties":{"zz":"a"#, [0xFF], #""}}"#)),
+        ("bytes that are not UTF-8 in a key", line(#""properties":{"z"#, [0xFE], #"":1}}"#)),
+        ("a lone high surrogate", line(#""properties":{"zz":"\ud800"}}"#)),
+        ("a lone low surrogate", line(#""properties":{"zz":["\udc00"]}}"#)),
+        ("a bad escape", line(#""context":{"zz":"\q"}}"#)),
+        ("a control character", line(#""properties":{"zz":"a"#, [0x01], #""}}"#)),
+    ]
+
+    @Test(arguments: ["", #"event.properties.zz == "a""#, "size(event.properties) > 0", #"context.zz == "a""#])
+    func everyRuleSetRefusesTheSameLines(rule: String) throws {
+        let decoder = SegmentDecoder(ruleSet: try load(campaign(on: "on: x", if: rule.isEmpty ? nil : rule)))
+        for (what, line) in Self.lines {
+            #expect(throws: DecodeError.self, "\(what) under \(rule)") {
+                try decoder.decode(line[...], arrival: Arrival(receivedAt: nil))
+            }
+        }
+        // (A null `properties` decodes under every rule set too.)
+        _ = try decoder.decode(
+            #"{"type":"track","event":"x","userId":"u","timestamp":"2026-01-05T09:00:00Z","properties":null}"#)
+    }
+}

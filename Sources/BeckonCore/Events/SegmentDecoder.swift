@@ -153,7 +153,9 @@ public struct SegmentDecoder {
             case .properties:
                 sawProperties = true
                 if ruleSet.needsAllProperties {
-                    let v = try p.value(depth: 1)
+                    // (At the depth of `slots` below, and `null` as there: which lines decode is the same either way.)
+                    if p.peek() == UInt8(ascii: "n") { return try p.skipValue(depth: 0) }
+                    let v = try p.value(depth: 0)
                     guard case .map(let m) = v else { throw p.error("'properties' must be an object") }
                     for (k, v) in m.entries {
                         if case .string(let ks) = k, let slot = ruleSet.propertySlots[ks] { props[slot] = v }
@@ -497,18 +499,22 @@ struct JSONScanner {
     }
 
     /// The bytes of a string value with no escapes, without making a `String` (`nil`, and nothing consumed, otherwise).
+    /// Bytes that are not UTF-8 give `nil` too: ``rawString()`` then reports them.
     mutating func plainStringBytes() -> UnsafeBufferPointer<UInt8>? {
         skipSpace()
         guard peek() == UInt8(ascii: "\"") else { return nil }
         var k = i + 1
+        var seen: UInt8 = 0
         while k < b.count {
             let c = b[k]
             if c == UInt8(ascii: "\"") {
                 let out = UnsafeBufferPointer(rebasing: b[(i + 1)..<k])
+                if seen >= 0x80, String(validating: out, as: UTF8.self) == nil { return nil }
                 i = k + 1
                 return out
             }
             if c == UInt8(ascii: "\\") || c < 32 { return nil }
+            seen |= c
             k += 1
         }
         return nil
@@ -708,15 +714,7 @@ struct JSONScanner {
         skipSpace()
         guard let c = peek() else { throw error("a value is missing") }
         switch c {
-        case UInt8(ascii: "\""):
-            i += 1
-            while i < b.count {
-                let d = b[i]
-                if d == UInt8(ascii: "\\") { i += 2; continue }
-                if d == UInt8(ascii: "\"") { i += 1; return }
-                i += 1
-            }
-            throw error("unterminated string")
+        case UInt8(ascii: "\""): try skipString()
         case UInt8(ascii: "{"):
             i += 1
             try skipObjectBody(depth: depth + 1)
@@ -739,6 +737,55 @@ struct JSONScanner {
 
     mutating func skipObjectBody(depth: Int) throws(DecodeError) {
         try members { (p, _) throws(DecodeError) in try p.skipValue(depth: depth) }
+    }
+
+    /// Skips a string at `i` (a quote) without making it, refusing exactly what ``rawString()`` refuses: bytes that are
+    /// not UTF-8, a control character, a bad escape, a lone surrogate. So whether a line decodes never depends on
+    /// which of its values the rules read: a service that accepted an event under one rule set decodes it under any
+    /// other (docs/events.md, "Bad lines").
+    mutating func skipString() throws(DecodeError) {
+        i += 1
+        let start = i
+        var seen: UInt8 = 0
+        while i < b.count {
+            let c = b[i]
+            if c == UInt8(ascii: "\"") {
+                if seen >= 0x80, String(validating: UnsafeBufferPointer(rebasing: b[start..<i]), as: UTF8.self) == nil {
+                    throw invalidUTF8(from: start)
+                }
+                i += 1
+                return
+            }
+            if c < 32 { throw error("control character in a string") }
+            seen |= c
+            if c == UInt8(ascii: "\\") {
+                i += 1
+                guard i < b.count else { break }
+                let e = b[i]
+                i += 1
+                switch e {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"),
+                    UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+                    continue
+                case UInt8(ascii: "u"):
+                    let code = try hex4()
+                    if code >= 0xD800 && code < 0xDC00 {
+                        guard i + 1 < b.count && b[i] == UInt8(ascii: "\\") && b[i + 1] == UInt8(ascii: "u") else {
+                            throw error("lone surrogate in \\u escape")
+                        }
+                        i += 2
+                        let low = try hex4()
+                        guard low >= 0xDC00 && low < 0xE000 else { throw error("invalid surrogate pair") }
+                    } else if code >= 0xDC00 && code < 0xE000 {
+                        throw error("invalid \\u escape")
+                    }
+                    continue
+                default: throw error("invalid escape '\\\(Character(Unicode.Scalar(e)))'")
+                }
+            }
+            i += 1
+        }
+        throw error("unterminated string")
     }
 }
 
