@@ -49,8 +49,9 @@ public final class ServiceMetrics: Sendable {
     }
 
     /// Results of events posted: `accepted` (processed), `duplicate` (a `messageId` seen), `refused` (past a bound of
-    /// docs/reference/limits.md), `rejected` (a request that got 400; nothing of it stored).
-    enum IngestResult: String, CaseIterable { case accepted, duplicate, refused, rejected }
+    /// docs/reference/limits.md), `rejected` (a request that got 400; nothing of it stored), `undecodable` (accepted
+    /// but not decoded again after a reload: never expected, an error is logged).
+    enum IngestResult: String, CaseIterable { case accepted, duplicate, refused, rejected, undecodable }
 
     func ingest(_ r: IngestResult) -> Counter {
         registry.makeCounter(

@@ -69,6 +69,12 @@ final class Processor: @unchecked Sendable {
     private var stopping = false
     private var stopped = false
     private var isReady = false
+    /// Whether the last write to the database succeeded: after a failed commit the service is not ready (`/readyz`
+    /// answers 503) until a write succeeds again, a commit or the processing thread's probe (``probeSeconds``).
+    private var writable = true
+    private var lastProbe = ContinuousClock.now
+    /// How often a database that failed a write is tried with a small write while no commit succeeds.
+    static let probeSeconds = 1.0
 
     /// The rule set the engine runs (the request handlers decode under ``current``, which a reload sets after this).
     private var rules: ServingRules
@@ -133,7 +139,7 @@ final class Processor: @unchecked Sendable {
         if let v = checkpoint.rulesVersion, v != rules.version, try backend.hasInputs(after: checkpoint.seq) {
             let old = RuleLoader.load(texts: try backend.ruleFiles(version: v))
             if let ruleSet = old.ruleSet {
-                let (engine, n) = try replay(ruleSet, SegmentDecoder(ruleSet: ruleSet), backend)
+                let (engine, n) = try replay(ruleSet, SegmentDecoder(ruleSet: ruleSet), backend, logger: logger)
                 try backend.write(engine.checkpoint(under: rules.version))
                 logger.notice(
                     "replayed the input log under the rule set it was logged under, then changed rule sets",
@@ -144,29 +150,39 @@ final class Processor: @unchecked Sendable {
                     metadata: ["version": "\(v)"])
             }
         }
-        return try replay(rules.ruleSet, rules.decoder, backend)
+        return try replay(rules.ruleSet, rules.decoder, backend, logger: logger)
     }
 
     private static func replay(
-        _ ruleSet: CompiledRuleSet, _ decoder: SegmentDecoder, _ backend: SQLiteStateBackend
+        _ ruleSet: CompiledRuleSet, _ decoder: SegmentDecoder, _ backend: SQLiteStateBackend, logger: Logger
     ) throws -> (Engine, Int) {
         let engine = Engine(ruleSet: ruleSet, store: SavedStateStore(backend: backend))
         if let s = try backend.readStream() { engine.restore(stream: try StreamState(decoding: s)) }
         engine.rebuildTimers()
         var records = 0
+        var undecodable = 0
         var out = EventOutcome()
+        defer {
+            if undecodable > 0 {
+                logger.error("logged events that do not decode were not replayed", metadata: ["events": "\(undecodable)"])
+            }
+        }
         try backend.eachInput(after: backend.checkpointSeq()) { _, _, bytes in
-            try InputLog.read(bytes) { input in apply(input, to: engine, decoder: decoder, out: &out) }
+            try InputLog.read(bytes) { input in if !apply(input, to: engine, decoder: decoder, out: &out) { undecodable += 1 } }
             records += 1
         }
         return (engine, records)
     }
 
-    /// Does what an input did the first time (an event that no longer decodes is skipped: it was decoded once).
-    static func apply(_ input: InputLog.Input, to engine: Engine, decoder: SegmentDecoder, out: inout EventOutcome) {
+    /// Does what an input did the first time. An event decoded once decodes again (the same bytes, the same rules);
+    /// returns `false` for one that does not (a log written by a Beckon before 0.18, which read past bytes that are
+    /// not UTF-8 in values no rule read): the replay counts and reports it.
+    @discardableResult
+    static func apply(_ input: InputLog.Input, to engine: Engine, decoder: SegmentDecoder, out: inout EventOutcome) -> Bool {
         switch input {
         case .event(let json, let arrival):
-            if let e = try? decoder.decode(json, arrival: arrival) { engine.process(e, into: &out) }
+            guard let e = try? decoder.decode(json, arrival: arrival) else { return false }
+            engine.process(e, into: &out)
         case .markRead(let user, let item, let time):
             _ = engine.markRead(userID: user, itemID: item, at: time)
         case .tick(let time):
@@ -174,12 +190,36 @@ final class Processor: @unchecked Sendable {
         case .forget:
             break  // (only in a fleet's log: a single service forgets with a barrier)
         }
+        return true
     }
 
     var ready: Bool {
         lock.lock()
         defer { lock.unlock() }
-        return isReady && !stopping
+        return isReady && writable && !stopping
+    }
+
+    /// Notes the outcome of a write (a commit or a probe).
+    private func setWritable(_ ok: Bool) {
+        lock.lock()
+        writable = ok
+        lock.unlock()
+    }
+
+    /// While the database cannot be written, a small write each ``probeSeconds`` finds out when it can again.
+    private func probeIfUnwritable() {
+        lock.lock()
+        let unwritable = !writable
+        lock.unlock()
+        guard unwritable, ContinuousClock.now - lastProbe >= .seconds(Self.probeSeconds) else { return }
+        lastProbe = .now
+        do {
+            try backend.probeWrite()
+            setWritable(true)
+            logger.notice("the database can be written again")
+        } catch {
+            logger.debug("the database still cannot be written", metadata: ["error": "\(error)"])
+        }
     }
 
     func start() {
@@ -232,7 +272,12 @@ final class Processor: @unchecked Sendable {
             if jobs.contains(where: { if case .forget = $0.0 { true } else { false } }) {
                 jobs = zip(Self.droppingForgotten(jobs.map(\.0)), jobs.map(\.1)).map { ($0, $1) }
             }
+            probeIfUnwritable()
             if committer.failed || needsReopen {
+                if committer.failed {
+                    setWritable(false)
+                    lastProbe = .now
+                }
                 // A group was not written: what the engine holds beyond the database is dropped.
                 committer.waitIdle()
                 reopen()
@@ -285,6 +330,10 @@ final class Processor: @unchecked Sendable {
 
     private func finish() {
         committer.stop()
+        // A clean stop leaves no write-ahead log behind (everything is in the database file).
+        do { try backend.truncateLog() } catch {
+            logger.warning("the write-ahead log could not be truncated", metadata: ["error": "\(error)"])
+        }
         lock.lock()
         // Whatever arrived during the last round is refused: the service is going away.
         for (_, c) in queue { c.resume(throwing: ServiceUnavailable()) }
@@ -368,13 +417,20 @@ final class Processor: @unchecked Sendable {
             case .events(let decoded, let log, let under):
                 var r = (accepted: 0, duplicates: 0, refused: 0)
                 // Events decoded under a rule set that a reload replaced since are decoded again from what arrived.
+                // (Whether a line decodes does not depend on the rule set: what was accepted under one decodes under
+                // any. Should one not, it is said, not skipped in silence.)
                 var events = decoded
                 if under !== rules {
                     events = []
-                    try? InputLog.read(log.bytes) { input in
-                        if case .event(let json, let arrival) = input, let e = try? rules.decoder.decode(json, arrival: arrival) {
-                            events.append(e)
+                    do {
+                        try InputLog.read(log.bytes) { input in
+                            guard case .event(let json, let arrival) = input else { return }
+                            do { events.append(try rules.decoder.decode(json, arrival: arrival)) } catch {
+                                undecodable(error)
+                            }
                         }
+                    } catch {
+                        undecodable(error)
                     }
                 }
                 for e in events {
@@ -432,10 +488,12 @@ final class Processor: @unchecked Sendable {
         let (metrics, feed, events, live, tally, dueTimes) = (metrics, feed, input.events, clock == .wall, counts, dues)
         let activity = activity
         let checkpointed = commit.checkpoint != nil
+        let wrote = !commit.isEmpty || !fired.isEmpty
         committer.enqueue(
             Committer.Group(
                 commit: commit, fired: fired, destinations: destinations, waiting: jobs.map(\.1), results: results,
-                written: {
+                written: { [weak self] in
+                    if wrote { self?.setWritable(true) }
                     metrics.commitEvents.record(Double(events))
                     if checkpointed { metrics.checkpoints.increment() }
                     metrics.ingest(.accepted).increment(by: Int64(tally.accepted))
@@ -449,6 +507,13 @@ final class Processor: @unchecked Sendable {
                     }
                     if !users.isEmpty { feed.notify(users) }
                 }))
+    }
+
+    /// An accepted event that the rules now served cannot decode: never expected (a line's validity does not depend
+    /// on the rules), so it is an error in the log and in `beckon_ingest_events_total{result="undecodable"}`.
+    private func undecodable(_ error: any Error) {
+        metrics.ingest(.undecodable).increment()
+        logger.error("an accepted event no longer decodes", metadata: ["error": "\(error)"])
     }
 
     /// The action's JSON object as `dry-run --format jsonl` prints it; a late one also says when it fired.
