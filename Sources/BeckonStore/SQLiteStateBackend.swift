@@ -128,7 +128,54 @@ public final class SQLiteStateBackend: StateBackend, Sendable {
                     CREATE UNIQUE INDEX action_log_id ON action_log(action_id);
                     """)
         }
+        m.registerMigration("v4: ids merged into a user, the write probe") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE user_state ADD COLUMN merged_into TEXT;
+                    CREATE TABLE write_probe (id INTEGER PRIMARY KEY CHECK (id = 1), bytes BLOB NOT NULL);
+                    """)
+            // (States written before hold their pointer in their bytes only.)
+            let rows = try Row.fetchAll(db, sql: "SELECT user_id, bytes FROM user_state")
+            for row in rows {
+                let bytes = [UInt8](row["bytes"] as Data)
+                guard let into = (try? UserState(decoding: bytes))?.mergedInto else { continue }
+                try db.execute(
+                    sql: "UPDATE user_state SET merged_into = ? WHERE user_id = ?", arguments: [into, row["user_id"] as String])
+            }
+            try db.execute(sql: "CREATE INDEX user_state_merged ON user_state(merged_into) WHERE merged_into IS NOT NULL")
+        }
         return m
+    }
+
+    /// A small write (256 KiB, written and deleted in one transaction): whether the database can be written, for a
+    /// service whose last commit failed (a full disk, a read-only file).
+    public func probeWrite() throws {
+        try pool.write { db in
+            try db.execute(sql: "INSERT OR REPLACE INTO write_probe (id, bytes) VALUES (1, zeroblob(262144))")
+            try db.execute(sql: "DELETE FROM write_probe")
+        }
+    }
+
+    /// Folds the write-ahead log into the database and truncates it to nothing: what a clean stop leaves.
+    public func truncateLog() throws {
+        try pool.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
+    }
+
+    /// The ids merged into `userID`, directly or through other merged ids, as the stored states have them.
+    public func idsMerged(into userID: String) throws -> [String] {
+        try pool.read { db in
+            var found: [String] = []
+            var seen: Set<String> = [userID]
+            var frontier = [userID]
+            while let id = frontier.popLast() {
+                for m in try String.fetchAll(db, sql: "SELECT user_id FROM user_state WHERE merged_into = ?", arguments: [id])
+                where seen.insert(m).inserted {
+                    found.append(m)
+                    frontier.append(m)
+                }
+            }
+            return found
+        }
     }
 
     public func read(_ userID: String) throws -> [UInt8]? {
@@ -143,9 +190,9 @@ public final class SQLiteStateBackend: StateBackend, Sendable {
         guard !batch.isEmpty else { return }
         try pool.write { db in
             let statement = try db.cachedStatement(
-                sql: "INSERT OR REPLACE INTO user_state (user_id, bytes, next_due) VALUES (?, ?, ?)")
+                sql: "INSERT OR REPLACE INTO user_state (user_id, bytes, next_due, merged_into) VALUES (?, ?, ?, ?)")
             for s in batch {
-                try statement.execute(arguments: [s.userID, Data(s.bytes), s.nextDue])
+                try statement.execute(arguments: [s.userID, Data(s.bytes), s.nextDue, s.mergedInto])
             }
         }
     }

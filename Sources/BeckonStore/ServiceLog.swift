@@ -71,8 +71,10 @@ extension SQLiteStateBackend {
         }
         if let checkpoint = commit.checkpoint {
             let state = try db.cachedStatement(
-                sql: "INSERT OR REPLACE INTO user_state (user_id, bytes, next_due) VALUES (?, ?, ?)")
-            for s in checkpoint.states { try state.execute(arguments: [s.userID, Data(s.bytes), s.nextDue]) }
+                sql: "INSERT OR REPLACE INTO user_state (user_id, bytes, next_due, merged_into) VALUES (?, ?, ?, ?)")
+            for s in checkpoint.states {
+                try state.execute(arguments: [s.userID, Data(s.bytes), s.nextDue, s.mergedInto])
+            }
             try db.execute(
                 sql: "INSERT OR REPLACE INTO stream_state (id, bytes) VALUES (1, ?)",
                 arguments: [Data(checkpoint.stream)])

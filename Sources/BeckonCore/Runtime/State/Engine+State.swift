@@ -258,6 +258,7 @@ extension Engine {
 
     func savedState(of p: UserProfile) -> SavedState {
         let s = state(of: p)
-        return SavedState(userID: s.userID, bytes: s.encoded(), nextDue: s.pending.map(\.due).min())
+        return SavedState(
+            userID: s.userID, bytes: s.encoded(), nextDue: s.pending.map(\.due).min(), mergedInto: s.mergedInto)
     }
 }

@@ -17,11 +17,15 @@ public struct SavedState: Sendable, Hashable {
     public var bytes: [UInt8]
     /// The soonest delayed action's due time (`nil`: none), so that a backend can index the users with timers.
     public var nextDue: Int64?
+    /// The id this one was merged into, if it was (``UserState/mergedInto``), so that a backend can find every id
+    /// merged into a user (a forget deletes them all) without reading every state.
+    public var mergedInto: String?
 
-    public init(userID: String, bytes: [UInt8], nextDue: Int64?) {
+    public init(userID: String, bytes: [UInt8], nextDue: Int64?, mergedInto: String? = nil) {
         self.userID = userID
         self.bytes = bytes
         self.nextDue = nextDue
+        self.mergedInto = mergedInto
     }
 }
 
