@@ -55,7 +55,9 @@ enum Delivery {
         case dead(String)
     }
 
-    /// The outcome of an HTTP status: 2xx delivered; 408, 429 and 5xx retried; any other answer dead at once.
+    /// The outcome of an HTTP status: 2xx delivered; 408, 429 and 5xx retried; any other answer dead at once, a
+    /// redirect (3xx) included: it is not followed (the body and the secret headers stay with the URL the rule set
+    /// names), so the action is dead after one attempt, its error naming the status.
     static func outcome(status: Int, retryAfter: String?, now: Date) -> Outcome {
         switch status {
         case 200..<300: return .delivered
@@ -135,10 +137,14 @@ extension SQLiteStateBackend: OutboxStore {
     func pendingCounts() async throws -> [String: Int] { try pendingOutboxCounts() }
 }
 
-/// Sends what the outbox holds as it comes due, at most ``maxInFlight`` at once and ``maxPerDestination`` to one
-/// destination (a slow receiver does not hold up another), each attempt on its own, and records the outcomes of the
-/// attempts that ended since the last turn in one transaction. Runs in the service group; a stop cuts attempts in
-/// flight short (they stay pending and are sent at the next start).
+/// Sends what the outbox holds as it comes due, at most ``maxInFlight`` at once and a fair share of them to one
+/// destination (``share(of:)``: a hanging receiver holds its share, never another's), each attempt on its own, and
+/// records the outcomes of the attempts that ended since the last turn in one transaction. Runs in the service group;
+/// a stop cuts attempts in flight short (they stay pending and are sent at the next start).
+///
+/// When outcomes cannot be written (a full disk, a read-only database), their entries are held back in memory until
+/// the time their outcome set (the backoff, at least ``unrecordedBackoff``, doubling while writes keep failing), so
+/// that no receiver is sent more than the schedule says.
 final class Deliverer: Service, Sendable {
     let backend: any OutboxStore
     let current: CurrentRules
@@ -148,10 +154,23 @@ final class Deliverer: Service, Sendable {
     private let busy = Mutex<[Int64: (destination: String, user: String)]>([:])
     /// Outcomes of attempts that ended, to record.
     private let ended = Mutex<[(OutboxRow, Delivery.Outcome, Destination)]>([])
+    /// Entries whose last outcome could not be written, with the time before which they are not taken again.
+    private let heldBack = Mutex<[Int64: Int64]>([:])
+    /// Consecutive failed writes of outcomes (the hold doubles with each).
+    private let writeFailures = Mutex(0)
+    /// The least time an entry whose outcome was not written waits, and the most it waits however often writes fail.
+    static let unrecordedBackoff: Int64 = 1000
+    static let maxUnrecordedBackoff: Int64 = 60_000
     /// How often the outbox is looked at when nothing is in flight.
     static let idlePoll: Duration = .milliseconds(100)
     static let maxInFlight = 64
     static let maxPerDestination = 32
+
+    /// The most attempts one of `active` destinations may have in flight: an equal share of ``maxInFlight`` (at least
+    /// one, at most ``maxPerDestination``), so that destinations that hang cannot take the slots of one that answers.
+    static func share(of active: Int) -> Int {
+        max(1, min(maxPerDestination, maxInFlight / max(1, active)))
+    }
 
     init(backend: any OutboxStore, current: CurrentRules, metrics: ServiceMetrics, logger: Logger) {
         self.backend = backend
@@ -162,6 +181,8 @@ final class Deliverer: Service, Sendable {
 
     func run() async throws {
         var configuration = HTTPClient.Configuration()
+        // A redirect is an answer, not an instruction: the body and the secret headers never go to another URL.
+        configuration.redirectConfiguration = .disallow
         // (As many connections to a receiver as attempts may be in flight to it: the default would queue them at 8.)
         configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = Self.maxPerDestination
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
@@ -195,6 +216,9 @@ final class Deliverer: Service, Sendable {
         try? await client.shutdown()
     }
 
+    /// Which destination ``take(_:)`` serves first (only the delivery loop touches it).
+    private let turn = Mutex(0)
+
     /// Waits until no attempt for `userID` is in flight or unrecorded (a forget answers after this, so that nothing of
     /// the user's is sent after its answer).
     func drain(userID: String) async {
@@ -212,20 +236,34 @@ final class Deliverer: Service, Sendable {
         let destinations = current.value.destinations
         // (A paused destination's actions wait in the outbox, untried, until its secrets are set; so do those of a
         // destination a reload removed, until it is back or they are dropped.)
-        let active = destinations.values.filter(\.missing.isEmpty).sorted { $0.spec.name < $1.spec.name }
+        var active = destinations.values.filter(\.missing.isEmpty).sorted { $0.spec.name < $1.spec.name }
+        // (Each turn starts at the next destination, so that none is always served first.)
+        if !active.isEmpty {
+            let first = turn.withLock { t in
+                defer { t &+= 1 }
+                return t % active.count
+            }
+            active = Array(active[first...] + active[..<first])
+        }
         let inFlight = busy.withLock { $0 }
         var perDestination: [String: Int] = [:]
         for v in inFlight.values { perDestination[v.destination, default: 0] += 1 }
         var free = Self.maxInFlight - inFlight.count
         var more = false
+        let share = Self.share(of: active.count)
+        let now = Processor.nowMs()
+        let held = heldBack.withLock { h in
+            h = h.filter { $0.value > now }
+            return Set(h.keys)
+        }
         for d in active where free > 0 {
             let name = d.spec.name
-            let room = min(free, Self.maxPerDestination - perDestination[name, default: 0])
+            let room = min(free, share - perDestination[name, default: 0])
             guard room > 0 else { continue }
             let due: [OutboxRow]
             do {
                 due = try await backend.due(
-                    now: Processor.nowMs(), destinations: [name], limit: room, excluding: Set(inFlight.keys))
+                    now: now, destinations: [name], limit: room, excluding: Set(inFlight.keys).union(held))
             } catch {
                 logger.error("cannot read the outbox", metadata: ["error": "\(String(reflecting: error))"])
                 return false
@@ -284,6 +322,8 @@ final class Deliverer: Service, Sendable {
         }
         do {
             let applied = try await backend.record(attempts, at: now)
+            writeFailures.withLock { $0 = 0 }
+            heldBack.withLock { h in for (row, _, _) in batch { h.removeValue(forKey: row.id) } }
             for (i, (row, _, _)) in batch.enumerated() where applied[i] {
                 metrics.delivery(destination: row.entry.destination, result: results[i]).increment()
                 if attempts[i].state == .dead {
@@ -297,8 +337,20 @@ final class Deliverer: Service, Sendable {
                 }
             }
         } catch {
-            // (Not recorded: the entries stay as they were and are tried again, at least once as promised.)
-            logger.error("cannot record delivery attempts", metadata: ["error": "\(String(reflecting: error))"])
+            // Not recorded: the entries stay pending as they were and are tried again (at least once, as promised),
+            // but not before their outcome said, nor before the hold: a database that cannot be written does not turn
+            // the schedule into a loop.
+            let failures = writeFailures.withLock { f in
+                f += 1
+                return f
+            }
+            let hold = min(Self.unrecordedBackoff << min(failures - 1, 16), Self.maxUnrecordedBackoff)
+            heldBack.withLock { h in
+                for a in attempts { h[a.id] = max(a.nextAt, now + hold) }
+            }
+            logger.error(
+                "cannot record delivery attempts; their entries wait",
+                metadata: ["error": "\(String(reflecting: error))", "seconds": "\(hold / 1000)"])
         }
         busy.withLock { b in for (row, _, _) in batch { b.removeValue(forKey: row.id) } }
         return batch.count
