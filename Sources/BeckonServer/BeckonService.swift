@@ -43,13 +43,27 @@ public final class BeckonService: Sendable {
         case noWriteKey
         case shortUserSecret
         case adminKeyIsWriteKey
+        /// A write key with `:` could never be sent as HTTP Basic's user name.
+        case colonInWriteKey
         public var description: String {
             switch self {
+            case .colonInWriteKey:
+                "a write key must not contain ':' (it is sent as HTTP Basic's user name, which ends at the first ':')"
             case .adminKeyIsWriteKey: "an admin key must not also be a write key"
             case .shortUserSecret: "the user secret must be at least 32 bytes (HS256 keys are as long as the hash)"
             case .rules(let text): text
             case .noWriteKey: "no write key: pass --write-key KEY, or set BECKON_WRITE_KEYS (comma-separated)"
             }
+        }
+
+        /// The write and admin key rings of a service (single or fleet), or the error that refuses its keys.
+        static func keyRings(write: [String], admin: [String], userSecret: String?) throws -> (write: KeyRing, admin: KeyRing) {
+            guard !write.isEmpty else { throw ServiceError.noWriteKey }
+            guard !write.contains(where: { $0.contains(":") }) else { throw ServiceError.colonInWriteKey }
+            if let s = userSecret, s.utf8.count < 32 { throw ServiceError.shortUserSecret }
+            let writeKeys = KeyRing(keys: write)
+            guard !admin.contains(where: writeKeys.contains) else { throw ServiceError.adminKeyIsWriteKey }
+            return (writeKeys, KeyRing(keys: admin))
         }
     }
 
@@ -71,10 +85,8 @@ public final class BeckonService: Sendable {
         guard loaded.ruleSet != nil, loaded.errorCount == 0 else {
             throw ServiceError.rules(loaded.rendered() + "\(loaded.errorCount) error(s) in the rules; not started\n")
         }
-        guard !options.writeKeys.isEmpty else { throw ServiceError.noWriteKey }
-        if let s = options.userSecret, s.utf8.count < 32 { throw ServiceError.shortUserSecret }
-        let writeKeys = KeyRing(keys: options.writeKeys)
-        guard !options.adminKeys.contains(where: writeKeys.contains) else { throw ServiceError.adminKeyIsWriteKey }
+        let (writeKeys, adminKeys) = try ServiceError.keyRings(
+            write: options.writeKeys, admin: options.adminKeys, userSecret: options.userSecret)
         warnings = loaded.warningCount > 0 ? loaded.rendered() : ""
         self.options = options
         self.logger = logger
@@ -96,7 +108,6 @@ public final class BeckonService: Sendable {
         let deliverer = Deliverer(backend: backend, current: current, metrics: metrics, logger: logger)
         let reloader = Reloader(
             paths: options.paths, backend: backend, processor: processor, current: current, metrics: metrics, logger: logger)
-        let adminKeys = KeyRing(keys: options.adminKeys)
         routes = Routes(
             processor: processor, backend: backend, current: current, reloader: reloader, deliverer: deliverer,
             writeKeys: writeKeys, adminKeys: adminKeys, logger: logger, userAuth: userAuth, metrics: metrics, feed: feed,

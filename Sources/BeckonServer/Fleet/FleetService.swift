@@ -55,13 +55,8 @@ public final class FleetService: Sendable {
             throw BeckonService.ServiceError.rules(
                 loaded.rendered() + "\(loaded.errorCount) error(s) in the rules; not started\n")
         }
-        guard !options.writeKeys.isEmpty else { throw BeckonService.ServiceError.noWriteKey }
-        if let s = options.userSecret, s.utf8.count < 32 { throw BeckonService.ServiceError.shortUserSecret }
-        writeKeys = KeyRing(keys: options.writeKeys)
-        guard !options.adminKeys.contains(where: writeKeys.contains) else {
-            throw BeckonService.ServiceError.adminKeyIsWriteKey
-        }
-        adminKeys = KeyRing(keys: options.adminKeys)
+        (writeKeys, adminKeys) = try BeckonService.ServiceError.keyRings(
+            write: options.writeKeys, admin: options.adminKeys, userSecret: options.userSecret)
         warnings = loaded.warningCount > 0 ? loaded.rendered() : ""
         self.options = options
         self.logger = logger
