@@ -34,6 +34,8 @@ public final class BeckonService: Sendable {
         public var retentionDays: Int?
         /// Reload when a rule file changes.
         public var watch = false
+        /// Bounds of the clients' connections: time to send a head and a body, keep-alive, how many at once.
+        public var connections = ConnectionLimits()
         public init(paths: [String]) { self.paths = paths }
     }
 
@@ -122,6 +124,7 @@ public final class BeckonService: Sendable {
         let host = options.host
         return Application(
             router: routes.router(),
+            server: options.connections.server(logger: logger),
             configuration: .init(address: .hostname(options.host, port: options.port), serverName: "beckon"),
             onServerRunning: { channel in await onRunning("http://\(host):\(channel.localAddress?.port ?? 0)") },
             logger: logger)

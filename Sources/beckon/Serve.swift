@@ -42,6 +42,18 @@ struct Serve: AsyncParsableCommand {
     @Flag(help: "Reload the rules when a file under PATH changes (as POST /admin/reload).")
     var watch = false
 
+    @Option(help: "Seconds a client has to send a request's head (from connecting, or from its first byte).")
+    var headTimeout = 10.0
+
+    @Option(help: "Seconds a client has to send a request's body once its head is in.")
+    var bodyTimeout = 60.0
+
+    @Option(help: "Seconds a kept-alive connection may wait for another request (above a load balancer's 60).")
+    var keepAliveTimeout = 75.0
+
+    @Option(help: "The most client connections at once (default: the descriptor limit less 256).")
+    var maxConnections: Int?
+
     @Option(help: "Run as one process of a fleet sharing this PostgreSQL database (docs/fleet.md) instead of --db.")
     var postgres: String?
 
@@ -61,6 +73,7 @@ struct Serve: AsyncParsableCommand {
         options.clock = clock
         options.retentionDays = retentionDays
         options.watch = watch
+        options.connections = try connectionLimits()
         options.writeKeys = writeKey
         if let keys = env["BECKON_WRITE_KEYS"] {
             options.writeKeys += keys.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
@@ -90,6 +103,26 @@ struct Serve: AsyncParsableCommand {
         try await service.run { address in
             FileHandle.standardOutput.write(Data("beckon serve: listening on \(address) (database \(db); \(console))\n".utf8))
         }
+    }
+
+    /// The connection bounds the options give (each time between 0.1 s and an hour; a cap of at least 1).
+    private func connectionLimits() throws -> ConnectionLimits {
+        var limits = ConnectionLimits()
+        for (name, seconds) in [
+            ("--head-timeout", headTimeout), ("--body-timeout", bodyTimeout), ("--keep-alive-timeout", keepAliveTimeout),
+        ] {
+            guard seconds.isFinite, seconds >= 0.1, seconds <= 3600 else {
+                throw fail("\(name) must be between 0.1 and 3600 seconds")
+            }
+        }
+        limits.headTimeout = .milliseconds(Int64(headTimeout * 1000))
+        limits.bodyTimeout = .milliseconds(Int64(bodyTimeout * 1000))
+        limits.keepAliveTimeout = .milliseconds(Int64(keepAliveTimeout * 1000))
+        if let m = maxConnections {
+            guard m >= 1 else { throw fail("--max-connections must be 1 or more") }
+            limits.maxConnections = m
+        }
+        return limits
     }
 
     /// A service made by `make`, its rules' warnings printed; errors in the rules are printed as `beckon validate`
@@ -123,6 +156,7 @@ struct Serve: AsyncParsableCommand {
         options.userSecret = single.userSecret
         options.clock = single.clock
         options.leaseTime = .milliseconds(Int64(leaseSeconds * 1000))
+        options.connections = single.connections
         options.owner = owner
         let service = try await Self.starting(
             { try await FleetService(options, logger: logger) }, warnings: \.warnings, oneLine: { _ in true })

@@ -29,6 +29,7 @@ public final class FleetService: Sendable {
         public var leaseTime: Duration = .seconds(10)
         /// This process's name in the leases (default host:pid).
         public var owner: String?
+        public var connections = ConnectionLimits()
         public init(paths: [String], postgres: String) {
             self.paths = paths
             self.postgres = postgres
@@ -93,6 +94,7 @@ public final class FleetService: Sendable {
         let host = options.host
         let app = Application(
             router: router(),
+            server: options.connections.server(logger: logger),
             configuration: .init(address: .hostname(options.host, port: options.port), serverName: "beckon"),
             onServerRunning: { channel in await onRunning("http://\(host):\(channel.localAddress?.port ?? 0)") },
             logger: logger)

@@ -1,0 +1,260 @@
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+import NIOHTTPTypes
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The bounds of the service's connections (docs/operations.md, "Connections"): how long a request's head and body
+/// may take to arrive, how long a kept-alive connection may sit idle, and how many connections may be open at once.
+/// A connection past a time bound is closed; at the cap, the connection that has waited longest for a request's head
+/// makes room for a new one, so that silent or half-sent connections can never take the service's descriptors.
+public struct ConnectionLimits: Sendable {
+    /// From a connection's opening, or from the first byte of a request after a response, to the end of its head.
+    public var headTimeout: Duration = .seconds(10)
+    /// From the end of a request's head to the end of its body.
+    public var bodyTimeout: Duration = .seconds(60)
+    /// How long a kept-alive connection may wait, after a response, for the first byte of another request: longer than
+    /// the idle timeout of the load balancers in front (60 s for AWS's and Google's), so that they close first.
+    public var keepAliveTimeout: Duration = .seconds(75)
+    /// The most connections open at once; `nil`: the descriptor limit less ``reservedDescriptors``.
+    public var maxConnections: Int?
+    /// Descriptors kept for everything but the clients' connections: the database, destinations, threads, logs.
+    public static let reservedDescriptors = 256
+    /// The least cap there is, whatever the descriptor limit.
+    public static let minConnections = 32
+
+    public init() {}
+
+    /// The cap in force: the one given, or the descriptor limit (raised to the hard limit at start) less the reserve.
+    public func cap(descriptorLimit: Int) -> Int {
+        maxConnections ?? max(Self.minConnections, descriptorLimit - Self.reservedDescriptors)
+    }
+
+    /// Raises the process's soft descriptor limit to its hard limit and returns the limit in force.
+    public static func raiseDescriptorLimit() -> Int {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 1024 }
+        if limit.rlim_cur < limit.rlim_max {
+            var raised = limit
+            raised.rlim_cur = limit.rlim_max
+            if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) == 0 { limit = raised }
+        }
+        return Int(clamping: limit.rlim_cur)
+    }
+}
+
+/// The open connections of one server, in the order they began to wait for a request's head: the one to close when
+/// the cap is reached. Shared by every connection's ``ConnectionGuard``.
+final class ConnectionTable: Sendable {
+    struct Entry {
+        var close: @Sendable () -> Void
+        /// When the connection began to wait for a head (`nil`: a request is being read or answered).
+        var waitingSince: UInt64?
+    }
+    private struct State {
+        var entries: [UInt64: Entry] = [:]
+        var next: UInt64 = 0
+        var order: UInt64 = 0
+    }
+    private let state = Mutex(State())
+    let cap: Int
+    let logger: Logger
+
+    init(cap: Int, logger: Logger) {
+        self.cap = cap
+        self.logger = logger
+    }
+
+    var count: Int { state.withLock { $0.entries.count } }
+
+    /// Registers a new connection; returns its id, or `nil` when it must be closed at once (the table is full of
+    /// connections that are all reading or answering a request). At the cap, the connection waiting longest for a head
+    /// is closed to make room.
+    func open(close: @escaping @Sendable () -> Void) -> UInt64? {
+        let (id, evicted): (UInt64?, (@Sendable () -> Void)?) = state.withLock { s in
+            var evicted: (@Sendable () -> Void)?
+            if s.entries.count >= cap {
+                guard
+                    let oldest = s.entries.filter({ $0.value.waitingSince != nil }).min(by: {
+                        $0.value.waitingSince! < $1.value.waitingSince!
+                    })
+                else { return (nil, nil) }
+                evicted = oldest.value.close
+                s.entries[oldest.key] = nil
+            }
+            s.next += 1
+            s.order += 1
+            s.entries[s.next] = Entry(close: close, waitingSince: s.order)
+            return (s.next, evicted)
+        }
+        if let evicted {
+            evicted()
+            logger.debug("connection cap reached: closed the connection waiting longest for a request")
+        }
+        if id == nil { logger.notice("connection cap reached and every connection busy: a new one was closed") }
+        return id
+    }
+
+    func waiting(_ id: UInt64, _ isWaiting: Bool) {
+        state.withLock { s in
+            guard s.entries[id] != nil else { return }
+            if isWaiting {
+                s.order += 1
+                s.entries[id]!.waitingSince = s.order
+            } else {
+                s.entries[id]!.waitingSince = nil
+            }
+        }
+    }
+
+    func closed(_ id: UInt64) { _ = state.withLock { $0.entries.removeValue(forKey: id) } }
+}
+
+/// Enforces ``ConnectionLimits`` on one HTTP/1 connection: it sits after the HTTP decoder (it sees request and response
+/// parts) and puts a small handler first in the pipeline to see a next request's first byte.
+final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+
+    enum Phase {
+        /// Waiting for a request's first byte after a response (a kept-alive connection).
+        case idle
+        /// Reading a head: from the opening, or from the first byte after a response.
+        case head
+        /// Reading a body.
+        case body
+        /// The request was read: the service answers (no bound here: a long poll waits up to 30 s).
+        case answering
+    }
+
+    let limits: ConnectionLimits
+    let table: ConnectionTable
+    private var phase = Phase.head
+    private var id: UInt64?
+    private var timer: Scheduled<Void>?
+    /// Requests read whose response has not ended (pipelined requests are answered in order).
+    private var unanswered = 0
+
+    init(limits: ConnectionLimits, table: ConnectionTable) {
+        self.limits = limits
+        self.table = table
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        try? context.pipeline.syncOperations.addHandler(FirstByte(guard: self), position: .first)
+        if context.channel.isActive { opened(context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        if id == nil { opened(context) }
+        context.fireChannelActive()
+    }
+
+    private func opened(_ context: ChannelHandlerContext) {
+        guard id == nil else { return }
+        let channel = context.channel
+        guard let id = table.open(close: { channel.close(promise: nil) }) else {
+            context.close(promise: nil)
+            return
+        }
+        self.id = id
+        phase = .head
+        arm(context, limits.headTimeout)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        timer?.cancel()
+        timer = nil
+        if let id { table.closed(id) }
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        timer?.cancel()
+        timer = nil
+        if let id { table.closed(id) }
+        id = nil
+    }
+
+    /// A byte arrived (seen before the HTTP decoder): a kept-alive connection starts reading a head.
+    func byteArrived(_ context: ChannelHandlerContext) {
+        guard phase == .idle else { return }
+        phase = .head
+        if let id { table.waiting(id, true) }
+        arm(context, limits.headTimeout)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head:
+            unanswered += 1
+            phase = .body
+            if let id { table.waiting(id, false) }
+            arm(context, limits.bodyTimeout)
+        case .body:
+            break
+        case .end:
+            phase = .answering
+            disarm()
+        }
+        context.fireChannelRead(data)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if case .end = unwrapOutboundIn(data) {
+            unanswered -= 1
+            if unanswered <= 0 && phase == .answering {
+                unanswered = 0
+                phase = .idle
+                if let id { table.waiting(id, true) }
+                arm(context, limits.keepAliveTimeout)
+            }
+        }
+        context.write(data, promise: promise)
+    }
+
+    private func arm(_ context: ChannelHandlerContext, _ after: Duration) {
+        timer?.cancel()
+        let channel = context.channel
+        timer = context.eventLoop.scheduleTask(in: TimeAmount(after)) { channel.close(promise: nil) }
+    }
+
+    private func disarm() {
+        timer?.cancel()
+        timer = nil
+    }
+
+    /// First in the pipeline: tells the guard that bytes arrived, and passes them on.
+    final class FirstByte: ChannelInboundHandler, RemovableChannelHandler {
+        typealias InboundIn = ByteBuffer
+        typealias InboundOut = ByteBuffer
+        private let owner: ConnectionGuard
+        init(guard owner: ConnectionGuard) { self.owner = owner }
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            owner.byteArrived(context)
+            context.fireChannelRead(data)
+        }
+    }
+}
+
+extension ConnectionLimits {
+    /// Hummingbird's HTTP/1 server with these limits enforced on every connection (``ConnectionGuard``); raises the
+    /// descriptor limit to set the cap.
+    func server(logger: Logger) -> HTTPServerBuilder {
+        let table = ConnectionTable(cap: cap(descriptorLimit: Self.raiseDescriptorLimit()), logger: logger)
+        return .http1(
+            configuration: HTTP1Channel.Configuration(additionalChannelHandlers: [ConnectionGuard(limits: self, table: table)]))
+    }
+}
+
+@available(*, unavailable)
+extension ConnectionGuard: Sendable {}
