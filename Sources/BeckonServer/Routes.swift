@@ -220,11 +220,29 @@ struct Routes: Sendable {
                         SegmentRequest.Problem(message: "a write key is needed (HTTP Basic, the key as user name)").json,
                         headers: [.wwwAuthenticate: "Basic realm=\"beckon\""])))
         }
+        let encoding = ContentEncoding(request.headers[.contentEncoding])
+        if case .unsupported(let name) = encoding {
+            metrics.ingest(.rejected).increment()
+            return .failure(
+                ResponseError(
+                    problem(.unsupportedMediaType, "Content-Encoding '\(name)' is not accepted; send gzip, deflate or none")))
+        }
+        let tooLarge = ResponseError(problem(.badRequest, "the request is over \(SegmentRequest.maxRequestBytes) bytes"))
+        var body: ByteBuffer
         do {
-            return .success(Array(try await request.body.collect(upTo: SegmentRequest.maxRequestBytes).readableBytesView))
+            body = try await request.body.collect(upTo: SegmentRequest.maxRequestBytes)
         } catch {
             metrics.ingest(.rejected).increment()
-            return .failure(ResponseError(problem(.badRequest, "the request is over \(SegmentRequest.maxRequestBytes) bytes")))
+            return .failure(tooLarge)
+        }
+        do {
+            return .success(try encoding.decoded(&body, upTo: SegmentRequest.maxRequestBytes))
+        } catch .tooLarge {
+            metrics.ingest(.rejected).increment()
+            return .failure(tooLarge)
+        } catch {
+            metrics.ingest(.rejected).increment()
+            return .failure(ResponseError(problem(.badRequest, "the body is not valid \(encoding)")))
         }
     }
 
