@@ -29,9 +29,10 @@ struct Routes: Sendable {
     static let maxWait = 30.0
     static let maxActions = 500
 
-    func router() -> Router<BasicRequestContext> {
-        let router = Router()
+    func router() -> Router<BeckonContext> {
+        let router = Router(context: BeckonContext.self)
         router.add(middleware: MetricsMiddleware(metrics: metrics))
+        router.add(middleware: CredentialThrottleMiddleware(throttle: CredentialThrottle(), logger: logger))
         let kinds: [(String, Event.Kind)] = [
             ("track", .track), ("identify", .identify), ("screen", .screen), ("page", .page), ("group", .group),
             ("alias", .alias),
@@ -89,7 +90,7 @@ struct Routes: Sendable {
     }
 
     /// A path parameter, percent-decoded (a user id may hold any character; clients percent-encode it in the path).
-    static func parameter(_ context: BasicRequestContext, _ name: String) throws -> String {
+    static func parameter(_ context: BeckonContext, _ name: String) throws -> String {
         let raw = try context.parameters.require(name)
         return raw.removingPercentEncoding ?? raw
     }

@@ -49,7 +49,7 @@ struct Console: Sendable {
         HTTPField.Name("Referrer-Policy")!: "no-referrer", .cacheControl: "no-store",
     ]
 
-    func add(to router: Router<BasicRequestContext>) {
+    func add(to router: Router<BeckonContext>) {
         router.get("/console/style.css") { _, _ in
             Response(
                 status: .ok, headers: [.contentType: "text/css; charset=utf-8", .xContentTypeOptions: "nosniff"],

@@ -135,9 +135,10 @@ public final class FleetService: Sendable {
 
     // MARK: HTTP
 
-    func router() -> Router<BasicRequestContext> {
-        let router = Router()
+    func router() -> Router<BeckonContext> {
+        let router = Router(context: BeckonContext.self)
         router.add(middleware: MetricsMiddleware(metrics: metrics.service))
+        router.add(middleware: CredentialThrottleMiddleware(throttle: CredentialThrottle(), logger: logger))
         let kinds: [(String, Event.Kind)] = [
             ("track", .track), ("identify", .identify), ("screen", .screen), ("page", .page), ("group", .group),
             ("alias", .alias),

@@ -1,0 +1,99 @@
+import BeckonCore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+import Synchronization
+
+/// The request context of both services: Hummingbird's, with the client's address (for ``CredentialThrottle``).
+struct BeckonContext: RequestContext, RemoteAddressRequestContext {
+    var coreContext: CoreRequestContextStorage
+    let remoteAddress: SocketAddress?
+
+    init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        remoteAddress = source.channel.remoteAddress
+    }
+}
+
+/// Failed credentials per client address (docs/operations.md, "Limits on clients"): each address may fail
+/// ``burst`` times at once, then one more each ``refillSeconds``. Beyond that every request of the address that
+/// carries a credential (an `Authorization` header, a console sign-in) is answered 429 with `Retry-After`, before its
+/// credential is looked at, so that guessing keys costs a second a guess whatever the concurrency. A correct key is
+/// never delayed; it is refused only from an address that is over its allowance. At most ``maxAddresses`` addresses
+/// are tracked; past that the ones that have had time to refill are dropped, then the oldest.
+final class CredentialThrottle: Sendable {
+    static let burst = 10.0
+    static let refillSeconds = 1.0
+    static let maxAddresses = 10_000
+
+    private struct Bucket {
+        var tokens: Double
+        var at: ContinuousClock.Instant
+    }
+    private let buckets = Mutex<[String: Bucket]>([:])
+
+    /// Seconds until `address` may try again (`nil`: it may now).
+    func retryAfter(_ address: String, now: ContinuousClock.Instant = .now) -> Int? {
+        buckets.withLock { b in
+            guard let bucket = b[address] else { return nil }
+            let tokens = Self.refilled(bucket, now)
+            return tokens >= 1 ? nil : max(1, Int(((1 - tokens) * Self.refillSeconds).rounded(.up)))
+        }
+    }
+
+    /// Notes a failed credential from `address`.
+    func failed(_ address: String, now: ContinuousClock.Instant = .now) {
+        buckets.withLock { b in
+            if b[address] == nil && b.count >= Self.maxAddresses {
+                b = b.filter { Self.refilled($0.value, now) < Self.burst }
+                if b.count >= Self.maxAddresses, let oldest = b.min(by: { $0.value.at < $1.value.at }) {
+                    b[oldest.key] = nil
+                }
+            }
+            let tokens = b[address].map { Self.refilled($0, now) } ?? Self.burst
+            b[address] = Bucket(tokens: max(0, tokens - 1), at: now)
+        }
+    }
+
+    private static func refilled(_ bucket: Bucket, _ now: ContinuousClock.Instant) -> Double {
+        let elapsed = now - bucket.at
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        return min(burst, bucket.tokens + seconds / refillSeconds)
+    }
+}
+
+/// Applies a ``CredentialThrottle``: a request carrying a credential from an address over its allowance is answered
+/// 429; a 401 answer to one that carried a credential counts as a failure of its address. Refusals are logged with the
+/// address and the route, never the credential.
+struct CredentialThrottleMiddleware: RouterMiddleware {
+    typealias Context = BeckonContext
+    let throttle: CredentialThrottle
+    let logger: Logger
+
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws
+        -> Response
+    {
+        let carries =
+            request.headers[.authorization] != nil || (request.method == .post && request.uri.path == "/console/login")
+        guard carries, let address = context.remoteAddress?.ipAddress else { return try await next(request, context) }
+        if let wait = throttle.retryAfter(address) {
+            logger.notice("credentials refused: too many failures from the address", metadata: ["address": "\(address)"])
+            return Routes.json(
+                .tooManyRequests,
+                SegmentRequest.Problem(message: "too many failed credentials from this address; try again later").json,
+                headers: [.retryAfter: String(wait)])
+        }
+        let response = try await next(request, context)
+        if response.status == .unauthorized {
+            throttle.failed(address)
+            logger.notice(
+                "credential refused",
+                metadata: ["address": "\(address)", "route": "\(context.endpointPath ?? request.uri.path)"])
+        }
+        return response
+    }
+}
