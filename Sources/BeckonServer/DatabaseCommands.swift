@@ -17,8 +17,10 @@ public enum DatabaseCommands {
         let (lock, backend, rules) = try open(database)
         defer { withExtendedLifetime(lock) {} }
         let (engine, _) = try Processor.open(rules, backend, logger: Logger(label: "beckon"))
+        let merged = engine.idsMerged(into: user, candidates: try backend.idsMerged(into: user))
         return try Privacy.export(
-            user, state: engine.state(of: user), backend: backend, decoder: rules.decoder, at: Processor.nowMs())
+            user, state: engine.state(of: user), merged: merged.map { (id: $0, state: engine.state(of: $0)) },
+            backend: backend, at: Processor.nowMs())
     }
 
     /// Forgets `user` as `DELETE /v1/users/{id}` does. Returns whether anything of them was held.
@@ -26,8 +28,8 @@ public enum DatabaseCommands {
         let (lock, backend, rules) = try open(database)
         defer { withExtendedLifetime(lock) {} }
         let (engine, _) = try Processor.open(rules, backend, logger: Logger(label: "beckon"))
-        let known = try Privacy.forget(user, in: engine, under: rules.version, backend: backend)
-        _ = try Privacy.scrub(user, backend: backend, decoder: rules.decoder)
+        let (known, ids) = try Privacy.forget(user, in: engine, under: rules.version, backend: backend)
+        for id in ids { _ = try Privacy.scrub(id, backend: backend) }
         return known
     }
 

@@ -76,15 +76,27 @@ struct InputLog: Sendable {
         bytes.append(10)
     }
 
-    /// A record without `userID`'s events and inbox reads (`nil` when it holds none): what a forget leaves in the
-    /// input log. An event is the user's when `decoder` decodes it with that user id.
-    static func without(userID: String, in record: [UInt8], decoder: SegmentDecoder) throws -> InputLog? {
+    /// Whether an event names one of `ids` (its `userId`, `anonymousId` or `previousId`), read without the rules; an
+    /// event that is not a JSON object at all names an id whose quoted text it holds.
+    static func names(_ json: ArraySlice<UInt8>, anyOf ids: Set<String>) -> Bool {
+        if let named = SegmentDecoder.ids(in: json) { return named.contains(where: ids.contains) }
+        return ids.contains { id in
+            let quoted = Array(JSONWriter.encode(.string(id)).utf8)
+            return json.firstRange(of: quoted) != nil
+        }
+    }
+
+    /// A record without the events that name `userID` and without their inbox reads (`nil` when it holds none): what a
+    /// forget leaves in the input log. Events are matched without the rules (``names(_:anyOf:)``), so that one no
+    /// rule set can decode is removed too.
+    static func without(userID: String, in record: [UInt8]) throws -> InputLog? {
         var out = InputLog()
         var removed = false
+        let ids: Set<String> = [userID]
         try read(record) { input in
             switch input {
             case .event(let json, let arrival):
-                if let e = try? decoder.decode(json, arrival: arrival), e.userID == userID {
+                if names(json, anyOf: ids) {
                     removed = true
                     return
                 }

@@ -5,25 +5,28 @@ import BeckonStore
 /// The same for `DELETE`/`GET /v1/users/{id}[/export]` and for `beckon user forget|export --db FILE`.
 enum Privacy {
     /// Everything held about `user` as one JSON object: their state (``UserState/json``: attributes, fire records
-    /// and limits, history, sessions, inbox, pending delayed actions, sequences), their stored actions, their outbox
-    /// entries, and their events in the input log (as they arrived, with when).
+    /// and limits, history, sessions, inbox, pending delayed actions, sequences), the ids merged into them with each
+    /// one's state, their stored actions, their outbox entries, and the events in the input log that name them or a
+    /// merged id (as they arrived, with when; matched without the rules, so an event no rule set reads is listed too).
     static func export(
-        _ user: String, state: UserState?, backend: SQLiteStateBackend, decoder: SegmentDecoder, at time: Int64
+        _ user: String, state: UserState?, merged: [(id: String, state: UserState?)], backend: SQLiteStateBackend,
+        at time: Int64
     ) throws -> String {
         try export(
-            user, state: state, actions: try backend.allActions(of: user), outbox: try backend.outbox(of: user),
-            records: { each in try backend.eachInput { _, receivedAt, bytes in try each(receivedAt, bytes) } },
-            decoder: decoder, at: time)
+            user, state: state, merged: merged, actions: try ([user] + merged.map(\.id)).flatMap(backend.allActions(of:)),
+            outbox: try ([user] + merged.map(\.id)).flatMap(backend.outbox(of:)),
+            records: { each in try backend.eachInput { _, receivedAt, bytes in try each(receivedAt, bytes) } }, at: time)
     }
 
-    /// ``export(_:state:backend:decoder:at:)``'s object from what a store holds: the user's actions' JSON, their
+    /// ``export(_:state:merged:backend:at:)``'s object from what a store holds: the user's actions' JSON, their
     /// outbox entries, and `records`, which calls its argument with each input log record holding their events (among
     /// others'), with when it was received (read as they come: a log is not held in memory whole).
     static func export(
-        _ user: String, state: UserState?, actions: [String], outbox: [OutboxRow],
-        records: ((_ receivedAt: Int64, _ bytes: [UInt8]) throws -> Void) throws -> Void, decoder: SegmentDecoder,
+        _ user: String, state: UserState?, merged: [(id: String, state: UserState?)] = [], actions: [String],
+        outbox: [OutboxRow], records: ((_ receivedAt: Int64, _ bytes: [UInt8]) throws -> Void) throws -> Void,
         at time: Int64
     ) throws -> String {
+        let ids = Set([user] + merged.map(\.id))
         var w = JSONWriter()
         w.beginObject()
         w.key("userId")
@@ -32,6 +35,21 @@ enum Privacy {
         w.string(Timestamp(milliseconds: time).description)
         w.key("state")
         if let state { w.raw(state.json) } else { w.value(.null) }
+        w.key("mergedIds")
+        w.beginArray()
+        for m in merged { w.string(m.id) }
+        w.endArray()
+        w.key("merged")
+        w.beginArray()
+        for m in merged {
+            w.beginObject()
+            w.key("userId")
+            w.string(m.id)
+            w.key("state")
+            if let s = m.state { w.raw(s.json) } else { w.value(.null) }
+            w.endObject()
+        }
+        w.endArray()
         w.key("actions")
         w.beginArray()
         for json in actions { w.raw(json) }
@@ -43,13 +61,18 @@ enum Privacy {
         w.key("events")
         w.beginArray()
         try records { receivedAt, bytes in
-            try InputLog.events(in: bytes, decoder: decoder) { e, json in
-                guard e.userID == user else { return }
+            try InputLog.read(bytes) { input in
+                guard case .event(let json, _) = input, InputLog.names(json, anyOf: ids) else { return }
                 w.beginObject()
                 w.key("receivedAt")
                 w.string(Timestamp(milliseconds: receivedAt).description)
                 w.key("event")
-                w.raw(String(decoding: json, as: UTF8.self))
+                if let valid = String(validating: json, as: UTF8.self) {
+                    w.raw(valid)
+                } else {
+                    // (An event logged before lines were checked whole, with bytes that are not UTF-8: as text.)
+                    w.string(String(decoding: json, as: UTF8.self))
+                }
                 w.endObject()
             }
         }
@@ -58,19 +81,27 @@ enum Privacy {
         return w.output
     }
 
-    /// Forgets `user` in the database, with a checkpoint of everyone else's state in `engine` (which must then be
-    /// opened again: it still holds the user). Returns whether the user was known.
-    static func forget(_ user: String, in engine: Engine, under version: Int64, backend: SQLiteStateBackend) throws -> Bool {
-        let known = engine.profile(of: user) != nil
-        try backend.forget(user, checkpoint: engine.checkpoint(under: version, without: user))
-        return known
+    /// Forgets `user` and every id merged into them in the database, with a checkpoint of everyone else's state in
+    /// `engine` (which must then be opened again: it still holds them). Returns whether the user was known, and the
+    /// ids forgotten (the user's first).
+    static func forget(
+        _ user: String, in engine: Engine, under version: Int64, backend: SQLiteStateBackend
+    ) throws -> (
+        known: Bool, ids: [String]
+    ) {
+        let merged = engine.idsMerged(into: user, candidates: try backend.idsMerged(into: user))
+        let ids = [user] + merged
+        let known = engine.profile(of: user) != nil || !merged.isEmpty
+        try backend.forget(ids, checkpoint: engine.checkpoint(under: version, without: Set(ids)))
+        return (known, ids)
     }
 
-    /// Removes `user`'s events from the input log records that their forget covers (``SQLiteStateBackend/forget(_:checkpoint:)``
-    /// noted them). Returns how many records were rewritten.
-    static func scrub(_ user: String, backend: SQLiteStateBackend, decoder: SegmentDecoder) throws -> Int {
+    /// Removes `user`'s events (those that name the id, read without the rules) from the input log records that
+    /// their forget covers (``SQLiteStateBackend/forget(_:checkpoint:)`` noted them). Returns how many records were
+    /// rewritten.
+    static func scrub(_ user: String, backend: SQLiteStateBackend) throws -> Int {
         try backend.scrub(userID: user) { bytes in
-            guard let kept = try? InputLog.without(userID: user, in: bytes, decoder: decoder) else { return nil }
+            guard let kept = try? InputLog.without(userID: user, in: bytes) else { return nil }
             return (kept.bytes, kept.events)
         }
     }

@@ -24,6 +24,8 @@ enum Job {
     case inbox(userID: String)
     /// A user's state as it stands.
     case state(userID: String)
+    /// A user's state and those of the ids merged into them (among `candidates`, the database's, and those in memory).
+    case privacy(userID: String, candidates: [String])
     /// Swap to another rule set, carrying every user's state (a barrier: see ``Processor/barrier(_:)``).
     case reload(ServingRules)
     /// Forget a user (a barrier).
@@ -33,7 +35,7 @@ enum Job {
     var isBarrier: Bool {
         switch self {
         case .reload, .forget: true
-        case .events, .markRead, .inbox, .state: false
+        case .events, .markRead, .inbox, .state, .privacy: false
         }
     }
 }
@@ -45,9 +47,10 @@ enum JobResult: Sendable {
     /// `nil`: no such user.
     case inbox([InboxItem]?)
     case state(UserState?)
+    case privacy(UserState?, merged: [(id: String, state: UserState?)])
     case reloaded
-    /// Whether the service held anything of the user.
-    case forgotten(Bool)
+    /// Whether the service held anything of the user, and the ids forgotten (the user's and those merged into them).
+    case forgotten(Bool, ids: [String])
 }
 
 /// The one thread that runs the engine: it takes every job queued since its last commit, processes them in order
@@ -320,7 +323,7 @@ final class Processor: @unchecked Sendable {
             guard case .forget(let user) = job else { continue }
             for j in 0..<i {
                 guard case .events(let events, let log, let under) = jobs[j], events.contains(where: { $0.userID == user }),
-                    let kept = try? InputLog.without(userID: user, in: log.bytes, decoder: under.decoder)
+                    let kept = try? InputLog.without(userID: user, in: log.bytes)
                 else { continue }
                 jobs[j] = .events(events.filter { $0.userID != user }, kept, decodedUnder: under)
             }
@@ -363,7 +366,8 @@ final class Processor: @unchecked Sendable {
                 current.set(new)
                 result = .reloaded
             case .forget(let user):
-                result = .forgotten(try Privacy.forget(user, in: engine, under: rules.version, backend: backend))
+                let (known, ids) = try Privacy.forget(user, in: engine, under: rules.version, backend: backend)
+                result = .forgotten(known, ids: ids)
             default:
                 preconditionFailure("not a barrier")
             }
@@ -402,7 +406,7 @@ final class Processor: @unchecked Sendable {
         let logsInput = jobs.contains { job, _ in
             switch job {
             case .events, .markRead: true
-            case .inbox, .state, .reload, .forget: false
+            case .inbox, .state, .privacy, .reload, .forget: false
             }
         }
         if logsInput && engine.clock != loggedClock { input.tick(engine.clock) }
@@ -457,6 +461,9 @@ final class Processor: @unchecked Sendable {
                 results.append(.inbox(engine.profile(of: user)?.inbox))
             case .state(let user):
                 results.append(.state(engine.state(of: user)))
+            case .privacy(let user, let candidates):
+                let merged = engine.idsMerged(into: user, candidates: candidates).map { (id: $0, state: engine.state(of: $0)) }
+                results.append(.privacy(engine.state(of: user), merged: merged))
             case .reload, .forget:
                 preconditionFailure("a barrier is not part of a round")
             }
@@ -527,9 +534,9 @@ final class Processor: @unchecked Sendable {
 extension Engine {
     /// A checkpoint of everyone changed since the last one (but `user`, who is being forgotten), under rule set
     /// `version`: what a start, a reload and a forget write on their own.
-    func checkpoint(under version: Int64, without user: String? = nil) -> ServiceCommit {
+    func checkpoint(under version: Int64, without users: Set<String> = []) -> ServiceCommit {
         var commit = ServiceCommit()
-        commit.checkpoint = (takeChangedStates().filter { $0.userID != user }, streamState.encoded(), version)
+        commit.checkpoint = (takeChangedStates().filter { !users.contains($0.userID) }, streamState.encoded(), version)
         return commit
     }
 }

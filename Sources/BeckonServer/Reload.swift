@@ -153,7 +153,7 @@ struct Maintenance: Service {
     func runOnce() {
         do {
             for user in try backend.pendingScrubs() {
-                _ = try Privacy.scrub(user, backend: backend, decoder: current.value.decoder)
+                _ = try Privacy.scrub(user, backend: backend)
             }
             if let days = retentionDays {
                 let cutoff = Processor.nowMs() - Int64(days) * 86_400_000

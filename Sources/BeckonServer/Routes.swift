@@ -155,19 +155,31 @@ struct Routes: Sendable {
         }
     }
 
+    /// The answer to a whole-log read (export, forget) while the heavy-work slots are taken (the console's two:
+    /// such reads are bounded together, docs/reference/limits.md).
+    static var busy: Response {
+        json(
+            .serviceUnavailable,
+            SegmentRequest.Problem(message: "busy: other reads of the whole input log are under way; ask again").json,
+            headers: [.retryAfter: "1"])
+    }
+
     func forget(_ user: String) async throws -> Response {
+        guard console.runs.take() else { return Self.busy }
+        defer { console.runs.give() }
         let result: JobResult
         do {
             result = try await processor.submit(.forget(userID: user))
             // The answer comes once nothing of the user's is in flight to a destination and their events are gone
             // from the input log (the scrub reads the whole log: a thread of its own, not the request handlers').
-            await deliverer.drain(userID: user)
-            let (backend, rules) = (backend, current.value)
-            _ = try await Self.onThread { try Privacy.scrub(user, backend: backend, decoder: rules.decoder) }
+            guard case .forgotten(_, let ids) = result else { return Self.problem(.internalServerError, "unexpected result") }
+            for id in ids { await deliverer.drain(userID: id) }
+            let backend = backend
+            _ = try await Self.onThread { for id in ids { _ = try Privacy.scrub(id, backend: backend) } }
         } catch {
             return Self.problem(.serviceUnavailable, "the user could not be forgotten; ask again")
         }
-        guard case .forgotten(let known) = result else { return Self.problem(.internalServerError, "unexpected result") }
+        guard case .forgotten(let known, _) = result else { return Self.problem(.internalServerError, "unexpected result") }
         return Self.forgotten(user, known: known)
     }
 
@@ -184,16 +196,21 @@ struct Routes: Sendable {
     }
 
     func export(_ user: String) async throws -> Response {
+        guard console.runs.take() else { return Self.busy }
+        defer { console.runs.give() }
         let result: JobResult
         do {
-            result = try await processor.submit(.state(userID: user))
+            let candidates = try backend.idsMerged(into: user)
+            result = try await processor.submit(.privacy(userID: user, candidates: candidates))
         } catch {
-            return Self.problem(.serviceUnavailable, "the service is stopping; ask again")
+            return Self.problem(.serviceUnavailable, "the user could not be exported; ask again")
         }
-        guard case .state(let state) = result else { return Self.problem(.internalServerError, "unexpected result") }
-        let (backend, rules) = (backend, current.value)
+        guard case .privacy(let state, let merged) = result else {
+            return Self.problem(.internalServerError, "unexpected result")
+        }
+        let backend = backend
         let text = try await Self.onThread {
-            try Privacy.export(user, state: state, backend: backend, decoder: rules.decoder, at: Processor.nowMs())
+            try Privacy.export(user, state: state, merged: merged, backend: backend, at: Processor.nowMs())
         }
         return Self.json(.ok, text)
     }

@@ -261,19 +261,21 @@ extension SQLiteStateBackend {
 // MARK: Privacy
 
 extension SQLiteStateBackend {
-    /// Forgets a user, in one transaction with `checkpoint` (every other user's state at this point, so that nothing
-    /// logged before it is ever replayed): their state row, stored actions and outbox entries; their events in the
-    /// input log up to this point are noted for ``scrub(userID:decode:)``.
-    public func forget(_ userID: String, checkpoint: ServiceCommit) throws {
+    /// Forgets users (a user and the ids merged into them), in one transaction with `checkpoint` (every other user's
+    /// state at this point, so that nothing logged before it is ever replayed): their state rows, stored actions and
+    /// outbox entries; their events in the input log up to this point are noted for ``scrub(userID:rewrite:)``.
+    public func forget(_ userIDs: [String], checkpoint: ServiceCommit) throws {
         try pool.write { db in
             try Self.write(checkpoint, db)
-            try db.execute(sql: "DELETE FROM user_state WHERE user_id = ?", arguments: [userID])
-            try db.execute(sql: "DELETE FROM action_log WHERE user_id = ?", arguments: [userID])
-            try db.execute(sql: "DELETE FROM outbox WHERE user_id = ?", arguments: [userID])
-            try db.execute(
-                sql:
-                    "INSERT OR REPLACE INTO pending_scrub (user_id, up_to_seq) VALUES (?, (SELECT coalesce(max(seq), 0) FROM input_log))",
-                arguments: [userID])
+            for userID in userIDs {
+                try db.execute(sql: "DELETE FROM user_state WHERE user_id = ?", arguments: [userID])
+                try db.execute(sql: "DELETE FROM action_log WHERE user_id = ?", arguments: [userID])
+                try db.execute(sql: "DELETE FROM outbox WHERE user_id = ?", arguments: [userID])
+                try db.execute(
+                    sql:
+                        "INSERT OR REPLACE INTO pending_scrub (user_id, up_to_seq) VALUES (?, (SELECT coalesce(max(seq), 0) FROM input_log))",
+                    arguments: [userID])
+            }
         }
     }
 

@@ -823,3 +823,27 @@ extension JSONValue {
         return out
     }
 }
+
+extension SegmentDecoder {
+    /// The ids a line names at its top level (`userId`, `anonymousId`, `previousId`; a number as its literal text),
+    /// read without the rules: what a forget and an export match a stored event on. `nil` when the line is not a JSON
+    /// object (a caller then matches the id's quoted text in the bytes).
+    public static func ids(in line: ArraySlice<UInt8>) -> [String]? {
+        let bytes = Array(line)
+        return bytes.withUnsafeBufferPointer { buf -> [String]? in
+            guard let members = try? JSONValue.members(buf) else { return nil }
+            var out: [String] = []
+            for (key, range) in members where key == "userId" || key == "anonymousId" || key == "previousId" {
+                let raw = UnsafeBufferPointer(rebasing: buf[range])
+                guard let first = raw.first else { continue }
+                if first == UInt8(ascii: "\"") {
+                    var p = JSONScanner(raw)
+                    if let s = try? p.rawString(), !s.isEmpty { out.append(s) }
+                } else if first == UInt8(ascii: "-") || (first >= 48 && first <= 57) {
+                    out.append(String(decoding: raw, as: UTF8.self))
+                }
+            }
+            return out
+        }
+    }
+}

@@ -20,7 +20,8 @@ struct Console: Sendable {
     let clock: ClockMode
     let logger: Logger
     let sessions = ConsoleSessions()
-    /// Playground runs under way (at most ``maxRuns`` at once: each takes a thread for up to its time limit).
+    /// Heavy work under way: playground runs, the console's whole-log reads, and privacy exports and forgets (at most
+    /// ``maxRuns`` at once: each takes a thread for as long as it reads).
     let runs = Slots(Console.maxRuns)
 
     /// Heavy work at once: playground runs and reads of the whole input log (timelines, "the last N events",

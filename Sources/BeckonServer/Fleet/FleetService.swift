@@ -310,8 +310,7 @@ public final class FleetService: Sendable {
             let records = try await log.entries(of: user)
             let text = try Privacy.export(
                 user, state: state, actions: actions, outbox: outbox,
-                records: { each in for r in records { try each(r.receivedAt, r.body) } }, decoder: rules.decoder,
-                at: Processor.nowMs())
+                records: { each in for r in records { try each(r.receivedAt, r.body) } }, at: Processor.nowMs())
             return Routes.json(.ok, text)
         } catch {
             return Routes.problem(.serviceUnavailable, "the user could not be exported; ask again")

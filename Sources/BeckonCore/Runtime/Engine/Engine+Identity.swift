@@ -155,3 +155,22 @@ extension UserState {
         return out.sorted { $0.name < $1.name }
     }
 }
+
+extension Engine {
+    /// The ids merged into `userID`, directly or through others: among `candidates` (what a backend's index lists)
+    /// and the users in memory, those whose chain of pointers, as this engine holds them now, ends at `userID`.
+    public func idsMerged(into userID: String, candidates: [String]) -> [String] {
+        var out: [String] = []
+        var seen: Set<String> = [userID]
+        let inMemory = store.allProfiles().filter { $0.mergedInto != nil }.map(\.userID)
+        for id in candidates + inMemory where seen.insert(id).inserted {
+            var at = id
+            for _ in 0..<Engine.maxMergeHops {
+                guard let into = loadedProfile(at, create: false)?.mergedInto else { break }
+                at = into
+            }
+            if at == userID && at != id { out.append(id) }
+        }
+        return out
+    }
+}
