@@ -365,6 +365,9 @@ final class Processor: @unchecked Sendable {
                 rules = new
                 current.set(new)
                 result = .reloaded
+                do { try backend.pruneRuleVersions() } catch {
+                    logger.warning("old rule set versions could not be deleted", metadata: ["error": "\(error)"])
+                }
             case .forget(let user):
                 let (known, ids) = try Privacy.forget(user, in: engine, under: rules.version, backend: backend)
                 result = .forgotten(known, ids: ids)

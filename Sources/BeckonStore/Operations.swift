@@ -136,6 +136,20 @@ extension SQLiteStateBackend {
         }
     }
 
+    /// Deletes the rule set versions no one needs any more: all but the checkpoint's (a restart replays the inputs
+    /// after it under that one) and the newest stored (the one being served, or being swapped in). So a service that
+    /// is reloaded for ever keeps two or three rows, not one per reload.
+    public func pruneRuleVersions() throws {
+        try pool.write { db in
+            let keep = """
+                SELECT rules_version FROM checkpoint WHERE rules_version IS NOT NULL
+                UNION SELECT max(version) FROM rule_versions
+                """
+            try db.execute(sql: "DELETE FROM rule_files WHERE version NOT IN (\(keep))")
+            try db.execute(sql: "DELETE FROM rule_versions WHERE version NOT IN (\(keep))")
+        }
+    }
+
     /// The files of a rule set version, in load order (empty: no such version).
     public func ruleFiles(version: Int64) throws -> [(path: String, text: String)] {
         try pool.read { db in
