@@ -91,6 +91,8 @@ public enum Playground {
         let engine = Engine(ruleSet: ruleSet, options: Engine.Options(recordVerdicts: true))
         let start = ContinuousClock.now
         let budget = Duration.milliseconds(limits.runMilliseconds)
+        // (An event's expressions stop at the limit too: one event cannot hold the run past it.)
+        engine.evaluationDeadline = start + budget
         func keep(_ outcome: EventOutcome) {
             for row in DryRunRow.rows(outcome, firedOnly: false) {
                 if result.rows.count < limits.rows { result.rows.append(row) } else { result.rowsLeftOut += 1 }

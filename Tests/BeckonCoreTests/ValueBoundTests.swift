@@ -45,6 +45,50 @@ struct ValueBoundTests {
         #expect(eval("xs.exists(x, xs.exists(y, x + y < 0))", ["xs": small]).isTrue == false)
     }
 
+    /// Work inside an iteration is charged too: a function over a long string or list costs its length
+    /// (``ValueLimits/bytesPerStep``, ``ValueLimits/membersPerStep``), so 1,000 iterations each concatenating 30 KB
+    /// spend the budget where 1,000 iterations over short strings do not.
+    ///
+    /// (Two cases charge a call that fails at once, `int(…)`: the charge comes before the call, and a test that
+    /// scanned 64,000,000 members or a gigabyte to spend the budget would take half a minute in a debug build.)
+    @Test(arguments: ["xs.exists(x, size(s + s) < 0)", "xs.exists(x, int(s) == 1)", "xs.exists(x, int(big) == 1)"])
+    func workInsideIterationsIsCharged(_ expr: String) {
+        let xs = Value.list((0..<40_000).map { .int(Int64($0)) })
+        let big = Value.list((1...64_000).map { .int(-Int64($0)) })
+        let long = Value.string(String(repeating: "a", count: 30 * 1024))
+        guard case .error(let e) = eval(expr, ["xs": xs, "s": long, "big": big]) else {
+            Issue.record("expected the budget to be spent")
+            return
+        }
+        #expect(e.message.contains("steps"))
+        // The same iterations over short values are within it.
+        if !expr.contains("int(") {
+            #expect(!eval(expr, ["xs": xs, "s": .string("ab"), "big": .list([.int(-1)])]).isError)
+        } else if case .error(let short) = eval(expr, ["xs": xs, "s": .string("ab"), "big": .list([.int(-1)])]) {
+            #expect(!short.message.contains("steps"))
+        }
+    }
+
+    /// `size` and indexing take the same time whatever the length: they are not charged by it.
+    @Test func sizeAndIndexingAreNotChargedByLength() {
+        let xs = Value.list((0..<100_000).map { .int(Int64($0)) })
+        #expect(!eval("xs.exists(x, size(xs) < 0 || xs[0] < 0)", ["xs": xs]).isError)
+    }
+
+    /// A deadline (the playground's time limit) stops an event's expressions as if the budget were spent.
+    @Test func aDeadlineStopsEvaluation() throws {
+        let rs = try load(campaign(on: "on: x", if: "event.properties.xs.exists(a, event.properties.xs.exists(b, a + b < 0))"))
+        let engine = Engine(ruleSet: rs, options: .init(recordVerdicts: true))
+        engine.evaluationDeadline = .now
+        let line =
+            #"{"type":"track","event":"x","userId":"u","timestamp":"2026-01-05T09:00:00Z","properties":{"xs":["#
+            + (0..<900).map(String.init).joined(separator: ",") + "]}}"
+        let started = ContinuousClock.now
+        let out = engine.process(try SegmentDecoder(ruleSet: rs).decode(line))
+        #expect(ContinuousClock.now - started < .seconds(5))
+        #expect(out.verdicts.first?.verdict.code == "if")
+    }
+
     @Test(arguments: [
         "s + s", "s.replace('a', s)", "[s, s, s, s].join('')",
     ])

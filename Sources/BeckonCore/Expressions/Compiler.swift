@@ -398,7 +398,9 @@ public final class ExprCompiler {
                 throw ExprProblem(err.message, (target != nil ? args[0] : args[1]).span, id: .invalidRegex)
             }
         }
-        let n = CompiledNode(type: resultType, eval: fn == "matches" ? makeMatches(nodes) : makeCall(decl.impl, nodes))
+        let n = CompiledNode(
+            type: resultType,
+            eval: fn == "matches" ? makeMatches(nodes) : makeCall(decl.impl, nodes, chargesWork: decl.chargesWork))
         var folded = decl.pure ? fold(n, nodes, span) : n
         if !tracing && folded.constant == nil { folded.predicate = Predicate.comparison(fn, nodes) }
         if ExprCompiler.operatorNames[fn] != nil && !["_<_", "_<=_", "_>_", "_>=_", "_==_", "_!=_", "@in"].contains(fn) {
@@ -409,18 +411,41 @@ public final class ExprCompiler {
 
     /// Takes the nodes, not `[Eval]`: closures kept in an array are stored at the most general abstraction and every
     /// call would go through reabstraction thunks.
-    private func makeCall(_ impl: FunctionDecl.Impl, _ nodes: [CompiledNode]) -> Eval {
+    ///
+    /// With `chargesWork`, each call is charged its arguments' lengths (``Value/work``) before it runs, so that a
+    /// comprehension's iterations cannot each do unbounded work unseen by the budget.
+    private func makeCall(_ impl: FunctionDecl.Impl, _ nodes: [CompiledNode], chargesWork: Bool) -> Eval {
         switch (impl, nodes.count) {
         case (.unary(let f), 1):
             let a = nodes[0].eval
-            return { s in f(a(s)) }
+            guard chargesWork else { return { s in f(a(s)) } }
+            return { s in
+                let x = a(s)
+                let w = x.work
+                if w > 0 && !s.charge(w) { return .error(ValueLimits.stepsSpent) }
+                return f(x)
+            }
         case (.binary(let f), 2):
             let a = nodes[0].eval
             let b = nodes[1].eval
-            return { s in f(a(s), b(s)) }
+            guard chargesWork else { return { s in f(a(s), b(s)) } }
+            return { s in
+                let x = a(s)
+                let y = b(s)
+                let w = x.work &+ y.work
+                if w > 0 && !s.charge(w) { return .error(ValueLimits.stepsSpent) }
+                return f(x, y)
+            }
         case (.nary(let f), _):
             let evals = nodes.map(\.eval)
-            return { s in f(evals.map { $0(s) }) }
+            guard chargesWork else { return { s in f(evals.map { $0(s) }) } }
+            return { s in
+                let xs = evals.map { $0(s) }
+                var w = 0
+                for x in xs { w &+= x.work }
+                if w > 0 && !s.charge(w) { return .error(ValueLimits.stepsSpent) }
+                return f(xs)
+            }
         default:
             return { _ in .error(.noSuchOverload) }
         }

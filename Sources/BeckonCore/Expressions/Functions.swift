@@ -27,6 +27,9 @@ struct FunctionDecl: Sendable {
     var impl: Impl
     /// Pure functions of constant arguments are folded at load time.
     var pure = true
+    /// Whether a call's work grows with its arguments' lengths, and is charged to the event's step budget
+    /// (``ValueLimits/maxSteps``); `size` and indexing take the same time whatever the length.
+    var chargesWork = true
     /// One line for the reference documentation.
     var doc: String = ""
 }
@@ -531,14 +534,15 @@ extension FunctionDecl {
                     Signature([.list(.param("A")), .int], .param("A")), Signature([.list(.param("A")), .uint], .param("A")),
                     Signature([.list(.param("A")), .double], .param("A")),
                     Signature([.map(.param("K"), .param("V")), .param("K")], .param("V")),
-                ], impl: .binary(Relations.index)))
+                ], impl: .binary(Relations.index), chargesWork: false))
 
         let sizeSigs: [CELType] = [.string, .bytes, .list(.param("A")), .map(.param("K"), .param("V"))]
         add(
             FunctionDecl(
                 name: "size",
                 signatures: sizeSigs.map { Signature([$0], .int) } + sizeSigs.map { Signature([], .int, receiver: $0) },
-                impl: .unary(StringFunctions.size), doc: "number of characters, bytes, list items or map entries"))
+                impl: .unary(StringFunctions.size), chargesWork: false,
+                doc: "number of characters, bytes, list items or map entries"))
         add(
             FunctionDecl(
                 name: "contains", signatures: [Signature([.string], .bool, receiver: .string)],

@@ -75,16 +75,37 @@ public final class EvalScope {
         }
     }
 
+    /// When set, evaluation stops at this instant as if the budget were spent (the playground's time limit reaches
+    /// into an event): looked at every ``ValueLimits/stepsPerClockCheck`` steps.
+    public var deadline: ContinuousClock.Instant?
+    /// The step count at which the deadline is looked at next.
+    var clockCheckAt = ValueLimits.stepsPerClockCheck
+
     /// Counts one comprehension iteration; `false` once the event has taken ``ValueLimits/maxSteps``.
     @inline(__always) func step() -> Bool {
         steps &+= 1
+        if steps >= clockCheckAt { checkDeadline() }
         return steps <= ValueLimits.maxSteps
     }
 
-    /// Counts `n` steps at once (a `matches` call's work); `false` once the event has taken ``ValueLimits/maxSteps``.
+    /// Counts `n` steps at once (the work of a function over long strings or lists, a `matches` call); `false` once
+    /// the event has taken ``ValueLimits/maxSteps``.
     @inline(__always) func charge(_ n: Int) -> Bool {
         steps &+= n
+        if steps >= clockCheckAt { checkDeadline() }
         return steps <= ValueLimits.maxSteps
+    }
+
+    /// Spends the budget when the deadline has passed.
+    @inline(never) func checkDeadline() {
+        clockCheckAt = steps &+ ValueLimits.stepsPerClockCheck
+        if let deadline, ContinuousClock.now >= deadline { steps = ValueLimits.maxSteps &+ 1 }
+    }
+
+    /// Zeroes the step count for a new event.
+    @inline(__always) func resetSteps() {
+        steps = 0
+        clockCheckAt = ValueLimits.stepsPerClockCheck
     }
 
     /// Starts a new memo generation (a new event, or state changed by actions).

@@ -14,10 +14,18 @@ public enum ValueLimits {
     /// Members of a list `+` builds (a member is counted as the 8-byte reference it is: members share their values).
     public static let maxBuiltListMembers = maxBuiltBytes / 8
     /// Steps one event may take, all its rules' expressions together (a delayed action coming due counts as its own):
-    /// each comprehension iteration (`exists`, `all`, `exists_one`, `map`, `filter`) is one, and each `matches` call
-    /// is its bound of work divided by ``matchWorkPerStep``, charged before it runs. Beyond it, an expression's value
-    /// is an error.
+    /// each comprehension iteration (`exists`, `all`, `exists_one`, `map`, `filter`) is one; each call of a function
+    /// or operator over long values is charged its work before it runs (``bytesPerStep`` of each string or bytes
+    /// argument, ``membersPerStep`` of each list or map argument; `size` and indexing are free); and each `matches`
+    /// call is its bound of work divided by ``matchWorkPerStep``. Beyond it, an expression's value is an error. The
+    /// budget bounds one event to about a second of evaluation (docs/reference/limits.md gives the measurement).
     public static let maxSteps = 1_000_000
+    /// Bytes of a string argument per budget step.
+    public static let bytesPerStep = 1024
+    /// Members of a list or map argument per budget step.
+    public static let membersPerStep = 64
+    /// Steps between two looks at an evaluation deadline (``EvalScope/deadline``).
+    public static let stepsPerClockCheck = 4096
     /// Matcher steps (an instruction at a character) per budget step: 1,000,000 steps are 64,000,000 matcher steps.
     public static let matchWorkPerStep = 64
     /// History series the loaded rule sets keep, all files together (each event name with each property filter that a
@@ -58,5 +66,19 @@ extension Value {
         }
         _ = add(self)
         return total
+    }
+}
+
+extension Value {
+    /// The budget steps a function's pass over this value costs (``ValueLimits/bytesPerStep``,
+    /// ``ValueLimits/membersPerStep``): 0 for short values and scalars.
+    @inline(__always) var work: Int {
+        switch self {
+        case .string(let s): s.utf8.count / ValueLimits.bytesPerStep
+        case .bytes(let b): b.count / ValueLimits.bytesPerStep
+        case .list(let l): l.count / ValueLimits.membersPerStep
+        case .map(let m): m.count / ValueLimits.membersPerStep
+        default: 0
+        }
     }
 }

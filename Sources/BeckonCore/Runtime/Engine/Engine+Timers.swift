@@ -218,7 +218,7 @@ extension Engine {
         scope.profile = profile
         scope.now = now
         scope.change = p.change
-        scope.steps = 0
+        scope.resetSteps()
         scope.invalidateMemo()
         let unit = ruleSet.units[Int(rule.unit)]
         func block(_ v: Verdict) {

@@ -187,6 +187,13 @@ public final class Engine {
         if let i = v.blockIndex { count(r, RuleCounter.blocks + i) } else { otherBlocks[Int(r)][v.code, default: 0] += 1 }
     }
 
+    /// When set, expressions stop at this instant as if the event's step budget were spent (``EvalScope/deadline``):
+    /// a caller with a time limit of its own (the console's playground) is not held past it by one event.
+    public var evaluationDeadline: ContinuousClock.Instant? {
+        get { scope.deadline }
+        set { scope.deadline = newValue }
+    }
+
     // MARK: Profiles
 
     /// The profile of a user, if the engine has seen them.
@@ -315,7 +322,7 @@ public final class Engine {
         scope.event = e
         scope.profile = profile
         scope.now = now
-        if scope.steps != 0 { scope.steps = 0 }
+        if scope.steps != 0 { scope.resetSteps() }
         // (Cleared only when set: assigning nil runs the destroy of what was there, a generic call.)
         if scope.hasChange { scope.change = nil }
         scope.invalidateMemo()
