@@ -132,6 +132,84 @@ extension ReferenceDocs {
                 ]
             ),
             (
+                "Service connections and clients",
+                """
+                How `beckon serve` bounds its clients and its own work, whoever sends what (the options that change \
+                them are in [operations](../operations.md#connections-and-clients)). Nothing a client sends or \
+                withholds can take the service's descriptors, threads or memory.
+                """,
+                [
+                    Limit(
+                        what: "time to send a request's head, from connecting or from its first byte after a response",
+                        limit: seconds(ServiceLimits.headTimeoutSeconds),
+                        beyond: "the connection is closed (`--head-timeout`)",
+                        tests: ["hostile_test.test_01_head_body_and_keep_alive_timeouts_close_connections"]),
+                    Limit(
+                        what: "time to send a request's body once its head is in",
+                        limit: seconds(ServiceLimits.bodyTimeoutSeconds),
+                        beyond: "the connection is closed (`--body-timeout`)",
+                        tests: ["hostile_test.test_01_head_body_and_keep_alive_timeouts_close_connections"]),
+                    Limit(
+                        what: "a kept-alive connection waiting for another request",
+                        limit: seconds(ServiceLimits.keepAliveTimeoutSeconds),
+                        beyond: "the connection is closed (`--keep-alive-timeout`; above a load balancer's 60 s)",
+                        tests: ["hostile_test.test_01_head_body_and_keep_alive_timeouts_close_connections"]),
+                    Limit(
+                        what: "client connections at once",
+                        limit: """
+                            the descriptor limit (raised to the hard limit at start) less \
+                            \(ServiceLimits.reservedDescriptors), at least \(ServiceLimits.minConnections)
+                            """,
+                        beyond: """
+                            the connection waiting longest for a request's head is closed for the new one; when every \
+                            connection is reading or answering a request, the new one is closed (`--max-connections`)
+                            """,
+                        tests: ["hostile_test.test_01_silent_connections_past_the_descriptor_limit_do_not_stop_ingest"]),
+                    Limit(
+                        what: "a compressed request body (`Content-Encoding: gzip` or `deflate`)",
+                        limit: "the limits above, on the inflated bytes",
+                        beyond: "400 as soon as inflating passes the limit; another encoding is 415",
+                        tests: [
+                            "hostile_test.test_10_a_gzip_bomb_is_refused_quickly_with_bounded_memory",
+                            "hostile_test.test_10_an_event_inflating_past_32_kb_is_refused",
+                            "hostile_test.test_10_brotli_is_415",
+                        ]),
+                    Limit(
+                        what: "failed credentials (write key, admin key, user token, console sign-in) from one address",
+                        limit: """
+                            \(ServiceLimits.credentialBurst) at once, then one each \
+                            \(seconds(ServiceLimits.credentialRefillSeconds)); \
+                            \(number(ServiceLimits.maxThrottledAddresses)) addresses remembered
+                            """,
+                        beyond: "429 with `Retry-After` for every request of the address that carries a credential",
+                        tests: ["hostile_test.test_09_wrong_credentials_are_rate_limited_per_address"]),
+                    Limit(
+                        what: """
+                            heavy work at once, each on a thread of its own: privacy exports and forgets (which read \
+                            the whole input log), the console's playground runs, timelines and reports
+                            """,
+                        limit: number(ServiceLimits.heavyWorkSlots),
+                        beyond: "503 (`busy`, `Retry-After: 1`)",
+                        tests: ["hostile_test.test_08_concurrent_exports_are_bounded"]),
+                    Limit(
+                        what: "delivery attempts in flight",
+                        limit: """
+                            \(ServiceLimits.maxDeliveriesInFlight), an equal share to each destination (at most \
+                            \(ServiceLimits.maxDeliveriesPerDestination))
+                            """,
+                        beyond: "an entry waits for a slot of its destination; a hanging destination holds only its share",
+                        tests: ["hostile_test.test_04_hanging_destinations_do_not_starve_a_healthy_one"]),
+                    Limit(
+                        what: "resending an entry whose attempt's outcome could not be written",
+                        limit: """
+                            not before its backoff, and at least \(ServiceLimits.unrecordedDeliveryHoldMs / 1000) s \
+                            (doubling while writes fail, up to \(ServiceLimits.maxUnrecordedDeliveryHoldMs / 1000) s)
+                            """,
+                        beyond: "the entry waits in memory; it is sent again when its time comes",
+                        tests: ["hostile_test.test_04_outcomes_that_cannot_be_written_do_not_loop_the_retries"]),
+                ]
+            ),
+            (
                 "Console playground",
                 """
                 What one run of the console's playground takes ([the console](../console.md)): an edited rule file \
@@ -146,9 +224,14 @@ extension ReferenceDocs {
                         limit: "\(bytes(playground.eventBytes)), \(number(playground.eventLines)) lines",
                         beyond: "refused, nothing run", tests: ["PlaygroundTests.limitsHold"]),
                     Limit(
-                        what: "time running events (checked between events)",
+                        what: """
+                            time running events (checked between events, and within one every \
+                            \(number(ValueLimits.stepsPerClockCheck)) steps)
+                            """,
                         limit: "\(number(Int(playground.runMilliseconds))) ms",
-                        beyond: "stopped at that line; what ran is shown", tests: ["PlaygroundTests.limitsHold"]),
+                        beyond:
+                            "stopped at that line (an event under way when it passes: its expressions are errors); what ran is shown",
+                        tests: ["PlaygroundTests.limitsHold", "ValueBoundTests.aDeadlineStopsEvaluation"]),
                     Limit(
                         what: "`until` past the last event", limit: DSLDuration.format(playground.untilMs),
                         beyond: "refused, the events' table shown without it", tests: ["PlaygroundTests.limitsHold"]),
@@ -220,13 +303,18 @@ extension ReferenceDocs {
                     Limit(
                         what: """
                             steps, all rules together: each comprehension iteration (`exists`, `all`, `exists_one`, \
-                            `map`, `filter`) is one; each `matches` call is its bound of work (pattern instructions × \
-                            characters) ÷ \(ValueLimits.matchWorkPerStep), charged before it runs
+                            `map`, `filter`) is one; each call of a function or operator is charged, before it runs, \
+                            one step per \(number(ValueLimits.bytesPerStep)) bytes of each string argument and per \
+                            \(ValueLimits.membersPerStep) members of each list or map argument (`size` and indexing are \
+                            free); each `matches` call is its bound of work (pattern instructions × characters) ÷ \
+                            \(ValueLimits.matchWorkPerStep). The budget bounds one event to about a second
                             """,
                         limit: number(ValueLimits.maxSteps),
                         beyond: "the expression's value is an error: a condition is false, a field is null with a warning",
                         tests: [
                             "ValueBoundTests.nestedComprehensionsStopAtTheStepBudget",
+                            "ValueBoundTests.workInsideIterationsIsCharged",
+                            "ValueBoundTests.sizeAndIndexingAreNotChargedByLength",
                             "BoundTests.matchesIsChargedToTheStepBudget",
                         ]),
                     Limit(
@@ -324,6 +412,9 @@ extension ReferenceDocs {
         return "\(number(n)) bytes"
     }
     private static func levels(_ n: Int) -> String { "\(number(n)) levels" }
+    private static func seconds(_ s: Double) -> String {
+        s == s.rounded() ? "\(Int(s)) s" : "\(s) s"
+    }
     private static func days(_ ms: Int64) -> String { "\(ms / 86_400_000) days" }
     private static func timestampText(_ ms: Int64) -> String {
         String(Timestamp(milliseconds: ms).description.prefix(10))

@@ -1,3 +1,4 @@
+import BeckonCore
 import Hummingbird
 import HummingbirdCore
 import Logging
@@ -17,18 +18,18 @@ import Synchronization
 /// makes room for a new one, so that silent or half-sent connections can never take the service's descriptors.
 public struct ConnectionLimits: Sendable {
     /// From a connection's opening, or from the first byte of a request after a response, to the end of its head.
-    public var headTimeout: Duration = .seconds(10)
+    public var headTimeout: Duration = .milliseconds(Int64(ServiceLimits.headTimeoutSeconds * 1000))
     /// From the end of a request's head to the end of its body.
-    public var bodyTimeout: Duration = .seconds(60)
+    public var bodyTimeout: Duration = .milliseconds(Int64(ServiceLimits.bodyTimeoutSeconds * 1000))
     /// How long a kept-alive connection may wait, after a response, for the first byte of another request: longer than
     /// the idle timeout of the load balancers in front (60 s for AWS's and Google's), so that they close first.
-    public var keepAliveTimeout: Duration = .seconds(75)
+    public var keepAliveTimeout: Duration = .milliseconds(Int64(ServiceLimits.keepAliveTimeoutSeconds * 1000))
     /// The most connections open at once; `nil`: the descriptor limit less ``reservedDescriptors``.
     public var maxConnections: Int?
     /// Descriptors kept for everything but the clients' connections: the database, destinations, threads, logs.
-    public static let reservedDescriptors = 256
+    public static let reservedDescriptors = ServiceLimits.reservedDescriptors
     /// The least cap there is, whatever the descriptor limit.
-    public static let minConnections = 32
+    public static let minConnections = ServiceLimits.minConnections
 
     public init() {}
 

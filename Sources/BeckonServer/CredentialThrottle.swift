@@ -24,9 +24,9 @@ struct BeckonContext: RequestContext, RemoteAddressRequestContext {
 /// never delayed; it is refused only from an address that is over its allowance. At most ``maxAddresses`` addresses
 /// are tracked; past that the ones that have had time to refill are dropped, then the oldest.
 final class CredentialThrottle: Sendable {
-    static let burst = 10.0
-    static let refillSeconds = 1.0
-    static let maxAddresses = 10_000
+    static let burst = Double(ServiceLimits.credentialBurst)
+    static let refillSeconds = ServiceLimits.credentialRefillSeconds
+    static let maxAddresses = ServiceLimits.maxThrottledAddresses
 
     private struct Bucket {
         var tokens: Double

@@ -159,12 +159,12 @@ final class Deliverer: Service, Sendable {
     /// Consecutive failed writes of outcomes (the hold doubles with each).
     private let writeFailures = Mutex(0)
     /// The least time an entry whose outcome was not written waits, and the most it waits however often writes fail.
-    static let unrecordedBackoff: Int64 = 1000
-    static let maxUnrecordedBackoff: Int64 = 60_000
+    static let unrecordedBackoff = ServiceLimits.unrecordedDeliveryHoldMs
+    static let maxUnrecordedBackoff = ServiceLimits.maxUnrecordedDeliveryHoldMs
     /// How often the outbox is looked at when nothing is in flight.
     static let idlePoll: Duration = .milliseconds(100)
-    static let maxInFlight = 64
-    static let maxPerDestination = 32
+    static let maxInFlight = ServiceLimits.maxDeliveriesInFlight
+    static let maxPerDestination = ServiceLimits.maxDeliveriesPerDestination
 
     /// The most attempts one of `active` destinations may have in flight: an equal share of ``maxInFlight`` (at least
     /// one, at most ``maxPerDestination``), so that destinations that hang cannot take the slots of one that answers.

@@ -77,7 +77,7 @@ final class Processor: @unchecked Sendable {
     private var writable = true
     private var lastProbe = ContinuousClock.now
     /// How often a database that failed a write is tried with a small write while no commit succeeds.
-    static let probeSeconds = 1.0
+    static let probeSeconds = ServiceLimits.writeProbeSeconds
 
     /// The rule set the engine runs (the request handlers decode under ``current``, which a reload sets after this).
     private var rules: ServingRules

@@ -1,4 +1,5 @@
 import ArgumentParser
+import BeckonCore
 import BeckonServer
 import BeckonStore
 import Foundation
@@ -43,13 +44,13 @@ struct Serve: AsyncParsableCommand {
     var watch = false
 
     @Option(help: "Seconds a client has to send a request's head (from connecting, or from its first byte).")
-    var headTimeout = 10.0
+    var headTimeout = ServiceLimits.headTimeoutSeconds
 
     @Option(help: "Seconds a client has to send a request's body once its head is in.")
-    var bodyTimeout = 60.0
+    var bodyTimeout = ServiceLimits.bodyTimeoutSeconds
 
     @Option(help: "Seconds a kept-alive connection may wait for another request (above a load balancer's 60).")
-    var keepAliveTimeout = 75.0
+    var keepAliveTimeout = ServiceLimits.keepAliveTimeoutSeconds
 
     @Option(help: "The most client connections at once (default: the descriptor limit less 256).")
     var maxConnections: Int?

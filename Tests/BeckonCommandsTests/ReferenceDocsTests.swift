@@ -44,6 +44,13 @@ struct ReferenceDocsTests {
         #expect(named.count >= 30)
         for name in named {
             let parts = name.split(separator: ".")
+            if parts[0].hasSuffix("_test") {
+                // A test of the service as a process: `def name(` in Tests/Service/FILE.py.
+                let file = tests.appendingPathComponent("Service/\(parts[0]).py")
+                let text = (try? String(contentsOf: file, encoding: .utf8)) ?? ""
+                #expect(text.contains("def \(parts[1])("), "docs/reference/limits.md names \(name), which does not exist")
+                continue
+            }
             let body = sources[String(parts[0])] ?? ""
             #expect(body.contains("func \(parts[1])("), "docs/reference/limits.md names \(name), which does not exist")
         }

@@ -26,7 +26,7 @@ struct Console: Sendable {
 
     /// Heavy work at once: playground runs and reads of the whole input log (timelines, "the last N events",
     /// reports), each on a thread of its own.
-    static let maxRuns = 2
+    static let maxRuns = ServiceLimits.heavyWorkSlots
     /// How long a sign-in with a wrong key waits before its answer.
     static let refusedSignInDelay = Duration.seconds(1)
     /// The most of one user's events a timeline replays (the latest), and a report's events.

@@ -1,0 +1,34 @@
+/// The bounds of `beckon serve` on its clients and its work, each defined here once (the service enforces them;
+/// docs/reference/limits.md lists them with their tests; docs/operations.md explains them).
+public enum ServiceLimits {
+    /// Seconds a client has to send a request's head, from connecting or from the head's first byte after a response.
+    public static let headTimeoutSeconds = 10.0
+    /// Seconds a client has to send a request's body once its head is in.
+    public static let bodyTimeoutSeconds = 60.0
+    /// Seconds a kept-alive connection may wait for the first byte of another request: above the 60 s idle timeout of
+    /// AWS's and Google's load balancers, so that they close an idle connection first.
+    public static let keepAliveTimeoutSeconds = 75.0
+    /// Descriptors kept for everything but clients' connections (the database, destinations, threads, logs): the
+    /// default connection cap is the descriptor limit (raised to the hard limit at start) less this.
+    public static let reservedDescriptors = 256
+    /// The least default connection cap, whatever the descriptor limit.
+    public static let minConnections = 32
+    /// Failed credentials an address may send at once, and the seconds after which it may send one more.
+    public static let credentialBurst = 10
+    public static let credentialRefillSeconds = 1.0
+    /// Addresses whose failures are remembered at most (those that have refilled are dropped first, then the oldest).
+    public static let maxThrottledAddresses = 10_000
+    /// Heavy work at once, each on a thread of its own: privacy exports and forgets (which read the whole input log),
+    /// the console's playground runs, timelines and reports. One more gets 503.
+    public static let heavyWorkSlots = 2
+    /// Delivery attempts in flight at once, and to one destination at most (each destination gets an equal share of
+    /// the first, up to the second).
+    public static let maxDeliveriesInFlight = 64
+    public static let maxDeliveriesPerDestination = 32
+    /// Milliseconds an outbox entry whose attempt's outcome could not be written waits at least before it is sent
+    /// again (doubling while writes keep failing), and at most.
+    public static let unrecordedDeliveryHoldMs: Int64 = 1000
+    public static let maxUnrecordedDeliveryHoldMs: Int64 = 60_000
+    /// Seconds between two small writes that tell a service whose commit failed when the database takes writes again.
+    public static let writeProbeSeconds = 1.0
+}
