@@ -76,6 +76,32 @@ struct InputLog: Sendable {
         bytes.append(10)
     }
 
+    /// An event as a line that `beckon dry-run` reads as the service did: what the request's arrival told the decoder
+    /// is written into it, after its own members (the last of a repeated key is the one read): `type` when it had none
+    /// (it came to `/v1/track` or the like), `receivedAt` (the service's clock, which replaces the client's), and
+    /// the batch's `sentAt` when it had none of its own. (An event stamped ahead of the service's clock was taken as
+    /// arriving then; a dry-run takes its own time.)
+    static func replayable(_ json: ArraySlice<UInt8>, _ arrival: Arrival) -> String {
+        let text = String(decoding: json, as: UTF8.self)
+        guard let members = SegmentDecoder.topLevelKeys(in: json), let close = text.lastIndex(of: "}") else { return text }
+        var extra: [(String, String)] = []
+        if !members.contains("type"), let kind = arrival.kind { extra.append(("type", kind.description)) }
+        if let r = arrival.receivedAt { extra.append(("receivedAt", Timestamp(milliseconds: r).description)) }
+        if !members.contains("sentAt"), let s = arrival.sentAt {
+            extra.append(("sentAt", Timestamp(milliseconds: s).description))
+        }
+        guard !extra.isEmpty else { return text }
+        var w = JSONWriter()
+        w.beginObject()
+        for (key, value) in extra {
+            w.key(key)
+            w.string(value)
+        }
+        w.endObject()
+        let added = w.output.dropFirst().dropLast()
+        return String(text[..<close]) + (members.isEmpty ? "" : ",") + added + String(text[close...])
+    }
+
     /// Whether an event names one of `ids` (its `userId`, `anonymousId` or `previousId`), read without the rules; an
     /// event that is not a JSON object at all names an id whose quoted text it holds.
     static func names(_ json: ArraySlice<UInt8>, anyOf ids: Set<String>) -> Bool {

@@ -293,3 +293,23 @@ struct StoredEventMatchTests {
         #expect(!InputLog.names(damaged[...], anyOf: ["u-1"]))
     }
 }
+
+/// `beckon fleet events` prints each event as `beckon dry-run` must read it to decide as the fleet did.
+struct ReplayableEventTests {
+    @Test func whatTheArrivalToldTheDecoderIsWrittenIn() throws {
+        let arrival = Arrival(kind: .track, receivedAt: 1_767_600_000_000, sentAt: 1_767_599_999_000)
+        let line = InputLog.replayable(Array(#"{"event":"x","userId":"u"}"#.utf8)[...], arrival)
+        #expect(
+            line
+                == #"{"event":"x","userId":"u","type":"track","receivedAt":"2026-01-05T08:00:00Z","sentAt":"2026-01-05T07:59:59Z"}"#
+        )
+        // It decodes as a line of a file, at the time the service gave it.
+        let rs = try RuleLoader.load(texts: [("c.yaml", "version: 1\ncampaign: c\nrules: []\n")]).ruleSet!
+        #expect(try SegmentDecoder(ruleSet: rs).decode(line).timestamp == 1_767_600_000_000)
+        // An event with its own type and sentAt keeps them; an empty object gets no leading comma.
+        let own = InputLog.replayable(
+            Array(#"{"type":"identify","userId":"u","sentAt":"2026-01-05T07:00:00Z"}"#.utf8)[...], arrival)
+        #expect(own == #"{"type":"identify","userId":"u","sentAt":"2026-01-05T07:00:00Z","receivedAt":"2026-01-05T08:00:00Z"}"#)
+        #expect(InputLog.replayable(Array("{}".utf8)[...], Arrival(receivedAt: 0)) == #"{"receivedAt":"1970-01-01T00:00:00Z"}"#)
+    }
+}

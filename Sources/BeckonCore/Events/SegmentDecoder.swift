@@ -825,6 +825,11 @@ extension JSONValue {
 }
 
 extension SegmentDecoder {
+    /// The keys of a line's top-level object (`nil`: not a JSON object).
+    public static func topLevelKeys(in line: ArraySlice<UInt8>) -> Set<String>? {
+        Array(line).withUnsafeBufferPointer { buf in (try? JSONValue.members(buf)).map { Set($0.map(\.key)) } }
+    }
+
     /// The ids a line names at its top level (`userId`, `anonymousId`, `previousId`; a number as its literal text),
     /// read without the rules: what a forget and an export match a stored event on. `nil` when the line is not a JSON
     /// object (a caller then matches the id's quoted text in the bytes).

@@ -83,7 +83,7 @@ public final class FleetService: Sendable {
     public static func events(inEntry body: [UInt8]) throws -> [String] {
         var out: [String] = []
         try InputLog.read(body) { input in
-            if case .event(let json, _) = input { out.append(String(decoding: json, as: UTF8.self)) }
+            if case .event(let json, let arrival) = input { out.append(InputLog.replayable(json, arrival)) }
         }
         return out
     }
