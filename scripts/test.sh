@@ -55,6 +55,20 @@ if ! BECKON="$beckon" timeout 900 python3 -m unittest Tests/Service/service_test
 fi
 tail -n 3 "$service_log"
 
+echo "== hostile clients: silent connections past the descriptor limit, timeouts, bytes that are not UTF-8 during"
+echo "   reloads, forget of merged ids, redirects and hanging destinations, a full disk, a costly event, concurrent"
+echo "   exports, guessed keys, gzip bombs and the real Segment and RudderStack clients"
+scripts/install-python-clients.sh
+hostile_log=$(mktemp)
+if ! BECKON="$beckon" timeout 600 python3 -m unittest Tests/Service/hostile_test.py > "$hostile_log" 2>&1; then
+  cat "$hostile_log"
+  echo "hostile tests failed"
+  exit 1
+fi
+tail -n 3 "$hostile_log"
+# (A test skips only where a tmpfs cannot be mounted or a client is missing: here both must run.)
+grep -q "skipped" "$hostile_log" && { grep -i "skip" "$hostile_log"; echo "hostile tests were skipped"; exit 1; }
+
 echo "== the console in headless Chromium (Selenium, axe-core): sign-in, live counts, a timeline, the playground,"
 echo "   sign-out at 1280 and 390 px; no page without a session, CSRF refused, hostile text inert, playground limits"
 scripts/install-chromium.sh > /dev/null
