@@ -20,12 +20,12 @@ while [ $# -gt 0 ]; do
     --seconds) limit=(-max_total_time="$2"); shift ;;
     --runs) limit=(-runs="$2" -max_total_time=1800); shift ;;
     --jobs) jobs="$2"; shift ;;
-    rules|expression|events|textproto|state|requests) targets+=("$1") ;;
-    *) echo "usage: scripts/fuzz.sh [--seconds N | --runs N] [--jobs N] [rules|expression|events|textproto|state|requests]..." >&2; exit 64 ;;
+    rules|expression|events|textproto|state|requests|http) targets+=("$1") ;;
+    *) echo "usage: scripts/fuzz.sh [--seconds N | --runs N] [--jobs N] [rules|expression|events|textproto|state|requests|http]..." >&2; exit 64 ;;
   esac
   shift
 done
-[ ${#targets[@]} -gt 0 ] || targets=(rules expression events textproto state requests)
+[ ${#targets[@]} -gt 0 ] || targets=(rules expression events textproto state requests http)
 
 echo "== building the fuzz harness (Fuzz/, -sanitize=fuzzer,address)"
 swift build -c release --package-path Fuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -g -Xcc -DBECKON_NO_ALLOC_COUNT > /tmp/beckon-fuzz-build.log 2>&1 \
@@ -79,6 +79,38 @@ for f in glob.glob("samples/*/*.jsonl"):
         open(os.path.join(out, f"{name}.one{i}"), "w").write(json.dumps(e))
 PY
       ;;
+    http)
+      # Raw requests a client could send: every route with and without its credentials, gzip, chunked bodies,
+      # pipelined requests, a half-sent head.
+      python3 - "$dir" <<'PY'
+import base64, gzip, json, os, sys
+out = sys.argv[1]
+basic = "Basic " + base64.b64encode(b"fuzz-write-key:").decode()
+ev = json.dumps({"type": "track", "event": "E_Opened_App", "userId": "u1", "timestamp": "2026-03-02T09:00:00Z",
+                 "context": {"locale": "de"}, "messageId": "m1"}).encode()
+batch = json.dumps({"batch": [json.loads(ev)], "sentAt": "2026-03-02T09:00:01Z"}).encode()
+def req(method, path, headers=(), body=b""):
+    head = f"{method} {path} HTTP/1.1\r\nHost: x\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers)
+    if body: head += f"Content-Length: {len(body)}\r\n"
+    return head.encode() + b"\r\n" + body
+seeds = {
+    "track": req("POST", "/v1/track", [("Authorization", basic)], ev),
+    "batch": req("POST", "/v1/batch", [("Authorization", basic), ("Content-Type", "application/json")], batch),
+    "gzip": req("POST", "/v1/batch", [("Authorization", basic), ("Content-Encoding", "gzip")], gzip.compress(batch)),
+    "chunked": f"POST /v1/track HTTP/1.1\r\nHost: x\r\nAuthorization: {basic}\r\nTransfer-Encoding: chunked\r\n\r\n{len(ev):x}\r\n".encode() + ev + b"\r\n0\r\n\r\n",
+    "pipelined": req("GET", "/livez") + req("GET", "/readyz") + req("POST", "/v1/track", [("Authorization", basic)], ev),
+    "actions": req("GET", "/v1/users/u1/actions?after=0&wait=0", [("Authorization", "Bearer x.y.z")]),
+    "admin": req("GET", "/admin/rules", [("Authorization", "Bearer fuzz-admin-key")]),
+    "export": req("GET", "/v1/users/u1/export", [("Authorization", "Bearer fuzz-admin-key")]),
+    "forget": req("DELETE", "/v1/users/u%2F1", [("Authorization", "Bearer wrong")]),
+    "console": req("POST", "/console/login", [("Content-Type", "application/x-www-form-urlencoded")], b"csrf=a&key=b"),
+    "half": b"POST /v1/track HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"a\"",
+    "metrics": req("GET", "/metrics"),
+}
+for name, data in seeds.items():
+    open(os.path.join(out, name), "wb").write(data)
+PY
+      ;;
     state)
       # (Leaks unchecked here as in the runs below: the static schema graph reads as one.)
       BECKON_FUZZ_WRITE_STATE_SEEDS="$dir" ASAN_OPTIONS=detect_leaks=0 "$bin/beckon-fuzz"
@@ -100,7 +132,7 @@ for t in "${targets[@]}"; do
   # Leaks are not checked (-detect_leaks=0): LeakSanitizer reports the rule set's static schema graph, built once, as
   # a leak; memory that grows with inputs still stops the run at -rss_limit_mb. Swift's backtracer is off: its memory
   # server confuses AddressSanitizer after a Swift runtime failure (libFuzzer's own report names the input).
-  (cd "$work/$t" && BECKON_FUZZ_TARGET="$t" SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=0 "$OLDPWD/$bin/beckon-fuzz" "${limit[@]}" ${parallel[@]+"${parallel[@]}"} -timeout=1 -rss_limit_mb=2048 \
+  (cd "$work/$t" && BECKON_FUZZ_RULES="$OLDPWD/campaigns/firefox" BECKON_FUZZ_TARGET="$t" SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=0 "$OLDPWD/$bin/beckon-fuzz" "${limit[@]}" ${parallel[@]+"${parallel[@]}"} -timeout=1 -rss_limit_mb=2048 \
     -detect_leaks=0 -print_final_stats=1 -artifact_prefix=artifacts/ found seeds > log.txt 2>&1)
   rc=$?
   set -e

@@ -12,8 +12,12 @@ let target: @Sendable (UnsafeBufferPointer<UInt8>) -> Void = {
         exit(0)
     }
     let name = ProcessInfo.processInfo.environment["BECKON_FUZZ_TARGET"] ?? ""
+    if name == "http" {
+        _ = HTTPTarget.port
+        return HTTPTarget.run
+    }
     guard let t = FuzzEntry.targets.first(where: { $0.name == name }) else {
-        let names = FuzzEntry.targets.map(\.name).joined(separator: ", ")
+        let names = (FuzzEntry.targets.map(\.name) + ["http"]).joined(separator: ", ")
         FileHandle.standardError.write(Data("set BECKON_FUZZ_TARGET to one of: \(names)\n".utf8))
         exit(64)
     }
