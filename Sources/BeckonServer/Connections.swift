@@ -33,9 +33,11 @@ public struct ConnectionLimits: Sendable {
 
     public init() {}
 
-    /// The cap in force: the one given, or the descriptor limit (raised to the hard limit at start) less the reserve.
+    /// The cap in force: the one given, or the descriptor limit (raised to the hard limit at start) less the reserve,
+    /// at most ``ServiceLimits/maxDefaultConnections``.
     public func cap(descriptorLimit: Int) -> Int {
-        maxConnections ?? max(Self.minConnections, descriptorLimit - Self.reservedDescriptors)
+        maxConnections
+            ?? max(Self.minConnections, min(ServiceLimits.maxDefaultConnections, descriptorLimit - Self.reservedDescriptors))
     }
 
     /// Raises the process's soft descriptor limit to its hard limit and returns the limit in force.
@@ -82,13 +84,13 @@ final class ConnectionTable: Sendable {
         let (id, evicted): (UInt64?, (@Sendable () -> Void)?) = state.withLock { s in
             var evicted: (@Sendable () -> Void)?
             if s.entries.count >= cap {
-                guard
-                    let oldest = s.entries.filter({ $0.value.waitingSince != nil }).min(by: {
-                        $0.value.waitingSince! < $1.value.waitingSince!
-                    })
-                else { return (nil, nil) }
-                evicted = oldest.value.close
-                s.entries[oldest.key] = nil
+                // (A pass over at most the cap's entries, without copying them: only at the cap.)
+                var oldest: (key: UInt64, since: UInt64)?
+                for (key, entry) in s.entries {
+                    if let since = entry.waitingSince, since < oldest?.since ?? .max { oldest = (key, since) }
+                }
+                guard let oldest else { return (nil, nil) }
+                evicted = s.entries.removeValue(forKey: oldest.key)?.close
             }
             s.next += 1
             s.order += 1
@@ -120,30 +122,33 @@ final class ConnectionTable: Sendable {
 
 /// Enforces ``ConnectionLimits`` on one HTTP/1 connection: it sits after the HTTP decoder (it sees request and response
 /// parts) and puts a small handler first in the pipeline to see a next request's first byte.
+///
+/// A connection owes responses for the heads it sent (`unanswered`) and may be reading a request (between a head and
+/// its end). Reading a request is bound by the body timeout from its head; owing nothing and reading nothing, it is
+/// idle (the keep-alive timeout) until a byte comes, then reading a head (the head timeout). Owing nothing, it may be
+/// closed for a new connection at the cap (a response sent before its request's body ended included: the rest is only
+/// drained). Answering is bound by the service (a long poll waits 30 s at most), and a response its client does not
+/// read for the body timeout closes the connection.
 final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
     typealias OutboundIn = HTTPResponsePart
     typealias OutboundOut = HTTPResponsePart
 
-    enum Phase {
-        /// Waiting for a request's first byte after a response (a kept-alive connection).
-        case idle
-        /// Reading a head: from the opening, or from the first byte after a response.
-        case head
-        /// Reading a body.
-        case body
-        /// The request was read: the service answers (no bound here: a long poll waits up to 30 s).
-        case answering
-    }
-
     let limits: ConnectionLimits
     let table: ConnectionTable
-    private var phase = Phase.head
     private var id: UInt64?
     private var timer: Scheduled<Void>?
-    /// Requests read whose response has not ended (pipelined requests are answered in order).
+    /// Armed while the socket cannot take the response (the client reads nothing).
+    private var stalled: Scheduled<Void>?
+    /// Heads read whose response has not ended (pipelined requests are answered in order).
     private var unanswered = 0
+    /// Between a request's head and its end.
+    private var readingRequest = false
+    /// Owing nothing, reading nothing, and no byte of another request yet.
+    private var idle = false
+    /// A byte arrived while a response was owed: the next request's head has begun.
+    private var headBegun = false
 
     init(limits: ConnectionLimits, table: ConnectionTable) {
         self.limits = limits
@@ -168,59 +173,93 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         self.id = id
-        phase = .head
         arm(context, limits.headTimeout)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        timer?.cancel()
-        timer = nil
-        if let id { table.closed(id) }
+        release()
         context.fireChannelInactive()
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) {
+    func handlerRemoved(context: ChannelHandlerContext) { release() }
+
+    private func release() {
         timer?.cancel()
         timer = nil
+        stalled?.cancel()
+        stalled = nil
         if let id { table.closed(id) }
         id = nil
     }
 
-    /// A byte arrived (seen before the HTTP decoder): a kept-alive connection starts reading a head.
+    /// A byte arrived (seen before the HTTP decoder).
     func byteArrived(_ context: ChannelHandlerContext) {
-        guard phase == .idle else { return }
-        phase = .head
-        if let id { table.waiting(id, true) }
-        arm(context, limits.headTimeout)
+        if idle {
+            idle = false
+            arm(context, limits.headTimeout)
+        } else if !readingRequest {
+            headBegun = true
+        }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head:
             unanswered += 1
-            phase = .body
+            readingRequest = true
+            idle = false
+            headBegun = false
             if let id { table.waiting(id, false) }
             arm(context, limits.bodyTimeout)
         case .body:
             break
         case .end:
-            phase = .answering
-            disarm()
+            readingRequest = false
+            settle(context)
         }
         context.fireChannelRead(data)
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         if case .end = unwrapOutboundIn(data) {
-            unanswered -= 1
-            if unanswered <= 0 && phase == .answering {
-                unanswered = 0
-                phase = .idle
-                if let id { table.waiting(id, true) }
-                arm(context, limits.keepAliveTimeout)
+            unanswered = max(0, unanswered - 1)
+            if !readingRequest {
+                settle(context)
+            } else if unanswered == 0, let id {
+                // (Answered before its body ended: what is left is drained, under the body timeout, and the connection
+                // owes nothing.)
+                table.waiting(id, true)
             }
         }
         context.write(data, promise: promise)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable {
+            stalled?.cancel()
+            stalled = nil
+        } else if stalled == nil {
+            let channel = context.channel
+            stalled = context.eventLoop.scheduleTask(in: TimeAmount(limits.bodyTimeout)) { channel.close(promise: nil) }
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    /// Nothing is being read: idle if nothing is owed (or reading a head whose bytes came while it was), else
+    /// answering, which the service bounds.
+    private func settle(_ context: ChannelHandlerContext) {
+        guard unanswered == 0 else {
+            disarm()
+            return
+        }
+        if let id { table.waiting(id, true) }
+        if headBegun {
+            headBegun = false
+            arm(context, limits.headTimeout)
+        } else {
+            idle = true
+            arm(context, limits.keepAliveTimeout)
+        }
     }
 
     private func arm(_ context: ChannelHandlerContext, _ after: Duration) {

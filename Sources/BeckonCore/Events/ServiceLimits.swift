@@ -11,8 +11,10 @@ public enum ServiceLimits {
     /// Descriptors kept for everything but clients' connections (the database, destinations, threads, logs): the
     /// default connection cap is the descriptor limit (raised to the hard limit at start) less this.
     public static let reservedDescriptors = 256
-    /// The least default connection cap, whatever the descriptor limit.
+    /// The least default connection cap, whatever the descriptor limit, and the most (each connection costs memory
+    /// long before a large descriptor limit is reached).
     public static let minConnections = 32
+    public static let maxDefaultConnections = 10_000
     /// Failed credentials an address may send at once, and the seconds after which it may send one more.
     public static let credentialBurst = 10
     public static let credentialRefillSeconds = 1.0
