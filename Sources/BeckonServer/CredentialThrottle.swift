@@ -17,11 +17,13 @@ struct BeckonContext: RequestContext, RemoteAddressRequestContext {
     }
 }
 
-/// Failed credentials per client address (docs/operations.md, "Limits on clients"): each address may fail
+/// Failed credentials per client address (docs/operations.md, "Connections and clients"): each address may fail
 /// ``burst`` times at once, then one more each ``refillSeconds``. Beyond that every request of the address that
 /// carries a credential (an `Authorization` header, a console sign-in) is answered 429 with `Retry-After`, before its
-/// credential is looked at, so that guessing keys costs a second a guess whatever the concurrency. A correct key is
-/// never delayed; it is refused only from an address that is over its allowance. At most ``maxAddresses`` addresses
+/// credential is looked at. Once an address has failed, each of its requests takes its allowance ahead and gives it
+/// back if the credential is good, so that concurrent guesses cannot pass before they are counted: guessing costs a
+/// second a guess whatever the concurrency (past a first burst from an address that never failed, whose requests are
+/// counted as they fail). A correct key is never delayed; it is refused only from an address over its allowance. At most ``maxAddresses`` addresses
 /// are tracked; past that the ones that have had time to refill are dropped, then the oldest.
 final class CredentialThrottle: Sendable {
     static let burst = Double(ServiceLimits.credentialBurst)
@@ -33,6 +35,43 @@ final class CredentialThrottle: Sendable {
         var at: ContinuousClock.Instant
     }
     private let buckets = Mutex<[String: Bucket]>([:])
+
+    /// Whether a request carrying a credential from `address` may be looked at.
+    enum Admission: Equatable {
+        /// The address has not failed lately: its failure, if it is one, is counted when it happens.
+        case free
+        /// The address has failed lately: one failure of its allowance is taken now (so that concurrent guesses
+        /// cannot all pass before the first is counted) and given back if the credential is good.
+        case taken
+        /// Over its allowance: try again in this many seconds.
+        case refused(Int)
+    }
+
+    func admit(_ address: String, now: ContinuousClock.Instant = .now) -> Admission {
+        buckets.withLock { b in
+            guard let bucket = b[address] else { return .free }
+            let tokens = Self.refilled(bucket, now)
+            guard tokens >= 1 else {
+                return .refused(max(1, Int(((1 - tokens) * Self.refillSeconds).rounded(.up))))
+            }
+            b[address] = Bucket(tokens: tokens - 1, at: now)
+            return .taken
+        }
+    }
+
+    /// What became of an admitted request: a failed credential is counted (a `taken` one was already), a good one
+    /// gives back what was taken.
+    func settle(_ address: String, _ admission: Admission, failed: Bool, now: ContinuousClock.Instant = .now) {
+        switch (admission, failed) {
+        case (.free, true): self.failed(address, now: now)
+        case (.taken, false):
+            buckets.withLock { b in
+                guard let bucket = b[address] else { return }
+                b[address] = Bucket(tokens: min(Self.burst, Self.refilled(bucket, now) + 1), at: now)
+            }
+        default: break
+        }
+    }
 
     /// Seconds until `address` may try again (`nil`: it may now).
     func retryAfter(_ address: String, now: ContinuousClock.Instant = .now) -> Int? {
@@ -80,16 +119,23 @@ struct CredentialThrottleMiddleware: RouterMiddleware {
         let carries =
             request.headers[.authorization] != nil || (request.method == .post && request.uri.path == "/console/login")
         guard carries, let address = context.remoteAddress?.ipAddress else { return try await next(request, context) }
-        if let wait = throttle.retryAfter(address) {
+        let admission = throttle.admit(address)
+        if case .refused(let wait) = admission {
             logger.notice("credentials refused: too many failures from the address", metadata: ["address": "\(address)"])
             return Routes.json(
                 .tooManyRequests,
                 SegmentRequest.Problem(message: "too many failed credentials from this address; try again later").json,
                 headers: [.retryAfter: String(wait)])
         }
-        let response = try await next(request, context)
+        let response: Response
+        do {
+            response = try await next(request, context)
+        } catch {
+            throttle.settle(address, admission, failed: false)
+            throw error
+        }
+        throttle.settle(address, admission, failed: response.status == .unauthorized)
         if response.status == .unauthorized {
-            throttle.failed(address)
             logger.notice(
                 "credential refused",
                 metadata: ["address": "\(address)", "route": "\(context.endpointPath ?? request.uri.path)"])

@@ -90,8 +90,10 @@ class Server:
         self.proc.stdout.close()
         self.proc.stderr.close()
 
-    def request(self, method, path, body=None, headers=None, timeout=30):
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+    def request(self, method, path, body=None, headers=None, timeout=30, source=None):
+        """`source`: a loopback address to send from (the service counts wrong credentials per client address)."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout,
+                                          source_address=(source, 0) if source else None)
         try:
             data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
             conn.request(method, path, body=data, headers=headers or {})
