@@ -29,7 +29,7 @@ public enum DatabaseCommands {
         defer { withExtendedLifetime(lock) {} }
         let (engine, _) = try Processor.open(rules, backend, logger: Logger(label: "beckon"))
         let (known, ids) = try Privacy.forget(user, in: engine, under: rules.version, backend: backend)
-        for id in ids { _ = try Privacy.scrub(id, backend: backend) }
+        _ = try Privacy.scrub(ids, backend: backend)
         return known
     }
 

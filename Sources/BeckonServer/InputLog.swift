@@ -112,13 +112,12 @@ struct InputLog: Sendable {
         }
     }
 
-    /// A record without the events that name `userID` and without their inbox reads (`nil` when it holds none): what a
+    /// A record without the events that name one of `ids` and without their inbox reads (`nil` when it holds none): what a
     /// forget leaves in the input log. Events are matched without the rules (``names(_:anyOf:)``), so that one no
     /// rule set can decode is removed too.
-    static func without(userID: String, in record: [UInt8]) throws -> InputLog? {
+    static func without(userIDs ids: Set<String>, in record: [UInt8]) throws -> InputLog? {
         var out = InputLog()
         var removed = false
-        let ids: Set<String> = [userID]
         try read(record) { input in
             switch input {
             case .event(let json, let arrival):
@@ -130,7 +129,7 @@ struct InputLog: Sendable {
                 out.arrival(arrival)
                 out.event(json)
             case .markRead(let user, let item, let time):
-                if user == userID {
+                if ids.contains(user) {
                     removed = true
                     return
                 }
@@ -138,7 +137,7 @@ struct InputLog: Sendable {
             case .tick(let time):
                 out.tick(time)
             case .forget(let user):
-                if user == userID {
+                if ids.contains(user) {
                     removed = true
                     return
                 }

@@ -96,12 +96,13 @@ enum Privacy {
         return (known, ids)
     }
 
-    /// Removes `user`'s events (those that name the id, read without the rules) from the input log records that
-    /// their forget covers (``SQLiteStateBackend/forget(_:checkpoint:)`` noted them). Returns how many records were
-    /// rewritten.
-    static func scrub(_ user: String, backend: SQLiteStateBackend) throws -> Int {
-        try backend.scrub(userID: user) { bytes in
-            guard let kept = try? InputLog.without(userID: user, in: bytes) else { return nil }
+    /// Removes the events of `users` (those that name one of the ids, read without the rules) from the input log
+    /// records that their forgets cover (``SQLiteStateBackend/forget(_:checkpoint:)`` noted them), in one pass.
+    /// Returns how many records were rewritten.
+    static func scrub(_ users: [String], backend: SQLiteStateBackend) throws -> Int {
+        let ids = Set(users)
+        return try backend.scrub(userIDs: users) { bytes in
+            guard let kept = try? InputLog.without(userIDs: ids, in: bytes) else { return nil }
             return (kept.bytes, kept.events)
         }
     }

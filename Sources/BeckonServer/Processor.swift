@@ -273,7 +273,7 @@ final class Processor: @unchecked Sendable {
             let last = stopping
             lock.unlock()
             if jobs.contains(where: { if case .forget = $0.0 { true } else { false } }) {
-                jobs = zip(Self.droppingForgotten(jobs.map(\.0)), jobs.map(\.1)).map { ($0, $1) }
+                jobs = zip(droppingForgotten(jobs.map(\.0)), jobs.map(\.1)).map { ($0, $1) }
             }
             probeIfUnwritable()
             if committer.failed || needsReopen {
@@ -314,18 +314,47 @@ final class Processor: @unchecked Sendable {
         }
     }
 
-    /// The jobs without the events of a user whose forget is queued behind them (from the jobs and their input log
-    /// records): the forget would erase what they did, but an action they fired could reach a destination first.
-    /// (Their requests are answered as accepted: they were, and then forgotten.)
-    static func droppingForgotten(_ jobs: [Job]) -> [Job] {
+    /// The jobs without the events of a user whose forget is queued behind them, or of an id merged into them (the
+    /// events that name one of the ids, as the forget's scrub matches them): the forget would erase what they did, but
+    /// an action they fired could reach a destination first. (Their requests are answered as accepted: they were, and
+    /// then forgotten.)
+    private func droppingForgotten(_ jobs: [Job]) -> [Job] {
+        Self.droppingForgotten(
+            jobs,
+            ids: { user in
+                var candidates: [String] = []
+                do { candidates = try backend.idsMerged(into: user) } catch {
+                    logger.error("cannot read the ids merged into a forgotten user", metadata: ["error": "\(error)"])
+                }
+                return Set([user] + engine.idsMerged(into: user, candidates: candidates))
+            }, undecodable: undecodable)
+    }
+
+    /// ``droppingForgotten(_:)`` with `ids` giving the ids a user's forget takes (the user's and those merged in).
+    static func droppingForgotten(
+        _ jobs: [Job], ids idsOf: (String) -> Set<String>, undecodable: (any Error) -> Void
+    ) -> [Job] {
         var jobs = jobs
         for (i, job) in jobs.enumerated() {
             guard case .forget(let user) = job else { continue }
+            let ids = idsOf(user)
             for j in 0..<i {
-                guard case .events(let events, let log, let under) = jobs[j], events.contains(where: { $0.userID == user }),
-                    let kept = try? InputLog.without(userID: user, in: log.bytes)
+                guard case .events(let events, let log, let under) = jobs[j],
+                    let kept = try? InputLog.without(userIDs: ids, in: log.bytes)
                 else { continue }
-                jobs[j] = .events(events.filter { $0.userID != user }, kept, decodedUnder: under)
+                // The events kept, decoded again from the record kept (the same bytes, the same rules).
+                var keptEvents: [BoundEvent] = []
+                do {
+                    try InputLog.read(kept.bytes) { input in
+                        if case .event(let json, let arrival) = input {
+                            keptEvents.append(try under.decoder.decode(json, arrival: arrival))
+                        }
+                    }
+                } catch {
+                    undecodable(error)
+                    keptEvents = events.filter { !ids.contains($0.userID) }
+                }
+                jobs[j] = .events(keptEvents, kept, decodedUnder: under)
             }
         }
         return jobs
@@ -376,6 +405,8 @@ final class Processor: @unchecked Sendable {
             }
         } catch {
             logger.error("a checkpoint failed; the engine is rebuilt from the database", metadata: ["error": "\(error)"])
+            setWritable(false)
+            lastProbe = .now
             c.resume(throwing: error)
             reopen()
             return

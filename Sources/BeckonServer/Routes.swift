@@ -175,7 +175,7 @@ struct Routes: Sendable {
             guard case .forgotten(_, let ids) = result else { return Self.problem(.internalServerError, "unexpected result") }
             for id in ids { await deliverer.drain(userID: id) }
             let backend = backend
-            _ = try await Self.onThread { for id in ids { _ = try Privacy.scrub(id, backend: backend) } }
+            _ = try await Self.onThread { try Privacy.scrub(ids, backend: backend) }
         } catch {
             return Self.problem(.serviceUnavailable, "the user could not be forgotten; ask again")
         }

@@ -34,5 +34,8 @@ public final class DatabaseLock: Sendable {
         self.fd = fd
     }
 
-    deinit { close(fd) }
+    /// Lets the lock go and leaves the descriptor open: closing any descriptor of the database file would drop the
+    /// `fcntl` locks SQLite holds on it in this process (POSIX's rule), should a connection still be open. The
+    /// descriptor goes with the process.
+    deinit { flock(fd, LOCK_UN) }
 }

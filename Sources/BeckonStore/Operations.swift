@@ -298,14 +298,16 @@ extension SQLiteStateBackend {
         try pool.read { db in try String.fetchAll(db, sql: "SELECT user_id FROM pending_scrub ORDER BY user_id") }
     }
 
-    /// Rewrites the input log records up to the forget's position so that they hold none of `userID`'s events
-    /// (`rewrite` returns a record without them, or `nil` when it holds none), a page per transaction, then drops the
-    /// note. Records before the checkpoint are never replayed, so rewriting them changes nothing anyone computes.
-    /// Returns how many records were rewritten.
-    public func scrub(userID: String, rewrite: ([UInt8]) -> (bytes: [UInt8], events: Int)?) throws -> Int {
+    /// Rewrites the input log records up to the forgets' positions so that they hold none of the events of `userIDs`
+    /// (`rewrite` returns a record without them, or `nil` when it holds none), in one pass, a page per transaction,
+    /// then drops the notes. Records before the checkpoint are never replayed, so rewriting them changes nothing anyone
+    /// computes. Returns how many records were rewritten.
+    public func scrub(userIDs: [String], rewrite: ([UInt8]) -> (bytes: [UInt8], events: Int)?) throws -> Int {
         guard
             let upTo = try pool.read({ db in
-                try Int64.fetchOne(db, sql: "SELECT up_to_seq FROM pending_scrub WHERE user_id = ?", arguments: [userID])
+                try userIDs.compactMap { id in
+                    try Int64.fetchOne(db, sql: "SELECT up_to_seq FROM pending_scrub WHERE user_id = ?", arguments: [id])
+                }.max()
             })
         else { return 0 }
         var after: Int64 = 0
@@ -332,7 +334,9 @@ extension SQLiteStateBackend {
             rewritten += changed
             after = last
         }
-        try pool.write { db in try db.execute(sql: "DELETE FROM pending_scrub WHERE user_id = ?", arguments: [userID]) }
+        try pool.write { db in
+            for id in userIDs { try db.execute(sql: "DELETE FROM pending_scrub WHERE user_id = ?", arguments: [id]) }
+        }
         return rewritten
     }
 

@@ -134,13 +134,16 @@ public final class SQLiteStateBackend: StateBackend, Sendable {
                     ALTER TABLE user_state ADD COLUMN merged_into TEXT;
                     CREATE TABLE write_probe (id INTEGER PRIMARY KEY CHECK (id = 1), bytes BLOB NOT NULL);
                     """)
-            // (States written before hold their pointer in their bytes only.)
-            let rows = try Row.fetchAll(db, sql: "SELECT user_id, bytes FROM user_state")
-            for row in rows {
+            // (States written before hold their pointer in their bytes only: read a row at a time, not all at once.)
+            var pointers: [(String, String)] = []
+            let rows = try Row.fetchCursor(db, sql: "SELECT user_id, bytes FROM user_state")
+            while let row = try rows.next() {
                 let bytes = [UInt8](row["bytes"] as Data)
                 guard let into = (try? UserState(decoding: bytes))?.mergedInto else { continue }
-                try db.execute(
-                    sql: "UPDATE user_state SET merged_into = ? WHERE user_id = ?", arguments: [into, row["user_id"] as String])
+                pointers.append((row["user_id"], into))
+            }
+            for (user, into) in pointers {
+                try db.execute(sql: "UPDATE user_state SET merged_into = ? WHERE user_id = ?", arguments: [into, user])
             }
             try db.execute(sql: "CREATE INDEX user_state_merged ON user_state(merged_into) WHERE merged_into IS NOT NULL")
         }
