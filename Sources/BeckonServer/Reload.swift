@@ -21,6 +21,9 @@ struct Reloader: Sendable {
     let logger: Logger
     /// The last reload refused, for the console.
     let lastRefused = LastRefusedReload()
+    /// One reload at a time (`POST /admin/reload`, SIGHUP and `--watch` may come together): the rule set version each
+    /// stores is the newest when it is swapped in, so pruning the older ones never takes one still to be swapped in.
+    let oneAtATime = SerialGate()
 
     enum Outcome {
         case changed(ServingRules)
@@ -32,6 +35,8 @@ struct Reloader: Sendable {
     }
 
     func reload(by who: String) async -> Outcome {
+        await oneAtATime.enter()
+        defer { oneAtATime.leave() }
         let started = ContinuousClock.now
         let result = RuleLoader.load(paths: paths)
         let now = Processor.nowMs()
@@ -75,6 +80,40 @@ struct Reloader: Sendable {
             logger.warning("the reloaded rules have warnings", metadata: ["diagnostics": "\(result.rendered())"])
         }
         return .changed(serving)
+    }
+}
+
+/// A lock for async work: one holder at a time, the others waiting in order.
+final class SerialGate: Sendable {
+    private struct State {
+        var busy = false
+        var waiting: [CheckedContinuation<Void, Never>] = []
+    }
+    private let state = Mutex(State())
+
+    func enter() async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let go = state.withLock { s in
+                if s.busy {
+                    s.waiting.append(c)
+                    return false
+                }
+                s.busy = true
+                return true
+            }
+            if go { c.resume() }
+        }
+    }
+
+    func leave() {
+        let next = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            guard !s.waiting.isEmpty else {
+                s.busy = false
+                return nil
+            }
+            return s.waiting.removeFirst()
+        }
+        next?.resume()
     }
 }
 
@@ -152,9 +191,8 @@ struct Maintenance: Service {
 
     func runOnce() {
         do {
-            for user in try backend.pendingScrubs() {
-                _ = try Privacy.scrub(user, backend: backend)
-            }
+            let pending = try backend.pendingScrubs()
+            if !pending.isEmpty { _ = try Privacy.scrub(pending, backend: backend) }
             if let days = retentionDays {
                 let cutoff = Processor.nowMs() - Int64(days) * 86_400_000
                 let n = try backend.deleteOlder(than: cutoff)
