@@ -305,8 +305,8 @@ extension ReferenceDocs {
                             steps, all rules together: each comprehension iteration (`exists`, `all`, `exists_one`, \
                             `map`, `filter`) is one; each call of a function or operator is charged, before it runs, \
                             one step per \(number(ValueLimits.bytesPerStep)) bytes of each string argument and per \
-                            \(ValueLimits.membersPerStep) members of each list or map argument (`size` and indexing are \
-                            free); each `matches` call is its bound of work (pattern instructions × characters) ÷ \
+                            \(ValueLimits.membersPerStep) members of each list argument (a map's keys are found by \
+                            their hash; `size` and indexing are free); each `matches` call is its bound of work (pattern instructions × characters) ÷ \
                             \(ValueLimits.matchWorkPerStep). The budget bounds one event to about a second
                             """,
                         limit: number(ValueLimits.maxSteps),

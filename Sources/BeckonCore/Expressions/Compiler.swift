@@ -398,15 +398,25 @@ public final class ExprCompiler {
                 throw ExprProblem(err.message, (target != nil ? args[0] : args[1]).span, id: .invalidRegex)
             }
         }
+        // (Arguments that can only be scalars cost nothing to charge: the check is left out when the types say so.)
+        let charges = decl.chargesWork && nodes.contains { Self.mayBeLong($0.type) }
         let n = CompiledNode(
             type: resultType,
-            eval: fn == "matches" ? makeMatches(nodes) : makeCall(decl.impl, nodes, chargesWork: decl.chargesWork))
+            eval: fn == "matches" ? makeMatches(nodes) : makeCall(decl.impl, nodes, chargesWork: charges))
         var folded = decl.pure ? fold(n, nodes, span) : n
         if !tracing && folded.constant == nil { folded.predicate = Predicate.comparison(fn, nodes) }
         if ExprCompiler.operatorNames[fn] != nil && !["_<_", "_<=_", "_>_", "_>=_", "_==_", "_!=_", "@in"].contains(fn) {
             return folded
         }
         return traced(folded, span, op: ExprCompiler.operatorNames[fn])
+    }
+
+    /// Whether a value of type `t` may be a string, bytes, a list or a map (whose length a call is charged for).
+    static func mayBeLong(_ t: CELType) -> Bool {
+        switch t {
+        case .null, .bool, .int, .uint, .double, .number, .timestamp, .duration, .type: false
+        default: true
+        }
     }
 
     /// Takes the nodes, not `[Eval]`: closures kept in an array are stored at the most general abstraction and every

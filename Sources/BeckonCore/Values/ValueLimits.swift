@@ -16,13 +16,14 @@ public enum ValueLimits {
     /// Steps one event may take, all its rules' expressions together (a delayed action coming due counts as its own):
     /// each comprehension iteration (`exists`, `all`, `exists_one`, `map`, `filter`) is one; each call of a function
     /// or operator over long values is charged its work before it runs (``bytesPerStep`` of each string or bytes
-    /// argument, ``membersPerStep`` of each list or map argument; `size` and indexing are free); and each `matches`
+    /// argument, ``membersPerStep`` of each list argument; a map's keys are found by their hash, and `size` and
+    /// indexing are free); and each `matches`
     /// call is its bound of work divided by ``matchWorkPerStep``. Beyond it, an expression's value is an error. The
     /// budget bounds one event to about a second of evaluation (docs/reference/limits.md gives the measurement).
     public static let maxSteps = 1_000_000
     /// Bytes of a string argument per budget step.
     public static let bytesPerStep = 1024
-    /// Members of a list or map argument per budget step.
+    /// Members of a list argument per budget step.
     public static let membersPerStep = 64
     /// Steps between two looks at an evaluation deadline (``EvalScope/deadline``).
     public static let stepsPerClockCheck = 4096
@@ -77,7 +78,6 @@ extension Value {
         case .string(let s): s.utf8.count / ValueLimits.bytesPerStep
         case .bytes(let b): b.count / ValueLimits.bytesPerStep
         case .list(let l): l.count / ValueLimits.membersPerStep
-        case .map(let m): m.count / ValueLimits.membersPerStep
         default: 0
         }
     }
