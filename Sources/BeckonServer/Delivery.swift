@@ -166,8 +166,9 @@ final class Deliverer: Service, Sendable {
     static let maxInFlight = ServiceLimits.maxDeliveriesInFlight
     static let maxPerDestination = ServiceLimits.maxDeliveriesPerDestination
 
-    /// The most attempts one of `active` destinations may have in flight: an equal share of ``maxInFlight`` (at least
-    /// one, at most ``maxPerDestination``), so that destinations that hang cannot take the slots of one that answers.
+    /// The most attempts one of `active` destinations with work may have in flight: an equal share of ``maxInFlight``
+    /// (at least one, at most ``maxPerDestination``), so that destinations that hang cannot take the slots of one that
+    /// answers.
     static func share(of active: Int) -> Int {
         max(1, min(maxPerDestination, maxInFlight / max(1, active)))
     }
@@ -218,6 +219,8 @@ final class Deliverer: Service, Sendable {
 
     /// Which destination ``take(_:)`` serves first (only the delivery loop touches it).
     private let turn = Mutex(0)
+    /// The destinations that had entries due at the last turn (they take a share of the slots at this one).
+    private let hadWork = Mutex<Set<String>>([])
 
     /// Waits until no attempt for `userID` is in flight or unrecorded (a forget answers after this, so that nothing of
     /// the user's is sent after its answer).
@@ -250,7 +253,10 @@ final class Deliverer: Service, Sendable {
         for v in inFlight.values { perDestination[v.destination, default: 0] += 1 }
         var free = Self.maxInFlight - inFlight.count
         var more = false
-        let share = Self.share(of: active.count)
+        // The slots are shared among the destinations with work: attempts in flight, or entries due at the last turn
+        // (a destination with nothing to send takes no share).
+        let contenders = Set(perDestination.keys).union(hadWork.withLock { $0 })
+        var withWork: Set<String> = []
         let now = Processor.nowMs()
         let held = heldBack.withLock { h in
             h = h.filter { $0.value > now }
@@ -258,6 +264,7 @@ final class Deliverer: Service, Sendable {
         }
         for d in active where free > 0 {
             let name = d.spec.name
+            let share = Self.share(of: contenders.union([name]).count)
             let room = min(free, share - perDestination[name, default: 0])
             guard room > 0 else { continue }
             let due: [OutboxRow]
@@ -272,9 +279,11 @@ final class Deliverer: Service, Sendable {
                 busy.withLock { $0[row.id] = (name, row.entry.userID) }
                 start(row, d)
             }
+            if !due.isEmpty { withWork.insert(name) }
             free -= due.count
             more = more || due.count == room
         }
+        hadWork.withLock { $0 = withWork }
         return more
     }
 
