@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import NIOCore
 import PostgresNIO
+import Synchronization
 
 /// The fleet's shared log and partition leases in PostgreSQL (docs/fleet.md): the ground on which many `beckon serve`
 /// processes agree on one order of each user's events and on which process processes which users.
@@ -19,8 +20,25 @@ import PostgresNIO
 ///
 /// Every write while serving is a single statement: no transaction is left open (holding locks) across a stall.
 public final class FleetLog: Sendable {
-    public let client: PostgresClient
+    /// The connection pool in use: replaced by a new one when a call passes its deadline (``timed(_:_:_:)``).
+    public var client: PostgresClient { pool.withLock { $0.client } }
+    private let configuration: PostgresClient.Configuration
+    private struct Pool {
+        var client: PostgresClient
+        /// The running pool's task (`nil` until ``run()`` starts it).
+        var task: Task<Void, Never>?
+        var replacedAt: ContinuousClock.Instant?
+        var running = false
+    }
+    private let pool: Mutex<Pool>
     let logger: Logger
+    /// How long a call may take: an append and a poll of the positions (what ingest and the runners wait on), and
+    /// every other call (a write may wait on a lock for ``lockTimeout``).
+    public let shortDeadline: Duration = .milliseconds(1500)
+    public let deadline: Duration
+    /// Counts for the service's metrics: calls past their deadline, and pools replaced.
+    public let timeouts = Atomic<Int>(0)
+    public let replacements = Atomic<Int>(0)
     /// Partitions of the log, fixed when the database is first set up (changing it would move users between
     /// partitions, and so reorder their events).
     public static let partitionCount = 64
@@ -50,15 +68,81 @@ public final class FleetLog: Sendable {
             host: host, port: u.port ?? 5432, username: user, password: u.password,
             database: database.isEmpty ? nil : database, tls: .disable)
         configuration.options.maximumConnections = 16
-        // No statement waits on a lock for longer than `lockTimeout` (it fails, and is tried again by its caller).
-        // (Every write while serving is one statement: no transaction stays open across a process's stall.)
-        configuration.options.additionalStartupParameters = [("lock_timeout", String(Self.milliseconds(lockTimeout)))]
-        client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        // Two connections kept open (a pool below its minimum replaces one the server closed at once; above it, a
+        // request may wait for one that never comes: postgres-nio #657), looked at every 5 s, made within 2 s.
+        configuration.options.minimumConnections = 2
+        configuration.options.keepAliveBehavior = .init(frequency: .seconds(5))
+        configuration.options.connectTimeout = .seconds(2)
+        // No statement waits on a lock for longer than `lockTimeout`, nor runs longer than the call's deadline (it
+        // fails, and is tried again by its caller). (Every write while serving is one statement: no transaction stays
+        // open across a process's stall.)
+        deadline = max(lockTimeout + .seconds(2), .seconds(5))
+        configuration.options.additionalStartupParameters = [
+            ("lock_timeout", String(Self.milliseconds(lockTimeout))),
+            ("statement_timeout", String(Self.milliseconds(deadline))),
+        ]
+        self.configuration = configuration
+        pool = Mutex(Pool(client: PostgresClient(configuration: configuration, backgroundLogger: logger)))
         self.logger = logger
     }
 
-    /// Runs the connection pool until the task is cancelled.
-    public func run() async { await client.run() }
+    /// Runs the connection pool (and the pools that replace it) until the task is cancelled.
+    public func run() async {
+        pool.withLock { p in
+            p.running = true
+            let client = p.client
+            p.task = Task { await client.run() }
+        }
+        while !Task.isCancelled { try? await Task.sleep(for: .milliseconds(200)) }
+        let task = pool.withLock { p in
+            p.running = false
+            return p.task
+        }
+        task?.cancel()
+        await task?.value
+    }
+
+    /// Runs one database call with a deadline. Past it, the call fails with ``DeadlineExceeded``; if it has still not
+    /// ended ``hungAfter`` later, the pool is replaced by a new one (at most once a second) and the old one shut down:
+    /// a connection the server closed can swallow a query for good, holding its connection, and postgres-nio's pool
+    /// may never hand out another (a slow call that ends late leaves the pool alone).
+    public func timed<T: Sendable>(
+        _ call: String, _ limit: Duration? = nil, _ body: @escaping @Sendable () async throws -> T
+    )
+        async throws -> T
+    {
+        let limit = limit ?? deadline
+        do {
+            return try await withDeadline(limit, call, body)
+        } catch let e as DeadlineExceeded {
+            timeouts.add(1, ordering: .relaxed)
+            Task { [self] in
+                try? await Task.sleep(for: Self.hungAfter)
+                if !e.ended() { replacePool() }
+            }
+            throw e
+        }
+    }
+
+    /// How long past its deadline a call that has not ended is taken as hung (its pool is replaced).
+    public static let hungAfter = Duration.seconds(3)
+
+    private func replacePool() {
+        let now = ContinuousClock.now
+        let old: Task<Void, Never>? = pool.withLock { p in
+            guard p.running, p.replacedAt.map({ now - $0 >= .seconds(1) }) ?? true else { return nil }
+            let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+            let previous = p.task
+            p.client = client
+            p.task = Task { await client.run() }
+            p.replacedAt = now
+            return previous
+        }
+        guard let old else { return }
+        replacements.add(1, ordering: .relaxed)
+        logger.warning("a database call did not answer in time: the connection pool was replaced")
+        old.cancel()
+    }
 
     // MARK: Schema
 
@@ -236,69 +320,73 @@ public final class FleetLog: Sendable {
     /// makes a partition's entries visible in sequence order.
     @discardableResult
     public func append(_ events: [(userID: String, body: [UInt8], receivedAt: Int64)]) async throws -> [Entry] {
-        guard !events.isEmpty else { return [] }
-        let partitionOf = events.map { Self.partition(of: $0.userID) }
-        var counts: [Int: Int64] = [:]
-        // Each event's rank within its partition in this append: its sequence number is the partition's first + rank.
-        var ranks: [Int64] = []
-        ranks.reserveCapacity(events.count)
-        for p in partitionOf {
-            ranks.append(counts[p, default: 0])
-            counts[p, default: 0] += 1
-        }
-        let partitions = counts.keys.sorted()
-        let sizes = partitions.map { counts[$0]! }
-        let seqs = ranks
-        let users = events.map(\.userID)
-        let times = events.map(\.receivedAt)
-        let bodies = events.map { ByteBuffer(bytes: $0.body) }
-        // One statement (no transaction left open between statements, so a process stopped mid-append holds no lock):
-        // `locked` takes the counter rows in ascending order and, having waited for any append holding them, reads
-        // their latest numbers; the update moves each on by its partition's count; the entries take the numbers
-        // from there (their rank within the partition added to its first).
-        var firsts: [Int: Int64] = [:]
-        for try await (p, first) in try await client.query(
-            """
-            WITH locked AS MATERIALIZED (
-                SELECT partition, next_seq FROM beckon_sequence WHERE partition = ANY(\(partitions)::int[])
-                ORDER BY partition FOR UPDATE
-            ), moved AS (
-                UPDATE beckon_sequence s SET next_seq = l.next_seq + c.n
-                FROM locked l JOIN unnest(\(partitions)::int[], \(sizes)::bigint[]) AS c(p, n) ON c.p = l.partition
-                WHERE s.partition = l.partition
-                RETURNING s.partition, l.next_seq AS first
-            ), entries AS (
-                INSERT INTO beckon_log (partition, seq, user_id, received_at, body)
-                SELECT t.p, m.first + t.k, t.u, t.r, t.b
-                FROM unnest(\(partitionOf)::int[], \(seqs)::bigint[], \(users)::text[], \(times)::bigint[],
-                    \(bodies)::bytea[]) AS t(p, k, u, r, b)
-                JOIN moved m ON m.partition = t.p
-            )
-            SELECT partition, first FROM moved
-            """, logger: logger
-        ).decode((Int, Int64).self) {
-            firsts[p] = first
-        }
-        guard firsts.count == partitions.count else { throw AppendFailed() }
-        return events.indices.map { i in
-            Entry(
-                partition: partitionOf[i], seq: firsts[partitionOf[i]]! + ranks[i], userID: events[i].userID,
-                receivedAt: events[i].receivedAt, body: events[i].body)
+        try await timed("append", shortDeadline) { [self] in
+            guard !events.isEmpty else { return [] }
+            let partitionOf = events.map { Self.partition(of: $0.userID) }
+            var counts: [Int: Int64] = [:]
+            // Each event's rank within its partition in this append: its sequence number is the partition's first + rank.
+            var ranks: [Int64] = []
+            ranks.reserveCapacity(events.count)
+            for p in partitionOf {
+                ranks.append(counts[p, default: 0])
+                counts[p, default: 0] += 1
+            }
+            let partitions = counts.keys.sorted()
+            let sizes = partitions.map { counts[$0]! }
+            let seqs = ranks
+            let users = events.map(\.userID)
+            let times = events.map(\.receivedAt)
+            let bodies = events.map { ByteBuffer(bytes: $0.body) }
+            // One statement (no transaction left open between statements, so a process stopped mid-append holds no lock):
+            // `locked` takes the counter rows in ascending order and, having waited for any append holding them, reads
+            // their latest numbers; the update moves each on by its partition's count; the entries take the numbers
+            // from there (their rank within the partition added to its first).
+            var firsts: [Int: Int64] = [:]
+            for try await (p, first) in try await client.query(
+                """
+                WITH locked AS MATERIALIZED (
+                    SELECT partition, next_seq FROM beckon_sequence WHERE partition = ANY(\(partitions)::int[])
+                    ORDER BY partition FOR UPDATE
+                ), moved AS (
+                    UPDATE beckon_sequence s SET next_seq = l.next_seq + c.n
+                    FROM locked l JOIN unnest(\(partitions)::int[], \(sizes)::bigint[]) AS c(p, n) ON c.p = l.partition
+                    WHERE s.partition = l.partition
+                    RETURNING s.partition, l.next_seq AS first
+                ), entries AS (
+                    INSERT INTO beckon_log (partition, seq, user_id, received_at, body)
+                    SELECT t.p, m.first + t.k, t.u, t.r, t.b
+                    FROM unnest(\(partitionOf)::int[], \(seqs)::bigint[], \(users)::text[], \(times)::bigint[],
+                        \(bodies)::bytea[]) AS t(p, k, u, r, b)
+                    JOIN moved m ON m.partition = t.p
+                )
+                SELECT partition, first FROM moved
+                """, logger: logger
+            ).decode((Int, Int64).self) {
+                firsts[p] = first
+            }
+            guard firsts.count == partitions.count else { throw AppendFailed() }
+            return events.indices.map { i in
+                Entry(
+                    partition: partitionOf[i], seq: firsts[partitionOf[i]]! + ranks[i], userID: events[i].userID,
+                    receivedAt: events[i].receivedAt, body: events[i].body)
+            }
         }
     }
 
     /// A partition's entries after `seq`, in order, at most `limit`.
     public func read(partition: Int, after seq: Int64, limit: Int) async throws -> [Entry] {
-        var out: [Entry] = []
-        let rows = try await client.query(
-            """
-            SELECT seq, user_id, received_at, body FROM beckon_log WHERE partition = \(partition) AND seq > \(seq)
-            ORDER BY seq LIMIT \(limit)
-            """, logger: logger)
-        for try await (s, u, r, b) in rows.decode((Int64, String, Int64, ByteBuffer).self) {
-            out.append(Entry(partition: partition, seq: s, userID: u, receivedAt: r, body: Array(b.readableBytesView)))
+        try await timed("read", nil) { [self] in
+            var out: [Entry] = []
+            let rows = try await client.query(
+                """
+                SELECT seq, user_id, received_at, body FROM beckon_log WHERE partition = \(partition) AND seq > \(seq)
+                ORDER BY seq LIMIT \(limit)
+                """, logger: logger)
+            for try await (s, u, r, b) in rows.decode((Int64, String, Int64, ByteBuffer).self) {
+                out.append(Entry(partition: partition, seq: s, userID: u, receivedAt: r, body: Array(b.readableBytesView)))
+            }
+            return out
         }
-        return out
     }
 
     // MARK: Leases
@@ -312,49 +400,57 @@ public final class FleetLog: Sendable {
 
     /// Takes `partition`'s lease for `owner` if it is free or expired (its epoch goes up by one), for `ttl`.
     public func acquire(partition: Int, owner: String, ttl: Duration) async throws -> Lease? {
-        let ms = Self.milliseconds(ttl)
-        let rows = try await client.query(
-            """
-            UPDATE beckon_lease SET owner = \(owner), epoch = epoch + 1,
-                expires_at = clock_timestamp() + \(ms) * interval '1 millisecond'
-            WHERE partition = \(partition) AND (owner IS NULL OR expires_at < clock_timestamp())
-            RETURNING epoch
-            """, logger: logger)
-        for try await epoch in rows.decode(Int64.self) { return Lease(partition: partition, owner: owner, epoch: epoch) }
-        return nil
+        try await timed("acquire", nil) { [self] in
+            let ms = Self.milliseconds(ttl)
+            let rows = try await client.query(
+                """
+                UPDATE beckon_lease SET owner = \(owner), epoch = epoch + 1,
+                    expires_at = clock_timestamp() + \(ms) * interval '1 millisecond'
+                WHERE partition = \(partition) AND (owner IS NULL OR expires_at < clock_timestamp())
+                RETURNING epoch
+                """, logger: logger)
+            for try await epoch in rows.decode(Int64.self) { return Lease(partition: partition, owner: owner, epoch: epoch) }
+            return nil
+        }
     }
 
     /// Extends a lease its holder still holds (same owner and epoch, not expired). Returns whether it did.
     public func renew(_ lease: Lease, ttl: Duration) async throws -> Bool {
-        let ms = Self.milliseconds(ttl)
-        let rows = try await client.query(
-            """
-            UPDATE beckon_lease SET expires_at = clock_timestamp() + \(ms) * interval '1 millisecond'
-            WHERE partition = \(lease.partition) AND owner = \(lease.owner) AND epoch = \(lease.epoch)
-                AND expires_at >= clock_timestamp()
-            RETURNING epoch
-            """, logger: logger)
-        for try await _ in rows.decode(Int64.self) { return true }
-        return false
+        try await timed("renew", nil) { [self] in
+            let ms = Self.milliseconds(ttl)
+            let rows = try await client.query(
+                """
+                UPDATE beckon_lease SET expires_at = clock_timestamp() + \(ms) * interval '1 millisecond'
+                WHERE partition = \(lease.partition) AND owner = \(lease.owner) AND epoch = \(lease.epoch)
+                    AND expires_at >= clock_timestamp()
+                RETURNING epoch
+                """, logger: logger)
+            for try await _ in rows.decode(Int64.self) { return true }
+            return false
+        }
     }
 
     /// Gives a lease up (a process that stops hands its partitions over at once rather than at expiry).
     public func release(_ lease: Lease) async throws {
-        try await client.query(
-            """
-            UPDATE beckon_lease SET owner = NULL, expires_at = NULL
-            WHERE partition = \(lease.partition) AND owner = \(lease.owner) AND epoch = \(lease.epoch)
-            """, logger: logger)
+        try await timed("release", nil) { [self] in
+            try await client.query(
+                """
+                UPDATE beckon_lease SET owner = NULL, expires_at = NULL
+                WHERE partition = \(lease.partition) AND owner = \(lease.owner) AND epoch = \(lease.epoch)
+                """, logger: logger)
+        }
     }
 
     /// A partition's processed position.
     public func processed(partition: Int) async throws -> Int64 {
-        for try await s in try await client.query(
-            "SELECT processed_seq FROM beckon_lease WHERE partition = \(partition)", logger: logger
-        ).decode(Int64.self) {
-            return s
+        try await timed("processed", nil) { [self] in
+            for try await s in try await client.query(
+                "SELECT processed_seq FROM beckon_lease WHERE partition = \(partition)", logger: logger
+            ).decode(Int64.self) {
+                return s
+            }
+            return 0
         }
-        return 0
     }
 
     // MARK: Status

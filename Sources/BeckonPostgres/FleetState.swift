@@ -9,36 +9,42 @@ extension FleetLog {
 
     /// The stored states of `users` (a user with none is absent from the answer).
     public func states(of users: [String]) async throws -> [String: [UInt8]] {
-        var out: [String: [UInt8]] = [:]
-        guard !users.isEmpty else { return out }
-        let rows = try await client.query(
-            "SELECT user_id, bytes FROM beckon_user_state WHERE user_id = ANY(\(users)::text[])", logger: logger)
-        for try await (u, b) in rows.decode((String, ByteBuffer).self) { out[u] = Array(b.readableBytesView) }
-        return out
+        try await timed("states", nil) { [self] in
+            var out: [String: [UInt8]] = [:]
+            guard !users.isEmpty else { return out }
+            let rows = try await client.query(
+                "SELECT user_id, bytes FROM beckon_user_state WHERE user_id = ANY(\(users)::text[])", logger: logger)
+            for try await (u, b) in rows.decode((String, ByteBuffer).self) { out[u] = Array(b.readableBytesView) }
+            return out
+        }
     }
 
     /// The users of `partition` whose states hold delayed actions: their soonest due time and their state.
     public func pendingStates(partition: Int) async throws -> [(userID: String, due: Int64, bytes: [UInt8])] {
-        var out: [(userID: String, due: Int64, bytes: [UInt8])] = []
-        let rows = try await client.query(
-            """
-            SELECT user_id, next_due, bytes FROM beckon_user_state
-            WHERE partition = \(partition) AND next_due IS NOT NULL ORDER BY user_id
-            """, logger: logger)
-        for try await (u, d, b) in rows.decode((String, Int64, ByteBuffer).self) {
-            out.append((u, d, Array(b.readableBytesView)))
+        try await timed("pendingStates", nil) { [self] in
+            var out: [(userID: String, due: Int64, bytes: [UInt8])] = []
+            let rows = try await client.query(
+                """
+                SELECT user_id, next_due, bytes FROM beckon_user_state
+                WHERE partition = \(partition) AND next_due IS NOT NULL ORDER BY user_id
+                """, logger: logger)
+            for try await (u, d, b) in rows.decode((String, Int64, ByteBuffer).self) {
+                out.append((u, d, Array(b.readableBytesView)))
+            }
+            return out
         }
-        return out
     }
 
     /// A partition's stream state (its clock and timer ids), if it has been processed.
     public func streamState(partition: Int) async throws -> [UInt8]? {
-        for try await b in try await client.query(
-            "SELECT bytes FROM beckon_stream_state WHERE partition = \(partition)", logger: logger
-        ).decode(ByteBuffer.self) {
-            return Array(b.readableBytesView)
+        try await timed("streamState", nil) { [self] in
+            for try await b in try await client.query(
+                "SELECT bytes FROM beckon_stream_state WHERE partition = \(partition)", logger: logger
+            ).decode(ByteBuffer.self) {
+                return Array(b.readableBytesView)
+            }
+            return nil
         }
-        return nil
     }
 
     // MARK: Writing what a batch did
@@ -90,73 +96,75 @@ extension FleetLog {
     /// epoch and expiry still hold — the fence; every write is conditional on its partition being among them, and the
     /// rows stay locked until the commit, so no lease changes hands in the middle.
     public func commit(_ batches: [(lease: Lease, batch: PartitionCommit)]) async throws -> [Int: Int?] {
-        guard !batches.isEmpty else { return [:] }
-        let leasePartitions = batches.map(\.lease.partition)
-        let owners = batches.map(\.lease.owner)
-        let epochs = batches.map(\.lease.epoch)
-        let positions = batches.map(\.batch.processed)
-        let streams = batches.map { ByteBuffer(bytes: $0.batch.stream) }
-        let states = batches.flatMap { b in b.batch.states.map { (b.lease.partition, $0) } }
-        let statePartitions = states.map(\.0)
-        let users = states.map(\.1.userID)
-        let bytes = states.map { ByteBuffer(bytes: $0.1.bytes) }
-        // (Arrays of optionals do not encode: none is Int64.min, made NULL again in the statement.)
-        let dues = states.map { $0.1.nextDue ?? Int64.min }
-        let actions = batches.flatMap { b in b.batch.actions.map { (b.lease.partition, $0) } }
-        let actionPartitions = actions.map(\.0)
-        let ids = actions.map(\.1.actionID)
-        let actionUsers = actions.map(\.1.userID)
-        let json = actions.map(\.1.json)
-        let entries = actions.flatMap { _, a in a.outbox.map { (a, $0) } }
-        let destinations = entries.map(\.1.destination)
-        let outboxActions = entries.map(\.0.actionID)
-        let outboxUsers = entries.map(\.0.userID)
-        let bodies = entries.map { ByteBuffer(bytes: $0.1.body) }
-        let next = entries.map(\.1.nextAt)
-        let created = entries.map(\.1.createdAt)
-        let rows = try await client.query(
-            """
-            WITH batch AS (
-                SELECT * FROM unnest(\(leasePartitions)::int[], \(owners)::text[], \(epochs)::bigint[],
-                    \(positions)::bigint[], \(streams)::bytea[]) AS t(p, owner, epoch, position, stream)
-            ), lease AS (
-                SELECT l.partition FROM beckon_lease l JOIN batch b ON b.p = l.partition
-                WHERE l.owner = b.owner AND l.epoch = b.epoch AND l.expires_at >= clock_timestamp()
-                ORDER BY l.partition
-                FOR UPDATE OF l
-            ), states AS (
-                INSERT INTO beckon_user_state (user_id, partition, bytes, next_due)
-                SELECT u, p, b, nullif(d, \(Int64.min))
-                FROM unnest(\(statePartitions)::int[], \(users)::text[], \(bytes)::bytea[], \(dues)::bigint[])
-                    AS t(p, u, b, d)
-                WHERE p IN (SELECT partition FROM lease)
-                ON CONFLICT (user_id) DO UPDATE SET bytes = excluded.bytes, next_due = excluded.next_due
-            ), stream AS (
-                INSERT INTO beckon_stream_state (partition, bytes)
-                SELECT p, stream FROM batch WHERE p IN (SELECT partition FROM lease)
-                ON CONFLICT (partition) DO UPDATE SET bytes = excluded.bytes
-            ), actions AS (
-                INSERT INTO beckon_action (action_id, user_id, partition, json)
-                SELECT a, u, p, j FROM unnest(\(actionPartitions)::int[], \(ids)::text[], \(actionUsers)::text[],
-                    \(json)::text[]) WITH ORDINALITY AS t(p, a, u, j, n)
-                WHERE p IN (SELECT partition FROM lease) ORDER BY n
-                ON CONFLICT (action_id) DO NOTHING RETURNING action_id, partition
-            ), outbox AS (
-                INSERT INTO beckon_outbox (destination, action_id, user_id, body, next_at, created_at)
-                SELECT t.* FROM unnest(\(destinations)::text[], \(outboxActions)::text[], \(outboxUsers)::text[],
-                    \(bodies)::bytea[], \(next)::bigint[], \(created)::bigint[]) AS t(d, a, u, b, n, c)
-                JOIN actions ON actions.action_id = t.a
-                ON CONFLICT (destination, action_id) DO NOTHING
-            ), position AS (
-                UPDATE beckon_lease l SET processed_seq = b.position FROM batch b
-                WHERE l.partition = b.p AND b.p IN (SELECT partition FROM lease)
-            )
-            SELECT partition, (SELECT count(*) FROM actions a WHERE a.partition = lease.partition) FROM lease
-            """, logger: logger)
-        var out: [Int: Int?] = [:]
-        for p in leasePartitions { out[p] = .some(nil) }
-        for try await (p, new) in rows.decode((Int, Int64).self) { out[p] = Int(new) }
-        return out
+        try await timed("commit", nil) { [self] in
+            guard !batches.isEmpty else { return [:] }
+            let leasePartitions = batches.map(\.lease.partition)
+            let owners = batches.map(\.lease.owner)
+            let epochs = batches.map(\.lease.epoch)
+            let positions = batches.map(\.batch.processed)
+            let streams = batches.map { ByteBuffer(bytes: $0.batch.stream) }
+            let states = batches.flatMap { b in b.batch.states.map { (b.lease.partition, $0) } }
+            let statePartitions = states.map(\.0)
+            let users = states.map(\.1.userID)
+            let bytes = states.map { ByteBuffer(bytes: $0.1.bytes) }
+            // (Arrays of optionals do not encode: none is Int64.min, made NULL again in the statement.)
+            let dues = states.map { $0.1.nextDue ?? Int64.min }
+            let actions = batches.flatMap { b in b.batch.actions.map { (b.lease.partition, $0) } }
+            let actionPartitions = actions.map(\.0)
+            let ids = actions.map(\.1.actionID)
+            let actionUsers = actions.map(\.1.userID)
+            let json = actions.map(\.1.json)
+            let entries = actions.flatMap { _, a in a.outbox.map { (a, $0) } }
+            let destinations = entries.map(\.1.destination)
+            let outboxActions = entries.map(\.0.actionID)
+            let outboxUsers = entries.map(\.0.userID)
+            let bodies = entries.map { ByteBuffer(bytes: $0.1.body) }
+            let next = entries.map(\.1.nextAt)
+            let created = entries.map(\.1.createdAt)
+            let rows = try await client.query(
+                """
+                WITH batch AS (
+                    SELECT * FROM unnest(\(leasePartitions)::int[], \(owners)::text[], \(epochs)::bigint[],
+                        \(positions)::bigint[], \(streams)::bytea[]) AS t(p, owner, epoch, position, stream)
+                ), lease AS (
+                    SELECT l.partition FROM beckon_lease l JOIN batch b ON b.p = l.partition
+                    WHERE l.owner = b.owner AND l.epoch = b.epoch AND l.expires_at >= clock_timestamp()
+                    ORDER BY l.partition
+                    FOR UPDATE OF l
+                ), states AS (
+                    INSERT INTO beckon_user_state (user_id, partition, bytes, next_due)
+                    SELECT u, p, b, nullif(d, \(Int64.min))
+                    FROM unnest(\(statePartitions)::int[], \(users)::text[], \(bytes)::bytea[], \(dues)::bigint[])
+                        AS t(p, u, b, d)
+                    WHERE p IN (SELECT partition FROM lease)
+                    ON CONFLICT (user_id) DO UPDATE SET bytes = excluded.bytes, next_due = excluded.next_due
+                ), stream AS (
+                    INSERT INTO beckon_stream_state (partition, bytes)
+                    SELECT p, stream FROM batch WHERE p IN (SELECT partition FROM lease)
+                    ON CONFLICT (partition) DO UPDATE SET bytes = excluded.bytes
+                ), actions AS (
+                    INSERT INTO beckon_action (action_id, user_id, partition, json)
+                    SELECT a, u, p, j FROM unnest(\(actionPartitions)::int[], \(ids)::text[], \(actionUsers)::text[],
+                        \(json)::text[]) WITH ORDINALITY AS t(p, a, u, j, n)
+                    WHERE p IN (SELECT partition FROM lease) ORDER BY n
+                    ON CONFLICT (action_id) DO NOTHING RETURNING action_id, partition
+                ), outbox AS (
+                    INSERT INTO beckon_outbox (destination, action_id, user_id, body, next_at, created_at)
+                    SELECT t.* FROM unnest(\(destinations)::text[], \(outboxActions)::text[], \(outboxUsers)::text[],
+                        \(bodies)::bytea[], \(next)::bigint[], \(created)::bigint[]) AS t(d, a, u, b, n, c)
+                    JOIN actions ON actions.action_id = t.a
+                    ON CONFLICT (destination, action_id) DO NOTHING
+                ), position AS (
+                    UPDATE beckon_lease l SET processed_seq = b.position FROM batch b
+                    WHERE l.partition = b.p AND b.p IN (SELECT partition FROM lease)
+                )
+                SELECT partition, (SELECT count(*) FROM actions a WHERE a.partition = lease.partition) FROM lease
+                """, logger: logger)
+            var out: [Int: Int?] = [:]
+            for p in leasePartitions { out[p] = .some(nil) }
+            for try await (p, new) in rows.decode((Int, Int64).self) { out[p] = Int(new) }
+            return out
+        }
     }
 
     // MARK: Privacy
@@ -165,45 +173,49 @@ extension FleetLog {
     /// own) — and moves the partition's position to `seq`, in one statement fenced by `lease` (``Fenced`` when it has
     /// moved; then nothing is deleted).
     public func forget(_ user: String, lease: Lease, through seq: Int64) async throws {
-        let p = lease.partition
-        for try await held in try await client.query(
-            """
-            WITH lease AS (
-                SELECT partition FROM beckon_lease WHERE partition = \(p) AND owner = \(lease.owner)
-                    AND epoch = \(lease.epoch) AND expires_at >= clock_timestamp()
-                FOR UPDATE
-            ), state AS (
-                DELETE FROM beckon_user_state WHERE user_id = \(user) AND EXISTS (SELECT 1 FROM lease)
-            ), actions AS (
-                DELETE FROM beckon_action WHERE user_id = \(user) AND EXISTS (SELECT 1 FROM lease)
-            ), outbox AS (
-                DELETE FROM beckon_outbox WHERE user_id = \(user) AND EXISTS (SELECT 1 FROM lease)
-            ), entries AS (
-                DELETE FROM beckon_log WHERE partition = \(p) AND user_id = \(user) AND seq <= \(seq)
-                    AND EXISTS (SELECT 1 FROM lease)
-            ), position AS (
-                UPDATE beckon_lease SET processed_seq = \(seq) WHERE partition = \(p) AND EXISTS (SELECT 1 FROM lease)
-            )
-            SELECT count(*) FROM lease
-            """, logger: logger
-        ).decode(Int64.self) where held != 1 {
-            throw Fenced(partition: p)
+        try await timed("forget", nil) { [self] in
+            let p = lease.partition
+            for try await held in try await client.query(
+                """
+                WITH lease AS (
+                    SELECT partition FROM beckon_lease WHERE partition = \(p) AND owner = \(lease.owner)
+                        AND epoch = \(lease.epoch) AND expires_at >= clock_timestamp()
+                    FOR UPDATE
+                ), state AS (
+                    DELETE FROM beckon_user_state WHERE user_id = \(user) AND EXISTS (SELECT 1 FROM lease)
+                ), actions AS (
+                    DELETE FROM beckon_action WHERE user_id = \(user) AND EXISTS (SELECT 1 FROM lease)
+                ), outbox AS (
+                    DELETE FROM beckon_outbox WHERE user_id = \(user) AND EXISTS (SELECT 1 FROM lease)
+                ), entries AS (
+                    DELETE FROM beckon_log WHERE partition = \(p) AND user_id = \(user) AND seq <= \(seq)
+                        AND EXISTS (SELECT 1 FROM lease)
+                ), position AS (
+                    UPDATE beckon_lease SET processed_seq = \(seq) WHERE partition = \(p) AND EXISTS (SELECT 1 FROM lease)
+                )
+                SELECT count(*) FROM lease
+                """, logger: logger
+            ).decode(Int64.self) where held != 1 {
+                throw Fenced(partition: p)
+            }
         }
     }
 
     /// A user's entries in the log (as appended: the single service's input log records), in order, with when each
     /// was received.
     public func entries(of user: String) async throws -> [(receivedAt: Int64, body: [UInt8])] {
-        var out: [(receivedAt: Int64, body: [UInt8])] = []
-        for try await (r, b) in try await client.query(
-            """
-            SELECT received_at, body FROM beckon_log WHERE partition = \(Self.partition(of: user)) AND user_id = \(user)
-            ORDER BY seq
-            """, logger: logger
-        ).decode((Int64, ByteBuffer).self) {
-            out.append((r, Array(b.readableBytesView)))
+        try await timed("entries", nil) { [self] in
+            var out: [(receivedAt: Int64, body: [UInt8])] = []
+            for try await (r, b) in try await client.query(
+                """
+                SELECT received_at, body FROM beckon_log WHERE partition = \(Self.partition(of: user)) AND user_id = \(user)
+                ORDER BY seq
+                """, logger: logger
+            ).decode((Int64, ByteBuffer).self) {
+                out.append((r, Array(b.readableBytesView)))
+            }
+            return out
         }
-        return out
     }
 
     /// A user's outbox entries, oldest first: id, destination, action id, body, state (0 pending, 1 delivered, 2
@@ -214,20 +226,22 @@ extension FleetLog {
         id: Int64, destination: String, actionID: String, body: [UInt8], state: Int, attempts: Int, nextAt: Int64,
         createdAt: Int64, doneAt: Int64?, lastError: String?
     )] {
-        var out:
-            [(
-                id: Int64, destination: String, actionID: String, body: [UInt8], state: Int, attempts: Int, nextAt: Int64,
-                createdAt: Int64, doneAt: Int64?, lastError: String?
-            )] = []
-        for try await (id, d, a, b, s, n, next, c, done, e) in try await client.query(
-            """
-            SELECT id, destination, action_id, body, state, attempts, next_at, created_at, done_at, last_error
-            FROM beckon_outbox WHERE user_id = \(user) ORDER BY id
-            """, logger: logger
-        ).decode((Int64, String, String, ByteBuffer, Int, Int, Int64, Int64, Int64?, String?).self) {
-            out.append((id, d, a, Array(b.readableBytesView), s, n, next, c, done, e))
+        try await timed("outbox", nil) { [self] in
+            var out:
+                [(
+                    id: Int64, destination: String, actionID: String, body: [UInt8], state: Int, attempts: Int, nextAt: Int64,
+                    createdAt: Int64, doneAt: Int64?, lastError: String?
+                )] = []
+            for try await (id, d, a, b, s, n, next, c, done, e) in try await client.query(
+                """
+                SELECT id, destination, action_id, body, state, attempts, next_at, created_at, done_at, last_error
+                FROM beckon_outbox WHERE user_id = \(user) ORDER BY id
+                """, logger: logger
+            ).decode((Int64, String, String, ByteBuffer, Int, Int, Int64, Int64, Int64?, String?).self) {
+                out.append((id, d, a, Array(b.readableBytesView), s, n, next, c, done, e))
+            }
+            return out
         }
-        return out
     }
 
     // MARK: Reading what was fired
@@ -235,13 +249,15 @@ extension FleetLog {
     /// A user's actions after `seq` (a cursor: a user's actions are written by one partition's transactions, one at a
     /// time, so their sequence numbers grow in commit order), at most `limit`.
     public func actions(of user: String, after seq: Int64, limit: Int) async throws -> [(seq: Int64, json: String)] {
-        var out: [(seq: Int64, json: String)] = []
-        let rows = try await client.query(
-            """
-            SELECT seq, json FROM beckon_action WHERE user_id = \(user) AND seq > \(seq) ORDER BY seq LIMIT \(limit)
-            """, logger: logger)
-        for try await (s, j) in rows.decode((Int64, String).self) { out.append((s, j)) }
-        return out
+        try await timed("actions", nil) { [self] in
+            var out: [(seq: Int64, json: String)] = []
+            let rows = try await client.query(
+                """
+                SELECT seq, json FROM beckon_action WHERE user_id = \(user) AND seq > \(seq) ORDER BY seq LIMIT \(limit)
+                """, logger: logger)
+            for try await (s, j) in rows.decode((Int64, String).self) { out.append((s, j)) }
+            return out
+        }
     }
 
     /// Every stored action's JSON, by partition then in the order stored (`beckon fleet actions`).
@@ -309,24 +325,26 @@ extension FleetLog {
     ) async throws
         -> [OutboxClaim]
     {
-        var out: [OutboxClaim] = []
-        let rows = try await client.query(
-            """
-            UPDATE beckon_outbox SET next_at = \(now + claimMs)
-            WHERE id IN (
-                SELECT id FROM beckon_outbox
-                WHERE state = 0 AND next_at <= \(now) AND destination = ANY(\(destinations)::text[])
-                ORDER BY next_at, id LIMIT \(limit) FOR UPDATE SKIP LOCKED
-            )
-            RETURNING id, destination, action_id, user_id, body, attempts, created_at
-            """, logger: logger)
-        for try await (id, d, a, u, b, n, c) in rows.decode((Int64, String, String, String, ByteBuffer, Int, Int64).self) {
-            out.append(
-                OutboxClaim(
-                    id: id, destination: d, actionID: a, userID: u, body: Array(b.readableBytesView), attempts: n,
-                    createdAt: c))
+        try await timed("claimDueOutbox", nil) { [self] in
+            var out: [OutboxClaim] = []
+            let rows = try await client.query(
+                """
+                UPDATE beckon_outbox SET next_at = \(now + claimMs)
+                WHERE id IN (
+                    SELECT id FROM beckon_outbox
+                    WHERE state = 0 AND next_at <= \(now) AND destination = ANY(\(destinations)::text[])
+                    ORDER BY next_at, id LIMIT \(limit) FOR UPDATE SKIP LOCKED
+                )
+                RETURNING id, destination, action_id, user_id, body, attempts, created_at
+                """, logger: logger)
+            for try await (id, d, a, u, b, n, c) in rows.decode((Int64, String, String, String, ByteBuffer, Int, Int64).self) {
+                out.append(
+                    OutboxClaim(
+                        id: id, destination: d, actionID: a, userID: u, body: Array(b.readableBytesView), attempts: n,
+                        createdAt: c))
+            }
+            return out.sorted { $0.id < $1.id }
         }
-        return out.sorted { $0.id < $1.id }
     }
 
     /// Records attempts (each an entry id, its new state 0 pending / 1 delivered / 2 dead, its next attempt's time and
@@ -334,35 +352,39 @@ extension FleetLog {
     public func recordOutbox(
         _ attempts: [(id: Int64, state: Int, nextAt: Int64, error: String?)], at time: Int64
     ) async throws -> Set<Int64> {
-        guard !attempts.isEmpty else { return [] }
-        let ids = attempts.map(\.id)
-        let states = attempts.map(\.state)
-        let next = attempts.map(\.nextAt)
-        let errors = attempts.map { $0.error ?? "" }
-        var recorded: Set<Int64> = []
-        for try await id in try await client.query(
-            """
-            UPDATE beckon_outbox o SET attempts = o.attempts + 1, state = t.s, next_at = t.n, last_error = nullif(t.e, ''),
-                done_at = CASE WHEN t.s = 0 THEN NULL ELSE \(time) END
-            FROM unnest(\(ids)::bigint[], \(states)::int[], \(next)::bigint[], \(errors)::text[]) AS t(id, s, n, e)
-            WHERE o.id = t.id AND o.state = 0
-            RETURNING o.id
-            """, logger: logger
-        ).decode(Int64.self) {
-            recorded.insert(id)
+        try await timed("recordOutbox", nil) { [self] in
+            guard !attempts.isEmpty else { return [] }
+            let ids = attempts.map(\.id)
+            let states = attempts.map(\.state)
+            let next = attempts.map(\.nextAt)
+            let errors = attempts.map { $0.error ?? "" }
+            var recorded: Set<Int64> = []
+            for try await id in try await client.query(
+                """
+                UPDATE beckon_outbox o SET attempts = o.attempts + 1, state = t.s, next_at = t.n, last_error = nullif(t.e, ''),
+                    done_at = CASE WHEN t.s = 0 THEN NULL ELSE \(time) END
+                FROM unnest(\(ids)::bigint[], \(states)::int[], \(next)::bigint[], \(errors)::text[]) AS t(id, s, n, e)
+                WHERE o.id = t.id AND o.state = 0
+                RETURNING o.id
+                """, logger: logger
+            ).decode(Int64.self) {
+                recorded.insert(id)
+            }
+            return recorded
         }
-        return recorded
     }
 
     /// Pending entries per destination.
     public func pendingOutboxCounts() async throws -> [String: Int] {
-        var out: [String: Int] = [:]
-        for try await (d, n) in try await client.query(
-            "SELECT destination, count(*) FROM beckon_outbox WHERE state = 0 GROUP BY destination", logger: logger
-        ).decode((String, Int).self) {
-            out[d] = n
+        try await timed("pendingOutboxCounts", nil) { [self] in
+            var out: [String: Int] = [:]
+            for try await (d, n) in try await client.query(
+                "SELECT destination, count(*) FROM beckon_outbox WHERE state = 0 GROUP BY destination", logger: logger
+            ).decode((String, Int).self) {
+                out[d] = n
+            }
+            return out
         }
-        return out
     }
 
     // MARK: Members
@@ -374,52 +396,60 @@ extension FleetLog {
     ) async throws -> (
         members: Int, digests: Set<String>
     ) {
-        let ms = Self.milliseconds(ttl)
-        try await client.query(
-            """
-            INSERT INTO beckon_member (owner, expires_at, rules_digest)
-            VALUES (\(owner), clock_timestamp() + \(ms) * interval '1 millisecond', \(rulesDigest))
-            ON CONFLICT (owner) DO UPDATE SET expires_at = excluded.expires_at, rules_digest = excluded.rules_digest
-            """, logger: logger)
-        var n = 0
-        var digests: Set<String> = []
-        for try await d in try await client.query(
-            "SELECT rules_digest FROM beckon_member WHERE expires_at >= clock_timestamp()", logger: logger
-        ).decode(String.self) {
-            n += 1
-            digests.insert(d)
+        try await timed("heartbeat", nil) { [self] in
+            let ms = Self.milliseconds(ttl)
+            try await client.query(
+                """
+                INSERT INTO beckon_member (owner, expires_at, rules_digest)
+                VALUES (\(owner), clock_timestamp() + \(ms) * interval '1 millisecond', \(rulesDigest))
+                ON CONFLICT (owner) DO UPDATE SET expires_at = excluded.expires_at, rules_digest = excluded.rules_digest
+                """, logger: logger)
+            var n = 0
+            var digests: Set<String> = []
+            for try await d in try await client.query(
+                "SELECT rules_digest FROM beckon_member WHERE expires_at >= clock_timestamp()", logger: logger
+            ).decode(String.self) {
+                n += 1
+                digests.insert(d)
+            }
+            try await client.query(
+                "DELETE FROM beckon_member WHERE expires_at < clock_timestamp() - interval '1 hour'", logger: logger)
+            return (max(n, 1), digests)
         }
-        try await client.query(
-            "DELETE FROM beckon_member WHERE expires_at < clock_timestamp() - interval '1 hour'", logger: logger)
-        return (max(n, 1), digests)
     }
 
     /// A process leaving the fleet (its partitions released): the others count one member less at once.
     public func leave(owner: String) async throws {
-        try await client.query("DELETE FROM beckon_member WHERE owner = \(owner)", logger: logger)
+        try await timed("leave", nil) { [self] in
+            try await client.query("DELETE FROM beckon_member WHERE owner = \(owner)", logger: logger)
+        }
     }
 
     /// Partitions no live process holds (free, or their lease expired).
     public func unheldPartitions() async throws -> [Int] {
-        var out: [Int] = []
-        for try await p in try await client.query(
-            """
-            SELECT partition FROM beckon_lease WHERE owner IS NULL OR expires_at < clock_timestamp() ORDER BY partition
-            """, logger: logger
-        ).decode(Int.self) {
-            out.append(p)
+        try await timed("unheldPartitions", nil) { [self] in
+            var out: [Int] = []
+            for try await p in try await client.query(
+                """
+                SELECT partition FROM beckon_lease WHERE owner IS NULL OR expires_at < clock_timestamp() ORDER BY partition
+                """, logger: logger
+            ).decode(Int.self) {
+                out.append(p)
+            }
+            return out
         }
-        return out
     }
 
     /// Each partition's last appended sequence number, in partition order (what the workers poll for new entries).
     public func appended() async throws -> [Int64] {
-        var out = [Int64](repeating: 0, count: Self.partitionCount)
-        for try await (p, s) in try await client.query(
-            "SELECT partition, next_seq - 1 FROM beckon_sequence ORDER BY partition", logger: logger
-        ).decode((Int, Int64).self) where p < out.count {
-            out[p] = s
+        try await timed("appended", shortDeadline) { [self] in
+            var out = [Int64](repeating: 0, count: Self.partitionCount)
+            for try await (p, s) in try await client.query(
+                "SELECT partition, next_seq - 1 FROM beckon_sequence ORDER BY partition", logger: logger
+            ).decode((Int, Int64).self) where p < out.count {
+                out[p] = s
+            }
+            return out
         }
-        return out
     }
 }
