@@ -156,6 +156,8 @@ final class Deliverer: Service, Sendable {
     private let ended = Mutex<[(OutboxRow, Delivery.Outcome, Destination)]>([])
     /// Entries whose last outcome could not be written, with the time before which they are not taken again.
     private let heldBack = Mutex<[Int64: Int64]>([:])
+    /// Database faults, said once when they start and once when they end (``FaultLog``).
+    let faults: FaultLog
     /// Consecutive failed writes of outcomes (the hold doubles with each).
     private let writeFailures = Mutex(0)
     /// The least time an entry whose outcome was not written waits, and the most it waits however often writes fail.
@@ -178,6 +180,7 @@ final class Deliverer: Service, Sendable {
         self.current = current
         self.metrics = metrics
         self.logger = logger
+        faults = FaultLog(logger: logger)
     }
 
     func run() async throws {
@@ -272,13 +275,14 @@ final class Deliverer: Service, Sendable {
                 due = try await backend.due(
                     now: now, destinations: [name], limit: room, excluding: Set(inFlight.keys).union(held))
             } catch {
-                logger.error("cannot read the outbox", metadata: ["error": "\(String(reflecting: error))"])
+                faults.failed("reading the outbox", error)
                 return false
             }
             for row in due {
                 busy.withLock { $0[row.id] = (name, row.entry.userID) }
                 start(row, d)
             }
+            faults.ok("reading the outbox")
             if !due.isEmpty { withWork.insert(name) }
             free -= due.count
             more = more || due.count == room
@@ -332,6 +336,7 @@ final class Deliverer: Service, Sendable {
         do {
             let applied = try await backend.record(attempts, at: now)
             writeFailures.withLock { $0 = 0 }
+            faults.ok("recording delivery attempts")
             heldBack.withLock { h in for (row, _, _) in batch { h.removeValue(forKey: row.id) } }
             for (i, (row, _, _)) in batch.enumerated() where applied[i] {
                 metrics.delivery(destination: row.entry.destination, result: results[i]).increment()
@@ -357,9 +362,7 @@ final class Deliverer: Service, Sendable {
             heldBack.withLock { h in
                 for a in attempts { h[a.id] = max(a.nextAt, now + hold) }
             }
-            logger.error(
-                "cannot record delivery attempts; their entries wait",
-                metadata: ["error": "\(String(reflecting: error))", "seconds": "\(hold / 1000)"])
+            faults.failed("recording delivery attempts", error)
         }
         busy.withLock { b in for (row, _, _) in batch { b.removeValue(forKey: row.id) } }
         return batch.count

@@ -98,15 +98,22 @@ public final class FleetService: Sendable {
             configuration: .init(address: .hostname(options.host, port: options.port), serverName: "beckon"),
             onServerRunning: { channel in await onRunning("http://\(host):\(channel.localAddress?.port ?? 0)") },
             logger: logger)
-        let group = ServiceGroup(
-            configuration: .init(
-                services: [
-                    .init(service: Pool(log: log)), .init(service: worker),
-                    .init(service: AfterReady(worker: worker, service: deliverer)), .init(service: app),
-                ],
-                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-        try await group.run()
+        var configuration = ServiceGroupConfiguration(
+            services: [
+                .init(service: Pool(log: log)), .init(service: worker),
+                .init(service: AfterReady(worker: worker, service: deliverer)), .init(service: app),
+            ],
+            gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        // A stop ends within a bound whatever the database does: what has not stopped gracefully by then is cancelled,
+        // and what a cancellation cannot end (a call into a dead connection) is left behind.
+        configuration.maximumGracefulShutdownDuration = Self.stopWithin
+        configuration.maximumCancellationDuration = .seconds(1)
+        try await ServiceGroup(configuration: configuration).run()
     }
+
+    /// How long an ingest request waits for its append at most (then 503), and a stop for the services to end.
+    static let ingestDeadline = Duration.milliseconds(1500)
+    static let stopWithin = Duration.seconds(7)
 
     /// A service started once the worker has set the schema up (deliveries read tables the migrations make).
     struct AfterReady<S: Service>: Service {
@@ -185,13 +192,20 @@ public final class FleetService: Sendable {
         }
         router.get("/livez") { _, _ in Routes.json(.ok, #"{"status":"live"}"#) }
         router.get("/readyz") { _, _ in
-            self.worker.ready
-                ? Routes.json(.ok, #"{"status":"ready"}"#) : Routes.json(.serviceUnavailable, #"{"status":"not ready"}"#)
+            guard let why = self.worker.notReady() else { return Routes.json(.ok, #"{"status":"ready"}"#) }
+            var w = JSONWriter()
+            w.beginObject()
+            w.key("status")
+            w.string("not ready")
+            w.key("reason")
+            w.string(why)
+            w.endObject()
+            return Routes.json(.serviceUnavailable, w.output)
         }
         router.get("/metrics") { _, _ in
             Response(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
-                body: .init(byteBuffer: ByteBuffer(string: self.metrics.service.text())))
+                body: .init(byteBuffer: ByteBuffer(string: self.metrics.text(self.log))))
         }
         return router
     }
@@ -218,12 +232,19 @@ public final class FleetService: Sendable {
             record.event(body[r])
             return (userID: e.userID, body: record.bytes, receivedAt: now)
         }
+        // (While the database has not answered the position reads for a while, at once: it is down.)
+        if worker.databaseStale {
+            return Routes.problem(.serviceUnavailable, "the database cannot be reached; send the events again")
+        }
         do {
             let started = ContinuousClock.now
-            _ = try await appender.submit(entries)
+            // (An answer within the deadline whatever the database does: 503 when the append is not through by then.)
+            let appender = appender
+            _ = try await withDeadline(Self.ingestDeadline, "append") { try await appender.submit(entries) }
             metrics.appendSeconds.record(ContinuousClock.now - started)
+            worker.faults.ok("append")
         } catch {
-            logger.error("an append to the log failed", metadata: ["error": "\(String(reflecting: error))"])
+            worker.faults.failed("append", error)
             return Routes.problem(.serviceUnavailable, "the events could not be stored; send them again")
         }
         return Routes.json(.ok, #"{"success":true}"#)

@@ -2,6 +2,7 @@ import BeckonCore
 import BeckonPostgres
 import Foundation
 import Logging
+import PostgresNIO
 import Prometheus
 import ServiceLifecycle
 import Synchronization
@@ -45,6 +46,24 @@ final class FleetMetrics: Sendable {
                 helpText: "Different rule sets run by the fleet's live processes (1 when they agree)."),
             labels: [])
         for result in ["acquired", "released", "lost"] { _ = leases(result) }
+    }
+
+    /// `/metrics`' text, with the database calls past their deadline and the pools replaced (FleetLog counts them).
+    func text(_ log: FleetLog) -> String {
+        let r = service.registry
+        r.makeGauge(
+            descriptor: .init(
+                metricName: "beckon_fleet_database_timeouts", unitName: "total",
+                helpText: "Database calls that did not answer within their deadline (each failed; the pool was replaced)."),
+            labels: []
+        ).set(to: Double(log.timeouts.load(ordering: .relaxed)))
+        r.makeGauge(
+            descriptor: .init(
+                metricName: "beckon_fleet_pool_replacements", unitName: "total",
+                helpText: "Connection pools replaced after a call past its deadline (the supervisor's restarts)."),
+            labels: []
+        ).set(to: Double(log.replacements.load(ordering: .relaxed)))
+        return service.text()
     }
 
     func owned(_ p: Int) -> Gauge {
@@ -94,7 +113,11 @@ final class FleetWorker: Service, Sendable {
     let poller = Poller()
     let committer: BatchCommitter
     let logger: Logger
+    let faults: FaultLog
     private let readyState = Mutex(false)
+    /// When the positions were last read and the leases last looked after, and the partitions held (for readiness).
+    private let health = Mutex(
+        (polled: ContinuousClock.now, managed: ContinuousClock.now, held: [PartitionHandle]()))
 
     init(
         log: FleetLog, rules: ServingRules, clock: ClockMode, owner: String, ttl: Duration, metrics: FleetMetrics,
@@ -107,11 +130,33 @@ final class FleetWorker: Service, Sendable {
         self.ttl = ttl
         self.metrics = metrics
         self.logger = logger
+        faults = FaultLog(logger: logger)
         committer = BatchCommitter(log: log)
     }
 
     /// Whether the schema is in place and the process is taking part.
     var ready: Bool { readyState.withLock { $0 } }
+
+    /// Why the process is not ready to serve, `nil` when it is (docs/fleet.md, "Failure modes"): not set up or
+    /// stopping; the positions not read for ``staleAfter`` (the database cannot be reached); the leases not looked
+    /// after for two rounds and a second; or a partition held that has made no progress for half a lease.
+    func notReady() -> String? {
+        guard ready else { return "not taking part (starting or stopping)" }
+        let now = ContinuousClock.now
+        let h = health.withLock { $0 }
+        if now - h.polled > Self.staleAfter { return "the database has not answered for \(now - h.polled)" }
+        if now - h.managed > interval * 2 + .seconds(1) { return "the leases could not be renewed" }
+        if let stuck = h.held.first(where: { !$0.lost && !$0.stopRequested && now - $0.lastProgress > ttl / 2 }) {
+            return "partition \(stuck.lease.partition) makes no progress"
+        }
+        return nil
+    }
+
+    /// How long without a read of the positions before the process says it is not ready.
+    static let staleAfter = Duration.seconds(2)
+
+    /// Whether the positions have not been read for ``staleAfter`` (the database does not answer).
+    var databaseStale: Bool { ready && ContinuousClock.now - health.withLock { $0.polled } > Self.staleAfter }
 
     /// How often leases are renewed and shares looked at: a quarter of the lease time.
     var interval: Duration { ttl / 4 }
@@ -134,14 +179,19 @@ final class FleetWorker: Service, Sendable {
                 }
             }
             // Stopping: each runner finishes the batch in hand, then its lease is released for the others to take.
+            // (Within half a lease: a runner stuck on the database is left behind, its lease released all the same;
+            // the fence refuses anything it writes later.)
             for h in held.values {
                 h.requestStop()
                 poller.wake(h.lease.partition)
             }
-            while !held.isEmpty {
+            let stopBy = ContinuousClock.now + ttl / 2
+            while !held.isEmpty && ContinuousClock.now < stopBy {
                 await reap(&held)
                 try? await Task.sleep(for: .milliseconds(20))
             }
+            for h in held.values where !h.lost { try? await log.release(h.lease) }
+            held = [:]
             try? await log.leave(owner: owner)
             readyState.withLock { $0 = false }
             group.cancelAll()
@@ -177,6 +227,18 @@ final class FleetWorker: Service, Sendable {
                     metadata: ["rule sets": "\(digests.count)"])
             }
             for (p, h) in held where !h.lost && !h.stopRequested {
+                // A partition whose runner has made no progress for a lease is let go, not renewed: another process
+                // takes it once the lease expires (the fence refuses anything this one writes after).
+                if ContinuousClock.now - h.lastProgress > ttl {
+                    metrics.leases("lost").increment()
+                    logger.error(
+                        "a partition made no progress for a lease; it is let go for another process",
+                        metadata: ["partition": "\(p)"])
+                    h.markLost()
+                    h.requestStop()
+                    poller.wake(p)
+                    continue
+                }
                 if try await !log.renew(h.lease, ttl: ttl) {
                     metrics.leases("lost").increment()
                     logger.warning("a partition's lease could not be renewed in time", metadata: ["partition": "\(p)"])
@@ -199,12 +261,17 @@ final class FleetWorker: Service, Sendable {
                     held[p] = handle
                     let runner = PartitionRunner(
                         handle: handle, log: log, rules: rules, clock: clock, metrics: metrics, appended: poller,
-                        committer: committer, logger: logger)
+                        committer: committer, faults: faults, logger: logger)
                     group.addTask { await runner.run() }
                 }
             }
+            health.withLock { h in
+                h.managed = .now
+                h.held = Array(held.values)
+            }
+            faults.ok("leases")
         } catch {
-            logger.error("the fleet's leases could not be looked after", metadata: ["error": "\(String(reflecting: error))"])
+            faults.failed("leases", error)
         }
     }
 
@@ -222,9 +289,62 @@ final class FleetWorker: Service, Sendable {
 
     /// Reads every partition's appended position for the runners (which wake when theirs grows).
     private func poll() async {
+        var backoff = Poller.interval
         while !Task.isCancelled {
-            poller.tick(try? await log.appended())
-            try? await Task.sleep(for: Poller.interval)
+            do {
+                poller.tick(try await log.appended())
+                health.withLock { $0.polled = .now }
+                faults.ok("reading positions")
+                backoff = Poller.interval
+            } catch {
+                poller.tick(nil)
+                faults.failed("reading positions", error)
+                backoff = min(backoff * 2, .seconds(1))
+            }
+            try? await Task.sleep(for: backoff)
         }
+    }
+}
+
+/// The fleet's database faults in the log: one line when calls of a kind start failing (the error's kind and
+/// message, never a statement's text), one when they succeed again with how many failed between, and at most one
+/// line a minute while they go on failing.
+final class FaultLog: Sendable {
+    let logger: Logger
+    private let state = Mutex<[String: (since: ContinuousClock.Instant, count: Int, said: ContinuousClock.Instant)]>([:])
+
+    init(logger: Logger) { self.logger = logger }
+
+    /// A short account of an error for the log: its kind, and the message of ours and of the deadline.
+    static func describe(_ error: any Error) -> String {
+        if let e = error as? DeadlineExceeded { return e.description }
+        if let e = error as? PSQLError { return "PostgreSQL: \(e.code)" + (e.serverInfo?[.message].map { ": \($0)" } ?? "") }
+        return String(describing: type(of: error))
+    }
+
+    func failed(_ what: String, _ error: any Error) {
+        let now = ContinuousClock.now
+        let line: (first: Bool, count: Int)? = state.withLock { s in
+            if var f = s[what] {
+                f.count += 1
+                defer { s[what] = f }
+                guard now - f.said >= .seconds(60) else { return nil }
+                f.said = now
+                return (false, f.count)
+            }
+            s[what] = (now, 1, now)
+            return (true, 1)
+        }
+        guard let line else { return }
+        logger.error(
+            line.first ? "database calls failing" : "database calls still failing",
+            metadata: ["calls": "\(what)", "failures": "\(line.count)", "error": "\(Self.describe(error))"])
+    }
+
+    func ok(_ what: String) {
+        guard let f = state.withLock({ $0.removeValue(forKey: what) }) else { return }
+        logger.notice(
+            "database calls succeed again",
+            metadata: ["calls": "\(what)", "failures": "\(f.count)", "for": "\(ContinuousClock.now - f.since)"])
     }
 }

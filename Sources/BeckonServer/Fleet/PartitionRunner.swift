@@ -9,9 +9,14 @@ import Synchronization
 /// A partition this process holds, as its lease manager and its runner share it.
 final class PartitionHandle: Sendable {
     let lease: FleetLog.Lease
-    private let state = Mutex((stop: false, lost: false, finished: false))
+    private let state = Mutex((stop: false, lost: false, finished: false, progress: ContinuousClock.now))
 
     init(lease: FleetLog.Lease) { self.lease = lease }
+
+    /// The runner went round once without failing (it processed what there was, or found nothing to do): the lease is
+    /// renewed only while this keeps happening (``FleetWorker``).
+    func progressed() { state.withLock { $0.progress = .now } }
+    var lastProgress: ContinuousClock.Instant { state.withLock { $0.progress } }
 
     /// Asked to stop after the batch in hand (a rebalance or the process stopping).
     var stopRequested: Bool { state.withLock { $0.stop } }
@@ -88,6 +93,7 @@ final class PartitionRunner {
     let appended: Poller
     let committer: BatchCommitter
     let logger: Logger
+    let faults: FaultLog
     private var engine: Engine?
     private var states = PartitionStates(pending: [])
     private(set) var processed: Int64 = 0
@@ -101,8 +107,9 @@ final class PartitionRunner {
 
     init(
         handle: PartitionHandle, log: FleetLog, rules: ServingRules, clock: ClockMode, metrics: FleetMetrics,
-        appended: Poller, committer: BatchCommitter, logger: Logger
+        appended: Poller, committer: BatchCommitter, faults: FaultLog, logger: Logger
     ) {
+        self.faults = faults
         self.handle = handle
         self.log = log
         self.rules = rules
@@ -128,6 +135,8 @@ final class PartitionRunner {
             do {
                 if engine == nil { try await open() }
                 let worked = try await step()
+                handle.progressed()
+                faults.ok("processing")
                 lag.set(to: Double(max(0, appended.value(of: partition) - processed)))
                 if worked { continue }
                 if handle.lost { return }
@@ -144,9 +153,7 @@ final class PartitionRunner {
             } catch {
                 if handle.lost { return }
                 metrics.failures.increment()
-                logger.error(
-                    "processing a partition failed; it is opened again from the database",
-                    metadata: ["partition": "\(partition)", "error": "\(String(reflecting: error))"])
+                faults.failed("processing", error)
                 engine = nil
                 try? await Task.sleep(for: .seconds(1))
             }
