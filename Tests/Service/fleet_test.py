@@ -366,7 +366,9 @@ class Fleet(unittest.TestCase):
                 status, body = procs[1].request("DELETE", "/v1/users/ann", headers=admin)
                 self.assertEqual((status, json.loads(body)), (200, {"userId": "ann", "forgotten": True}))
                 time.sleep(3)
-                export = json.loads(procs[0].request("GET", "/v1/users/ann/export", headers=admin)[1])
+                status, body = procs[0].request("GET", "/v1/users/ann/export", headers=admin)
+                self.assertEqual(status, 200, body)
+                export = json.loads(body)
                 self.assertEqual((export["state"], export["actions"], export["events"], export["outbox"]),
                                  (None, [], [], []))
                 fired = [json.loads(line) for line in fleet(url, "actions").splitlines()]
@@ -376,7 +378,9 @@ class Fleet(unittest.TestCase):
                 # A new event of ann's is a new user's.
                 self.assertEqual(procs[1].post([dict(batch[0], messageId="ping-ann-2")]), 200)
                 wait_caught_up(self, url, 30)
-                export = json.loads(procs[0].request("GET", "/v1/users/ann/export", headers=admin)[1])
+                status, body = procs[0].request("GET", "/v1/users/ann/export", headers=admin)
+                self.assertEqual(status, 200, body)
+                export = json.loads(body)
                 self.assertEqual([e["event"]["messageId"] for e in export["events"]], ["ping-ann-2"])
                 self.assertEqual([a["rule"] for a in export["actions"]].count("hello"), 1)
             finally:
