@@ -556,34 +556,11 @@ struct JSONScanner {
             }
             if c == UInt8(ascii: "\\") {
                 i += 1
-                guard i < b.count else { break }
-                let e = b[i]
-                i += 1
-                switch e {
-                case UInt8(ascii: "\""): out.append(34)
-                case UInt8(ascii: "\\"): out.append(92)
-                case UInt8(ascii: "/"): out.append(47)
-                case UInt8(ascii: "b"): out.append(8)
-                case UInt8(ascii: "f"): out.append(12)
-                case UInt8(ascii: "n"): out.append(10)
-                case UInt8(ascii: "r"): out.append(13)
-                case UInt8(ascii: "t"): out.append(9)
-                case UInt8(ascii: "u"):
-                    var code = try hex4()
-                    if code >= 0xD800 && code < 0xDC00 {
-                        // A surrogate pair.
-                        if i + 1 < b.count && b[i] == UInt8(ascii: "\\") && b[i + 1] == UInt8(ascii: "u") {
-                            i += 2
-                            let low = try hex4()
-                            guard low >= 0xDC00 && low < 0xE000 else { throw error("invalid surrogate pair") }
-                            code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
-                        } else {
-                            throw error("lone surrogate in \\u escape")
-                        }
-                    }
-                    guard let scalar = Unicode.Scalar(code) else { throw error("invalid \\u escape") }
+                let scalar = try escape()
+                if scalar.isASCII {
+                    out.append(UInt8(scalar.value))
+                } else {
                     out.append(contentsOf: Array(String(scalar).utf8))
-                default: throw error("invalid escape '\\\(Character(Unicode.Scalar(e)))'")
                 }
                 continue
             }
@@ -607,6 +584,37 @@ struct JSONScanner {
         }
         let byte = k < b.count ? " (byte 0x\(String(b[k], radix: 16, uppercase: true)))" : ""
         return DecodeError("a string is not valid UTF-8\(byte); Beckon reads UTF-8 only", column: k + 1)
+    }
+
+    /// The scalar an escape stands for, `i` just past its backslash (and past the escape on return): what
+    /// ``rawString()`` writes and ``skipString()`` checks. A bad escape, a lone surrogate or the line's end is an error.
+    mutating func escape() throws(DecodeError) -> Unicode.Scalar {
+        guard i < b.count else { throw error("unterminated string") }
+        let e = b[i]
+        i += 1
+        switch e {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): return Unicode.Scalar(e)
+        case UInt8(ascii: "b"): return "\u{08}"
+        case UInt8(ascii: "f"): return "\u{0C}"
+        case UInt8(ascii: "n"): return "\n"
+        case UInt8(ascii: "r"): return "\r"
+        case UInt8(ascii: "t"): return "\t"
+        case UInt8(ascii: "u"):
+            var code = try hex4()
+            if code >= 0xD800 && code < 0xDC00 {
+                // A surrogate pair.
+                guard i + 1 < b.count && b[i] == UInt8(ascii: "\\") && b[i + 1] == UInt8(ascii: "u") else {
+                    throw error("lone surrogate in \\u escape")
+                }
+                i += 2
+                let low = try hex4()
+                guard low >= 0xDC00 && low < 0xE000 else { throw error("invalid surrogate pair") }
+                code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+            }
+            guard let scalar = Unicode.Scalar(code) else { throw error("invalid \\u escape") }
+            return scalar
+        default: throw error("invalid escape '\\\(Character(Unicode.Scalar(e)))'")
+        }
     }
 
     private mutating func hex4() throws(DecodeError) -> UInt32 {
@@ -760,28 +768,8 @@ struct JSONScanner {
             seen |= c
             if c == UInt8(ascii: "\\") {
                 i += 1
-                guard i < b.count else { break }
-                let e = b[i]
-                i += 1
-                switch e {
-                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"),
-                    UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
-                    continue
-                case UInt8(ascii: "u"):
-                    let code = try hex4()
-                    if code >= 0xD800 && code < 0xDC00 {
-                        guard i + 1 < b.count && b[i] == UInt8(ascii: "\\") && b[i + 1] == UInt8(ascii: "u") else {
-                            throw error("lone surrogate in \\u escape")
-                        }
-                        i += 2
-                        let low = try hex4()
-                        guard low >= 0xDC00 && low < 0xE000 else { throw error("invalid surrogate pair") }
-                    } else if code >= 0xDC00 && code < 0xE000 {
-                        throw error("invalid \\u escape")
-                    }
-                    continue
-                default: throw error("invalid escape '\\\(Character(Unicode.Scalar(e)))'")
-                }
+                _ = try escape()
+                continue
             }
             i += 1
         }
