@@ -31,7 +31,7 @@ enum ContentEncoding: CustomStringConvertible {
     enum Failure: Error { case tooLarge, corrupt }
 
     /// The body's bytes once decoded, at most `limit` of them.
-    func decoded(_ body: inout ByteBuffer, upTo limit: Int) throws(Failure) -> [UInt8] {
+    func decoded(_ body: ByteBuffer, upTo limit: Int) throws(Failure) -> [UInt8] {
         switch self {
         case .identity, .unsupported: return Array(body.readableBytesView)
         case .gzip: return try Self.inflate(body, .gzip(), upTo: limit)

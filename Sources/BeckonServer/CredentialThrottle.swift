@@ -51,9 +51,8 @@ final class CredentialThrottle: Sendable {
         buckets.withLock { b in
             guard let bucket = b[address] else { return .free }
             let tokens = Self.refilled(bucket, now)
-            guard tokens >= 1 else {
-                return .refused(max(1, Int(((1 - tokens) * Self.refillSeconds).rounded(.up))))
-            }
+            // (Refused until a whole failure has been refilled.)
+            guard tokens >= 1 else { return .refused(max(1, Int(((1 - tokens) * Self.refillSeconds).rounded(.up)))) }
             b[address] = Bucket(tokens: tokens - 1, at: now)
             return .taken
         }
@@ -70,15 +69,6 @@ final class CredentialThrottle: Sendable {
                 b[address] = Bucket(tokens: min(Self.burst, Self.refilled(bucket, now) + 1), at: now)
             }
         default: break
-        }
-    }
-
-    /// Seconds until `address` may try again (`nil`: it may now).
-    func retryAfter(_ address: String, now: ContinuousClock.Instant = .now) -> Int? {
-        buckets.withLock { b in
-            guard let bucket = b[address] else { return nil }
-            let tokens = Self.refilled(bucket, now)
-            return tokens >= 1 ? nil : max(1, Int(((1 - tokens) * Self.refillSeconds).rounded(.up)))
         }
     }
 

@@ -17,10 +17,9 @@ public enum DatabaseCommands {
         let (lock, backend, rules) = try open(database)
         defer { withExtendedLifetime(lock) {} }
         let (engine, _) = try Processor.open(rules, backend, logger: Logger(label: "beckon"))
-        let merged = engine.idsMerged(into: user, candidates: try backend.idsMerged(into: user))
+        let merged = Privacy.merged(into: user, engine: engine, candidates: try backend.idsMerged(into: user))
         return try Privacy.export(
-            user, state: engine.state(of: user), merged: merged.map { (id: $0, state: engine.state(of: $0)) },
-            backend: backend, at: Processor.nowMs())
+            user, state: engine.state(of: user), merged: merged, backend: backend, at: Processor.nowMs())
     }
 
     /// Forgets `user` as `DELETE /v1/users/{id}` does. Returns whether anything of them was held.

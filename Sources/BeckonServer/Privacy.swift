@@ -81,6 +81,12 @@ enum Privacy {
         return w.output
     }
 
+    /// The ids merged into `user` (among `candidates`, the database's index, and the users in `engine`'s memory:
+    /// ``Engine/idsMerged(into:candidates:)``), each with its state as `engine` holds it: what an export lists.
+    static func merged(into user: String, engine: Engine, candidates: [String]) -> [(id: String, state: UserState?)] {
+        engine.idsMerged(into: user, candidates: candidates).map { (id: $0, state: engine.state(of: $0)) }
+    }
+
     /// Forgets `user` and every id merged into them in the database, with a checkpoint of everyone else's state in
     /// `engine` (which must then be opened again: it still holds them). Returns whether the user was known, and the
     /// ids forgotten (the user's first).

@@ -209,6 +209,12 @@ final class Processor: @unchecked Sendable {
         lock.unlock()
     }
 
+    /// A write failed: not ready until one succeeds, the first probe a ``probeSeconds`` from now.
+    private func markUnwritable() {
+        setWritable(false)
+        lastProbe = .now
+    }
+
     /// While the database cannot be written, a small write each ``probeSeconds`` finds out when it can again.
     private func probeIfUnwritable() {
         lock.lock()
@@ -277,10 +283,7 @@ final class Processor: @unchecked Sendable {
             }
             probeIfUnwritable()
             if committer.failed || needsReopen {
-                if committer.failed {
-                    setWritable(false)
-                    lastProbe = .now
-                }
+                if committer.failed { markUnwritable() }
                 // A group was not written: what the engine holds beyond the database is dropped.
                 committer.waitIdle()
                 reopen()
@@ -405,8 +408,7 @@ final class Processor: @unchecked Sendable {
             }
         } catch {
             logger.error("a checkpoint failed; the engine is rebuilt from the database", metadata: ["error": "\(error)"])
-            setWritable(false)
-            lastProbe = .now
+            markUnwritable()
             c.resume(throwing: error)
             reopen()
             return
@@ -496,7 +498,7 @@ final class Processor: @unchecked Sendable {
             case .state(let user):
                 results.append(.state(engine.state(of: user)))
             case .privacy(let user, let candidates):
-                let merged = engine.idsMerged(into: user, candidates: candidates).map { (id: $0, state: engine.state(of: $0)) }
+                let merged = Privacy.merged(into: user, engine: engine, candidates: candidates)
                 results.append(.privacy(engine.state(of: user), merged: merged))
             case .reload, .forget:
                 preconditionFailure("a barrier is not part of a round")

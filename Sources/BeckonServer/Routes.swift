@@ -246,7 +246,7 @@ struct Routes: Sendable {
                     problem(.unsupportedMediaType, "Content-Encoding '\(name)' is not accepted; send gzip, deflate or none")))
         }
         let tooLarge = ResponseError(problem(.badRequest, "the request is over \(SegmentRequest.maxRequestBytes) bytes"))
-        var body: ByteBuffer
+        let body: ByteBuffer
         do {
             body = try await request.body.collect(upTo: SegmentRequest.maxRequestBytes)
         } catch {
@@ -254,7 +254,7 @@ struct Routes: Sendable {
             return .failure(tooLarge)
         }
         do {
-            return .success(try encoding.decoded(&body, upTo: SegmentRequest.maxRequestBytes))
+            return .success(try encoding.decoded(body, upTo: SegmentRequest.maxRequestBytes))
         } catch .tooLarge {
             metrics.ingest(.rejected).increment()
             return .failure(tooLarge)
