@@ -38,6 +38,25 @@ echo "== raw memory only where it is allowed"
 scripts/check-unsafe.sh
 
 beckon=".build/debug/beckon"
+
+# suite NAME SECONDS no-skips|skips-allowed FILE...: the Python tests of FILEs against $beckon, bounded in time; the
+# whole log when they fail, their last lines otherwise. With no-skips a skipped test fails the run as well.
+suite() {
+  local name=$1 seconds=$2 skips=$3 log
+  shift 3
+  log=$(mktemp)
+  if ! BECKON="$beckon" timeout "$seconds" python3 -m unittest "$@" > "$log" 2>&1; then
+    cat "$log"
+    echo "$name tests failed"
+    exit 1
+  fi
+  tail -n 3 "$log"
+  if [ "$skips" = no-skips ] && grep -q "skipped" "$log"; then
+    grep -i "skip" "$log"
+    echo "the $name tests were skipped"
+    exit 1
+  fi
+}
 echo "== CEL conformance"
 "$beckon" conformance cel Tests/Conformance/cel-spec/*.textproto | tail -n 1
 
@@ -46,61 +65,27 @@ echo "== campaign tests"
 
 echo "== beckon serve on loopback: replays, kill -9 under load, the live clock, bad requests; destinations with"
 echo "   retries, live reload, privacy requests, admin keys"
-service_log=$(mktemp)
-if ! BECKON="$beckon" timeout 900 python3 -m unittest Tests/Service/service_test.py Tests/Service/operations_test.py \
-    > "$service_log" 2>&1; then
-  cat "$service_log"
-  echo "service tests failed"
-  exit 1
-fi
-tail -n 3 "$service_log"
+suite service 900 skips-allowed Tests/Service/service_test.py Tests/Service/operations_test.py
 
 echo "== hostile clients: silent connections past the descriptor limit, timeouts, bytes that are not UTF-8 during"
 echo "   reloads, forget of merged ids, redirects and hanging destinations, a full disk, a costly event, concurrent"
 echo "   exports, guessed keys, gzip bombs and the real Segment and RudderStack clients"
 scripts/install-python-clients.sh
-hostile_log=$(mktemp)
-if ! BECKON="$beckon" timeout 600 python3 -m unittest Tests/Service/hostile_test.py > "$hostile_log" 2>&1; then
-  cat "$hostile_log"
-  echo "hostile tests failed"
-  exit 1
-fi
-tail -n 3 "$hostile_log"
 # (A test skips only where a tmpfs cannot be mounted or a client is missing: here both must run.)
-grep -q "skipped" "$hostile_log" && { grep -i "skip" "$hostile_log"; echo "hostile tests were skipped"; exit 1; }
+suite hostile 600 no-skips Tests/Service/hostile_test.py
 
 echo "== the console in headless Chromium (Selenium, axe-core): sign-in, live counts, a timeline, the playground,"
 echo "   sign-out at 1280 and 390 px; no page without a session, CSRF refused, hostile text inert, playground limits"
 scripts/install-chromium.sh > /dev/null
-console_log=$(mktemp)
-if ! BECKON="$beckon" timeout 600 python3 -m unittest Tests/Service/console_test.py > "$console_log" 2>&1; then
-  cat "$console_log"
-  echo "console tests failed"
-  exit 1
-fi
-tail -n 3 "$console_log"
+suite console 600 skips-allowed Tests/Service/console_test.py
 
 echo "== a fleet of three beckon serve --postgres: equal to a dry-run of 100,000 events, through kill -9 and SIGSTOP;"
 echo "   timers of a stopped owner fire once elsewhere and are delivered"
-fleet_log=$(mktemp)
-if ! BECKON="$beckon" timeout 1200 python3 -m unittest Tests/Service/fleet_test.py > "$fleet_log" 2>&1; then
-  cat "$fleet_log"
-  echo "fleet tests failed"
-  exit 1
-fi
-tail -n 3 "$fleet_log"
-grep -q "skipped" "$fleet_log" && { echo "the fleet tests were skipped"; exit 1; }
+suite fleet 1200 no-skips Tests/Service/fleet_test.py
 
 echo "== the fleet under database faults (its own PostgreSQL): restarts and killed backends under ingest, three rounds"
 echo "   each; PostgreSQL stopped 20 s (ingest 503 within 2 s, /readyz 503, both back within 5 s); SIGTERM in an outage"
-fault_log=$(mktemp)
-if ! BECKON="$beckon" timeout 900 python3 -m unittest Tests/Service/fleet_fault_test.py > "$fault_log" 2>&1; then
-  cat "$fault_log"
-  echo "fleet fault tests failed"
-  exit 1
-fi
-tail -n 3 "$fault_log"
-grep -q "skipped" "$fault_log" && { echo "the fleet fault tests were skipped"; exit 1; }
+suite "fleet fault" 900 no-skips Tests/Service/fleet_fault_test.py
 
 echo "== validate shipped rule sets and dry-run the samples"
 scripts/run-samples.sh --debug --quiet

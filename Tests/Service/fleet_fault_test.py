@@ -24,7 +24,7 @@ import unittest
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fleet_test import LEASE, Process, fleet, status as fleet_status  # noqa: E402
+from fleet_test import LEASE, Process, fleet, wait_caught_up  # noqa: E402
 from service_test import ROOT, dry_run, read_jsonl  # noqa: E402
 
 RULES = [f"{ROOT}/campaigns/firefox"]
@@ -163,25 +163,6 @@ def in_parallel(procs, work):
     for t in threads:
         t.join(timeout=120)
     return out
-
-
-def wait_caught_up(test, url, seconds):
-    """Until every partition is held by a live process and has processed everything appended (as fleet_test.py's);
-    on failure, which partitions lag, who holds them, with how much lease left."""
-    deadline = time.monotonic() + seconds
-    s = []
-    while time.monotonic() < deadline:
-        try:
-            s = fleet_status(url)
-        except subprocess.CalledProcessError:  # (not set up yet: the processes migrate as they start)
-            s = []
-        if s and all(p["lag"] == 0 and p["owner"] and p["leaseLeftMs"] > 0 for p in s):
-            return s
-        time.sleep(0.5)
-    behind = [(p["partition"], p["owner"], p["leaseLeftMs"], p["lag"]) for p in s
-              if p["lag"] or not p["owner"] or p["leaseLeftMs"] <= 0]
-    test.fail(f"the fleet did not catch up in {seconds} s: lag {sum(p['lag'] for p in s)}; {len(behind)} partitions "
-              f"behind or unheld (partition, owner, lease left ms, lag): {behind[:12]}")
 
 
 class Poster(threading.Thread):

@@ -45,9 +45,11 @@ def status(url):
 
 
 def wait_caught_up(test, url, seconds=180):
-    """Until every partition is held by a live process and has processed everything appended."""
-    deadline = time.time() + seconds
-    while time.time() < deadline:
+    """Until every partition is held by a live process and has processed everything appended; on failure, which
+    partitions lag, who holds them, with how much lease left."""
+    deadline = time.monotonic() + seconds
+    s = []
+    while time.monotonic() < deadline:
         try:
             s = status(url)
         except subprocess.CalledProcessError:  # (not set up yet: the processes migrate as they start)
@@ -55,7 +57,10 @@ def wait_caught_up(test, url, seconds=180):
         if s and all(p["lag"] == 0 and p["owner"] and p["leaseLeftMs"] > 0 for p in s):
             return s
         time.sleep(0.5)
-    test.fail(f"the fleet did not catch up in {seconds} s: lag {sum(p['lag'] for p in status(url))}")
+    behind = [(p["partition"], p["owner"], p["leaseLeftMs"], p["lag"]) for p in s
+              if p["lag"] or not p["owner"] or p["leaseLeftMs"] <= 0]
+    test.fail(f"the fleet did not catch up in {seconds} s: lag {sum(p['lag'] for p in s)}; {len(behind)} partitions "
+              f"behind or unheld (partition, owner, lease left ms, lag): {behind[:12]}")
 
 
 class Process:
