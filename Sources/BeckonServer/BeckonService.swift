@@ -71,7 +71,8 @@ public final class BeckonService: Sendable {
 
     let options: Options
     let processor: Processor
-    let routes: Routes
+    let api: API
+    let single: SingleBackend
     let current: CurrentRules
     let lock: DatabaseLock
     let logger: Logger
@@ -110,20 +111,20 @@ public final class BeckonService: Sendable {
         let deliverer = Deliverer(backend: backend, current: current, metrics: metrics, logger: logger)
         let reloader = Reloader(
             paths: options.paths, backend: backend, processor: processor, current: current, metrics: metrics, logger: logger)
-        routes = Routes(
-            processor: processor, backend: backend, current: current, reloader: reloader, deliverer: deliverer,
-            writeKeys: writeKeys, adminKeys: adminKeys, logger: logger, userAuth: userAuth, metrics: metrics, feed: feed,
-            clock: options.clock,
+        single = SingleBackend(
+            processor: processor, database: backend, current: current, reloader: reloader, deliverer: deliverer,
+            feed: feed, clock: options.clock, metrics: metrics,
             console: Console(
                 processor: processor, backend: backend, current: current, reloader: reloader, adminKeys: adminKeys,
                 clock: options.clock, logger: logger))
+        api = API(backend: single, writeKeys: writeKeys, adminKeys: adminKeys, userAuth: userAuth, logger: logger)
     }
 
     /// The HTTP application (the service's processing thread must be started to answer ingest).
     func application(onRunning: @escaping @Sendable (String) async -> Void) -> some ApplicationProtocol {
         let host = options.host
         return Application(
-            router: routes.router(),
+            router: api.router(),
             server: options.connections.server(logger: logger),
             configuration: .init(address: .hostname(options.host, port: options.port), serverName: "beckon"),
             onServerRunning: { channel in await onRunning("http://\(host):\(channel.localAddress?.port ?? 0)") },
@@ -134,16 +135,16 @@ public final class BeckonService: Sendable {
     public func run(onRunning: @escaping @Sendable (String) async -> Void = { _ in }) async throws {
         processor.start()
         let watcher: [ServiceGroupConfiguration.ServiceConfiguration] =
-            options.watch ? [.init(service: WatchReloads(reloader: routes.reloader))] : []
+            options.watch ? [.init(service: WatchReloads(reloader: single.reloader))] : []
         let group = ServiceGroup(
             configuration: .init(
                 services: [
                     .init(service: ProcessorService(processor: processor)),
-                    .init(service: routes.deliverer),
+                    .init(service: single.deliverer),
                     .init(
                         service: Maintenance(
                             backend: backend, current: current, retentionDays: options.retentionDays, logger: logger)),
-                    .init(service: HangupReloads(reloader: routes.reloader)),
+                    .init(service: HangupReloads(reloader: single.reloader)),
                 ] + watcher + [.init(service: application(onRunning: onRunning))],
                 gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
@@ -155,13 +156,8 @@ public final class BeckonService: Sendable {
         let processor: Processor
         func run() async throws {
             try? await gracefulShutdown()
-            // (The stop waits on a condition: on a thread of its own, not on the cooperative pool.)
-            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-                Thread {
-                    processor.stop()
-                    c.resume()
-                }.start()
-            }
+            // (The stop waits on a condition: on the blocking pool, not on the cooperative one.)
+            try? await Blocking.run { processor.stop() }
         }
     }
 }

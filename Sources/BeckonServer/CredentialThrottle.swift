@@ -10,6 +10,8 @@ import Synchronization
 struct BeckonContext: RequestContext, RemoteAddressRequestContext {
     var coreContext: CoreRequestContextStorage
     let remoteAddress: SocketAddress?
+    /// Who the request proved to be (set by the route group's authentication middleware).
+    var principal: Principal?
 
     init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
@@ -112,24 +114,26 @@ struct CredentialThrottleMiddleware: RouterMiddleware {
         let admission = throttle.admit(address)
         if case .refused(let wait) = admission {
             logger.notice("credentials refused: too many failures from the address", metadata: ["address": "\(address)"])
-            return Routes.json(
-                .tooManyRequests,
-                SegmentRequest.Problem(message: "too many failed credentials from this address; try again later").json,
+            throw APIError(
+                .tooManyRequests, "too many failed credentials from this address; try again later",
                 headers: [.retryAfter: String(wait)])
         }
         let response: Response
         do {
             response = try await next(request, context)
         } catch {
-            throttle.settle(address, admission, failed: false)
+            let refused = (error as? any HTTPResponseError)?.status == .unauthorized
+            throttle.settle(address, admission, failed: refused)
+            if refused { refusedLog(request, context, address) }
             throw error
         }
         throttle.settle(address, admission, failed: response.status == .unauthorized)
-        if response.status == .unauthorized {
-            logger.notice(
-                "credential refused",
-                metadata: ["address": "\(address)", "route": "\(context.endpointPath ?? request.uri.path)"])
-        }
+        if response.status == .unauthorized { refusedLog(request, context, address) }
         return response
+    }
+
+    private func refusedLog(_ request: Request, _ context: Context, _ address: String) {
+        logger.notice(
+            "credential refused", metadata: ["address": "\(address)", "route": "\(context.endpointPath ?? request.uri.path)"])
     }
 }

@@ -27,60 +27,6 @@ struct LoadedRules: Sendable {
 
     /// The first 12 hex digits of a key's SHA-256: enough to tell keys apart in a log, nothing to use.
     static func fingerprint(_ key: String) -> String { String(Hex.encode(SHA256.hash(data: Array(key.utf8))).prefix(12)) }
-
-    var json: String {
-        var w = JSONWriter()
-        w.beginObject()
-        w.key("loadedAt")
-        w.string(Timestamp(milliseconds: loadedAt).description)
-        w.key("files")
-        w.beginArray()
-        for f in files {
-            w.beginObject()
-            w.key("path")
-            w.string(f.path)
-            w.key("sha256")
-            w.string(f.sha256)
-            w.key("bytes")
-            w.value(.int(Int64(f.bytes)))
-            w.endObject()
-        }
-        w.endArray()
-        w.key("rulesets")
-        w.beginArray()
-        for u in units {
-            w.beginObject()
-            w.key("name")
-            w.string(u.name)
-            w.key("kind")
-            w.string(u.kind)
-            w.key("rules")
-            w.value(.int(Int64(u.rules)))
-            w.endObject()
-        }
-        w.endArray()
-        w.key("destinations")
-        w.beginArray()
-        for d in destinations {
-            w.beginObject()
-            w.key("name")
-            w.string(d.name)
-            w.key("url")
-            w.string(d.url)
-            w.key("state")
-            w.string(d.unset.isEmpty ? "active" : "paused")
-            if !d.unset.isEmpty {
-                w.key("unset")
-                w.beginArray()
-                for v in d.unset { w.string(v) }
-                w.endArray()
-            }
-            w.endObject()
-        }
-        w.endArray()
-        w.endObject()
-        return w.output
-    }
 }
 
 /// A rule set as the service runs it: compiled, its events' decoder, what was loaded (files, hashes, time), its

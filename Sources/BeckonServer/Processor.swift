@@ -560,11 +560,7 @@ final class Processor: @unchecked Sendable {
     }
 
     /// The action's JSON object as `dry-run --format jsonl` prints it; a late one also says when it fired.
-    static func json(_ a: FiredAction, late: Bool) -> String {
-        let json = a.json
-        guard late, json.hasSuffix("}") else { return json }
-        return String(json.dropLast()) + ",\"late\":true,\"firedAt\":\"\(Timestamp(milliseconds: nowMs()))\"}"
-    }
+    static func json(_ a: FiredAction, late: Bool) -> String { late ? a.json(firedLateAt: nowMs()) : a.json }
 }
 
 extension Engine {

@@ -184,7 +184,7 @@ struct Maintenance: Service {
     func run() async throws {
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             let once = self
-            try? await Routes.onThread { once.runOnce() }
+            try? await Blocking.run { once.runOnce() }
             try? await cancelWhenGracefulShutdown { try await Task.sleep(for: Self.every) }
         }
     }

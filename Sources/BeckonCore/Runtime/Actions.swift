@@ -81,19 +81,28 @@ public struct FiredAction: Sendable {
         return w.output
     }
 
+    /// ``json`` of an action fired after its due time (a timer that came due while the service was down):
+    /// `"late": true` and the time it was fired at, `firedAt`, follow its members.
+    public func json(firedLateAt firedAt: Int64) -> String {
+        var w = JSONWriter()
+        write(to: &w, firedLateAt: firedAt)
+        return w.output
+    }
+
     /// Writes ``json`` to `w` (a writer kept across actions allocates nothing per action). The members every fire of
     /// the rule shares, and those of an action whose fields are constants, are copied as JSON made once per rule.
-    public func write(to w: inout JSONWriter) {
+    public func write(to w: inout JSONWriter, firedLateAt: Int64? = nil) {
         FiredAction.write(
             origin: origin, actionIndex: actionIndex, triggerKey: triggerKey, time: time, userID: userID, trigger: trigger,
-            own: ownKind == nil && ownFields == nil ? nil : (kind, fields), warnings: ownWarnings, to: &w)
+            own: ownKind == nil && ownFields == nil ? nil : (kind, fields), warnings: ownWarnings,
+            firedLateAt: firedLateAt, to: &w)
     }
 
     /// ``write(to:)`` from an action's parts; `own`: its kind and fields when they are not its rule's compiled ones.
     static func write(
         origin: ActionOrigin, actionIndex: Int, triggerKey: TriggerKey, time: Int64, userID: String, trigger: String,
         own: (kind: String, fields: [(key: String, value: Value)])? = nil, warnings: [String]? = nil,
-        to w: inout JSONWriter
+        firedLateAt: Int64? = nil, to w: inout JSONWriter
     ) {
         w.beginObject()
         w.key(static: "id")
@@ -119,6 +128,12 @@ public struct FiredAction: Sendable {
         if let warnings, !warnings.isEmpty {
             w.key(static: "warnings")
             w.value(.list(warnings.map { .string($0) }))
+        }
+        if let firedLateAt {
+            w.key(static: "late")
+            w.value(.bool(true))
+            w.key(static: "firedAt")
+            w.plainString { bytes, _ in Timestamp(milliseconds: firedLateAt).appendRFC3339(to: &bytes) }
         }
         w.endObject()
     }

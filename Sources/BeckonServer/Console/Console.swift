@@ -387,7 +387,7 @@ struct Console: Sendable {
         }
         defer { runs.give() }
         let (rules, events, until) = (page.rules, page.events, page.until)
-        let result = try await Routes.onThread {
+        let result = try await Blocking.run {
             Playground.run(files: files, path: path, edited: rules, events: events, until: until.isEmpty ? nil : until)
         }
         page.result = .init(result)
@@ -398,7 +398,7 @@ struct Console: Sendable {
     func heavy<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T? {
         guard runs.take() else { return nil }
         defer { runs.give() }
-        return try await Routes.onThread(body)
+        return try await Blocking.run(body)
     }
 
     func busy(_ session: ConsoleSessions.Session) -> Response {

@@ -14,7 +14,7 @@ import UnixSignals
 /// HTTP API as a single service: ingest appends to the fleet's partitioned log and answers once the append is
 /// committed; each process processes the partitions it holds the lease of (``FleetWorker``); pulls and inboxes read
 /// what any process wrote.
-public final class FleetService: Sendable {
+public final class FleetService: ServiceBackend {
     public struct Options: Sendable {
         public var paths: [String]
         /// postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE
@@ -42,7 +42,8 @@ public final class FleetService: Sendable {
     let worker: FleetWorker
     let appender: Appender
     let deliverer: Deliverer
-    let metrics: FleetMetrics
+    let fleetMetrics: FleetMetrics
+    var metrics: ServiceMetrics { fleetMetrics.service }
     let writeKeys: KeyRing
     let adminKeys: KeyRing
     let userAuth: UserAuth?
@@ -68,14 +69,14 @@ public final class FleetService: Sendable {
         rules.warnPaused(logger)
         log = try FleetLog(url: options.postgres, logger: logger, lockTimeout: options.leaseTime / 2)
         appender = Appender(log: log)
-        metrics = FleetMetrics(ServiceMetrics(version: BeckonService.version))
+        fleetMetrics = FleetMetrics(ServiceMetrics(version: BeckonService.version))
         owner = options.owner ?? "\(ProcessInfo.processInfo.hostName):\(ProcessInfo.processInfo.processIdentifier)"
         worker = FleetWorker(
-            log: log, rules: rules, clock: options.clock, owner: owner, ttl: options.leaseTime, metrics: metrics,
+            log: log, rules: rules, clock: options.clock, owner: owner, ttl: options.leaseTime, metrics: fleetMetrics,
             logger: logger)
         deliverer = Deliverer(
             backend: FleetOutbox(log: log, destinations: rules.ruleSet.settings.destinations), current: CurrentRules(rules),
-            metrics: metrics.service, logger: logger)
+            metrics: fleetMetrics.service, logger: logger)
         if let s = options.userSecret { userAuth = await UserAuth(secret: s) } else { userAuth = nil }
     }
 
@@ -93,7 +94,9 @@ public final class FleetService: Sendable {
     public func run(onRunning: @escaping @Sendable (String) async -> Void = { _ in }) async throws {
         let host = options.host
         let app = Application(
-            router: router(),
+            router: API(
+                backend: self, writeKeys: writeKeys, adminKeys: adminKeys, userAuth: userAuth, logger: logger
+            ).router(),
             server: options.connections.server(logger: logger),
             configuration: .init(address: .hostname(options.host, port: options.port), serverName: "beckon"),
             onServerRunning: { channel in await onRunning("http://\(host):\(channel.localAddress?.port ?? 0)") },
@@ -140,144 +143,45 @@ public final class FleetService: Sendable {
         }
     }
 
-    // MARK: HTTP
+    // MARK: Store
 
-    func router() -> Router<BeckonContext> {
-        let router = Router(context: BeckonContext.self)
-        router.add(middleware: MetricsMiddleware(metrics: metrics.service))
-        router.add(middleware: CredentialThrottleMiddleware(throttle: CredentialThrottle(), logger: logger))
-        let kinds: [(String, Event.Kind)] = [
-            ("track", .track), ("identify", .identify), ("screen", .screen), ("page", .page), ("group", .group),
-            ("alias", .alias),
-        ]
-        for (path, kind) in kinds {
-            router.post(RouterPath("/v1/\(path)")) { request, _ in await self.ingest(request, kind: kind) }
-        }
-        router.post("/v1/batch") { request, _ in await self.ingest(request, kind: nil) }
-        router.get("/v1/users/:userId/actions") { request, context in
-            let user = try Routes.parameter(context, "userId")
-            if let refused = await self.refuseUser(request, user) { return refused }
-            return try await self.pull(request, user: user)
-        }
-        router.get("/v1/users/:userId/inbox") { request, context in
-            let user = try Routes.parameter(context, "userId")
-            if let refused = await self.refuseUser(request, user) { return refused }
-            return try await Routes.inboxResponse(user, self.inbox(of: user) ?? [])
-        }
-        router.post("/v1/users/:userId/inbox/:itemId/read") { request, context in
-            let user = try Routes.parameter(context, "userId")
-            let item = try Routes.parameter(context, "itemId")
-            if let refused = await self.refuseUser(request, user) { return refused }
-            return try await self.markRead(user, item)
-        }
-        router.get("/admin/rules") { request, _ in
-            guard self.adminKeys.bearer(request.headers[.authorization]) != nil else { return Routes.refusedAdmin }
-            return Routes.json(.ok, self.rules.loaded.json)
-        }
-        router.post("/admin/reload") { request, _ in
-            guard self.adminKeys.bearer(request.headers[.authorization]) != nil else { return Routes.refusedAdmin }
-            return Routes.problem(
-                .notImplemented,
-                "not available in a fleet yet (docs/fleet.md): restart the processes with the new rules one by one")
-        }
-        router.delete("/v1/users/:userId") { request, context in
-            let user = try Routes.parameter(context, "userId")
-            guard self.adminKeys.bearer(request.headers[.authorization]) != nil else { return Routes.refusedAdmin }
-            return await self.forget(user)
-        }
-        router.get("/v1/users/:userId/export") { request, context in
-            let user = try Routes.parameter(context, "userId")
-            guard self.adminKeys.bearer(request.headers[.authorization]) != nil else { return Routes.refusedAdmin }
-            return await self.export(user)
-        }
-        router.get("/livez") { _, _ in Routes.json(.ok, #"{"status":"live"}"#) }
-        router.get("/readyz") { _, _ in
-            guard let why = self.worker.notReady() else { return Routes.json(.ok, #"{"status":"ready"}"#) }
-            var w = JSONWriter()
-            w.beginObject()
-            w.key("status")
-            w.string("not ready")
-            w.key("reason")
-            w.string(why)
-            w.endObject()
-            return Routes.json(.serviceUnavailable, w.output)
-        }
-        router.get("/metrics") { _, _ in
-            Response(
-                status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
-                body: .init(byteBuffer: ByteBuffer(string: self.metrics.text(self.log))))
-        }
-        return router
-    }
+    var clock: ClockMode { options.clock }
+    var console: Console? { nil }
+    var stopping: Bool { Task.isShuttingDownGracefully }
+    func stopWaiting() {}
 
-    /// Decodes the request as a single service does (a bad one gets 400 and nothing is stored), then appends each
-    /// event with its arrival to its user's partition, all in one transaction; 200 once it is committed.
-    func ingest(_ request: Request, kind: Event.Kind?) async -> Response {
-        let body: [UInt8]
-        switch await Routes.ingestBody(request, writeKeys: writeKeys, metrics: metrics.service) {
-        case .failure(let e): return e.response
-        case .success(let b): body = b
-        }
-        let now = Processor.nowMs()
-        let parsed: (events: [BoundEvent], ranges: [Range<Int>], arrival: Arrival)
-        do {
-            parsed = try Ingest.decode(body, kind: kind, now: now, clock: options.clock, decoder: rules.decoder)
-        } catch {
-            metrics.service.ingest(.rejected).increment()
-            return Routes.json(.badRequest, error.json)
-        }
-        let entries = zip(parsed.events, parsed.ranges).map { e, r in
+    /// Appends each event with its arrival to its user's partition, all in one transaction; returns once it is
+    /// committed, within ``ingestDeadline`` whatever the database does (else 503).
+    func store(_ body: [UInt8], _ request: Ingest.Decoded, decodedUnder rules: ServingRules, now: Int64) async throws {
+        let entries = zip(request.events, request.ranges).map { e, r in
             var record = InputLog()
-            record.arrival(parsed.arrival)
+            record.arrival(request.arrival)
             record.event(body[r])
             return (userID: e.userID, body: record.bytes, receivedAt: now)
         }
         // (While the database has not answered the position reads for a while, at once: it is down.)
-        if worker.databaseStale {
-            return Routes.problem(.serviceUnavailable, "the database cannot be reached; send the events again")
-        }
+        if worker.databaseStale { throw APIError.unavailable("the database cannot be reached; send the events again") }
         do {
             let started = ContinuousClock.now
-            // (An answer within the deadline whatever the database does: 503 when the append is not through by then.)
             let appender = appender
             _ = try await withDeadline(Self.ingestDeadline, "append") { try await appender.submit(entries) }
-            metrics.appendSeconds.record(ContinuousClock.now - started)
+            fleetMetrics.appendSeconds.record(ContinuousClock.now - started)
             worker.faults.ok("append")
         } catch {
             worker.faults.failed("append", error)
-            return Routes.problem(.serviceUnavailable, "the events could not be stored; send them again")
-        }
-        return Routes.json(.ok, #"{"success":true}"#)
-    }
-
-    func refuseUser(_ request: Request, _ user: String) async -> Response? {
-        await Routes.refuseUser(request, user, userAuth)
-    }
-
-    /// A user's actions after a cursor, as a single service answers (a long poll looks again every 100 ms).
-    func pull(_ request: Request, user: String) async throws -> Response {
-        let after: Int64
-        let wait: Double
-        switch Routes.pullQuery(request) {
-        case .failure(let e): return e.response
-        case .success(let q): (after, wait) = q
-        }
-        let deadline = ContinuousClock.now + .milliseconds(Int64(wait * 1000))
-        while true {
-            let rows: [(seq: Int64, json: String)]
-            do {
-                rows = try await log.actions(of: user, after: after, limit: Routes.maxActions)
-            } catch {
-                return Routes.problem(.serviceUnavailable, "the actions cannot be read now; ask again")
-            }
-            if !rows.isEmpty || ContinuousClock.now >= deadline || Task.isCancelled || Task.isShuttingDownGracefully {
-                return Routes.actionsResponse(rows, after: after)
-            }
-            try? await Task.sleep(for: .milliseconds(100))
+            throw APIError.unavailable("the events could not be stored; send them again")
         }
     }
 
-    // MARK: Privacy
+    func actions(of user: String, after: Int64, limit: Int) async throws -> [(seq: Int64, json: String)] {
+        try await log.actions(of: user, after: after, limit: limit)
+    }
+
+    /// Another process may write the user's actions: a long poll looks again every 100 ms.
+    func actionsMark(of user: String) -> UInt64 { 0 }
+    func waitForActions(of user: String, seen: UInt64, seconds: Double) async {
+        try? await Task.sleep(for: .milliseconds(Int64(min(seconds, 0.1) * 1000)))
+    }
 
     /// Waits until `partition` has processed up to `seq` (at most `seconds`); returns whether it has.
     func waitProcessed(_ partition: Int, _ seq: Int64, seconds: Int64 = 10) async throws -> Bool {
@@ -292,31 +196,36 @@ public final class FleetService: Sendable {
     /// `DELETE /v1/users/{id}`: a forget entry appended to the user's partition; its owner, having processed every
     /// entry before it, deletes the user's state, actions, outbox entries and events in one fenced statement and
     /// drops the user from memory. Answered once that is done.
-    func forget(_ user: String) async -> Response {
+    func forget(_ user: String) async throws -> Bool {
+        let processed: Bool
+        let known: Bool
         do {
-            var known = try await log.states(of: [user])[user] != nil
-            if !known { known = try await !log.entries(of: user).isEmpty }
+            var k = try await log.states(of: [user])[user] != nil
+            if !k { k = try await !log.entries(of: user).isEmpty }
+            known = k
             var record = InputLog()
             record.forget(userID: user)
-            guard let entry = try await appender.submit([(user, record.bytes, Processor.nowMs())]).first,
-                try await waitProcessed(entry.partition, entry.seq, seconds: 30)
-            else {
-                return Routes.problem(.serviceUnavailable, "the user is not forgotten yet (it is queued); ask again")
+            if let entry = try await appender.submit([(user, record.bytes, Processor.nowMs())]).first {
+                processed = try await waitProcessed(entry.partition, entry.seq, seconds: 30)
+            } else {
+                processed = false
             }
-            return Routes.forgotten(user, known: known)
         } catch {
-            return Routes.problem(.serviceUnavailable, "the user could not be forgotten; ask again")
+            throw APIError.unavailable("the user could not be forgotten; ask again")
         }
+        guard processed else { throw APIError.unavailable("the user is not forgotten yet (it is queued); ask again") }
+        return known
     }
 
     /// `GET /v1/users/{id}/export`: as a single service's, once the user's partition has processed what was
     /// appended before the request.
-    func export(_ user: String) async -> Response {
+    func export(_ user: String) async throws -> StoredJSON {
+        let failed = APIError.unavailable("the user could not be exported; ask again")
+        let p = FleetLog.partition(of: user)
+        let caughtUp: Bool
+        do { caughtUp = try await waitProcessed(p, try await log.appended()[p]) } catch { throw failed }
+        guard caughtUp else { throw APIError.unavailable("the user's events are still being processed; ask again") }
         do {
-            let p = FleetLog.partition(of: user)
-            guard try await waitProcessed(p, try await log.appended()[p]) else {
-                return Routes.problem(.serviceUnavailable, "the user's events are still being processed; ask again")
-            }
             let state = try await log.states(of: [user])[user].map { try UserState(decoding: $0) }
             let actions = try await log.actions(of: user, after: 0, limit: Int.max).map(\.json)
             let outbox = try await log.outbox(of: user).map {
@@ -329,39 +238,49 @@ public final class FleetService: Sendable {
                     doneAt: $0.doneAt, lastError: $0.lastError)
             }
             let records = try await log.entries(of: user)
-            let text = try Privacy.export(
-                user, state: state, actions: actions, outbox: outbox,
-                records: { each in for r in records { try each(r.receivedAt, r.body) } }, at: Processor.nowMs())
-            return Routes.json(.ok, text)
+            return StoredJSON(
+                text: try Privacy.export(
+                    user, state: state, actions: actions, outbox: outbox,
+                    records: { each in for r in records { try each(r.receivedAt, r.body) } }, at: Processor.nowMs()))
         } catch {
-            return Routes.problem(.serviceUnavailable, "the user could not be exported; ask again")
+            throw failed
         }
     }
 
     /// A user's inbox as last written by the partition's owner (`nil`: no such user).
     func inbox(of user: String) async throws -> [InboxItem]? {
-        guard let bytes = try await log.states(of: [user])[user] else { return nil }
-        return try UserState(decoding: bytes).inbox
+        let bytes: [UInt8]?
+        do { bytes = try await log.states(of: [user])[user] } catch {
+            throw APIError.unavailable("the inbox cannot be read now; ask again")
+        }
+        return try bytes.map { try UserState(decoding: $0).inbox }
     }
 
     /// Appends the read to the user's partition and answers once its owner has processed it (or after 10 s, with
     /// the inbox as it then stands).
-    func markRead(_ user: String, _ item: String) async throws -> Response {
-        guard let items = try await inbox(of: user) else { return Routes.problem(.notFound, "no such user") }
-        guard items.contains(where: { $0.id == item }) else { return Routes.problem(.notFound, "no such inbox item") }
+    func markRead(_ user: String, item: String) async throws -> Bool? {
+        guard let items = try await inbox(of: user) else { return nil }
+        guard items.contains(where: { $0.id == item }) else { return false }
         var record = InputLog()
         let now = Processor.nowMs()
         record.markRead(userID: user, itemID: item, time: now)
         let entry: FleetLog.Entry
         do {
-            guard let e = try await appender.submit([(user, record.bytes, now)]).first else {
-                return Routes.problem(.internalServerError, "unexpected result")
-            }
+            guard let e = try await appender.submit([(user, record.bytes, now)]).first else { throw APIError.unexpected }
             entry = e
         } catch {
-            return Routes.problem(.serviceUnavailable, "the change could not be stored; send it again")
+            throw APIError.unavailable("the change could not be stored; send it again")
         }
-        _ = try await waitProcessed(entry.partition, entry.seq)
-        return Routes.inboxResponse(user, try await inbox(of: user) ?? [])
+        _ = try? await waitProcessed(entry.partition, entry.seq)
+        return true
     }
+
+    func reload(by who: String) async throws -> Reloaded {
+        throw APIError(
+            .notImplemented,
+            "not available in a fleet yet (docs/fleet.md): restart the processes with the new rules one by one")
+    }
+
+    func notReady() -> String? { worker.notReady() }
+    func metricsText() -> String { fleetMetrics.text(log) }
 }

@@ -1,0 +1,209 @@
+import BeckonCore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+import Prometheus
+import ServiceLifecycle
+
+/// The HTTP API (docs/service.md; the contract: `GET /openapi.json`), registered once for every store: ingest, pull
+/// delivery, the inbox, admin, privacy, health and metrics, and the console where the store has one. Authentication is
+/// each route group's middleware (write key, user token, admin key); answers are Codable values; refusals are thrown
+/// ``APIError``s.
+struct API: Sendable {
+    let backend: any ServiceBackend
+    let writeKeys: KeyRing
+    let adminKeys: KeyRing
+    let userAuth: UserAuth?
+    let logger: Logger
+
+    /// The longest `wait` of a long poll, in seconds, and the most actions one pull returns.
+    static let maxWait = 30.0
+    static let maxActions = 500
+
+    /// The ingest routes: each event type's, and the batch.
+    static let ingestKinds: [(path: String, kind: Event.Kind?)] = [
+        ("track", .track), ("identify", .identify), ("screen", .screen), ("page", .page), ("group", .group),
+        ("alias", .alias), ("batch", nil),
+    ]
+
+    func router() -> Router<BeckonContext> {
+        let router = Router(context: BeckonContext.self)
+        router.add(middleware: MetricsMiddleware(metrics: backend.metrics))
+        router.add(middleware: CredentialThrottleMiddleware(throttle: CredentialThrottle(), logger: logger))
+
+        let ingest = router.group("/v1").add(middleware: WriteKeyAuthentication(keys: writeKeys, metrics: backend.metrics))
+        for (path, kind) in Self.ingestKinds {
+            ingest.post(RouterPath(path)) { request, _ in try await self.ingest(request, kind: kind) }
+        }
+
+        let user = router.group("/v1/users/:userId").add(middleware: UserTokenAuthentication(auth: userAuth))
+        user.get("actions") { request, context in try await pull(request, user: Self.parameter(context, "userId")) }
+        user.get("inbox") { _, context in
+            let id = try Self.parameter(context, "userId")
+            return InboxPage(id, try await backend.inbox(of: id) ?? [])
+        }
+        user.post("inbox/:itemId/read") { _, context in
+            let id = try Self.parameter(context, "userId")
+            switch try await backend.markRead(id, item: Self.parameter(context, "itemId")) {
+            case nil: throw APIError(.notFound, "no such user")
+            case false?: throw APIError(.notFound, "no such inbox item")
+            case true?: return InboxPage(id, try await backend.inbox(of: id) ?? [])
+            }
+        }
+
+        let admin = router.group().add(middleware: AdminKeyAuthentication(keys: adminKeys, logger: logger))
+        admin.get("/admin/rules") { _, _ in RulesPage(backend.rules.loaded) }
+        admin.post("/admin/reload") { _, context in
+            let who: String
+            if case .admin(let fingerprint) = context.principal { who = "key \(fingerprint)" } else { who = "?" }
+            let r = try await backend.reload(by: "POST /admin/reload, \(who)")
+            return RulesPage(r.rules, changed: r.changed)
+        }
+        admin.delete("/v1/users/:userId") { _, context in
+            let id = try Self.parameter(context, "userId")
+            return Forgotten(userId: id, forgotten: try await backend.forget(id))
+        }
+        admin.get("/v1/users/:userId/export") { _, context in try await backend.export(Self.parameter(context, "userId")) }
+
+        backend.console?.add(to: router)
+        router.get("/livez") { _, _ in Health(status: "live") }
+        router.get("/readyz") { _, _ in
+            guard let why = backend.notReady() else { return EditedResponse(response: Health(status: "ready")) }
+            return EditedResponse(status: .serviceUnavailable, response: Health(status: "not ready", reason: why))
+        }
+        router.get("/metrics") { _, _ in
+            Response(
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
+                body: .init(byteBuffer: ByteBuffer(string: backend.metricsText())))
+        }
+        return router
+    }
+
+    /// A path parameter, percent-decoded (a user id may hold any character; clients percent-encode it in the path).
+    static func parameter(_ context: BeckonContext, _ name: String) throws -> String {
+        let raw = try context.parameters.require(name)
+        return raw.removingPercentEncoding ?? raw
+    }
+
+    // MARK: Ingest
+
+    /// An ingest request's body, decompressed, at most ``SegmentRequest/maxRequestBytes`` (else 400; an unknown
+    /// `Content-Encoding`: 415).
+    static func body(of request: Request, metrics: ServiceMetrics) async throws -> [UInt8] {
+        let encoding = ContentEncoding(request.headers[.contentEncoding])
+        if case .unsupported(let name) = encoding {
+            metrics.ingest(.rejected).increment()
+            throw APIError(.unsupportedMediaType, "Content-Encoding '\(name)' is not accepted; send gzip, deflate or none")
+        }
+        let tooLarge = APIError(.badRequest, "the request is over \(SegmentRequest.maxRequestBytes) bytes")
+        let body: ByteBuffer
+        do {
+            body = try await request.body.collect(upTo: SegmentRequest.maxRequestBytes)
+        } catch {
+            metrics.ingest(.rejected).increment()
+            throw tooLarge
+        }
+        do {
+            return try encoding.decoded(body, upTo: SegmentRequest.maxRequestBytes)
+        } catch .tooLarge {
+            metrics.ingest(.rejected).increment()
+            throw tooLarge
+        } catch {
+            metrics.ingest(.rejected).increment()
+            throw APIError(.badRequest, "the body is not valid \(encoding)")
+        }
+    }
+
+    /// Decodes the body under the rules served now (a bad event: 400, nothing stored) and has the store keep it;
+    /// 200 once it is committed.
+    func ingest(_ request: Request, kind: Event.Kind?) async throws -> Accepted {
+        let body = try await Self.body(of: request, metrics: backend.metrics)
+        let rules = backend.rules
+        let now = Processor.nowMs()
+        let decoded: Ingest.Decoded
+        do {
+            decoded = try Ingest.decode(body, kind: kind, now: now, clock: backend.clock, decoder: rules.decoder)
+        } catch {
+            backend.metrics.ingest(.rejected).increment()
+            throw APIError(error)
+        }
+        try await backend.store(body, decoded, decodedUnder: rules, now: now)
+        return Accepted()
+    }
+
+    // MARK: Pull
+
+    /// A pull's `after` cursor and `wait` seconds (at most ``maxWait``), or the 400 that says what is wrong.
+    static func pullQuery(_ request: Request) throws -> (after: Int64, wait: Double) {
+        let query = request.uri.queryParameters
+        var after: Int64 = 0
+        if let a = query.get("after") {
+            guard let v = Int64(a), v >= 0 else { throw APIError(.badRequest, "'after' must be a cursor") }
+            after = v
+        }
+        var wait = 0.0
+        if let w = query.get("wait") {
+            guard let v = Double(w), v >= 0, v.isFinite else { throw APIError(.badRequest, "'wait' is seconds") }
+            wait = min(v, maxWait)
+        }
+        return (after, wait)
+    }
+
+    /// The user's actions after the cursor; with `wait`, a long poll that answers as soon as there are some.
+    func pull(_ request: Request, user: String) async throws -> ActionsPage {
+        let (after, wait) = try Self.pullQuery(request)
+        var deadline = ContinuousClock.now + .milliseconds(Int64(wait * 1000))
+        while true {
+            let seen = backend.actionsMark(of: user)
+            let rows: [(seq: Int64, json: String)]
+            do {
+                rows = try await backend.actions(of: user, after: after, limit: Self.maxActions)
+            } catch let e as APIError {
+                throw e
+            } catch {
+                throw APIError.unavailable("the actions cannot be read now; ask again")
+            }
+            let left = deadline - ContinuousClock.now
+            if !rows.isEmpty || left <= .zero || Task.isCancelled || backend.stopping {
+                return ActionsPage(
+                    actions: try rows.map { try AnyJSON(parsing: $0.json) }, cursor: String(rows.last?.seq ?? after))
+            }
+            let seconds = Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18
+            // A graceful shutdown answers the poll at once rather than holding the stop for up to `maxWait`.
+            await withGracefulShutdownHandler {
+                await backend.waitForActions(of: user, seen: seen, seconds: seconds)
+            } onGracefulShutdown: {
+                backend.stopWaiting()
+            }
+            if backend.stopping { deadline = .now }
+        }
+    }
+}
+
+/// Records each request's duration by route pattern (never the path itself, which holds user ids).
+struct MetricsMiddleware<Context: RequestContext>: RouterMiddleware {
+    let metrics: ServiceMetrics
+
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws
+        -> Response
+    {
+        let start = ContinuousClock.now
+        do {
+            let response = try await next(request, context)
+            let route = context.endpointPath ?? "unmatched"
+            metrics.request(route: route, method: request.method.rawValue, status: response.status.code).record(
+                ContinuousClock.now - start)
+            return response
+        } catch {
+            let status = (error as? any HTTPResponseError)?.status.code ?? 500
+            let route = context.endpointPath ?? "unmatched"
+            metrics.request(route: route, method: request.method.rawValue, status: status).record(
+                ContinuousClock.now - start)
+            throw error
+        }
+    }
+}

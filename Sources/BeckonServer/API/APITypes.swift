@@ -1,0 +1,203 @@
+import BeckonCore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+
+// The bodies of the HTTP API's answers (docs/service.md; the contract: `GET /openapi.json`), as Codable values that
+// Hummingbird encodes with the request context's encoder.
+
+/// `{"success": true}`: ingest accepted and stored.
+struct Accepted: ResponseEncodable {
+    var success = true
+}
+
+/// The body of every refusal: `{"success": false, "error": …}`, with the event's place in a batch and the column of
+/// the problem for a bad event, or a refused reload's diagnostics.
+struct ProblemBody: Codable, Sendable {
+    var success = false
+    var error: String
+    var event: Int?
+    var column: Int?
+    var diagnostics: String?
+}
+
+/// `/livez` and `/readyz`.
+struct Health: ResponseEncodable {
+    var status: String
+    var reason: String?
+}
+
+/// A pull's answer: the actions after the cursor, and the cursor after them (a string: it is opaque to clients).
+struct ActionsPage: ResponseEncodable {
+    var actions: [AnyJSON]
+    var cursor: String
+}
+
+/// A user's inbox, newest last, with how many are unread.
+struct InboxPage: ResponseEncodable {
+    struct Item: Codable, Sendable {
+        var id: String
+        var sender: String?
+        var message: String
+        var link: String?
+        var createdAt: String
+        var read: Bool
+        var readAt: String?
+        var rule: String
+    }
+    var userId: String
+    var unread: Int
+    var items: [Item]
+
+    init(_ user: String, _ items: [InboxItem]) {
+        userId = user
+        unread = items.count { !$0.read }
+        self.items = items.map {
+            Item(
+                id: $0.id, sender: $0.sender, message: $0.message, link: $0.link,
+                createdAt: Timestamp(milliseconds: $0.createdAt).description, read: $0.read,
+                readAt: $0.readAt.map { Timestamp(milliseconds: $0).description }, rule: $0.rule)
+        }
+    }
+}
+
+/// A forget's answer: whether the service held anything of the user.
+struct Forgotten: ResponseEncodable {
+    var userId: String
+    var forgotten: Bool
+}
+
+/// `GET /admin/rules` (`changed` absent) and `POST /admin/reload`: the files served, their rule sets and
+/// destinations.
+struct RulesPage: ResponseEncodable {
+    struct File: Codable, Sendable {
+        var path: String
+        var sha256: String
+        var bytes: Int
+    }
+    struct RuleSet: Codable, Sendable {
+        var name: String
+        var kind: String
+        var rules: Int
+    }
+    struct Destination: Codable, Sendable {
+        var name: String
+        var url: String
+        var state: String
+        var unset: [String]?
+    }
+    var changed: Bool?
+    var loadedAt: String
+    var files: [File]
+    var rulesets: [RuleSet]
+    var destinations: [Destination]
+
+    init(_ loaded: LoadedRules, changed: Bool? = nil) {
+        self.changed = changed
+        loadedAt = Timestamp(milliseconds: loaded.loadedAt).description
+        files = loaded.files.map { File(path: $0.path, sha256: $0.sha256, bytes: $0.bytes) }
+        rulesets = loaded.units.map { RuleSet(name: $0.name, kind: $0.kind, rules: $0.rules) }
+        destinations = loaded.destinations.map {
+            Destination(
+                name: $0.name, url: $0.url, state: $0.unset.isEmpty ? "active" : "paused",
+                unset: $0.unset.isEmpty ? nil : $0.unset)
+        }
+    }
+}
+
+/// A JSON document the store keeps as text and answers as it is (a privacy export: the stored states and events,
+/// streamed from the input log into one document). Checked to be JSON before it is sent.
+struct StoredJSON: ResponseGenerator, Sendable {
+    var text: String
+    func response(from request: Request, context: some RequestContext) throws -> Response {
+        Response(
+            status: .ok, headers: [.contentType: "application/json; charset=utf-8"],
+            body: .init(byteBuffer: ByteBuffer(string: text)))
+    }
+}
+
+/// Any JSON value, for stored JSON (an action as the engine wrote it) inside a Codable answer.
+enum AnyJSON: Codable, Sendable, Equatable {
+    case null
+    case bool(Bool)
+    case int(Int64)
+    case double(Double)
+    case string(String)
+    case array([AnyJSON])
+    case object([(String, AnyJSON)])
+
+    static func == (a: AnyJSON, b: AnyJSON) -> Bool {
+        switch (a, b) {
+        case (.null, .null): true
+        case (.bool(let x), .bool(let y)): x == y
+        case (.int(let x), .int(let y)): x == y
+        case (.double(let x), .double(let y)): x == y
+        case (.string(let x), .string(let y)): x == y
+        case (.array(let x), .array(let y)): x == y
+        case (.object(let x), .object(let y)): x.map(\.0) == y.map(\.0) && x.map(\.1) == y.map(\.1)
+        default: false
+        }
+    }
+
+    /// The value of a stored JSON text.
+    init(parsing text: String) throws {
+        self = try JSONDecoder().decode(AnyJSON.self, from: Data(text.utf8))
+    }
+
+    private struct Key: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    init(from decoder: any Decoder) throws {
+        if var array = try? decoder.unkeyedContainer() {
+            var items: [AnyJSON] = []
+            while !array.isAtEnd { items.append(try array.decode(AnyJSON.self)) }
+            self = .array(items)
+        } else if let object = try? decoder.container(keyedBy: Key.self) {
+            self = .object(try object.allKeys.map { ($0.stringValue, try object.decode(AnyJSON.self, forKey: $0)) })
+        } else {
+            let single = try decoder.singleValueContainer()
+            if single.decodeNil() {
+                self = .null
+            } else if let b = try? single.decode(Bool.self) {
+                self = .bool(b)
+            } else if let i = try? single.decode(Int64.self) {
+                self = .int(i)
+            } else if let d = try? single.decode(Double.self) {
+                self = .double(d)
+            } else {
+                self = .string(try single.decode(String.self))
+            }
+        }
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        switch self {
+        case .null:
+            var c = encoder.singleValueContainer()
+            try c.encodeNil()
+        case .bool(let b):
+            var c = encoder.singleValueContainer()
+            try c.encode(b)
+        case .int(let i):
+            var c = encoder.singleValueContainer()
+            try c.encode(i)
+        case .double(let d):
+            var c = encoder.singleValueContainer()
+            try c.encode(d)
+        case .string(let s):
+            var c = encoder.singleValueContainer()
+            try c.encode(s)
+        case .array(let items):
+            var c = encoder.unkeyedContainer()
+            for i in items { try c.encode(i) }
+        case .object(let pairs):
+            var c = encoder.container(keyedBy: Key.self)
+            for (k, v) in pairs { try c.encode(v, forKey: Key(stringValue: k)) }
+        }
+    }
+}

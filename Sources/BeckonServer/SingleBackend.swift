@@ -1,0 +1,115 @@
+import BeckonCore
+import BeckonStore
+import Foundation
+import HTTPTypes
+
+/// The single service's store (``ServiceBackend``): one process, one engine thread (``Processor``) with group commit
+/// into SQLite, the action feed that wakes long polls, reloads, and the console.
+struct SingleBackend: ServiceBackend {
+    let processor: Processor
+    let database: SQLiteStateBackend
+    let current: CurrentRules
+    let reloader: Reloader
+    let deliverer: Deliverer
+    let feed: ActionFeed
+    let clock: ClockMode
+    let metrics: ServiceMetrics
+    let console: Console?
+
+    var rules: ServingRules { current.value }
+
+    func store(_ body: [UInt8], _ request: Ingest.Decoded, decodedUnder rules: ServingRules, now: Int64) async throws {
+        do {
+            _ = try await processor.submit(.events(request.events, Ingest.record(body, request), decodedUnder: rules))
+        } catch {
+            throw APIError.unavailable("the events could not be stored; send them again")
+        }
+    }
+
+    func actions(of user: String, after: Int64, limit: Int) async throws -> [(seq: Int64, json: String)] {
+        try await database.actions(of: user, after: after, limit: limit)
+    }
+
+    func actionsMark(of user: String) -> UInt64 { feed.version(of: user) }
+
+    func waitForActions(of user: String, seen: UInt64, seconds: Double) async {
+        await feed.wait(for: user, seen: seen, seconds: seconds)
+    }
+
+    func stopWaiting() { feed.close() }
+    var stopping: Bool { feed.isClosed }
+
+    func inbox(of user: String) async throws -> [InboxItem]? {
+        guard case .inbox(let found) = try await submit(.inbox(userID: user), "the service is stopping; ask again")
+        else { throw APIError.unexpected }
+        return found
+    }
+
+    func markRead(_ user: String, item: String) async throws -> Bool? {
+        let result = try await submit(
+            .markRead(userID: user, itemID: item), "the change could not be stored; send it again")
+        guard case .markRead(let found) = result else { throw APIError.unexpected }
+        return found
+    }
+
+    private func submit(_ job: Job, _ failure: String) async throws -> JobResult {
+        do {
+            return try await processor.submit(job)
+        } catch {
+            throw APIError.unavailable(failure)
+        }
+    }
+
+    /// Answered once nothing of the user's is in flight to a destination and their events are gone from the input
+    /// log (the scrub reads the whole log: on the blocking pool, not the request handlers' threads).
+    func forget(_ user: String) async throws -> Bool {
+        guard let console, console.runs.take() else { throw APIError.busy }
+        defer { console.runs.give() }
+        let failed = APIError.unavailable("the user could not be forgotten; ask again")
+        guard case .forgotten(let known, let ids) = try await submit(.forget(userID: user), failed.body.error) else {
+            throw APIError.unexpected
+        }
+        for id in ids { await deliverer.drain(userID: id) }
+        let database = database
+        do {
+            _ = try await Blocking.run { try Privacy.scrub(ids, backend: database) }
+        } catch {
+            throw failed
+        }
+        return known
+    }
+
+    func export(_ user: String) async throws -> StoredJSON {
+        guard let console, console.runs.take() else { throw APIError.busy }
+        defer { console.runs.give() }
+        let failed = "the user could not be exported; ask again"
+        let candidates: [String]
+        do { candidates = try database.idsMerged(into: user) } catch { throw APIError.unavailable(failed) }
+        guard
+            case .privacy(let state, let merged) = try await submit(
+                .privacy(userID: user, candidates: candidates), failed)
+        else { throw APIError.unexpected }
+        let database = database
+        return StoredJSON(
+            text: try await Blocking.run {
+                try Privacy.export(user, state: state, merged: merged, backend: database, at: Processor.nowMs())
+            })
+    }
+
+    func reload(by who: String) async throws -> Reloaded {
+        switch await reloader.reload(by: who) {
+        case .changed(let r): return Reloaded(changed: true, rules: r.loaded)
+        case .unchanged(let r): return Reloaded(changed: false, rules: r.loaded)
+        case .refused(let why):
+            var e = APIError(.unprocessableContent, why.message + "; the rules loaded before are still served")
+            e.body.diagnostics = why.diagnostics
+            throw e
+        case .failed:
+            throw APIError.unavailable("the rules could not be swapped; the rules loaded before are still served")
+        }
+    }
+
+    func notReady() -> String? { processor.ready ? nil : "the database cannot be written" }
+
+    func metricsText() -> String { metrics.text() }
+}
