@@ -19,6 +19,11 @@ let package = Package(
         .library(name: "BeckonServer", targets: ["BeckonServer"]),
         // The fleet's log and leases in PostgreSQL.
         .library(name: "BeckonPostgres", targets: ["BeckonPostgres"]),
+        // `beckon serve --postgres` as a library: BeckonServer's HTTP API over the fleet's store.
+        .library(name: "BeckonFleet", targets: ["BeckonFleet"]),
+        // What the commands and the console share, without command-line parsing: validate, dry-run, explain, test,
+        // report, the playground, the reference.
+        .library(name: "BeckonTools", targets: ["BeckonTools"]),
         // The commands as a library: for the fuzz harnesses in Fuzz/ (their own package), not for services.
         .library(name: "BeckonCommands", targets: ["BeckonCommands"]),
         .executable(name: "beckon", targets: ["beckon"]),
@@ -57,13 +62,16 @@ let package = Package(
         // YAML text -> BeckonCore's source tree, keeping every line and column. It reads libyaml's event stream
         // through Yams' CYaml module (built with the Yams product; see Sources/BeckonYAML/YAMLEvents.swift).
         .target(name: "BeckonYAML", dependencies: ["BeckonCore", .product(name: "Yams", package: "Yams")]),
-        // The commands behind the CLI, as a library so they can be tested in-process.
-        // Counts malloc calls for `beckon bench` (a C shim over glibc's allocator).
+        // The runners behind the commands and the console's pages (validate, dry-run, explain, test, report, the
+        // playground, the reference, CEL conformance), with no command-line dependency.
+        .target(name: "BeckonTools", dependencies: ["BeckonCore", "BeckonYAML"]),
+        // Counts malloc calls for `beckon bench` (a C shim over glibc's allocator: linked only through the bench).
         .target(name: "BeckonAllocCount"),
+        // The command line (ArgumentParser) over BeckonTools, and `beckon bench`; a library so tests run it in-process.
         .target(
             name: "BeckonCommands",
             dependencies: [
-                "BeckonCore", "BeckonYAML", "BeckonAllocCount",
+                "BeckonCore", "BeckonYAML", "BeckonTools", "BeckonAllocCount",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -75,10 +83,9 @@ let package = Package(
         .target(
             name: "BeckonServer",
             dependencies: [
-                "BeckonCore", "BeckonYAML", "BeckonStore", "BeckonPostgres", "BeckonCommands",
+                "BeckonCore", "BeckonYAML", "BeckonStore", "BeckonTools",
                 .product(name: "Mustache", package: "swift-mustache"),
                 .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -92,6 +99,19 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ]
         ),
+        // A fleet process (docs/fleet.md): BeckonServer's API, processing and delivery over BeckonPostgres' log.
+        .target(
+            name: "BeckonFleet",
+            dependencies: [
+                "BeckonCore", "BeckonYAML", "BeckonStore", "BeckonServer", "BeckonPostgres",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ]
+        ),
         // The fleet's shared log and partition leases in PostgreSQL (docs/fleet.md).
         .target(
             name: "BeckonPostgres",
@@ -102,7 +122,7 @@ let package = Package(
         .executableTarget(
             name: "beckon",
             dependencies: [
-                "BeckonCommands", "BeckonServer", "BeckonStore", "BeckonCore", "BeckonPostgres",
+                "BeckonCommands", "BeckonServer", "BeckonFleet", "BeckonStore", "BeckonCore", "BeckonPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -128,7 +148,7 @@ let package = Package(
         ),
         .testTarget(
             name: "BeckonCommandsTests",
-            dependencies: ["BeckonCommands", "BeckonCore", "BeckonYAML"],
+            dependencies: ["BeckonCommands", "BeckonTools", "BeckonCore", "BeckonYAML"],
             exclude: ["Fixtures", "Snapshots"]
         ),
     ]

@@ -17,7 +17,7 @@ allowed=(
   "Sources/BeckonCore/Events/KeyTable.swift"       # the decoder's key table, probed with the scanner's bytes
   "Sources/BeckonCore/Events/JSONTree.swift"       # a whole JSON document read with the decoder's scanner
   "Sources/BeckonYAML/YAMLEvents.swift"            # libyaml's C events, read in place
-  "Sources/BeckonCommands/IO/"                     # the commands' line reader and writer: file bytes in place
+  "Sources/BeckonTools/IO/"                        # the commands' line reader and writer: file bytes in place
   "Sources/BeckonCommands/Bench/"                  # the bench's timed loops and workload loading
   "Sources/BeckonCommands/Fuzz/FuzzEntry.swift"    # libFuzzer's input buffer
   "Fuzz/Sources/"                                  # the fuzz harness

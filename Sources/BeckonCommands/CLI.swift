@@ -1,5 +1,6 @@
 import ArgumentParser
 import BeckonCore
+import BeckonTools
 
 /// The `beckon` command line. Each subcommand is a thin shell over a runner that tests call directly.
 public struct BeckonCLI: ParsableCommand {

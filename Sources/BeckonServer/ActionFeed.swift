@@ -3,7 +3,7 @@ import Synchronization
 /// Wakes the long polls of users who got new actions. Each user has a version, bumped after each commit that stored
 /// actions for them; a poll notes the version before it reads the database and waits only while it is unchanged, so
 /// no action committed between the read and the wait is missed.
-final class ActionFeed: Sendable {
+package final class ActionFeed: Sendable {
     private struct State {
         var versions: [String: UInt64] = [:]
         var waiters: [String: [UInt64: CheckedContinuation<Void, Never>]] = [:]
@@ -17,11 +17,11 @@ final class ActionFeed: Sendable {
     }
     private let state = Mutex(State())
 
-    var isClosed: Bool { state.withLock { $0.closed } }
+    package var isClosed: Bool { state.withLock { $0.closed } }
 
-    func version(of user: String) -> UInt64 { state.withLock { $0.versions[user] ?? 0 } }
+    package func version(of user: String) -> UInt64 { state.withLock { $0.versions[user] ?? 0 } }
 
-    func notify(_ users: Set<String>) {
+    package func notify(_ users: Set<String>) {
         let woken = state.withLock { s -> [CheckedContinuation<Void, Never>] in
             var out: [CheckedContinuation<Void, Never>] = []
             for u in users {
@@ -34,7 +34,7 @@ final class ActionFeed: Sendable {
     }
 
     /// Returns when `user`'s version passes `seen`, or after `seconds`, or when the task is cancelled.
-    func wait(for user: String, seen: UInt64, seconds: Double) async {
+    package func wait(for user: String, seen: UInt64, seconds: Double) async {
         let id = state.withLock { s -> UInt64 in
             s.nextWaiter += 1
             return s.nextWaiter
@@ -68,7 +68,7 @@ final class ActionFeed: Sendable {
     }
 
     /// Ends every wait, now and later (a stopping service answers its long polls at once).
-    func close() {
+    package func close() {
         let woken = state.withLock { s -> [CheckedContinuation<Void, Never>] in
             s.closed = true
             defer { s.waiters = [:] }

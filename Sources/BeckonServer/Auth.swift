@@ -3,12 +3,12 @@ import JWTKit
 
 /// A set of secret keys, each compared by its bytes in full (no early exit at the first differing byte, no Unicode
 /// equivalence): the write keys of ingest and the admin keys.
-struct KeyRing: Sendable {
-    let keys: [[UInt8]]
+package struct KeyRing: Sendable {
+    package let keys: [[UInt8]]
 
-    init(keys: some Sequence<String>) { self.keys = keys.map { Array($0.utf8) } }
+    package init(keys: some Sequence<String>) { self.keys = keys.map { Array($0.utf8) } }
 
-    func contains(_ key: String) -> Bool {
+    package func contains(_ key: String) -> Bool {
         let given = Array(key.utf8)
         var found = false
         for k in keys where Self.same(k, given) { found = true }
@@ -16,7 +16,7 @@ struct KeyRing: Sendable {
     }
 
     /// Equal bytes, every byte looked at when the lengths match.
-    static func same(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+    package static func same(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         guard a.count == b.count else { return false }
         var diff: UInt8 = 0
         for i in a.indices { diff |= a[i] ^ b[i] }
@@ -25,7 +25,7 @@ struct KeyRing: Sendable {
 
     /// Whether an `Authorization` header is HTTP Basic with one of the keys as the user name and an empty password,
     /// as Segment's API (a key with no colon at all is taken too).
-    func allowsBasic(_ header: String?) -> Bool {
+    package func allowsBasic(_ header: String?) -> Bool {
         guard let header, header.count > 6, header.prefix(6).lowercased() == "basic " else { return false }
         guard let data = Data(base64Encoded: String(header.dropFirst(6)).trimmingCharacters(in: .whitespaces)),
             let text = String(data: data, encoding: .utf8)
@@ -35,7 +35,7 @@ struct KeyRing: Sendable {
     }
 
     /// The key of an `Authorization: Bearer KEY` header, if it is one of the keys.
-    func bearer(_ header: String?) -> String? {
+    package func bearer(_ header: String?) -> String? {
         guard let credential = bearerCredential(header) else { return nil }
         let key = credential.trimmingCharacters(in: .whitespaces)
         return !key.isEmpty && contains(key) ? key : nil
@@ -43,35 +43,35 @@ struct KeyRing: Sendable {
 }
 
 /// What follows `Bearer ` (any case) in an `Authorization` header, as sent; `nil` for another scheme or nothing.
-func bearerCredential(_ header: String?) -> String? {
+package func bearerCredential(_ header: String?) -> String? {
     guard let header, header.count > 7, header.prefix(7).lowercased() == "bearer " else { return nil }
     return String(header.dropFirst(7))
 }
 
 /// The claims of a user's token: `sub` is the user id; `exp`, when present, is checked.
-struct UserToken: JWTPayload {
-    var sub: SubjectClaim
-    var exp: ExpirationClaim?
+package struct UserToken: JWTPayload {
+    package var sub: SubjectClaim
+    package var exp: ExpirationClaim?
 
-    func verify(using algorithm: some JWTAlgorithm) async throws {
+    package func verify(using algorithm: some JWTAlgorithm) async throws {
         try exp?.verifyNotExpired()
     }
 }
 
 /// Checks the bearer tokens of the user endpoints: a JWT signed with the app's secret (HS256) whose `sub` is the
 /// user in the path, as Braze's SDK authentication. One user's token never reads another's actions.
-struct UserAuth: Sendable {
-    let keys: JWTKeyCollection
+package struct UserAuth: Sendable {
+    package let keys: JWTKeyCollection
 
-    init(secret: String) async {
+    package init(secret: String) async {
         keys = JWTKeyCollection()
         await keys.add(hmac: HMACKey(from: secret), digestAlgorithm: .sha256)
     }
 
-    enum Failure: Error, Equatable { case missing, invalid, otherUser }
+    package enum Failure: Error, Equatable { case missing, invalid, otherUser }
 
     /// The header's token is valid and names `user`.
-    func check(_ header: String?, user: String) async throws(Failure) {
+    package func check(_ header: String?, user: String) async throws(Failure) {
         guard let credential = bearerCredential(header) else { throw .missing }
         let token: UserToken
         do {

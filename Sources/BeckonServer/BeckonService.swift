@@ -59,7 +59,9 @@ public final class BeckonService: Sendable {
         }
 
         /// The write and admin key rings of a service (single or fleet), or the error that refuses its keys.
-        static func keyRings(write: [String], admin: [String], userSecret: String?) throws -> (write: KeyRing, admin: KeyRing) {
+        package static func keyRings(
+            write: [String], admin: [String], userSecret: String?
+        ) throws -> (write: KeyRing, admin: KeyRing) {
             guard !write.isEmpty else { throw ServiceError.noWriteKey }
             guard !write.contains(where: { $0.contains(":") }) else { throw ServiceError.colonInWriteKey }
             if let s = userSecret, s.utf8.count < 32 { throw ServiceError.shortUserSecret }
@@ -114,7 +116,7 @@ public final class BeckonService: Sendable {
         single = SingleBackend(
             processor: processor, database: backend, current: current, reloader: reloader, deliverer: deliverer,
             feed: feed, clock: options.clock, metrics: metrics,
-            console: Console(
+            console: WebConsole(
                 processor: processor, backend: backend, current: current, reloader: reloader, adminKeys: adminKeys,
                 clock: options.clock, logger: logger))
         api = API(backend: single, writeKeys: writeKeys, adminKeys: adminKeys, userAuth: userAuth, logger: logger)

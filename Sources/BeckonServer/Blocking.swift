@@ -5,16 +5,16 @@ import NIOPosix
 /// timelines and reports, playground runs, maintenance): a bounded pool of threads, so that such work never takes
 /// the threads that answer requests and never starts a thread per request. Callers bound how much of it they start
 /// at once (the heavy-work slots, docs/reference/limits.md); what waits for a thread waits in the pool's queue.
-enum Blocking {
+package enum Blocking {
     /// As many threads as heavy-work slots, and one for maintenance.
-    static let pool: NIOThreadPool = {
+    package static let pool: NIOThreadPool = {
         let pool = NIOThreadPool(numberOfThreads: ServiceLimits.heavyWorkSlots + 1)
         pool.start()
         return pool
     }()
 
     /// Runs `body` on the pool and returns its result.
-    static func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    package static func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await pool.runIfActive(body)
     }
 }

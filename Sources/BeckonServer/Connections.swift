@@ -55,8 +55,8 @@ public struct ConnectionLimits: Sendable {
 
 /// The open connections of one server, in the order they began to wait for a request's head: the one to close when
 /// the cap is reached. Shared by every connection's ``ConnectionGuard``.
-final class ConnectionTable: Sendable {
-    struct Entry {
+package final class ConnectionTable: Sendable {
+    package struct Entry {
         var close: @Sendable () -> Void
         /// When the connection began to wait for a head (`nil`: a request is being read or answered).
         var waitingSince: UInt64?
@@ -67,20 +67,20 @@ final class ConnectionTable: Sendable {
         var order: UInt64 = 0
     }
     private let state = Mutex(State())
-    let cap: Int
-    let logger: Logger
+    package let cap: Int
+    package let logger: Logger
 
-    init(cap: Int, logger: Logger) {
+    package init(cap: Int, logger: Logger) {
         self.cap = cap
         self.logger = logger
     }
 
-    var count: Int { state.withLock { $0.entries.count } }
+    package var count: Int { state.withLock { $0.entries.count } }
 
     /// Registers a new connection; returns its id, or `nil` when it must be closed at once (the table is full of
     /// connections that are all reading or answering a request). At the cap, the connection waiting longest for a head
     /// is closed to make room.
-    func open(close: @escaping @Sendable () -> Void) -> UInt64? {
+    package func open(close: @escaping @Sendable () -> Void) -> UInt64? {
         let (id, evicted): (UInt64?, (@Sendable () -> Void)?) = state.withLock { s in
             var evicted: (@Sendable () -> Void)?
             if s.entries.count >= cap {
@@ -105,7 +105,7 @@ final class ConnectionTable: Sendable {
         return id
     }
 
-    func waiting(_ id: UInt64, _ isWaiting: Bool) {
+    package func waiting(_ id: UInt64, _ isWaiting: Bool) {
         state.withLock { s in
             guard s.entries[id] != nil else { return }
             if isWaiting {
@@ -117,7 +117,7 @@ final class ConnectionTable: Sendable {
         }
     }
 
-    func closed(_ id: UInt64) { _ = state.withLock { $0.entries.removeValue(forKey: id) } }
+    package func closed(_ id: UInt64) { _ = state.withLock { $0.entries.removeValue(forKey: id) } }
 }
 
 /// Enforces ``ConnectionLimits`` on one HTTP/1 connection: it sits after the HTTP decoder (it sees request and response
@@ -129,14 +129,14 @@ final class ConnectionTable: Sendable {
 /// closed for a new connection at the cap (a response sent before its request's body ended included: the rest is only
 /// drained). Answering is bound by the service (a long poll waits 30 s at most), and a response its client does not
 /// read for the body timeout closes the connection.
-final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPRequestPart
-    typealias InboundOut = HTTPRequestPart
-    typealias OutboundIn = HTTPResponsePart
-    typealias OutboundOut = HTTPResponsePart
+package final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
+    package typealias InboundIn = HTTPRequestPart
+    package typealias InboundOut = HTTPRequestPart
+    package typealias OutboundIn = HTTPResponsePart
+    package typealias OutboundOut = HTTPResponsePart
 
-    let limits: ConnectionLimits
-    let table: ConnectionTable
+    package let limits: ConnectionLimits
+    package let table: ConnectionTable
     private var id: UInt64?
     private var timer: Scheduled<Void>?
     /// Armed while the socket cannot take the response (the client reads nothing).
@@ -150,17 +150,17 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// A byte arrived while a response was owed: the next request's head has begun.
     private var headBegun = false
 
-    init(limits: ConnectionLimits, table: ConnectionTable) {
+    package init(limits: ConnectionLimits, table: ConnectionTable) {
         self.limits = limits
         self.table = table
     }
 
-    func handlerAdded(context: ChannelHandlerContext) {
+    package func handlerAdded(context: ChannelHandlerContext) {
         try? context.pipeline.syncOperations.addHandler(FirstByte(guard: self), position: .first)
         if context.channel.isActive { opened(context) }
     }
 
-    func channelActive(context: ChannelHandlerContext) {
+    package func channelActive(context: ChannelHandlerContext) {
         if id == nil { opened(context) }
         context.fireChannelActive()
     }
@@ -176,12 +176,12 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         arm(context, limits.headTimeout)
     }
 
-    func channelInactive(context: ChannelHandlerContext) {
+    package func channelInactive(context: ChannelHandlerContext) {
         release()
         context.fireChannelInactive()
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) { release() }
+    package func handlerRemoved(context: ChannelHandlerContext) { release() }
 
     private func release() {
         timer?.cancel()
@@ -193,7 +193,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// A byte arrived (seen before the HTTP decoder).
-    func byteArrived(_ context: ChannelHandlerContext) {
+    package func byteArrived(_ context: ChannelHandlerContext) {
         if idle {
             idle = false
             arm(context, limits.headTimeout)
@@ -202,7 +202,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head:
             unanswered += 1
@@ -220,7 +220,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         context.fireChannelRead(data)
     }
 
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+    package func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         if case .end = unwrapOutboundIn(data) {
             unanswered = max(0, unanswered - 1)
             if !readingRequest {
@@ -234,7 +234,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         context.write(data, promise: promise)
     }
 
-    func channelWritabilityChanged(context: ChannelHandlerContext) {
+    package func channelWritabilityChanged(context: ChannelHandlerContext) {
         if context.channel.isWritable {
             stalled?.cancel()
             stalled = nil
@@ -289,7 +289,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
 extension ConnectionLimits {
     /// Hummingbird's HTTP/1 server with these limits enforced on every connection (``ConnectionGuard``); raises the
     /// descriptor limit to set the cap.
-    func server(logger: Logger) -> HTTPServerBuilder {
+    package func server(logger: Logger) -> HTTPServerBuilder {
         let table = ConnectionTable(cap: cap(descriptorLimit: Self.raiseDescriptorLimit()), logger: logger)
         return .http1(
             configuration: HTTP1Channel.Configuration(additionalChannelHandlers: [ConnectionGuard(limits: self, table: table)]))

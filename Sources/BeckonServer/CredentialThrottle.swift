@@ -7,13 +7,13 @@ import NIOCore
 import Synchronization
 
 /// The request context of both services: Hummingbird's, with the client's address (for ``CredentialThrottle``).
-struct BeckonContext: RequestContext, RemoteAddressRequestContext {
-    var coreContext: CoreRequestContextStorage
-    let remoteAddress: SocketAddress?
+package struct BeckonContext: RequestContext, RemoteAddressRequestContext {
+    package var coreContext: CoreRequestContextStorage
+    package let remoteAddress: SocketAddress?
     /// Who the request proved to be (set by the route group's authentication middleware).
-    var principal: Principal?
+    package var principal: Principal?
 
-    init(source: ApplicationRequestContextSource) {
+    package init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         remoteAddress = source.channel.remoteAddress
     }
@@ -27,10 +27,10 @@ struct BeckonContext: RequestContext, RemoteAddressRequestContext {
 /// second a guess whatever the concurrency (past a first burst from an address that never failed, whose requests are
 /// counted as they fail). A correct key is never delayed; it is refused only from an address over its allowance. At most ``maxAddresses`` addresses
 /// are tracked; past that the ones that have had time to refill are dropped, then the oldest.
-final class CredentialThrottle: Sendable {
-    static let burst = Double(ServiceLimits.credentialBurst)
-    static let refillSeconds = ServiceLimits.credentialRefillSeconds
-    static let maxAddresses = ServiceLimits.maxThrottledAddresses
+package final class CredentialThrottle: Sendable {
+    package static let burst = Double(ServiceLimits.credentialBurst)
+    package static let refillSeconds = ServiceLimits.credentialRefillSeconds
+    package static let maxAddresses = ServiceLimits.maxThrottledAddresses
 
     private struct Bucket {
         var tokens: Double
@@ -39,7 +39,7 @@ final class CredentialThrottle: Sendable {
     private let buckets = Mutex<[String: Bucket]>([:])
 
     /// Whether a request carrying a credential from `address` may be looked at.
-    enum Admission: Equatable {
+    package enum Admission: Equatable {
         /// The address has not failed lately: its failure, if it is one, is counted when it happens.
         case free
         /// The address has failed lately: one failure of its allowance is taken now (so that concurrent guesses
@@ -49,7 +49,7 @@ final class CredentialThrottle: Sendable {
         case refused(Int)
     }
 
-    func admit(_ address: String, now: ContinuousClock.Instant = .now) -> Admission {
+    package func admit(_ address: String, now: ContinuousClock.Instant = .now) -> Admission {
         buckets.withLock { b in
             guard let bucket = b[address] else { return .free }
             let tokens = Self.refilled(bucket, now)
@@ -62,7 +62,7 @@ final class CredentialThrottle: Sendable {
 
     /// What became of an admitted request: a failed credential is counted (a `taken` one was already), a good one
     /// gives back what was taken.
-    func settle(_ address: String, _ admission: Admission, failed: Bool, now: ContinuousClock.Instant = .now) {
+    package func settle(_ address: String, _ admission: Admission, failed: Bool, now: ContinuousClock.Instant = .now) {
         switch (admission, failed) {
         case (.free, true): self.failed(address, now: now)
         case (.taken, false):
@@ -75,7 +75,7 @@ final class CredentialThrottle: Sendable {
     }
 
     /// Notes a failed credential from `address`.
-    func failed(_ address: String, now: ContinuousClock.Instant = .now) {
+    package func failed(_ address: String, now: ContinuousClock.Instant = .now) {
         buckets.withLock { b in
             if b[address] == nil && b.count >= Self.maxAddresses {
                 b = b.filter { Self.refilled($0.value, now) < Self.burst }
@@ -98,12 +98,12 @@ final class CredentialThrottle: Sendable {
 /// Applies a ``CredentialThrottle``: a request carrying a credential from an address over its allowance is answered
 /// 429; a 401 answer to one that carried a credential counts as a failure of its address. Refusals are logged with the
 /// address and the route, never the credential.
-struct CredentialThrottleMiddleware: RouterMiddleware {
-    typealias Context = BeckonContext
-    let throttle: CredentialThrottle
-    let logger: Logger
+package struct CredentialThrottleMiddleware: RouterMiddleware {
+    package typealias Context = BeckonContext
+    package let throttle: CredentialThrottle
+    package let logger: Logger
 
-    func handle(
+    package func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws
         -> Response

@@ -15,9 +15,9 @@ import Synchronization
 /// between the fire and the delivery delivers it after the restart: at least once, never lost. Every attempt carries
 /// the action's id as `Idempotency-Key` (and an emit's payload keeps its own `event_id`), so the receiver can drop
 /// the repeats that at-least-once allows.
-enum Delivery {
+package enum Delivery {
     /// The outbox entries of a fired action: one per destination that takes it.
-    static func entries(
+    package static func entries(
         for action: FiredAction, _ logged: LoggedAction, destinations: [Destination], at time: Int64
     ) -> [OutboxEntry] {
         guard !destinations.isEmpty else { return [] }
@@ -47,7 +47,7 @@ enum Delivery {
     }
 
     /// What became of an attempt.
-    enum Outcome: Equatable {
+    package enum Outcome: Equatable {
         case delivered
         /// Tried again no sooner than `after` ms (a `Retry-After`), else after the backoff.
         case retry(error: String, after: Int64?)
@@ -58,7 +58,7 @@ enum Delivery {
     /// The outcome of an HTTP status: 2xx delivered; 408, 429 and 5xx retried; any other answer dead at once, a
     /// redirect (3xx) included: it is not followed (the body and the secret headers stay with the URL the rule set
     /// names), so the action is dead after one attempt, its error naming the status.
-    static func outcome(status: Int, retryAfter: String?, now: Date) -> Outcome {
+    package static func outcome(status: Int, retryAfter: String?, now: Date) -> Outcome {
         switch status {
         case 200..<300: return .delivered
         case 408, 429, 500..<600:
@@ -69,7 +69,7 @@ enum Delivery {
 
     /// What an attempt's outcome makes of its entry (delivered, dead, or pending again after the backoff) and the
     /// metric's result (`delivered`, `retried`, `dead`).
-    static func record(
+    package static func record(
         _ row: OutboxRow, _ outcome: Outcome, _ d: Destination, now: Int64, jitter: Double
     ) -> (OutboxAttempt, String) {
         let attempts = row.attempts + 1
@@ -88,10 +88,10 @@ enum Delivery {
     }
 
     /// The longest `Retry-After` honoured: a day.
-    static let maxRetryAfterMs: Int64 = 86_400_000
+    package static let maxRetryAfterMs: Int64 = 86_400_000
 
     /// A `Retry-After` value in ms from `now`: seconds, or an HTTP date (RFC 9110); `nil` when it is neither.
-    static func retryAfterMs(_ value: String, now: Date) -> Int64? {
+    package static func retryAfterMs(_ value: String, now: Date) -> Int64? {
         let v = value.trimmingCharacters(in: .whitespaces)
         if let s = Int64(v), s >= 0 {
             return min(s.multipliedReportingOverflow(by: 1000).overflow ? maxRetryAfterMs : s * 1000, maxRetryAfterMs)
@@ -107,7 +107,7 @@ enum Delivery {
     /// The delay before attempt `attempts + 1` after `attempts` failed ones: the destination's backoff doubled per
     /// failure up to its maximum, times a jitter in [0.5, 1] (so that a recovering receiver is not hit by every
     /// sender at once), and never sooner than a `Retry-After`.
-    static func delayMs(_ d: Destination, attempts: Int, retryAfter: Int64?, jitter: Double) -> Int64 {
+    package static func delayMs(_ d: Destination, attempts: Int, retryAfter: Int64?, jitter: Double) -> Int64 {
         let doublings = max(0, min(attempts - 1, 40))
         let (scaled, overflow) = d.backoffMs.multipliedReportingOverflow(by: Int64(1) << doublings)
         let capped = overflow ? d.maxBackoffMs : min(scaled, d.maxBackoffMs)
@@ -118,7 +118,7 @@ enum Delivery {
 
 /// Where a ``Deliverer`` finds due outbox entries and records its attempts: the single service's SQLite database, or a
 /// fleet's PostgreSQL (where every process delivers, each taking different entries).
-protocol OutboxStore: Sendable {
+package protocol OutboxStore: Sendable {
     /// Pending entries of `destinations` due by `now`, soonest first, at most `limit`, but the `busy` ids.
     func due(now: Int64, destinations: [String], limit: Int, excluding busy: Set<Int64>) async throws -> [OutboxRow]
     /// Records attempts' outcomes; returns, for each, whether it was recorded (an entry no longer pending is not).
@@ -128,13 +128,13 @@ protocol OutboxStore: Sendable {
 }
 
 extension SQLiteStateBackend: OutboxStore {
-    func due(now: Int64, destinations: [String], limit: Int, excluding busy: Set<Int64>) async throws -> [OutboxRow] {
+    package func due(now: Int64, destinations: [String], limit: Int, excluding busy: Set<Int64>) async throws -> [OutboxRow] {
         try dueOutbox(now: now, destinations: destinations, limit: limit, excluding: busy)
     }
-    func record(_ attempts: [OutboxAttempt], at time: Int64) async throws -> [Bool] {
+    package func record(_ attempts: [OutboxAttempt], at time: Int64) async throws -> [Bool] {
         try await recordAttempts(attempts, at: time)
     }
-    func pendingCounts() async throws -> [String: Int] { try pendingOutboxCounts() }
+    package func pendingCounts() async throws -> [String: Int] { try pendingOutboxCounts() }
 }
 
 /// Sends what the outbox holds as it comes due, at most ``maxInFlight`` at once and a fair share of them to one
@@ -145,11 +145,11 @@ extension SQLiteStateBackend: OutboxStore {
 /// When outcomes cannot be written (a full disk, a read-only database), their entries are held back in memory until
 /// the time their outcome set (the backoff, at least ``unrecordedBackoff``, doubling while writes keep failing), so
 /// that no receiver is sent more than the schedule says.
-final class Deliverer: Service, Sendable {
-    let backend: any OutboxStore
-    let current: CurrentRules
-    let metrics: ServiceMetrics
-    let logger: Logger
+package final class Deliverer: Service, Sendable {
+    package let backend: any OutboxStore
+    package let current: CurrentRules
+    package let metrics: ServiceMetrics
+    package let logger: Logger
     /// Entries taken and not yet recorded, by id, with their destination and user.
     private let busy = Mutex<[Int64: (destination: String, user: String)]>([:])
     /// Outcomes of attempts that ended, to record.
@@ -157,25 +157,25 @@ final class Deliverer: Service, Sendable {
     /// Entries whose last outcome could not be written, with the time before which they are not taken again.
     private let heldBack = Mutex<[Int64: Int64]>([:])
     /// Database faults, said once when they start and once when they end (``FaultLog``).
-    let faults: FaultLog
+    package let faults: FaultLog
     /// Consecutive failed writes of outcomes (the hold doubles with each).
     private let writeFailures = Mutex(0)
     /// The least time an entry whose outcome was not written waits, and the most it waits however often writes fail.
-    static let unrecordedBackoff = ServiceLimits.unrecordedDeliveryHoldMs
-    static let maxUnrecordedBackoff = ServiceLimits.maxUnrecordedDeliveryHoldMs
+    package static let unrecordedBackoff = ServiceLimits.unrecordedDeliveryHoldMs
+    package static let maxUnrecordedBackoff = ServiceLimits.maxUnrecordedDeliveryHoldMs
     /// How often the outbox is looked at when nothing is in flight.
-    static let idlePoll: Duration = .milliseconds(100)
-    static let maxInFlight = ServiceLimits.maxDeliveriesInFlight
-    static let maxPerDestination = ServiceLimits.maxDeliveriesPerDestination
+    package static let idlePoll: Duration = .milliseconds(100)
+    package static let maxInFlight = ServiceLimits.maxDeliveriesInFlight
+    package static let maxPerDestination = ServiceLimits.maxDeliveriesPerDestination
 
     /// The most attempts one of `active` destinations with work may have in flight: an equal share of ``maxInFlight``
     /// (at least one, at most ``maxPerDestination``), so that destinations that hang cannot take the slots of one that
     /// answers.
-    static func share(of active: Int) -> Int {
+    package static func share(of active: Int) -> Int {
         max(1, min(maxPerDestination, maxInFlight / max(1, active)))
     }
 
-    init(backend: any OutboxStore, current: CurrentRules, metrics: ServiceMetrics, logger: Logger) {
+    package init(backend: any OutboxStore, current: CurrentRules, metrics: ServiceMetrics, logger: Logger) {
         self.backend = backend
         self.current = current
         self.metrics = metrics
@@ -183,7 +183,7 @@ final class Deliverer: Service, Sendable {
         faults = FaultLog(logger: logger)
     }
 
-    func run() async throws {
+    package func run() async throws {
         var configuration = HTTPClient.Configuration()
         // A redirect is an answer, not an instruction: the body and the secret headers never go to another URL.
         configuration.redirectConfiguration = .disallow
@@ -227,7 +227,7 @@ final class Deliverer: Service, Sendable {
 
     /// Waits until no attempt for `userID` is in flight or unrecorded (a forget answers after this, so that nothing of
     /// the user's is sent after its answer).
-    func drain(userID: String) async {
+    package func drain(userID: String) async {
         while busy.withLock({ $0.values.contains { $0.user == userID } }) {
             try? await Task.sleep(for: .milliseconds(5))
         }
@@ -376,7 +376,7 @@ final class Deliverer: Service, Sendable {
         }
     }
 
-    static func describe(_ error: any Error) -> String {
+    package static func describe(_ error: any Error) -> String {
         if let e = error as? HTTPClientError {
             if e == .deadlineExceeded || e == .readTimeout || e == .connectTimeout { return "timed out" }
             return "\(e)"

@@ -1,25 +1,27 @@
-import BeckonPostgres
 import Logging
-import PostgresNIO
 import Synchronization
+
+/// An error that says in a short line what went wrong, for ``FaultLog`` (a database's errors: their kind and message,
+/// never a statement's text).
+package protocol FaultDescribing: Error {
+    var faultDescription: String { get }
+}
 
 /// Database faults in the log (the fleet's calls, the outbox's reads and writes): one line when calls of a kind start
 /// failing (the error's kind and message, never a statement's text), one when they succeed again with how many failed
 /// between, and at most one line a minute while they go on failing.
-final class FaultLog: Sendable {
+package final class FaultLog: Sendable {
     let logger: Logger
     private let state = Mutex<[String: (since: ContinuousClock.Instant, count: Int, said: ContinuousClock.Instant)]>([:])
 
-    init(logger: Logger) { self.logger = logger }
+    package init(logger: Logger) { self.logger = logger }
 
-    /// A short account of an error for the log: its kind, and the message of ours and of the deadline.
+    /// A short account of an error for the log: its ``FaultDescribing`` line, else its kind.
     static func describe(_ error: any Error) -> String {
-        if let e = error as? DeadlineExceeded { return e.description }
-        if let e = error as? PSQLError { return "PostgreSQL: \(e.code)" + (e.serverInfo?[.message].map { ": \($0)" } ?? "") }
-        return String(describing: type(of: error))
+        (error as? any FaultDescribing)?.faultDescription ?? String(describing: type(of: error))
     }
 
-    func failed(_ what: String, _ error: any Error) {
+    package func failed(_ what: String, _ error: any Error) {
         let now = ContinuousClock.now
         let line: (first: Bool, count: Int)? = state.withLock { s in
             if var f = s[what] {
@@ -38,7 +40,7 @@ final class FaultLog: Sendable {
             metadata: ["calls": "\(what)", "failures": "\(line.count)", "error": "\(Self.describe(error))"])
     }
 
-    func ok(_ what: String) {
+    package func ok(_ what: String) {
         guard let f = state.withLock({ $0.removeValue(forKey: what) }) else { return }
         logger.notice(
             "database calls succeed again",

@@ -2,12 +2,12 @@ import BeckonCore
 
 /// The ingest endpoints' request bodies (``SegmentRequest``), with their input log records and the JSON of a
 /// refusal.
-enum Ingest {
+package enum Ingest {
     /// A request's events, each one's byte range in the body, and the arrival they were decoded with.
-    typealias Decoded = (events: [BoundEvent], ranges: [Range<Int>], arrival: Arrival)
+    package typealias Decoded = (events: [BoundEvent], ranges: [Range<Int>], arrival: Arrival)
 
     /// The input log record of a decoded request: its arrival, then each event's bytes (an empty batch: none).
-    static func record(_ body: [UInt8], _ request: Decoded) -> InputLog {
+    package static func record(_ body: [UInt8], _ request: Decoded) -> InputLog {
         var log = InputLog()
         guard !request.ranges.isEmpty else { return log }
         log.arrival(request.arrival)
@@ -17,7 +17,7 @@ enum Ingest {
 
     /// The events of a request body, decoded, with their input log records. `kind` is the endpoint's event type
     /// (`nil` for a batch); `now` the service's clock at arrival.
-    static func events(
+    package static func events(
         _ body: [UInt8], kind: Event.Kind?, now: Int64, clock: ClockMode, decoder: SegmentDecoder
     ) throws(SegmentRequest.Problem) -> ([BoundEvent], InputLog) {
         let request = try decode(body, kind: kind, now: now, clock: clock, decoder: decoder)
@@ -26,7 +26,7 @@ enum Ingest {
 
     /// The events of a request body as they arrived `now` on `clock` (on the wall clock an event stamped ahead of
     /// `now` is taken as arriving now), with each one's byte range and the request's arrival: what both services log.
-    static func decode(
+    package static func decode(
         _ body: [UInt8], kind: Event.Kind?, now: Int64, clock: ClockMode, decoder: SegmentDecoder
     ) throws(SegmentRequest.Problem) -> Decoded {
         let arrival = clock == .wall ? Arrival(receivedAt: now, latest: now) : Arrival(receivedAt: nil)

@@ -14,11 +14,13 @@ import BeckonCore
 /// F USERBYTES\n                           then the user id and \n: forget them (a fleet's log only)
 /// ```
 /// Times are ms since 1970; `-` is none; KIND is Segment's type name.
-struct InputLog: Sendable {
-    private(set) var bytes: [UInt8] = []
-    private(set) var events = 0
+package struct InputLog: Sendable {
+    package private(set) var bytes: [UInt8] = []
+    package private(set) var events = 0
 
-    enum Input {
+    package init() {}
+
+    package enum Input {
         case event(ArraySlice<UInt8>, Arrival)
         case markRead(userID: String, itemID: String, time: Int64)
         case tick(Int64)
@@ -32,16 +34,16 @@ struct InputLog: Sendable {
         var description: String { "the input log record at byte \(offset) is damaged" }
     }
 
-    var isEmpty: Bool { bytes.isEmpty }
+    package var isEmpty: Bool { bytes.isEmpty }
 
     /// The arrival of the events appended after it.
-    mutating func arrival(_ a: Arrival) {
+    package mutating func arrival(_ a: Arrival) {
         func field(_ v: Int64?) -> String { v.map(String.init) ?? "-" }
         header("A \(a.kind.map(\.description) ?? "-") \(field(a.receivedAt)) \(field(a.sentAt)) \(field(a.latest))")
     }
 
     /// An event, which arrived as the last ``arrival(_:)`` says.
-    mutating func event(_ json: ArraySlice<UInt8>) {
+    package mutating func event(_ json: ArraySlice<UInt8>) {
         bytes.append(UInt8(ascii: "E"))
         bytes.append(UInt8(ascii: " "))
         bytes += String(json.count).utf8
@@ -51,22 +53,22 @@ struct InputLog: Sendable {
         events += 1
     }
 
-    mutating func markRead(userID: String, itemID: String, time: Int64) {
+    package mutating func markRead(userID: String, itemID: String, time: Int64) {
         header("R \(time) \(userID.utf8.count) \(itemID.utf8.count)")
         bytes += userID.utf8
         bytes += itemID.utf8
         bytes.append(10)
     }
 
-    mutating func tick(_ time: Int64) { header("T \(time)") }
+    package mutating func tick(_ time: Int64) { header("T \(time)") }
 
-    mutating func forget(userID: String) {
+    package mutating func forget(userID: String) {
         header("F \(userID.utf8.count)")
         bytes += userID.utf8
         bytes.append(10)
     }
 
-    mutating func append(_ other: InputLog) {
+    package mutating func append(_ other: InputLog) {
         bytes += other.bytes
         events += other.events
     }
@@ -81,7 +83,7 @@ struct InputLog: Sendable {
     /// (it came to `/v1/track` or the like), `receivedAt` (the service's clock, which replaces the client's), and
     /// the batch's `sentAt` when it had none of its own. (An event stamped ahead of the service's clock was taken as
     /// arriving then; a dry-run takes its own time.)
-    static func replayable(_ json: ArraySlice<UInt8>, _ arrival: Arrival) -> String {
+    package static func replayable(_ json: ArraySlice<UInt8>, _ arrival: Arrival) -> String {
         let text = String(decoding: json, as: UTF8.self)
         guard let members = SegmentDecoder.topLevelKeys(in: json), let close = text.lastIndex(of: "}") else { return text }
         var extra: [(String, String)] = []
@@ -104,7 +106,7 @@ struct InputLog: Sendable {
 
     /// Whether an event names one of `ids` (its `userId`, `anonymousId` or `previousId`), read without the rules; an
     /// event that is not a JSON object at all names an id whose quoted text it holds.
-    static func names(_ json: ArraySlice<UInt8>, anyOf ids: Set<String>) -> Bool {
+    package static func names(_ json: ArraySlice<UInt8>, anyOf ids: Set<String>) -> Bool {
         if let named = SegmentDecoder.ids(in: json) { return named.contains(where: ids.contains) }
         return ids.contains { id in
             let quoted = Array(JSONWriter.encode(.string(id)).utf8)
@@ -115,7 +117,7 @@ struct InputLog: Sendable {
     /// A record without the events that name one of `ids` and without their inbox reads (`nil` when it holds none): what a
     /// forget leaves in the input log. Events are matched without the rules (``names(_:anyOf:)``), so that one no
     /// rule set can decode is removed too.
-    static func without(userIDs ids: Set<String>, in record: [UInt8]) throws -> InputLog? {
+    package static func without(userIDs ids: Set<String>, in record: [UInt8]) throws -> InputLog? {
         var out = InputLog()
         var removed = false
         try read(record) { input in
@@ -150,7 +152,7 @@ struct InputLog: Sendable {
     /// Calls `body` with each event of a record that decodes under `decoder`, with its JSON as it arrived, in order:
     /// the readers of stored events (privacy exports, the console). Events that do not decode and the rest of a
     /// damaged record are passed over; what `body` throws stops the record and is thrown.
-    static func events(
+    package static func events(
         in record: [UInt8], decoder: SegmentDecoder, _ body: (BoundEvent, ArraySlice<UInt8>) throws -> Void
     ) throws {
         var thrown: (any Error)?
@@ -163,7 +165,7 @@ struct InputLog: Sendable {
     }
 
     /// Calls `body` with each input of a record, in order.
-    static func read(_ record: [UInt8], _ body: (Input) throws -> Void) throws {
+    package static func read(_ record: [UInt8], _ body: (Input) throws -> Void) throws {
         var i = 0
         var arrival: Arrival?
         while i < record.count {

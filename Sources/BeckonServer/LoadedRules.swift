@@ -6,14 +6,14 @@ import Logging
 import Synchronization
 
 /// What a service has loaded (`GET /admin/rules`): each file with its SHA-256, when, and the rule sets in them.
-struct LoadedRules: Sendable {
-    var files: [(path: String, sha256: String, bytes: Int)]
-    var loadedAt: Int64
-    var units: [(name: String, kind: String, rules: Int)]
+package struct LoadedRules: Sendable {
+    package var files: [(path: String, sha256: String, bytes: Int)]
+    package var loadedAt: Int64
+    package var units: [(name: String, kind: String, rules: Int)]
     /// The destinations, with the environment variables that are not set (a paused one's).
-    var destinations: [(name: String, url: String, unset: [String])] = []
+    package var destinations: [(name: String, url: String, unset: [String])] = []
 
-    init(_ result: LoadResult, at time: Int64) {
+    package init(_ result: LoadResult, at time: Int64) {
         files = result.files.sorted().map { path in
             let bytes = Array((result.sources[path] ?? "").utf8)
             return (path, Hex.encode(SHA256.hash(data: bytes)), bytes.count)
@@ -26,26 +26,26 @@ struct LoadedRules: Sendable {
     }
 
     /// The first 12 hex digits of a key's SHA-256: enough to tell keys apart in a log, nothing to use.
-    static func fingerprint(_ key: String) -> String { String(Hex.encode(SHA256.hash(data: Array(key.utf8))).prefix(12)) }
+    package static func fingerprint(_ key: String) -> String { String(Hex.encode(SHA256.hash(data: Array(key.utf8))).prefix(12)) }
 }
 
 /// A rule set as the service runs it: compiled, its events' decoder, what was loaded (files, hashes, time), its
 /// version in the database and its destinations with their secrets read from the environment. Immutable; a reload
 /// makes a new one.
-final class ServingRules: @unchecked Sendable {
+package final class ServingRules: @unchecked Sendable {
     // @unchecked: every property is a constant, and the decoder's tables are never changed after it is made.
-    let ruleSet: CompiledRuleSet
-    let decoder: SegmentDecoder
-    let loaded: LoadedRules
+    package let ruleSet: CompiledRuleSet
+    package let decoder: SegmentDecoder
+    package let loaded: LoadedRules
     /// SHA-256 over the files' paths and texts in load order: equal digests, equal rule sets.
-    let digest: String
-    let files: [(path: String, text: String)]
+    package let digest: String
+    package let files: [(path: String, text: String)]
     /// The version number the database stores the files under (``SQLiteStateBackend/ruleVersion(digest:files:at:)``).
-    let version: Int64
+    package let version: Int64
     /// By name, with secret headers resolved.
-    let destinations: [String: ResolvedDestination]
+    package let destinations: [String: ResolvedDestination]
 
-    struct ResolvedDestination: Sendable {
+    package struct ResolvedDestination: Sendable {
         var spec: Destination
         /// Every header to send (static and secret), in order.
         var headers: [(name: String, value: String)]
@@ -75,7 +75,7 @@ final class ServingRules: @unchecked Sendable {
     }
 
     /// Logs each paused destination (a secret's variable unset) with the variables it lacks.
-    func warnPaused(_ logger: Logger) {
+    package func warnPaused(_ logger: Logger) {
         for d in destinations.values.sorted(by: { $0.spec.name < $1.spec.name }) where !d.missing.isEmpty {
             logger.warning(
                 "a destination is paused until its secrets are set (its actions wait in the outbox)",
@@ -84,7 +84,7 @@ final class ServingRules: @unchecked Sendable {
     }
 
     /// A load's files in load order, and their digest.
-    static func files(of result: LoadResult) -> (files: [(path: String, text: String)], digest: String) {
+    package static func files(of result: LoadResult) -> (files: [(path: String, text: String)], digest: String) {
         let files = result.files.map { ($0, result.sources[$0] ?? "") }
         var bytes: [UInt8] = []
         for (path, text) in files {
@@ -98,7 +98,7 @@ final class ServingRules: @unchecked Sendable {
 
     /// A load's rule set ready to serve, or why not (errors in the rules). Secret headers are read from
     /// `environment`; `version` gives the database's version of the files.
-    static func make(
+    package static func make(
         _ result: LoadResult, environment: [String: String], at time: Int64,
         version: (_ digest: String, _ files: [(path: String, text: String)]) throws -> Int64
     ) throws -> ServingRules {
@@ -129,9 +129,9 @@ final class ServingRules: @unchecked Sendable {
 
 /// The rule set being served, for the request handlers (a reload replaces it; the processing thread owns its own
 /// reference and re-decodes events decoded under an older one).
-final class CurrentRules: Sendable {
+package final class CurrentRules: Sendable {
     private let rules: Mutex<ServingRules>
-    init(_ r: ServingRules) { rules = Mutex(r) }
-    var value: ServingRules { rules.withLock { $0 } }
-    func set(_ r: ServingRules) { rules.withLock { $0 = r } }
+    package init(_ r: ServingRules) { rules = Mutex(r) }
+    package var value: ServingRules { rules.withLock { $0 } }
+    package func set(_ r: ServingRules) { rules.withLock { $0 = r } }
 }

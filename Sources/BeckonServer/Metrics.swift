@@ -7,21 +7,21 @@ public final class ServiceMetrics: Sendable {
     public let registry = PrometheusCollectorRegistry()
 
     /// Seconds, from 0.5 ms to 10 s: request durations and commit times.
-    static let secondsBuckets: [Duration] = [
+    package static let secondsBuckets: [Duration] = [
         .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
         .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5),
         .seconds(5), .seconds(10),
     ]
 
-    let commitSeconds: DurationHistogram
-    let timerLagSeconds: DurationHistogram
-    let commitEvents: ValueHistogram
-    let checkpoints: Counter
+    package let commitSeconds: DurationHistogram
+    package let timerLagSeconds: DurationHistogram
+    package let commitEvents: ValueHistogram
+    package let checkpoints: Counter
     /// The counters of ``action(_:)`` by rule set, rule and kind (a registry lookup per fired action is a lock and
     /// a label array; this is one dictionary read).
     private let actionCounters = Mutex<[String: Counter]>([:])
 
-    init(version: String) {
+    package init(version: String) {
         commitSeconds = registry.makeDurationHistogram(
             descriptor: .init(
                 metricName: "beckon_database_commit", unitName: "seconds",
@@ -51,9 +51,9 @@ public final class ServiceMetrics: Sendable {
     /// Results of events posted: `accepted` (processed), `duplicate` (a `messageId` seen), `refused` (past a bound of
     /// docs/reference/limits.md), `rejected` (a request that got 400; nothing of it stored), `undecodable` (accepted
     /// but not decoded again after a reload: never expected, an error is logged).
-    enum IngestResult: String, CaseIterable { case accepted, duplicate, refused, rejected, undecodable }
+    package enum IngestResult: String, CaseIterable { case accepted, duplicate, refused, rejected, undecodable }
 
-    func ingest(_ r: IngestResult) -> Counter {
+    package func ingest(_ r: IngestResult) -> Counter {
         registry.makeCounter(
             descriptor: .init(
                 metricName: "beckon_ingest_events", unitName: "total", helpText: "Events posted, by what became of them."),
@@ -61,7 +61,7 @@ public final class ServiceMetrics: Sendable {
     }
 
     /// `beckon_actions_total` of a fired action's rule set, rule and kind.
-    func action(_ a: FiredAction) -> Counter {
+    package func action(_ a: FiredAction) -> Counter {
         let key = a.unit + "/" + a.rule + "/" + a.kind
         if let c = actionCounters.withLock({ $0[key] }) { return c }
         let c = action(ruleset: a.unit, rule: a.rule, kind: a.kind)
@@ -69,13 +69,13 @@ public final class ServiceMetrics: Sendable {
         return c
     }
 
-    func action(ruleset: String, rule: String, kind: String) -> Counter {
+    package func action(ruleset: String, rule: String, kind: String) -> Counter {
         registry.makeCounter(
             descriptor: .init(metricName: "beckon_actions", unitName: "total", helpText: "Actions fired and stored."),
             labels: [("ruleset", ruleset), ("rule", rule), ("kind", kind)])
     }
 
-    func request(route: String, method: String, status: Int) -> DurationHistogram {
+    package func request(route: String, method: String, status: Int) -> DurationHistogram {
         registry.makeDurationHistogram(
             descriptor: .init(
                 metricName: "beckon_http_request_duration", unitName: "seconds", helpText: "HTTP requests by route."),
@@ -83,7 +83,7 @@ public final class ServiceMetrics: Sendable {
     }
 
     /// Delivery attempts to a destination by result: `delivered`, `retried` (to be tried again), `dead`.
-    func delivery(destination: String, result: String) -> Counter {
+    package func delivery(destination: String, result: String) -> Counter {
         registry.makeCounter(
             descriptor: .init(
                 metricName: "beckon_deliveries", unitName: "total",
@@ -92,7 +92,7 @@ public final class ServiceMetrics: Sendable {
     }
 
     /// Actions waiting in the outbox for a destination (updated every 5 s).
-    func outboxPending(destination: String) -> Gauge {
+    package func outboxPending(destination: String) -> Gauge {
         registry.makeGauge(
             descriptor: .init(
                 metricName: "beckon_outbox_pending", unitName: "actions",
@@ -101,7 +101,7 @@ public final class ServiceMetrics: Sendable {
     }
 
     /// Reloads of the rules by result: `changed`, `unchanged`, `refused` (errors; the running rules kept).
-    func reload(_ result: String) -> Counter {
+    package func reload(_ result: String) -> Counter {
         registry.makeCounter(
             descriptor: .init(metricName: "beckon_reloads", unitName: "total", helpText: "Reloads of the rules, by result."),
             labels: [("result", result)])

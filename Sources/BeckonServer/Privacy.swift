@@ -3,12 +3,12 @@ import BeckonStore
 
 /// Privacy requests (docs/operations.md, "Privacy requests"): what the service holds about a user, and forgetting it.
 /// The same for `DELETE`/`GET /v1/users/{id}[/export]` and for `beckon user forget|export --db FILE`.
-enum Privacy {
+package enum Privacy {
     /// Everything held about `user` as one JSON object: their state (``UserState/json``: attributes, fire records
     /// and limits, history, sessions, inbox, pending delayed actions, sequences), the ids merged into them with each
     /// one's state, their stored actions, their outbox entries, and the events in the input log that name them or a
     /// merged id (as they arrived, with when; matched without the rules, so an event no rule set reads is listed too).
-    static func export(
+    package static func export(
         _ user: String, state: UserState?, merged: [(id: String, state: UserState?)], backend: SQLiteStateBackend,
         at time: Int64
     ) throws -> String {
@@ -21,7 +21,7 @@ enum Privacy {
     /// ``export(_:state:merged:backend:at:)``'s object from what a store holds: the user's actions' JSON, their
     /// outbox entries, and `records`, which calls its argument with each input log record holding their events (among
     /// others'), with when it was received (read as they come: a log is not held in memory whole).
-    static func export(
+    package static func export(
         _ user: String, state: UserState?, merged: [(id: String, state: UserState?)] = [], actions: [String],
         outbox: [OutboxRow], records: ((_ receivedAt: Int64, _ bytes: [UInt8]) throws -> Void) throws -> Void,
         at time: Int64
@@ -83,14 +83,14 @@ enum Privacy {
 
     /// The ids merged into `user` (among `candidates`, the database's index, and the users in `engine`'s memory:
     /// ``Engine/idsMerged(into:candidates:)``), each with its state as `engine` holds it: what an export lists.
-    static func merged(into user: String, engine: Engine, candidates: [String]) -> [(id: String, state: UserState?)] {
+    package static func merged(into user: String, engine: Engine, candidates: [String]) -> [(id: String, state: UserState?)] {
         engine.idsMerged(into: user, candidates: candidates).map { (id: $0, state: engine.state(of: $0)) }
     }
 
     /// Forgets `user` and every id merged into them in the database, with a checkpoint of everyone else's state in
     /// `engine` (which must then be opened again: it still holds them). Returns whether the user was known, and the
     /// ids forgotten (the user's first).
-    static func forget(
+    package static func forget(
         _ user: String, in engine: Engine, under version: Int64, backend: SQLiteStateBackend
     ) throws -> (
         known: Bool, ids: [String]
@@ -105,7 +105,7 @@ enum Privacy {
     /// Removes the events of `users` (those that name one of the ids, read without the rules) from the input log
     /// records that their forgets cover (``SQLiteStateBackend/forget(_:checkpoint:)`` noted them), in one pass.
     /// Returns how many records were rewritten.
-    static func scrub(_ users: [String], backend: SQLiteStateBackend) throws -> Int {
+    package static func scrub(_ users: [String], backend: SQLiteStateBackend) throws -> Int {
         let ids = Set(users)
         return try backend.scrub(userIDs: users) { bytes in
             guard let kept = try? InputLog.without(userIDs: ids, in: bytes) else { return nil }

@@ -15,7 +15,7 @@ public enum ClockMode: String, Sendable, CaseIterable {
 }
 
 /// What a request hands the processor.
-enum Job {
+package enum Job {
     /// Events of one request, decoded under `rules`, in order, with their input log records.
     case events([BoundEvent], InputLog, decodedUnder: ServingRules)
     /// Mark a user's inbox item read.
@@ -32,7 +32,7 @@ enum Job {
     case forget(userID: String)
 
     /// Whether the job checkpoints and reopens the engine, between the jobs before it and those after.
-    var isBarrier: Bool {
+    package var isBarrier: Bool {
         switch self {
         case .reload, .forget: true
         case .events, .markRead, .inbox, .state, .privacy: false
@@ -40,7 +40,7 @@ enum Job {
     }
 }
 
-enum JobResult: Sendable {
+package enum JobResult: Sendable {
     case events(accepted: Int, duplicates: Int, refused: Int)
     /// `nil`: no such user; `false`: no such item.
     case markRead(Bool?)
@@ -64,7 +64,7 @@ enum JobResult: Sendable {
 ///
 /// The engine is not thread-safe and is only touched here. When a commit fails, the requests get an error and the
 /// engine is rebuilt from the database, so that memory never holds what the database does not.
-final class Processor: @unchecked Sendable {
+package final class Processor: @unchecked Sendable {
     // @unchecked: `queue`, `stopping`, `stopped` and `isReady` are read and written only under `lock`; the engine and
     // everything else is touched only by the processing thread (and by `init` before it starts).
     private let lock = NSCondition()
@@ -77,26 +77,26 @@ final class Processor: @unchecked Sendable {
     private var writable = true
     private var lastProbe = ContinuousClock.now
     /// How often a database that failed a write is tried with a small write while no commit succeeds.
-    static let probeSeconds = ServiceLimits.writeProbeSeconds
+    package static let probeSeconds = ServiceLimits.writeProbeSeconds
 
     /// The rule set the engine runs (the request handlers decode under ``current``, which a reload sets after this).
     private var rules: ServingRules
-    let current: CurrentRules
-    let backend: SQLiteStateBackend
-    let clock: ClockMode
-    let metrics: ServiceMetrics
-    let feed: ActionFeed
-    let logger: Logger
+    package let current: CurrentRules
+    package let backend: SQLiteStateBackend
+    package let clock: ClockMode
+    package let metrics: ServiceMetrics
+    package let feed: ActionFeed
+    package let logger: Logger
     /// Per rule, what became of its matches lately (the console's live counts).
-    let activity = RuleActivity()
+    package let activity = RuleActivity()
     /// The rules' qualified ids by index, for ``activity``.
     private var ruleNames: [String] = []
     /// The live clock's tick: how long the thread sleeps when nothing is queued.
-    static let tick = 0.1
+    package static let tick = 0.1
     /// A timer that fires more than this after its due time is marked late.
-    static let lateAfterMs: Int64 = 1000
+    package static let lateAfterMs: Int64 = 1000
     /// How often users' states are written.
-    static let checkpointSeconds = 5.0
+    package static let checkpointSeconds = 5.0
 
     private var engine: Engine
     private let committer: Committer
@@ -107,7 +107,7 @@ final class Processor: @unchecked Sendable {
     /// The engine must be opened again from the database before more jobs run (a reopen failed).
     private var needsReopen = false
 
-    init(
+    package init(
         current: CurrentRules, backend: SQLiteStateBackend, clock: ClockMode, metrics: ServiceMetrics,
         feed: ActionFeed, logger: Logger
     ) throws {
@@ -137,7 +137,7 @@ final class Processor: @unchecked Sendable {
     /// The inputs are replayed under the rule set they were first processed under, the checkpoint's: when that is not
     /// `rules` (the files changed while the service was down), they are replayed under the stored files of the
     /// checkpoint's version, a checkpoint is written, and only then are the states carried to `rules`.
-    static func open(_ rules: ServingRules, _ backend: SQLiteStateBackend, logger: Logger) throws -> (Engine, Int) {
+    package static func open(_ rules: ServingRules, _ backend: SQLiteStateBackend, logger: Logger) throws -> (Engine, Int) {
         let checkpoint = try backend.checkpoint()
         if let v = checkpoint.rulesVersion, v != rules.version, try backend.hasInputs(after: checkpoint.seq) {
             let old = RuleLoader.load(texts: try backend.ruleFiles(version: v))
@@ -181,7 +181,9 @@ final class Processor: @unchecked Sendable {
     /// returns `false` for one that does not (a log written by a Beckon before 0.18, which read past bytes that are
     /// not UTF-8 in values no rule read): the replay counts and reports it.
     @discardableResult
-    static func apply(_ input: InputLog.Input, to engine: Engine, decoder: SegmentDecoder, out: inout EventOutcome) -> Bool {
+    package static func apply(
+        _ input: InputLog.Input, to engine: Engine, decoder: SegmentDecoder, out: inout EventOutcome
+    ) -> Bool {
         switch input {
         case .event(let json, let arrival):
             guard let e = try? decoder.decode(json, arrival: arrival) else { return false }
@@ -196,7 +198,7 @@ final class Processor: @unchecked Sendable {
         return true
     }
 
-    var ready: Bool {
+    package var ready: Bool {
         lock.lock()
         defer { lock.unlock() }
         return isReady && writable && !stopping
@@ -231,14 +233,14 @@ final class Processor: @unchecked Sendable {
         }
     }
 
-    func start() {
+    package func start() {
         let t = Thread { [self] in run() }
         t.name = "beckon-processor"
         t.start()
     }
 
     /// Processes what is queued, commits it with a checkpoint, and stops the thread.
-    func stop() {
+    package func stop() {
         lock.lock()
         stopping = true
         lock.signal()
@@ -246,7 +248,7 @@ final class Processor: @unchecked Sendable {
         lock.unlock()
     }
 
-    func submit(_ job: Job) async throws -> JobResult {
+    package func submit(_ job: Job) async throws -> JobResult {
         try await withCheckedThrowingContinuation { c in
             lock.lock()
             if stopped {
@@ -260,7 +262,7 @@ final class Processor: @unchecked Sendable {
         }
     }
 
-    struct ServiceUnavailable: Error {}
+    package struct ServiceUnavailable: Error {}
 
     private func setReady(_ ready: Bool) {
         lock.lock()
@@ -334,7 +336,7 @@ final class Processor: @unchecked Sendable {
     }
 
     /// ``droppingForgotten(_:)`` with `ids` giving the ids a user's forget takes (the user's and those merged in).
-    static func droppingForgotten(
+    package static func droppingForgotten(
         _ jobs: [Job], ids idsOf: (String) -> Set<String>, undecodable: (any Error) -> Void
     ) -> [Job] {
         var jobs = jobs
@@ -434,7 +436,7 @@ final class Processor: @unchecked Sendable {
         }
     }
 
-    static func nowMs() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)) }
+    package static func nowMs() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)) }
 
     /// One group: the jobs in order, then the clock, then one commit.
     private func round(_ jobs: [(Job, CheckedContinuation<JobResult, any Error>)], checkpoint force: Bool) {
@@ -560,13 +562,13 @@ final class Processor: @unchecked Sendable {
     }
 
     /// The action's JSON object as `dry-run --format jsonl` prints it; a late one also says when it fired.
-    static func json(_ a: FiredAction, late: Bool) -> String { late ? a.json(firedLateAt: nowMs()) : a.json }
+    package static func json(_ a: FiredAction, late: Bool) -> String { late ? a.json(firedLateAt: nowMs()) : a.json }
 }
 
 extension Engine {
     /// A checkpoint of everyone changed since the last one (but `user`, who is being forgotten), under rule set
     /// `version`: what a start, a reload and a forget write on their own.
-    func checkpoint(under version: Int64, without users: Set<String> = []) -> ServiceCommit {
+    package func checkpoint(under version: Int64, without users: Set<String> = []) -> ServiceCommit {
         var commit = ServiceCommit()
         commit.checkpoint = (takeChangedStates().filter { !users.contains($0.userID) }, streamState.encoded(), version)
         return commit

@@ -4,12 +4,12 @@ import Synchronization
 /// What became of each rule's trigger matches over the last day, by wall-clock time in 5-minute buckets: the
 /// console's live counts. The processing thread adds what the engine's counters gained since it last looked, after
 /// every round; the console reads sums. Kept in memory: the counts start when the process does.
-final class RuleActivity: Sendable {
-    static let bucketMs: Int64 = 5 * 60_000
-    static let dayMs: Int64 = 86_400_000
+package final class RuleActivity: Sendable {
+    package static let bucketMs: Int64 = 5 * 60_000
+    package static let dayMs: Int64 = 86_400_000
 
     /// One rule's counts in one bucket (or summed over several).
-    struct Counts: Sendable, Equatable {
+    package struct Counts: Sendable, Equatable {
         var triggered = 0
         var fired = 0
         var scheduled = 0
@@ -38,12 +38,12 @@ final class RuleActivity: Sendable {
     private let state = Mutex(State())
 
     /// A new engine's counters (after a reload or a reopen, which replays): what they hold now is not new activity.
-    func restart(from stats: Engine.Stats) { state.withLock { $0.baseline = stats } }
+    package func restart(from stats: Engine.Stats) { state.withLock { $0.baseline = stats } }
 
     /// What the engine's counters gained since the last call, by rule (`names`: the rules' qualified ids by index).
     /// Called by the processing thread after a round; the gain is added (``add(_:at:)``) once the round is written,
     /// so a group that fails to commit (its events come again) is not counted.
-    func take(_ stats: Engine.Stats, names: [String]) -> [String: Counts] {
+    package func take(_ stats: Engine.Stats, names: [String]) -> [String: Counts] {
         state.withLock { s in
             let base = s.baseline
             s.baseline = stats
@@ -67,7 +67,7 @@ final class RuleActivity: Sendable {
     }
 
     /// Adds a gain (``take(_:names:)``) at wall time `now`.
-    func add(_ gained: [String: Counts], at now: Int64) {
+    package func add(_ gained: [String: Counts], at now: Int64) {
         guard !gained.isEmpty else { return }
         let bucket = now / Self.bucketMs
         state.withLock { s in
@@ -86,14 +86,14 @@ final class RuleActivity: Sendable {
     /// One rule's sums over the last hour and day before `now` — in whole buckets: the current one and the 11 (or
     /// 287) before it, so 55 to 60 minutes (23 h 55 min to a day) — and its fires and trigger matches per hour over
     /// the day (oldest first, 24 of each).
-    struct Summary: Sendable {
+    package struct Summary: Sendable {
         var hour = Counts()
         var day = Counts()
         var firedByHour = [Int](repeating: 0, count: 24)
         var triggeredByHour = [Int](repeating: 0, count: 24)
     }
 
-    func summary(of rule: String, at now: Int64) -> Summary {
+    package func summary(of rule: String, at now: Int64) -> Summary {
         let buckets = state.withLock { $0.rules[rule] ?? [:] }
         var s = Summary()
         let current = now / Self.bucketMs

@@ -14,7 +14,7 @@ struct SingleBackend: ServiceBackend {
     let feed: ActionFeed
     let clock: ClockMode
     let metrics: ServiceMetrics
-    let console: Console?
+    let console: WebConsole?
 
     var rules: ServingRules { current.value }
 
@@ -90,10 +90,14 @@ struct SingleBackend: ServiceBackend {
                 .privacy(userID: user, candidates: candidates), failed)
         else { throw APIError.unexpected }
         let database = database
-        return StoredJSON(
-            text: try await Blocking.run {
-                try Privacy.export(user, state: state, merged: merged, backend: database, at: Processor.nowMs())
-            })
+        do {
+            return StoredJSON(
+                text: try await Blocking.run {
+                    try Privacy.export(user, state: state, merged: merged, backend: database, at: Processor.nowMs())
+                })
+        } catch {
+            throw APIError.unavailable(failed)
+        }
     }
 
     func reload(by who: String) async throws -> Reloaded {

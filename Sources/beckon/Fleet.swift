@@ -1,5 +1,6 @@
 import ArgumentParser
 import BeckonCore
+import BeckonFleet
 import BeckonPostgres
 import BeckonServer
 import Foundation

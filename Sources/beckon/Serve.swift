@@ -1,5 +1,6 @@
 import ArgumentParser
 import BeckonCore
+import BeckonFleet
 import BeckonServer
 import BeckonStore
 import Foundation

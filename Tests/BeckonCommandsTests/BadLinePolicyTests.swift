@@ -3,6 +3,7 @@ import Foundation
 import Testing
 
 @testable import BeckonCommands
+@testable import BeckonTools
 
 /// One bad-line policy for every command that reads events: by default each bad line is counted and skipped, the
 /// first ten reported as FILE:LINE:COLUMN, the rest summed up in one line; `--strict` stops at the first.

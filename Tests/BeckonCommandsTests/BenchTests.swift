@@ -3,6 +3,7 @@ import Testing
 
 @testable import BeckonCommands
 @testable import BeckonCore
+@testable import BeckonTools
 
 /// `beckon bench`: on a reduced workload of the shared benchmark, every rule's fires equal the shared Python
 /// reference's (Fixtures/bench/ref.json, made by scripts/bench-fixture.sh).

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import BeckonCommands
+@testable import BeckonTools
 
 struct ConformanceTests {
     /// Every in-subset test of the cel-spec files passes; everything skipped is a protobuf feature.

@@ -1,5 +1,6 @@
 import BeckonCommands
 import BeckonCore
+import BeckonTools
 import Foundation
 import Testing
 

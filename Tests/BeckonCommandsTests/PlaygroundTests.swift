@@ -3,6 +3,7 @@ import Foundation
 import Testing
 
 @testable import BeckonCommands
+@testable import BeckonTools
 
 /// The console's playground over texts: diagnostics where the mistake is, the dry-run rows, and its limits.
 struct PlaygroundTests {

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import BeckonCommands
+@testable import BeckonTools
 
 /// `beckon report`: golden text and JSON, hand-checked numbers on a small fixture, the statistics, the HTML page.
 struct ReportTests {

@@ -1,4 +1,5 @@
 import BeckonCommands
+import BeckonTools
 import Foundation
 import Testing
 

@@ -85,9 +85,9 @@ struct ConsoleUnitTests {
     }
 
     @Test func reportDaysAreUTCDates() {
-        #expect(Console.day("2026-03-01") == 1_772_323_200_000)
-        #expect(Console.day("2026-02-30") == nil)
-        #expect(Console.day("2026-3-1x") == nil)
-        #expect(Console.dayText(1_772_323_200_000) == "2026-03-01")
+        #expect(WebConsole.day("2026-03-01") == 1_772_323_200_000)
+        #expect(WebConsole.day("2026-02-30") == nil)
+        #expect(WebConsole.day("2026-3-1x") == nil)
+        #expect(WebConsole.dayText(1_772_323_200_000) == "2026-03-01")
     }
 }

@@ -1,5 +1,6 @@
 import BeckonAllocCount
 import BeckonCore
+import BeckonTools
 import BeckonYAML
 import Foundation
 
@@ -71,7 +72,7 @@ public enum BenchRunner {
         }
     }
 
-    static func now() -> Double { Double(Clock.nanoseconds()) / 1e9 }
+    static func now() -> Double { Double(Stopwatch.nanoseconds()) / 1e9 }
 
     static func load(_ yaml: String) throws -> (CompiledRuleSet, Double) {
         let t0 = now()

@@ -1,4 +1,5 @@
 import BeckonCore
+import BeckonTools
 
 /// What a user's state costs as bytes (docs/state.md): encoded sizes, and the time to take and encode every user's
 /// state, and to decode and restore it into a new engine.

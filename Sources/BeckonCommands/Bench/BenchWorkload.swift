@@ -1,4 +1,5 @@
 import BeckonCore
+import BeckonTools
 import Foundation
 
 /// The shared benchmark's workload (`../shared/bench/gen_workload.py`): `users.ndjson`, `events.ndjson` (sorted by

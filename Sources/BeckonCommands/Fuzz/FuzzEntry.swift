@@ -1,4 +1,5 @@
 import BeckonCore
+import BeckonTools
 import BeckonYAML
 
 /// The fuzz targets' bodies: each takes any bytes and runs one front door of Beckon on them, the way a user's input

@@ -11,24 +11,32 @@ import ServiceLifecycle
 /// delivery, the inbox, admin, privacy, health and metrics, and the console where the store has one. Authentication is
 /// each route group's middleware (write key, user token, admin key); answers are Codable values; refusals are thrown
 /// ``APIError``s.
-struct API: Sendable {
-    let backend: any ServiceBackend
-    let writeKeys: KeyRing
-    let adminKeys: KeyRing
-    let userAuth: UserAuth?
-    let logger: Logger
+package struct API: Sendable {
+    package let backend: any ServiceBackend
+    package let writeKeys: KeyRing
+    package let adminKeys: KeyRing
+    package let userAuth: UserAuth?
+    package let logger: Logger
+
+    package init(backend: any ServiceBackend, writeKeys: KeyRing, adminKeys: KeyRing, userAuth: UserAuth?, logger: Logger) {
+        self.backend = backend
+        self.writeKeys = writeKeys
+        self.adminKeys = adminKeys
+        self.userAuth = userAuth
+        self.logger = logger
+    }
 
     /// The longest `wait` of a long poll, in seconds, and the most actions one pull returns.
-    static let maxWait = 30.0
-    static let maxActions = 500
+    package static let maxWait = 30.0
+    package static let maxActions = 500
 
     /// The ingest routes: each event type's, and the batch.
-    static let ingestKinds: [(path: String, kind: Event.Kind?)] = [
+    package static let ingestKinds: [(path: String, kind: Event.Kind?)] = [
         ("track", .track), ("identify", .identify), ("screen", .screen), ("page", .page), ("group", .group),
         ("alias", .alias), ("batch", nil),
     ]
 
-    func router() -> Router<BeckonContext> {
+    package func router() -> Router<BeckonContext> {
         let router = Router(context: BeckonContext.self)
         router.add(middleware: MetricsMiddleware(metrics: backend.metrics))
         router.add(middleware: CredentialThrottleMiddleware(throttle: CredentialThrottle(), logger: logger))
@@ -82,7 +90,7 @@ struct API: Sendable {
     }
 
     /// A path parameter, percent-decoded (a user id may hold any character; clients percent-encode it in the path).
-    static func parameter(_ context: BeckonContext, _ name: String) throws -> String {
+    package static func parameter(_ context: BeckonContext, _ name: String) throws -> String {
         let raw = try context.parameters.require(name)
         return raw.removingPercentEncoding ?? raw
     }
@@ -91,7 +99,7 @@ struct API: Sendable {
 
     /// An ingest request's body, decompressed, at most ``SegmentRequest/maxRequestBytes`` (else 400; an unknown
     /// `Content-Encoding`: 415).
-    static func body(of request: Request, metrics: ServiceMetrics) async throws -> [UInt8] {
+    package static func body(of request: Request, metrics: ServiceMetrics) async throws -> [UInt8] {
         let encoding = ContentEncoding(request.headers[.contentEncoding])
         if case .unsupported(let name) = encoding {
             metrics.ingest(.rejected).increment()
@@ -118,7 +126,7 @@ struct API: Sendable {
 
     /// Decodes the body under the rules served now (a bad event: 400, nothing stored) and has the store keep it;
     /// 200 once it is committed.
-    func ingest(_ request: Request, kind: Event.Kind?) async throws -> Accepted {
+    package func ingest(_ request: Request, kind: Event.Kind?) async throws -> Accepted {
         let body = try await Self.body(of: request, metrics: backend.metrics)
         let rules = backend.rules
         let now = Processor.nowMs()
@@ -136,7 +144,7 @@ struct API: Sendable {
     // MARK: Pull
 
     /// A pull's `after` cursor and `wait` seconds (at most ``maxWait``), or the 400 that says what is wrong.
-    static func pullQuery(_ request: Request) throws -> (after: Int64, wait: Double) {
+    package static func pullQuery(_ request: Request) throws -> (after: Int64, wait: Double) {
         let query = request.uri.queryParameters
         var after: Int64 = 0
         if let a = query.get("after") {
@@ -152,7 +160,7 @@ struct API: Sendable {
     }
 
     /// The user's actions after the cursor; with `wait`, a long poll that answers as soon as there are some.
-    func pull(_ request: Request, user: String) async throws -> ActionsPage {
+    package func pull(_ request: Request, user: String) async throws -> ActionsPage {
         let (after, wait) = try Self.pullQuery(request)
         var deadline = ContinuousClock.now + .milliseconds(Int64(wait * 1000))
         while true {
@@ -183,10 +191,10 @@ struct API: Sendable {
 }
 
 /// Records each request's duration by route pattern (never the path itself, which holds user ids).
-struct MetricsMiddleware<Context: RequestContext>: RouterMiddleware {
-    let metrics: ServiceMetrics
+package struct MetricsMiddleware<Context: RequestContext>: RouterMiddleware {
+    package let metrics: ServiceMetrics
 
-    func handle(
+    package func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws
         -> Response

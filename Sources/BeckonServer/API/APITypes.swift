@@ -8,35 +8,35 @@ import NIOCore
 // Hummingbird encodes with the request context's encoder.
 
 /// `{"success": true}`: ingest accepted and stored.
-struct Accepted: ResponseEncodable {
-    var success = true
+package struct Accepted: ResponseEncodable {
+    package var success = true
 }
 
 /// The body of every refusal: `{"success": false, "error": …}`, with the event's place in a batch and the column of
 /// the problem for a bad event, or a refused reload's diagnostics.
-struct ProblemBody: Codable, Sendable {
-    var success = false
-    var error: String
-    var event: Int?
-    var column: Int?
-    var diagnostics: String?
+package struct ProblemBody: Codable, Sendable {
+    package var success = false
+    package var error: String
+    package var event: Int?
+    package var column: Int?
+    package var diagnostics: String?
 }
 
 /// `/livez` and `/readyz`.
-struct Health: ResponseEncodable {
-    var status: String
-    var reason: String?
+package struct Health: ResponseEncodable {
+    package var status: String
+    package var reason: String?
 }
 
 /// A pull's answer: the actions after the cursor, and the cursor after them (a string: it is opaque to clients).
-struct ActionsPage: ResponseEncodable {
-    var actions: [AnyJSON]
-    var cursor: String
+package struct ActionsPage: ResponseEncodable {
+    package var actions: [AnyJSON]
+    package var cursor: String
 }
 
 /// A user's inbox, newest last, with how many are unread.
-struct InboxPage: ResponseEncodable {
-    struct Item: Codable, Sendable {
+package struct InboxPage: ResponseEncodable {
+    package struct Item: Codable, Sendable {
         var id: String
         var sender: String?
         var message: String
@@ -46,11 +46,11 @@ struct InboxPage: ResponseEncodable {
         var readAt: String?
         var rule: String
     }
-    var userId: String
-    var unread: Int
-    var items: [Item]
+    package var userId: String
+    package var unread: Int
+    package var items: [Item]
 
-    init(_ user: String, _ items: [InboxItem]) {
+    package init(_ user: String, _ items: [InboxItem]) {
         userId = user
         unread = items.count { !$0.read }
         self.items = items.map {
@@ -63,37 +63,37 @@ struct InboxPage: ResponseEncodable {
 }
 
 /// A forget's answer: whether the service held anything of the user.
-struct Forgotten: ResponseEncodable {
-    var userId: String
-    var forgotten: Bool
+package struct Forgotten: ResponseEncodable {
+    package var userId: String
+    package var forgotten: Bool
 }
 
 /// `GET /admin/rules` (`changed` absent) and `POST /admin/reload`: the files served, their rule sets and
 /// destinations.
-struct RulesPage: ResponseEncodable {
-    struct File: Codable, Sendable {
+package struct RulesPage: ResponseEncodable {
+    package struct File: Codable, Sendable {
         var path: String
         var sha256: String
         var bytes: Int
     }
-    struct RuleSet: Codable, Sendable {
+    package struct RuleSet: Codable, Sendable {
         var name: String
         var kind: String
         var rules: Int
     }
-    struct Destination: Codable, Sendable {
+    package struct Destination: Codable, Sendable {
         var name: String
         var url: String
         var state: String
         var unset: [String]?
     }
-    var changed: Bool?
-    var loadedAt: String
-    var files: [File]
-    var rulesets: [RuleSet]
-    var destinations: [Destination]
+    package var changed: Bool?
+    package var loadedAt: String
+    package var files: [File]
+    package var rulesets: [RuleSet]
+    package var destinations: [Destination]
 
-    init(_ loaded: LoadedRules, changed: Bool? = nil) {
+    package init(_ loaded: LoadedRules, changed: Bool? = nil) {
         self.changed = changed
         loadedAt = Timestamp(milliseconds: loaded.loadedAt).description
         files = loaded.files.map { File(path: $0.path, sha256: $0.sha256, bytes: $0.bytes) }
@@ -108,9 +108,10 @@ struct RulesPage: ResponseEncodable {
 
 /// A JSON document the store keeps as text and answers as it is (a privacy export: the stored states and events,
 /// streamed from the input log into one document). Checked to be JSON before it is sent.
-struct StoredJSON: ResponseGenerator, Sendable {
-    var text: String
-    func response(from request: Request, context: some RequestContext) throws -> Response {
+package struct StoredJSON: ResponseGenerator, Sendable {
+    package var text: String
+    package init(text: String) { self.text = text }
+    package func response(from request: Request, context: some RequestContext) throws -> Response {
         Response(
             status: .ok, headers: [.contentType: "application/json; charset=utf-8"],
             body: .init(byteBuffer: ByteBuffer(string: text)))
@@ -118,7 +119,7 @@ struct StoredJSON: ResponseGenerator, Sendable {
 }
 
 /// Any JSON value, for stored JSON (an action as the engine wrote it) inside a Codable answer.
-enum AnyJSON: Codable, Sendable, Equatable {
+package enum AnyJSON: Codable, Sendable, Equatable {
     case null
     case bool(Bool)
     case int(Int64)
@@ -127,7 +128,7 @@ enum AnyJSON: Codable, Sendable, Equatable {
     case array([AnyJSON])
     case object([(String, AnyJSON)])
 
-    static func == (a: AnyJSON, b: AnyJSON) -> Bool {
+    package static func == (a: AnyJSON, b: AnyJSON) -> Bool {
         switch (a, b) {
         case (.null, .null): true
         case (.bool(let x), .bool(let y)): x == y
@@ -141,7 +142,7 @@ enum AnyJSON: Codable, Sendable, Equatable {
     }
 
     /// The value of a stored JSON text.
-    init(parsing text: String) throws {
+    package init(parsing text: String) throws {
         self = try JSONDecoder().decode(AnyJSON.self, from: Data(text.utf8))
     }
 
@@ -152,7 +153,7 @@ enum AnyJSON: Codable, Sendable, Equatable {
         init?(intValue: Int) { nil }
     }
 
-    init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         if var array = try? decoder.unkeyedContainer() {
             var items: [AnyJSON] = []
             while !array.isAtEnd { items.append(try array.decode(AnyJSON.self)) }
@@ -175,7 +176,7 @@ enum AnyJSON: Codable, Sendable, Equatable {
         }
     }
 
-    func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         switch self {
         case .null:
             var c = encoder.singleValueContainer()

@@ -4,7 +4,7 @@ import Logging
 import Prometheus
 
 /// Who a request proved to be, set by the route group's authentication middleware.
-enum Principal: Sendable, Equatable {
+package enum Principal: Sendable, Equatable {
     /// A write key (ingest).
     case writer
     /// An admin key, by its fingerprint (``LoadedRules/fingerprint(_:)``).
@@ -14,12 +14,12 @@ enum Principal: Sendable, Equatable {
 }
 
 /// Ingest: HTTP Basic with a write key as the user name, as Segment's API (docs/service.md#authentication).
-struct WriteKeyAuthentication: RouterMiddleware {
-    typealias Context = BeckonContext
-    let keys: KeyRing
-    let metrics: ServiceMetrics
+package struct WriteKeyAuthentication: RouterMiddleware {
+    package typealias Context = BeckonContext
+    package let keys: KeyRing
+    package let metrics: ServiceMetrics
 
-    func handle(
+    package func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws
         -> Response
@@ -36,12 +36,12 @@ struct WriteKeyAuthentication: RouterMiddleware {
 
 /// Admin routes: `Authorization: Bearer KEY` with an admin key (write keys and user tokens never are one). Each admin
 /// request is logged with its route pattern (never a user id) and the key's fingerprint, never the key.
-struct AdminKeyAuthentication: RouterMiddleware {
-    typealias Context = BeckonContext
-    let keys: KeyRing
-    let logger: Logger
+package struct AdminKeyAuthentication: RouterMiddleware {
+    package typealias Context = BeckonContext
+    package let keys: KeyRing
+    package let logger: Logger
 
-    func handle(
+    package func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws
         -> Response
@@ -61,11 +61,11 @@ struct AdminKeyAuthentication: RouterMiddleware {
 
 /// A user's routes (`/v1/users/{userId}/…`): a JWT signed with the app's secret whose `sub` is the user in the path,
 /// as Braze's SDK authentication. One user's token never reads another's actions.
-struct UserTokenAuthentication: RouterMiddleware {
-    typealias Context = BeckonContext
-    let auth: UserAuth?
+package struct UserTokenAuthentication: RouterMiddleware {
+    package typealias Context = BeckonContext
+    package let auth: UserAuth?
 
-    func handle(
+    package func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws
         -> Response

@@ -5,7 +5,7 @@ import Foundation
 /// (``SingleBackend``: one process, one engine thread, group commit) and a fleet process over PostgreSQL
 /// (``FleetService``: a partitioned log, leases, fenced writes). Each route is written once, against this; a store
 /// answers what it can and throws an ``APIError`` for what it cannot (a fleet's reload: 501).
-protocol ServiceBackend: Sendable {
+package protocol ServiceBackend: Sendable {
     /// The rule set the requests are decoded under now.
     var rules: ServingRules { get }
     var clock: ClockMode { get }
@@ -46,11 +46,11 @@ protocol ServiceBackend: Sendable {
     /// The metrics in Prometheus' text format.
     func metricsText() -> String
     /// The console's pages, where the store has them.
-    var console: Console? { get }
+    var console: WebConsole? { get }
 }
 
 /// A reload's answer: whether the rules changed, and what is served now.
-struct Reloaded: Sendable {
-    var changed: Bool
-    var rules: LoadedRules
+package struct Reloaded: Sendable {
+    package var changed: Bool
+    package var rules: LoadedRules
 }

@@ -1,5 +1,5 @@
-import BeckonCommands
 import BeckonCore
+import BeckonTools
 
 // What each console page's template reads (ConsoleTemplates): plain values, escaped by the templates.
 
@@ -200,7 +200,7 @@ struct PlaygroundPage {
     var files: [FileOption] = []
     var user = ""
     var n = 50
-    var maxEvents = Console.maxPlaygroundEvents
+    var maxEvents = WebConsole.maxPlaygroundEvents
     var path = ""
     var rules = ""
     var events = ""

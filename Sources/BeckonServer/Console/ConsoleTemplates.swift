@@ -1,4 +1,4 @@
-import BeckonCommands
+import BeckonTools
 import Mustache
 
 /// The console's Mustache templates and stylesheet. Every `{{value}}` is HTML-escaped by the library; the only

@@ -59,13 +59,13 @@ struct BadLines {
 /// The events of a file (or standard input, `-`), decoded for a rule set: the one reading loop of `dry-run`,
 /// `explain`, `report`, `test` and `bench`, with one policy for bad lines (``BadLinePolicy``). Blank lines are
 /// skipped.
-final class EventStream {
+package final class EventStream {
     let path: String
     private let reader: LineReader
     private(set) var bad: BadLines
 
     /// `nil` when the file cannot be opened.
-    init?(path: String, badLines policy: BadLinePolicy, chunkSize: Int = 1 << 20) {
+    package init?(path: String, badLines policy: BadLinePolicy, chunkSize: Int = 1 << 20) {
         guard let reader = LineReader(path: path, chunkSize: chunkSize) else { return nil }
         self.path = path
         self.reader = reader
@@ -74,9 +74,9 @@ final class EventStream {
 
     var displayName: String { bad.file }
     /// Bad lines met so far (reported or counted, and skipped or stopped at).
-    var badLines: Int { bad.count }
+    package var badLines: Int { bad.count }
     /// 1-based number of the line last read.
-    var lineNumber: Int { reader.lineNumber }
+    package var lineNumber: Int { reader.lineNumber }
     /// Why reading stopped before the end of the file, if it did.
     var readError: String? { reader.readError }
 
@@ -102,7 +102,7 @@ final class EventStream {
     /// The raw bytes of each line that is not blank, for a caller that decodes them itself (the bench's timed loop,
     /// which decodes into batches) until `body` returns false. An overlong line is a bad line here; a line the caller
     /// cannot decode goes to ``badLine(_:console:)``, whose answer `body` returns.
-    func lines(console: any Console, _ body: (UnsafeBufferPointer<UInt8>) -> Bool) {
+    package func lines(console: any Console, _ body: (UnsafeBufferPointer<UInt8>) -> Bool) {
         reader.readLines { line in
             switch line {
             case .overlong(let n): return badLine(SegmentDecoder.overlong(n), console: console)
@@ -112,13 +112,13 @@ final class EventStream {
     }
 
     /// Counts the bad line just read under the policy; whether to go on.
-    func badLine(_ error: DecodeError, console: any Console) -> Bool {
+    package func badLine(_ error: DecodeError, console: any Console) -> Bool {
         bad.note(line: reader.lineNumber, column: error.column, error.message, console: console)
     }
 
     /// At the end of the stream: says on standard error why the stream could not be read to its end, or that it
     /// stopped at a bad line, or how many bad lines were not shown. Returns whether the command must fail.
-    func finish(console: any Console) -> Bool {
+    package func finish(console: any Console) -> Bool {
         let stopped = bad.finish(console: console)
         guard let error = readError else { return stopped }
         console.err(Terminal.safe("error: \(displayName): reading stopped after line \(reader.lineNumber): \(error)") + "\n")

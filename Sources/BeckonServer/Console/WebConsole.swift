@@ -1,6 +1,6 @@
-import BeckonCommands
 import BeckonCore
 import BeckonStore
+import BeckonTools
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -11,7 +11,7 @@ import Synchronization
 /// The console (docs/console.md): pages under `/console` for marketers — the rules served and their live counts, a
 /// user's timeline with `beckon explain`'s verdicts, a playground over `validate` and `dry-run`, and `beckon report`
 /// over stored events. Signed in with an admin key; server-rendered, no script, nothing fetched from elsewhere.
-struct Console: Sendable {
+package struct WebConsole: Sendable {
     let processor: Processor
     let backend: SQLiteStateBackend
     let current: CurrentRules
@@ -22,7 +22,7 @@ struct Console: Sendable {
     let sessions = ConsoleSessions()
     /// Heavy work under way: playground runs, the console's whole-log reads, and privacy exports and forgets (at most
     /// ``maxRuns`` at once: each takes a thread for as long as it reads).
-    let runs = Slots(Console.maxRuns)
+    let runs = Slots(WebConsole.maxRuns)
 
     /// Heavy work at once: playground runs and reads of the whole input log (timelines, "the last N events",
     /// reports), each on a thread of its own.

@@ -7,7 +7,7 @@
 #endif
 
 /// Wall-clock readings for progress lines and benchmarks only; the engine never reads the clock.
-public enum Clock {
+public enum Stopwatch {
     public static func nanoseconds() -> UInt64 {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)

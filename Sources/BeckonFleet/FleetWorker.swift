@@ -1,5 +1,6 @@
 import BeckonCore
 import BeckonPostgres
+import BeckonServer
 import Foundation
 import Logging
 import Prometheus

@@ -1,5 +1,6 @@
 import BeckonCore
 import BeckonPostgres
+import BeckonServer
 import BeckonStore
 
 /// A fleet's outbox for a ``Deliverer``: every process delivers, each attempt on an entry it has taken

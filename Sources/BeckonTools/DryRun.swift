@@ -323,7 +323,7 @@ public final class Progress {
     let started: UInt64
     let clock: () -> UInt64
 
-    public init(console: any Console, total: Int?, clock: @escaping () -> UInt64 = Clock.nanoseconds) {
+    public init(console: any Console, total: Int?, clock: @escaping () -> UInt64 = Stopwatch.nanoseconds) {
         self.console = console
         self.total = total
         self.clock = clock

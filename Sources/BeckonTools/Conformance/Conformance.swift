@@ -42,7 +42,7 @@ public enum ConformanceRunner {
         return total.failed == 0 ? 0 : 1
     }
 
-    static func run(text: String) throws -> Result {
+    package static func run(text: String) throws -> Result {
         let file = try TextProto.parse(text)
         var r = Result()
         for case .message(let section) in file.all("section") {

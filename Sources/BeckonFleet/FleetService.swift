@@ -1,5 +1,6 @@
 import BeckonCore
 import BeckonPostgres
+import BeckonServer
 import BeckonStore
 import BeckonYAML
 import Foundation
@@ -36,18 +37,18 @@ public final class FleetService: ServiceBackend {
         }
     }
 
-    let options: Options
-    let log: FleetLog
-    let rules: ServingRules
+    package let options: Options
+    package let log: FleetLog
+    package let rules: ServingRules
     let worker: FleetWorker
     let appender: Appender
-    let deliverer: Deliverer
+    package let deliverer: Deliverer
     let fleetMetrics: FleetMetrics
-    var metrics: ServiceMetrics { fleetMetrics.service }
-    let writeKeys: KeyRing
-    let adminKeys: KeyRing
-    let userAuth: UserAuth?
-    let logger: Logger
+    package var metrics: ServiceMetrics { fleetMetrics.service }
+    package let writeKeys: KeyRing
+    package let adminKeys: KeyRing
+    package let userAuth: UserAuth?
+    package let logger: Logger
     public let owner: String
     public let warnings: String
 
@@ -115,8 +116,8 @@ public final class FleetService: ServiceBackend {
     }
 
     /// How long an ingest request waits for its append at most (then 503), and a stop for the services to end.
-    static let ingestDeadline = Duration.milliseconds(1500)
-    static let stopWithin = Duration.seconds(7)
+    package static let ingestDeadline = Duration.milliseconds(1500)
+    package static let stopWithin = Duration.seconds(7)
 
     /// A service started once the worker has set the schema up (deliveries read tables the migrations make).
     struct AfterReady<S: Service>: Service {
@@ -145,14 +146,14 @@ public final class FleetService: ServiceBackend {
 
     // MARK: Store
 
-    var clock: ClockMode { options.clock }
-    var console: Console? { nil }
-    var stopping: Bool { Task.isShuttingDownGracefully }
-    func stopWaiting() {}
+    package var clock: ClockMode { options.clock }
+    package var console: WebConsole? { nil }
+    package var stopping: Bool { Task.isShuttingDownGracefully }
+    package func stopWaiting() {}
 
     /// Appends each event with its arrival to its user's partition, all in one transaction; returns once it is
     /// committed, within ``ingestDeadline`` whatever the database does (else 503).
-    func store(_ body: [UInt8], _ request: Ingest.Decoded, decodedUnder rules: ServingRules, now: Int64) async throws {
+    package func store(_ body: [UInt8], _ request: Ingest.Decoded, decodedUnder rules: ServingRules, now: Int64) async throws {
         let entries = zip(request.events, request.ranges).map { e, r in
             var record = InputLog()
             record.arrival(request.arrival)
@@ -173,18 +174,18 @@ public final class FleetService: ServiceBackend {
         }
     }
 
-    func actions(of user: String, after: Int64, limit: Int) async throws -> [(seq: Int64, json: String)] {
+    package func actions(of user: String, after: Int64, limit: Int) async throws -> [(seq: Int64, json: String)] {
         try await log.actions(of: user, after: after, limit: limit)
     }
 
     /// Another process may write the user's actions: a long poll looks again every 100 ms.
-    func actionsMark(of user: String) -> UInt64 { 0 }
-    func waitForActions(of user: String, seen: UInt64, seconds: Double) async {
+    package func actionsMark(of user: String) -> UInt64 { 0 }
+    package func waitForActions(of user: String, seen: UInt64, seconds: Double) async {
         try? await Task.sleep(for: .milliseconds(Int64(min(seconds, 0.1) * 1000)))
     }
 
     /// Waits until `partition` has processed up to `seq` (at most `seconds`); returns whether it has.
-    func waitProcessed(_ partition: Int, _ seq: Int64, seconds: Int64 = 10) async throws -> Bool {
+    package func waitProcessed(_ partition: Int, _ seq: Int64, seconds: Int64 = 10) async throws -> Bool {
         let deadline = ContinuousClock.now + .seconds(seconds)
         while try await log.processed(partition: partition) < seq {
             if ContinuousClock.now >= deadline { return false }
@@ -196,7 +197,7 @@ public final class FleetService: ServiceBackend {
     /// `DELETE /v1/users/{id}`: a forget entry appended to the user's partition; its owner, having processed every
     /// entry before it, deletes the user's state, actions, outbox entries and events in one fenced statement and
     /// drops the user from memory. Answered once that is done.
-    func forget(_ user: String) async throws -> Bool {
+    package func forget(_ user: String) async throws -> Bool {
         let processed: Bool
         let known: Bool
         do {
@@ -219,7 +220,7 @@ public final class FleetService: ServiceBackend {
 
     /// `GET /v1/users/{id}/export`: as a single service's, once the user's partition has processed what was
     /// appended before the request.
-    func export(_ user: String) async throws -> StoredJSON {
+    package func export(_ user: String) async throws -> StoredJSON {
         let failed = APIError.unavailable("the user could not be exported; ask again")
         let p = FleetLog.partition(of: user)
         let caughtUp: Bool
@@ -248,17 +249,21 @@ public final class FleetService: ServiceBackend {
     }
 
     /// A user's inbox as last written by the partition's owner (`nil`: no such user).
-    func inbox(of user: String) async throws -> [InboxItem]? {
+    package func inbox(of user: String) async throws -> [InboxItem]? {
         let bytes: [UInt8]?
         do { bytes = try await log.states(of: [user])[user] } catch {
             throw APIError.unavailable("the inbox cannot be read now; ask again")
         }
-        return try bytes.map { try UserState(decoding: $0).inbox }
+        do {
+            return try bytes.map { try UserState(decoding: $0).inbox }
+        } catch {
+            throw APIError.unavailable("the user's state cannot be read; ask again")
+        }
     }
 
     /// Appends the read to the user's partition and answers once its owner has processed it (or after 10 s, with
     /// the inbox as it then stands).
-    func markRead(_ user: String, item: String) async throws -> Bool? {
+    package func markRead(_ user: String, item: String) async throws -> Bool? {
         guard let items = try await inbox(of: user) else { return nil }
         guard items.contains(where: { $0.id == item }) else { return false }
         var record = InputLog()
@@ -275,12 +280,12 @@ public final class FleetService: ServiceBackend {
         return true
     }
 
-    func reload(by who: String) async throws -> Reloaded {
+    package func reload(by who: String) async throws -> Reloaded {
         throw APIError(
             .notImplemented,
             "not available in a fleet yet (docs/fleet.md): restart the processes with the new rules one by one")
     }
 
-    func notReady() -> String? { worker.notReady() }
-    func metricsText() -> String { fleetMetrics.text(log) }
+    package func notReady() -> String? { worker.notReady() }
+    package func metricsText() -> String { fleetMetrics.text(log) }
 }
