@@ -97,7 +97,9 @@ let package = Package(
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
-            ]
+            ],
+            // The contract of the HTTP API, served at `GET /openapi.json` (API.swift); in the binary, not beside it.
+            resources: [.embedInCode("API/openapi.json")]
         ),
         // A fleet process (docs/fleet.md): BeckonServer's API, processing and delivery over BeckonPostgres' log.
         .target(
@@ -140,6 +142,7 @@ let package = Package(
             dependencies: [
                 "BeckonServer", "BeckonCore", "BeckonStore", "BeckonYAML",
                 .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
             ]
         ),
         .testTarget(

@@ -74,6 +74,10 @@ scripts/install-python-clients.sh
 # (A test skips only where a tmpfs cannot be mounted or a client is missing: here both must run.)
 suite hostile 600 no-skips Tests/Service/hostile_test.py
 
+echo "== the contract: /openapi.json is valid OpenAPI 3.1; schemathesis against a single service and a fleet process"
+echo "   (no 5xx, every answer as documented, every protected route refusing a missing or wrong credential)"
+suite contract 600 no-skips Tests/Service/contract_test.py
+
 echo "== the console in headless Chromium (Selenium, axe-core): sign-in, live counts, a timeline, the playground,"
 echo "   sign-out at 1280 and 390 px; no page without a session, CSRF refused, hostile text inert, playground limits"
 scripts/install-chromium.sh > /dev/null

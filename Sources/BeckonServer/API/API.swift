@@ -81,6 +81,11 @@ package struct API: Sendable {
             guard let why = backend.notReady() else { return EditedResponse(response: Health(status: "ready")) }
             return EditedResponse(status: .serviceUnavailable, response: Health(status: "not ready", reason: why))
         }
+        router.get("/openapi.json") { _, _ in
+            Response(
+                status: .ok, headers: [.contentType: "application/json; charset=utf-8"],
+                body: .init(byteBuffer: ByteBuffer(bytes: PackageResources.openapi_json)))
+        }
         router.get("/metrics") { _, _ in
             Response(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
