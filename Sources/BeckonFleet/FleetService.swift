@@ -30,6 +30,10 @@ public final class FleetService: ServiceBackend {
         public var leaseTime: Duration = .seconds(10)
         /// This process's name in the leases (default host:pid).
         public var owner: String?
+        /// Reload when a rule file changes (a fleet-wide reload, as `POST /admin/reload`).
+        public var watch = false
+        /// Days log entries are kept (`nil`: for ever); an entry is deleted only once its partition has processed it.
+        public var retentionDays: Int?
         public var connections = ConnectionLimits()
         public init(paths: [String], postgres: String) {
             self.paths = paths
@@ -39,7 +43,11 @@ public final class FleetService: ServiceBackend {
 
     package let options: Options
     package let log: FleetLog
-    package let rules: ServingRules
+    /// The newest rule set this process knows (``FleetRules``): ingest decodes under it.
+    let current: CurrentRules
+    package var rules: ServingRules { current.value }
+    let fleetRules: FleetRules
+    let reloader: Reloader
     let worker: FleetWorker
     let appender: Appender
     package let deliverer: Deliverer
@@ -63,20 +71,24 @@ public final class FleetService: ServiceBackend {
         warnings = loaded.warningCount > 0 ? loaded.rendered() : ""
         self.options = options
         self.logger = logger
-        // (The rule set's version is the single service's database's; in a fleet, the files' digest names them.)
-        rules = try ServingRules.make(loaded, environment: ProcessInfo.processInfo.environment, at: Processor.nowMs()) {
+        // (Version 0 until the worker has stored the files or read the fleet's latest: ``FleetRules/start()``.)
+        let rules = try ServingRules.make(loaded, environment: ProcessInfo.processInfo.environment, at: Processor.nowMs()) {
             _, _ in 0
         }
         rules.warnPaused(logger)
+        current = CurrentRules(rules)
         log = try FleetLog(url: options.postgres, logger: logger, lockTimeout: options.leaseTime / 2)
         appender = Appender(log: log)
         fleetMetrics = FleetMetrics(ServiceMetrics(version: BeckonService.version))
         owner = options.owner ?? "\(ProcessInfo.processInfo.hostName):\(ProcessInfo.processInfo.processIdentifier)"
+        fleetRules = FleetRules(log: log, current: current, logger: logger)
+        reloader = Reloader(
+            paths: options.paths, store: fleetRules, current: current, metrics: fleetMetrics.service, logger: logger)
         worker = FleetWorker(
-            log: log, rules: rules, clock: options.clock, owner: owner, ttl: options.leaseTime, metrics: fleetMetrics,
+            log: log, rules: fleetRules, clock: options.clock, owner: owner, ttl: options.leaseTime, metrics: fleetMetrics,
             logger: logger)
         deliverer = Deliverer(
-            backend: FleetOutbox(log: log, destinations: rules.ruleSet.settings.destinations), current: CurrentRules(rules),
+            backend: FleetOutbox(log: log, destinations: rules.ruleSet.settings.destinations), current: current,
             metrics: fleetMetrics.service, logger: logger)
         if let s = options.userSecret { userAuth = await UserAuth(secret: s) } else { userAuth = nil }
     }
@@ -105,8 +117,20 @@ public final class FleetService: ServiceBackend {
         var configuration = ServiceGroupConfiguration(
             services: [
                 .init(service: Pool(log: log)), .init(service: worker),
-                .init(service: AfterReady(worker: worker, service: deliverer)), .init(service: app),
-            ],
+                .init(service: AfterReady(worker: worker, service: deliverer)),
+                .init(service: HangupReloads(reloader: reloader)),
+            ]
+                + (options.retentionDays.map { days in
+                    [
+                        .init(
+                            service: AfterReady(
+                                worker: worker,
+                                service: FleetRetention(
+                                    log: log, retention: Retention(days: days, logger: logger), faults: worker.faults)))
+                    ]
+                } ?? [])
+                + (options.watch ? [.init(service: AfterReady(worker: worker, service: WatchReloads(reloader: reloader)))] : [])
+                + [.init(service: app)],
             gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         // A stop ends within a bound whatever the database does: what has not stopped gracefully by then is cancelled,
         // and what a cancellation cannot end (a call into a dead connection) is left behind.
@@ -280,12 +304,38 @@ public final class FleetService: ServiceBackend {
         return true
     }
 
-    package func reload(by who: String) async throws -> Reloaded {
-        throw APIError(
-            .notImplemented,
-            "not available in a fleet yet (docs/fleet.md): restart the processes with the new rules one by one")
-    }
+    /// A fleet-wide reload (docs/fleet.md, "Reloads"): the files of this process stored as a new version, which
+    /// every partition switches to at an entry of its log.
+    package func reload(by who: String) async throws -> Reloaded { try Reloader.answer(await reloader.reload(by: who)) }
 
     package func notReady() -> String? { worker.notReady() }
     package func metricsText() -> String { fleetMetrics.text(log) }
+}
+
+/// Retention in a fleet (``Retention``): every process deletes, every minute, the entries every partition has processed
+/// that are older than the period (in short statements of at most 10,000 rows; deleting what another process deleted
+/// already is nothing).
+struct FleetRetention: Service {
+    let log: FleetLog
+    let retention: Retention
+    let faults: FaultLog
+    static let limit = 10_000
+
+    func run() async throws {
+        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+            do {
+                var total = (inputs: 0, delivered: 0)
+                while !Task.isShuttingDownGracefully {
+                    let n = try await log.deleteOlder(than: retention.cutoff(at: Processor.nowMs()), limit: Self.limit)
+                    total = (total.inputs + n.entries, total.delivered + n.delivered)
+                    if n.entries < Self.limit && n.delivered < Self.limit { break }
+                }
+                retention.deleted(total)
+                faults.ok("retention")
+            } catch {
+                faults.failed("retention", error)
+            }
+            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: Retention.every) }
+        }
+    }
 }

@@ -105,7 +105,7 @@ final class FleetMetrics: Sendable {
 /// When stopping, it lets each runner finish its batch, then releases its leases so that the others take them at once.
 final class FleetWorker: Service, Sendable {
     let log: FleetLog
-    let rules: ServingRules
+    let rules: FleetRules
     let clock: ClockMode
     let owner: String
     let ttl: Duration
@@ -120,7 +120,7 @@ final class FleetWorker: Service, Sendable {
         (polled: ContinuousClock.now, managed: ContinuousClock.now, held: [PartitionHandle]()))
 
     init(
-        log: FleetLog, rules: ServingRules, clock: ClockMode, owner: String, ttl: Duration, metrics: FleetMetrics,
+        log: FleetLog, rules: FleetRules, clock: ClockMode, owner: String, ttl: Duration, metrics: FleetMetrics,
         logger: Logger
     ) {
         self.log = log
@@ -204,6 +204,7 @@ final class FleetWorker: Service, Sendable {
         while true {
             do {
                 try await log.migrate()
+                try await rules.start()
                 return
             } catch let e as FleetLog.PartitionCountChanged {
                 throw e
@@ -219,7 +220,8 @@ final class FleetWorker: Service, Sendable {
     /// One round: say we live, renew what we hold, hand over extras, take our share of what nobody holds.
     private func manage(_ held: inout [Int: PartitionHandle], group: inout TaskGroup<Void>) async {
         do {
-            let (members, digests) = try await log.heartbeat(owner: owner, rulesDigest: rules.digest, ttl: ttl)
+            try await rules.refresh()
+            let (members, digests) = try await log.heartbeat(owner: owner, rulesDigest: rules.current.value.digest, ttl: ttl)
             metrics.ruleSets.set(to: Double(digests.count))
             if digests.count > 1 {
                 logger.warning(

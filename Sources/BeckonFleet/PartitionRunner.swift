@@ -88,7 +88,9 @@ final class PartitionStates: StateBackend {
 final class PartitionRunner {
     let handle: PartitionHandle
     let log: FleetLog
-    let rules: ServingRules
+    /// The fleet's rule sets; `serving` is the one this partition runs as of its position.
+    let fleetRules: FleetRules
+    private var serving: ServingRules?
     let clock: ClockMode
     let metrics: FleetMetrics
     let appended: Poller
@@ -107,13 +109,13 @@ final class PartitionRunner {
     var partition: Int { handle.lease.partition }
 
     init(
-        handle: PartitionHandle, log: FleetLog, rules: ServingRules, clock: ClockMode, metrics: FleetMetrics,
+        handle: PartitionHandle, log: FleetLog, rules: FleetRules, clock: ClockMode, metrics: FleetMetrics,
         appended: Poller, committer: BatchCommitter, faults: FaultLog, logger: Logger
     ) {
         self.faults = faults
         self.handle = handle
         self.log = log
-        self.rules = rules
+        fleetRules = rules
         self.clock = clock
         self.metrics = metrics
         self.appended = appended
@@ -169,10 +171,12 @@ final class PartitionRunner {
         return .milliseconds(ms)
     }
 
-    /// An engine over the partition's stored states: its stream state, the users with delayed actions (their timers
-    /// set), and the position it has processed up to.
+    /// An engine over the partition's stored states under the rule set it runs as of its position: its stream state,
+    /// the users with delayed actions (their timers set), and the position it has processed up to.
     private func open() async throws {
         processed = try await log.processed(partition: partition)
+        let rules = try await fleetRules.serving(try await log.rulesVersion(partition: partition))
+        serving = rules
         let pending = try await log.pendingStates(partition: partition)
         states = PartitionStates(pending: pending)
         // A partition holds only its own users, and an identify's anonymous id may be another partition's: no merges
@@ -187,14 +191,17 @@ final class PartitionRunner {
     /// One batch: the entries after the stored position (and on the wall clock, the delayed actions due), processed
     /// and written. Returns whether there was anything to do.
     private func step() async throws -> Bool {
-        guard let engine else { return false }
+        guard let engine, let rules = serving else { return false }
         var entries: [FleetLog.Entry] = []
         if appended.value(of: partition) > processed {
             entries = try await log.read(partition: partition, after: processed, limit: Self.batchLimit)
         }
-        // A forget ends the batch before it; at the head of a batch it is done on its own.
-        if let i = entries.firstIndex(where: { Self.forgotten(in: $0) != nil }) {
-            if i == 0 { return try await forget(entries[0]) }
+        // A forget or a new rule set ends the batch before it; at the head of a batch it is done on its own.
+        if let i = entries.firstIndex(where: { Self.forgotten(in: $0) != nil || Self.rulesVersion(in: $0) != nil }) {
+            if i == 0 {
+                if let v = Self.rulesVersion(in: entries[0]) { return try await switchRules(to: v, at: entries[0], engine) }
+                return try await forget(entries[0])
+            }
             entries = Array(entries[..<i])
         }
         let now = Processor.nowMs()
@@ -220,8 +227,8 @@ final class PartitionRunner {
                     for a in out.actions { fired.append((a, false)) }
                 case .markRead(let user, let item, let time):
                     _ = engine.markRead(userID: user, itemID: item, at: time)
-                case .tick, .forget:
-                    break  // (a forget ends a batch: see `step`)
+                case .tick, .forget, .rules:
+                    break  // (a forget and a new rule set end a batch: see `step`)
                 }
             }
         }
@@ -232,7 +239,7 @@ final class PartitionRunner {
         guard states.missed.isEmpty else {
             throw Missed(users: states.missed.count)
         }
-        var commit = FleetLog.PartitionCommit(processed: entries.last?.seq ?? processed)
+        var commit = FleetLog.PartitionCommit(processed: entries.last?.seq ?? processed, rulesVersion: rules.version)
         commit.states = engine.takeChangedStates().map { ($0.userID, $0.bytes, $0.nextDue) }
         commit.stream = engine.streamState.encoded()
         let destinations = rules.ruleSet.settings.destinations
@@ -252,6 +259,29 @@ final class PartitionRunner {
         metrics.service.ingest(.duplicate).increment(by: Int64(counts.duplicates))
         metrics.service.ingest(.refused).increment(by: Int64(counts.refused))
         for (a, _) in fired { metrics.service.action(a).increment() }
+        return true
+    }
+
+    /// The rule set version a log entry switches to, if it is a reload's.
+    static func rulesVersion(in entry: FleetLog.Entry) -> Int64? {
+        guard entry.body.first == UInt8(ascii: "V") else { return nil }
+        var version: Int64?
+        try? InputLog.read(entry.body) { if case .rules(let v) = $0 { version = v } }
+        return version
+    }
+
+    /// Switches the partition to a new rule set at a reload's entry (every entry before it processed and written):
+    /// the position and the version are written together, fenced, and the engine is opened again under the new rules
+    /// from what the database holds (users' states carry over by their rules' names, as in a single service).
+    private func switchRules(to version: Int64, at entry: FleetLog.Entry, _ engine: Engine) async throws -> Bool {
+        let next = try await fleetRules.serving(version)
+        var commit = FleetLog.PartitionCommit(processed: entry.seq, rulesVersion: next.version)
+        commit.states = engine.takeChangedStates().map { ($0.userID, $0.bytes, $0.nextDue) }
+        commit.stream = engine.streamState.encoded()
+        guard try await committer.submit((handle.lease, commit)) != nil else { throw FleetLog.Fenced(partition: partition) }
+        processed = entry.seq
+        self.engine = nil
+        logger.info("partition switched rule sets", metadata: ["partition": "\(partition)", "version": "\(version)"])
         return true
     }
 

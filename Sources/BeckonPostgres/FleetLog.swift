@@ -237,6 +237,21 @@ public final class FleetLog: Sendable {
                 """,
             ]
         ),
+        (
+            "3: rule set versions, each partition's version",
+            [
+                """
+                CREATE TABLE beckon_rules (
+                    version bigserial PRIMARY KEY,
+                    digest text NOT NULL,
+                    files bytea NOT NULL,
+                    created_at bigint NOT NULL
+                )
+                """,
+                // (0: the first version stored, for partitions that have not switched since.)
+                "ALTER TABLE beckon_lease ADD COLUMN rules_version bigint NOT NULL DEFAULT 0",
+            ]
+        ),
     ]
 
     public struct PartitionCountChanged: Error, CustomStringConvertible {
@@ -320,9 +335,22 @@ public final class FleetLog: Sendable {
     /// makes a partition's entries visible in sequence order.
     @discardableResult
     public func append(_ events: [(userID: String, body: [UInt8], receivedAt: Int64)]) async throws -> [Entry] {
+        try await append(events, in: events.map { Self.partition(of: $0.userID) })
+    }
+
+    /// Appends `body` to every partition, in one transaction (a change every partition makes at a position of its
+    /// log: a new rule set). The entries name no user.
+    @discardableResult
+    public func appendToEveryPartition(_ body: [UInt8], receivedAt: Int64) async throws -> [Entry] {
+        let partitions = Array(0..<Self.partitionCount)
+        return try await append(partitions.map { _ in ("", body, receivedAt) }, in: partitions)
+    }
+
+    private func append(
+        _ events: [(userID: String, body: [UInt8], receivedAt: Int64)], in partitionOf: [Int]
+    ) async throws -> [Entry] {
         try await timed("append", shortDeadline) { [self] in
             guard !events.isEmpty else { return [] }
-            let partitionOf = events.map { Self.partition(of: $0.userID) }
             var counts: [Int: Int64] = [:]
             // Each event's rank within its partition in this append: its sequence number is the partition's first + rank.
             var ranks: [Int64] = []
@@ -448,6 +476,116 @@ public final class FleetLog: Sendable {
                 "SELECT processed_seq FROM beckon_lease WHERE partition = \(partition)", logger: logger
             ).decode(Int64.self) {
                 return s
+            }
+            return 0
+        }
+    }
+
+    // MARK: Retention
+
+    /// Deletes log entries received before `cutoff` that their partition has processed, and delivered outbox entries
+    /// done before it, at most `limit` of each per call (a call is one short statement; call again while it deletes
+    /// as many as `limit`). Returns how many of each.
+    public func deleteOlder(than cutoff: Int64, limit: Int = 10_000) async throws -> (entries: Int, delivered: Int) {
+        try await timed("retention", nil) { [self] in
+            for try await (e, o) in try await client.query(
+                """
+                WITH e AS (
+                    DELETE FROM beckon_log WHERE (partition, seq) IN (
+                        SELECT l.partition, l.seq FROM beckon_log l JOIN beckon_lease p USING (partition)
+                        WHERE l.received_at < \(cutoff) AND l.seq <= p.processed_seq LIMIT \(limit))
+                    RETURNING 1
+                ), o AS (
+                    DELETE FROM beckon_outbox WHERE id IN (
+                        SELECT id FROM beckon_outbox WHERE state = 1 AND done_at < \(cutoff) LIMIT \(limit))
+                    RETURNING 1
+                )
+                SELECT (SELECT count(*) FROM e), (SELECT count(*) FROM o)
+                """, logger: logger
+            ).decode((Int64, Int64).self) {
+                return (Int(e), Int(o))
+            }
+            return (0, 0)
+        }
+    }
+
+    // MARK: Rule sets
+
+    /// A rule set as the fleet stores it: its files (paths and texts, in load order) and their digest.
+    public struct StoredRules: Sendable, Equatable {
+        public var version: Int64
+        public var digest: String
+        public var files: [(path: String, text: String)]
+        public init(version: Int64, digest: String, files: [(path: String, text: String)]) {
+            self.version = version
+            self.digest = digest
+            self.files = files
+        }
+        public static func == (a: StoredRules, b: StoredRules) -> Bool {
+            a.version == b.version && a.digest == b.digest && a.files.elementsEqual(b.files, by: { $0 == $1 })
+        }
+    }
+
+    private struct StoredFile: Codable {
+        var path: String
+        var text: String
+    }
+
+    /// Stores a rule set as a new version (the next number, whatever versions had the same files before); returns
+    /// the version.
+    public func storeRules(digest: String, files: [(path: String, text: String)], at time: Int64) async throws -> Int64 {
+        let encoded = ByteBuffer(bytes: try JSONEncoder().encode(files.map { StoredFile(path: $0.path, text: $0.text) }))
+        return try await timed("store rules", nil) { [self] in
+            for try await v in try await client.query(
+                """
+                INSERT INTO beckon_rules (digest, files, created_at) VALUES (\(digest), \(encoded), \(time))
+                RETURNING version
+                """, logger: logger
+            ).decode(Int64.self) {
+                return v
+            }
+            throw AppendFailed()
+        }
+    }
+
+    /// A stored rule set: `version`, or the latest (`nil`), or the first (`0`); `nil` when there is none.
+    public func rules(version: Int64?) async throws -> StoredRules? {
+        try await timed("rules", nil) { [self] in
+            let query: PostgresQuery =
+                switch version {
+                case nil: "SELECT version, digest, files FROM beckon_rules ORDER BY version DESC LIMIT 1"
+                case 0?: "SELECT version, digest, files FROM beckon_rules ORDER BY version LIMIT 1"
+                case let v?: "SELECT version, digest, files FROM beckon_rules WHERE version = \(v)"
+                }
+            for try await (v, digest, files) in try await client.query(query, logger: logger).decode(
+                (Int64, String, ByteBuffer).self)
+            {
+                let decoded = try JSONDecoder().decode([StoredFile].self, from: Data(files.readableBytesView))
+                return StoredRules(version: v, digest: digest, files: decoded.map { ($0.path, $0.text) })
+            }
+            return nil
+        }
+    }
+
+    /// The latest stored version's number (0: none stored).
+    public func latestRulesVersion() async throws -> Int64 {
+        try await timed("rules", nil) { [self] in
+            for try await v in try await client.query(
+                "SELECT coalesce(max(version), 0) FROM beckon_rules", logger: logger
+            ).decode(Int64.self) {
+                return v
+            }
+            return 0
+        }
+    }
+
+    /// The rule set version a partition runs as of its processed position (0: the first stored).
+    public func rulesVersion(partition: Int) async throws -> Int64 {
+        try await timed("processed", nil) { [self] in
+            for try await v in try await client.query(
+                "SELECT rules_version FROM beckon_lease WHERE partition = \(partition)", logger: logger
+            ).decode(Int64.self) {
+                return v
             }
             return 0
         }

@@ -73,7 +73,12 @@ extension FleetLog {
         public var actions: [FiredRow] = []
         /// The last log entry the batch includes.
         public var processed: Int64
-        public init(processed: Int64) { self.processed = processed }
+        /// The rule set version the partition runs as of `processed` (``FleetLog/rulesVersion(partition:)``).
+        public var rulesVersion: Int64 = 0
+        public init(processed: Int64, rulesVersion: Int64 = 0) {
+            self.processed = processed
+            self.rulesVersion = rulesVersion
+        }
     }
 
     /// Writes one partition's batch, fenced by `lease` (``commit(_:)`` of one): returns how many actions were new, or
@@ -102,6 +107,7 @@ extension FleetLog {
             let owners = batches.map(\.lease.owner)
             let epochs = batches.map(\.lease.epoch)
             let positions = batches.map(\.batch.processed)
+            let versions = batches.map(\.batch.rulesVersion)
             let streams = batches.map { ByteBuffer(bytes: $0.batch.stream) }
             let states = batches.flatMap { b in b.batch.states.map { (b.lease.partition, $0) } }
             let statePartitions = states.map(\.0)
@@ -125,7 +131,8 @@ extension FleetLog {
                 """
                 WITH batch AS (
                     SELECT * FROM unnest(\(leasePartitions)::int[], \(owners)::text[], \(epochs)::bigint[],
-                        \(positions)::bigint[], \(streams)::bytea[]) AS t(p, owner, epoch, position, stream)
+                        \(positions)::bigint[], \(streams)::bytea[], \(versions)::bigint[])
+                        AS t(p, owner, epoch, position, stream, rules)
                 ), lease AS (
                     SELECT l.partition FROM beckon_lease l JOIN batch b ON b.p = l.partition
                     WHERE l.owner = b.owner AND l.epoch = b.epoch AND l.expires_at >= clock_timestamp()
@@ -155,7 +162,7 @@ extension FleetLog {
                     JOIN actions ON actions.action_id = t.a
                     ON CONFLICT (destination, action_id) DO NOTHING
                 ), position AS (
-                    UPDATE beckon_lease l SET processed_seq = b.position FROM batch b
+                    UPDATE beckon_lease l SET processed_seq = b.position, rules_version = b.rules FROM batch b
                     WHERE l.partition = b.p AND b.p IN (SELECT partition FROM lease)
                 )
                 SELECT partition, (SELECT count(*) FROM actions a WHERE a.partition = lease.partition) FROM lease

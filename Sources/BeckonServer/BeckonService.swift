@@ -112,7 +112,8 @@ public final class BeckonService: Sendable {
         if let s = options.userSecret { userAuth = await UserAuth(secret: s) }
         let deliverer = Deliverer(backend: backend, current: current, metrics: metrics, logger: logger)
         let reloader = Reloader(
-            paths: options.paths, backend: backend, processor: processor, current: current, metrics: metrics, logger: logger)
+            paths: options.paths, store: SingleRuleStore(backend: backend, processor: processor), current: current,
+            metrics: metrics, logger: logger)
         single = SingleBackend(
             processor: processor, database: backend, current: current, reloader: reloader, deliverer: deliverer,
             feed: feed, clock: options.clock, metrics: metrics,
@@ -145,7 +146,8 @@ public final class BeckonService: Sendable {
                     .init(service: single.deliverer),
                     .init(
                         service: Maintenance(
-                            backend: backend, current: current, retentionDays: options.retentionDays, logger: logger)),
+                            backend: backend, current: current,
+                            retention: options.retentionDays.map { Retention(days: $0, logger: logger) }, logger: logger)),
                     .init(service: HangupReloads(reloader: single.reloader)),
                 ] + watcher + [.init(service: application(onRunning: onRunning))],
                 gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))

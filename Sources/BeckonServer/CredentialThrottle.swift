@@ -13,6 +13,13 @@ package struct BeckonContext: RequestContext, RemoteAddressRequestContext {
     /// Who the request proved to be (set by the route group's authentication middleware).
     package var principal: Principal?
 
+    /// Answers' JSON: URLs as they are (no `\/`).
+    package var responseEncoder: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes]
+        return encoder
+    }
+
     package init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         remoteAddress = source.channel.remoteAddress

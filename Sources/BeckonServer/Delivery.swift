@@ -88,7 +88,7 @@ package enum Delivery {
     }
 
     /// The longest `Retry-After` honoured: a day.
-    package static let maxRetryAfterMs: Int64 = 86_400_000
+    package static let maxRetryAfterMs: Int64 = Milliseconds.day
 
     /// A `Retry-After` value in ms from `now`: seconds, or an HTTP date (RFC 9110); `nil` when it is neither.
     package static func retryAfterMs(_ value: String, now: Date) -> Int64? {

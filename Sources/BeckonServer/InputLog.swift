@@ -12,6 +12,7 @@ import BeckonCore
 /// R TIME USERBYTES ITEMBYTES\n             then the user id, the item id and \n
 /// T TIME\n
 /// F USERBYTES\n                           then the user id and \n: forget them (a fleet's log only)
+/// V VERSION\n                             from here on, rule set VERSION (a fleet's log only)
 /// ```
 /// Times are ms since 1970; `-` is none; KIND is Segment's type name.
 package struct InputLog: Sendable {
@@ -27,6 +28,9 @@ package struct InputLog: Sendable {
         /// A privacy request to forget a user, in a fleet's log: its partition's owner deletes everything of theirs
         /// when it reaches it (docs/fleet.md).
         case forget(userID: String)
+        /// A new rule set, in a fleet's log: from this entry on its partition runs the stored version (docs/fleet.md,
+        /// "Reloads").
+        case rules(version: Int64)
     }
 
     struct Damaged: Error, CustomStringConvertible {
@@ -67,6 +71,8 @@ package struct InputLog: Sendable {
         bytes += userID.utf8
         bytes.append(10)
     }
+
+    package mutating func rules(version: Int64) { header("V \(version)") }
 
     package mutating func append(_ other: InputLog) {
         bytes += other.bytes
@@ -144,6 +150,8 @@ package struct InputLog: Sendable {
                     return
                 }
                 out.forget(userID: user)
+            case .rules(let version):
+                out.rules(version: version)
             }
         }
         return removed ? out : nil
@@ -213,6 +221,9 @@ package struct InputLog: Sendable {
             case "T"?:
                 guard fields.count == 2, let t = try int(fields[1]) else { throw Damaged(offset: start) }
                 try body(.tick(t))
+            case "V"?:
+                guard fields.count == 2, let v = try int(fields[1]) else { throw Damaged(offset: start) }
+                try body(.rules(version: v))
             default:
                 throw Damaged(offset: start)
             }

@@ -55,10 +55,10 @@ package final class ServingRules: @unchecked Sendable {
     }
 
     /// Why a rule set cannot be served: its diagnostics as `beckon validate` prints them.
-    struct Refused: Error, CustomStringConvertible {
-        var message: String
-        var diagnostics: String
-        var description: String { diagnostics.isEmpty ? message : diagnostics + message }
+    package struct Refused: Error, CustomStringConvertible {
+        package var message: String
+        package var diagnostics: String
+        package var description: String { diagnostics.isEmpty ? message : diagnostics + message }
     }
 
     private init(
@@ -83,6 +83,12 @@ package final class ServingRules: @unchecked Sendable {
         }
     }
 
+    /// Why a load cannot be served (its errors), `nil` when it can.
+    package static func refusal(of result: LoadResult) -> Refused? {
+        guard result.ruleSet == nil || result.errorCount > 0 else { return nil }
+        return Refused(message: "\(result.errorCount) error(s) in the rules", diagnostics: result.rendered())
+    }
+
     /// A load's files in load order, and their digest.
     package static func files(of result: LoadResult) -> (files: [(path: String, text: String)], digest: String) {
         let files = result.files.map { ($0, result.sources[$0] ?? "") }
@@ -102,9 +108,8 @@ package final class ServingRules: @unchecked Sendable {
         _ result: LoadResult, environment: [String: String], at time: Int64,
         version: (_ digest: String, _ files: [(path: String, text: String)]) throws -> Int64
     ) throws -> ServingRules {
-        guard let ruleSet = result.ruleSet, result.errorCount == 0 else {
-            throw Refused(message: "\(result.errorCount) error(s) in the rules", diagnostics: result.rendered())
-        }
+        if let refused = refusal(of: result) { throw refused }
+        guard let ruleSet = result.ruleSet else { throw Refused(message: "no rule set", diagnostics: "") }
         var destinations: [String: ResolvedDestination] = [:]
         for d in ruleSet.settings.destinations {
             var headers = d.headers.map { ($0.name, $0.value) }

@@ -192,8 +192,8 @@ package final class Processor: @unchecked Sendable {
             _ = engine.markRead(userID: user, itemID: item, at: time)
         case .tick(let time):
             engine.advance(to: time)
-        case .forget:
-            break  // (only in a fleet's log: a single service forgets with a barrier)
+        case .forget, .rules:
+            break  // (only in a fleet's log: a single service forgets and reloads with a barrier)
         }
         return true
     }
@@ -436,6 +436,7 @@ package final class Processor: @unchecked Sendable {
         }
     }
 
+    /// The service's wall clock, in milliseconds since 1970: the one reading of it.
     package static func nowMs() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)) }
 
     /// One group: the jobs in order, then the clock, then one commit.

@@ -2,20 +2,50 @@ import BeckonCore
 import BeckonStore
 import BeckonYAML
 import Foundation
+import HTTPTypes
 import Logging
 import Prometheus
 import ServiceLifecycle
 import Synchronization
 import UnixSignals
 
-/// Loads the rule folders again and swaps the served rule set between events (docs/operations.md, "Changing
-/// campaigns live"): rules with errors change nothing (their diagnostics come back as `beckon validate` prints
-/// them); valid ones are swapped by the processing thread after a checkpoint, every user's state carried over by
-/// their rules' names (fire counts, limits, pending delayed actions, flows).
-struct Reloader: Sendable {
-    let paths: [String]
+/// Where a reload stores a new rule set and how it is swapped in: the single service's database and processing
+/// thread (``SingleRuleStore``), or a fleet's database and every partition's log.
+package protocol RuleStore: Sendable {
+    /// The version number under which the store keeps these files (stored if new).
+    func version(digest: String, files: [(path: String, text: String)], at time: Int64) async throws -> Int64
+    /// Makes `rules` the rule set processed from now on.
+    func swap(to rules: ServingRules) async throws
+    /// Brings the served rule set up to date with what the store holds before a reload compares with it (a fleet:
+    /// another process's reload).
+    func refresh() async throws
+}
+
+extension RuleStore {
+    package func refresh() async throws {}
+}
+
+/// The single service's: versions in its SQLite database; the processing thread swaps between events, after a
+/// checkpoint.
+struct SingleRuleStore: RuleStore {
     let backend: SQLiteStateBackend
     let processor: Processor
+
+    func version(digest: String, files: [(path: String, text: String)], at time: Int64) async throws -> Int64 {
+        try backend.ruleVersion(digest: digest, files: files, at: time)
+    }
+
+    func swap(to rules: ServingRules) async throws { _ = try await processor.submit(.reload(rules)) }
+}
+
+/// Loads the rule folders again and swaps the served rule set between events (docs/operations.md, "Changing
+/// campaigns live"): rules with errors change nothing (their diagnostics come back as `beckon validate` prints
+/// them); valid ones are stored as a new version and swapped in by the store (``RuleStore``), every user's state
+/// carried over by their rules' names (fire counts, limits, pending delayed actions, flows). The same for both
+/// stores, for `POST /admin/reload`, SIGHUP and `--watch`.
+package struct Reloader: Sendable {
+    let paths: [String]
+    let store: any RuleStore
     let current: CurrentRules
     let metrics: ServiceMetrics
     let logger: Logger
@@ -25,7 +55,15 @@ struct Reloader: Sendable {
     /// stores is the newest when it is swapped in, so pruning the older ones never takes one still to be swapped in.
     let oneAtATime = SerialGate()
 
-    enum Outcome {
+    package init(paths: [String], store: any RuleStore, current: CurrentRules, metrics: ServiceMetrics, logger: Logger) {
+        self.paths = paths
+        self.store = store
+        self.current = current
+        self.metrics = metrics
+        self.logger = logger
+    }
+
+    package enum Outcome {
         case changed(ServingRules)
         /// The files are what is served already.
         case unchanged(ServingRules)
@@ -34,7 +72,21 @@ struct Reloader: Sendable {
         case failed
     }
 
-    func reload(by who: String) async -> Outcome {
+    /// The HTTP API's answer to an outcome: what is served, or the refusal.
+    package static func answer(_ outcome: Outcome) throws -> Reloaded {
+        switch outcome {
+        case .changed(let r): return Reloaded(changed: true, rules: r.loaded)
+        case .unchanged(let r): return Reloaded(changed: false, rules: r.loaded)
+        case .refused(let why):
+            var e = APIError(.unprocessableContent, why.message + "; the rules loaded before are still served")
+            e.body.diagnostics = why.diagnostics
+            throw e
+        case .failed:
+            throw APIError.unavailable("the rules could not be swapped; the rules loaded before are still served")
+        }
+    }
+
+    package func reload(by who: String) async -> Outcome {
         await oneAtATime.enter()
         defer { oneAtATime.leave() }
         let started = ContinuousClock.now
@@ -42,14 +94,18 @@ struct Reloader: Sendable {
         let now = Processor.nowMs()
         let serving: ServingRules
         do {
+            try await store.refresh()
             let running = current.value
             if result.errorCount == 0, ServingRules.files(of: result).digest == running.digest {
                 metrics.reload("unchanged").increment()
                 logger.info("reload: the rules are unchanged", metadata: ["by": "\(who)"])
                 return .unchanged(running)
             }
-            serving = try ServingRules.make(result, environment: ProcessInfo.processInfo.environment, at: now) {
-                digest, files in try backend.ruleVersion(digest: digest, files: files, at: now)
+            if let refused = ServingRules.refusal(of: result) { throw refused }
+            let (files, digest) = ServingRules.files(of: result)
+            let version = try await store.version(digest: digest, files: files, at: now)
+            serving = try ServingRules.make(result, environment: ProcessInfo.processInfo.environment, at: now) { _, _ in
+                version
             }
         } catch let refused as ServingRules.Refused {
             metrics.reload("refused").increment()
@@ -63,7 +119,7 @@ struct Reloader: Sendable {
             return .failed
         }
         do {
-            _ = try await processor.submit(.reload(serving))
+            try await store.swap(to: serving)
         } catch {
             logger.error("reload failed", metadata: ["by": "\(who)", "error": "\(error)"])
             return .failed
@@ -130,10 +186,11 @@ final class LastRefusedReload: Sendable {
 }
 
 /// Reloads on SIGHUP, until the service stops.
-struct HangupReloads: Service {
+package struct HangupReloads: Service {
     let reloader: Reloader
+    package init(reloader: Reloader) { self.reloader = reloader }
 
-    func run() async throws {
+    package func run() async throws {
         let signals = await UnixSignalsSequence(trapping: .sighup)
         for await _ in signals.cancelOnGracefulShutdown() {
             _ = await reloader.reload(by: "SIGHUP")
@@ -144,11 +201,12 @@ struct HangupReloads: Service {
 /// Reloads when a rule file changes (`--watch`): the files under the folders are looked at every ``every`` (their
 /// paths, sizes and modification times), and a change is a reload as any other — refused with its diagnostics while
 /// the edit has errors, swapped in once it has none. A half-saved file is only a refused reload.
-struct WatchReloads: Service {
+package struct WatchReloads: Service {
     let reloader: Reloader
     static let every: Duration = .seconds(1)
+    package init(reloader: Reloader) { self.reloader = reloader }
 
-    func run() async throws {
+    package func run() async throws {
         var last = Self.look(reloader.paths)
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             try? await cancelWhenGracefulShutdown { try await Task.sleep(for: Self.every) }
@@ -176,16 +234,15 @@ struct WatchReloads: Service {
 struct Maintenance: Service {
     let backend: SQLiteStateBackend
     let current: CurrentRules
-    /// Days an input log record is kept (`nil`: for ever).
-    let retentionDays: Int?
+    /// How long input log records are kept (`nil`: for ever).
+    let retention: Retention?
     let logger: Logger
-    static let every: Duration = .seconds(60)
 
     func run() async throws {
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             let once = self
             try? await Blocking.run { once.runOnce() }
-            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: Self.every) }
+            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: Retention.every) }
         }
     }
 
@@ -193,17 +250,34 @@ struct Maintenance: Service {
         do {
             let pending = try backend.pendingScrubs()
             if !pending.isEmpty { _ = try Privacy.scrub(pending, backend: backend) }
-            if let days = retentionDays {
-                let cutoff = Processor.nowMs() - Int64(days) * 86_400_000
-                let n = try backend.deleteOlder(than: cutoff)
-                if n.inputs + n.delivered > 0 {
-                    logger.info(
-                        "retention: deleted old records",
-                        metadata: ["inputRecords": "\(n.inputs)", "deliveredActions": "\(n.delivered)"])
-                }
-            }
+            if let retention { retention.deleted(try backend.deleteOlder(than: retention.cutoff(at: Processor.nowMs()))) }
         } catch {
             logger.error("maintenance failed", metadata: ["error": "\(error)"])
         }
+    }
+}
+
+/// Retention (`--retention-days`, docs/operations.md): input log records (a fleet's log entries) received more than
+/// `days` days ago are deleted once what they did is stored (a checkpoint includes them; their partition has processed
+/// them), and delivered actions' outbox entries as old. The same period, cutoff and account for both stores; each
+/// store deletes its own way, every ``every``.
+package struct Retention: Sendable {
+    package let days: Int
+    package let logger: Logger
+    package static let every: Duration = .seconds(60)
+
+    package init(days: Int, logger: Logger) {
+        self.days = days
+        self.logger = logger
+    }
+
+    /// What was received before this is old.
+    package func cutoff(at now: Int64) -> Int64 { now - Int64(days) * Milliseconds.day }
+
+    /// Logs what a pass deleted (nothing: nothing logged).
+    package func deleted(_ n: (inputs: Int, delivered: Int)) {
+        guard n.inputs + n.delivered > 0 else { return }
+        logger.info(
+            "retention: deleted old records", metadata: ["inputRecords": "\(n.inputs)", "deliveredActions": "\(n.delivered)"])
     }
 }

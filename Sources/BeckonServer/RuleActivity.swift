@@ -6,7 +6,6 @@ import Synchronization
 /// every round; the console reads sums. Kept in memory: the counts start when the process does.
 package final class RuleActivity: Sendable {
     package static let bucketMs: Int64 = 5 * 60_000
-    package static let dayMs: Int64 = 86_400_000
 
     /// One rule's counts in one bucket (or summed over several).
     package struct Counts: Sendable, Equatable {
@@ -73,7 +72,7 @@ package final class RuleActivity: Sendable {
         state.withLock { s in
             for (name, c) in gained { s.rules[name, default: [:]][bucket, default: Counts()].add(c) }
             // Once a bucket, buckets older than a day are dropped.
-            let oldest = (now - Self.dayMs) / Self.bucketMs
+            let oldest = (now - Milliseconds.day) / Self.bucketMs
             if s.pruned != bucket {
                 s.pruned = bucket
                 for (name, buckets) in s.rules where buckets.keys.contains(where: { $0 < oldest }) {

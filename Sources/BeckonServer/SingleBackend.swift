@@ -100,18 +100,7 @@ struct SingleBackend: ServiceBackend {
         }
     }
 
-    func reload(by who: String) async throws -> Reloaded {
-        switch await reloader.reload(by: who) {
-        case .changed(let r): return Reloaded(changed: true, rules: r.loaded)
-        case .unchanged(let r): return Reloaded(changed: false, rules: r.loaded)
-        case .refused(let why):
-            var e = APIError(.unprocessableContent, why.message + "; the rules loaded before are still served")
-            e.body.diagnostics = why.diagnostics
-            throw e
-        case .failed:
-            throw APIError.unavailable("the rules could not be swapped; the rules loaded before are still served")
-        }
-    }
+    func reload(by who: String) async throws -> Reloaded { try Reloader.answer(await reloader.reload(by: who)) }
 
     func notReady() -> String? { processor.ready ? nil : "the database cannot be written" }
 

@@ -16,7 +16,7 @@ public enum Playground {
         /// Time spent running events and letting time run (checked between events, and between days of `until`).
         public var runMilliseconds: Int64 = 2_000
         /// How far past the last event `until` may let time run.
-        public var untilMs: Int64 = 90 * 86_400_000
+        public var untilMs: Int64 = 90 * Milliseconds.day
         /// Rows of the table shown (the counts cover every event).
         public var rows = 2_000
         public init() {}
@@ -124,7 +124,7 @@ public enum Playground {
                 // A day at a time, with the time limit checked between days (delayed actions can chain).
                 var t = last == Int64.min ? end : last
                 repeat {
-                    t = min(end, t + 86_400_000)
+                    t = min(end, t + Milliseconds.day)
                     keep(engine.advance(to: t))
                     if t < end && ContinuousClock.now - start > budget {
                         result.stopped =

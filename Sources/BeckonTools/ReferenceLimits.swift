@@ -51,7 +51,7 @@ extension ReferenceDocs {
                         tests: ["NestingLimitTests.segmentsCountTowardTheDepthLimit"]),
                     Limit(
                         what: "a duration (`wait`, `within`, `cooldown`, windows, `dedup_window`, `clock_skew`, `--until`)",
-                        limit: "\(number(Int(DSLDuration.maxMilliseconds / 86_400_000))) days (100 years)",
+                        limit: "\(number(Int(DSLDuration.maxMilliseconds / Milliseconds.day))) days (100 years)",
                         beyond: "`invalid_duration` at the value (`--until`: exit 64)",
                         tests: [
                             "LoadTimeErrorTests.everyDurationKeyRefusesTooLongADuration",
@@ -415,7 +415,7 @@ extension ReferenceDocs {
     private static func seconds(_ s: Double) -> String {
         s == s.rounded() ? "\(Int(s)) s" : "\(s) s"
     }
-    private static func days(_ ms: Int64) -> String { "\(ms / 86_400_000) days" }
+    private static func days(_ ms: Int64) -> String { "\(ms / Milliseconds.day) days" }
     private static func timestampText(_ ms: Int64) -> String {
         String(Timestamp(milliseconds: ms).description.prefix(10))
     }

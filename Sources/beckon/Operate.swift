@@ -33,7 +33,7 @@ struct Outbox: ParsableCommand {
     func run() throws {
         guard FileManager.default.fileExists(atPath: db) else { throw fail("no database at \(db)") }
         let backend = try SQLiteStateBackend(path: db)
-        let now = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
+        let now = Processor.nowMs()
         if !retry.isEmpty || retryDead {
             let n = try backend.retryOutbox(actionIDs: retryDead ? nil : retry, now: now)
             print("\(n) action(s) pending again")

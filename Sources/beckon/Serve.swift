@@ -148,7 +148,6 @@ struct Serve: AsyncParsableCommand {
 
     /// One process of a fleet: the options a fleet has in common with a single service, the database PostgreSQL.
     private func serveFleet(_ single: BeckonService.Options, postgres: String, logger: Logger) async throws {
-        if watch || retentionDays != nil { throw fail("--watch and --retention-days are not available with --postgres") }
         guard leaseSeconds >= 1, leaseSeconds <= 600 else { throw fail("--lease-seconds must be between 1 and 600") }
         var options = FleetService.Options(paths: paths, postgres: postgres)
         options.host = single.host
@@ -160,6 +159,8 @@ struct Serve: AsyncParsableCommand {
         options.leaseTime = .milliseconds(Int64(leaseSeconds * 1000))
         options.connections = single.connections
         options.owner = owner
+        options.watch = watch
+        options.retentionDays = retentionDays
         let service = try await Self.starting(
             { try await FleetService(options, logger: logger) }, warnings: \.warnings, oneLine: { _ in true })
         let owner = service.owner

@@ -54,7 +54,7 @@ struct ConsoleUnitTests {
         // What a new engine holds already (a replay) is not new.
         activity.restart(from: stats)
         let hour: Int64 = 3_600_000
-        let now = 1000 * RuleActivity.dayMs
+        let now = 1000 * Milliseconds.day
         (stats.triggered[0], stats.fired[0]) = (8, 3)
         stats.blocked[0]["limit:per_day"] = 4
         activity.add(activity.take(stats, names: ["a/r", "a/s"]), at: now - 2 * hour)
@@ -69,7 +69,7 @@ struct ConsoleUnitTests {
         #expect(s.firedByHour.reduce(0, +) == 2 && s.firedByHour[23] == 1)
         #expect(activity.summary(of: "a/s", at: now).day == RuleActivity.Counts())
         // A day later nothing of it is counted.
-        #expect(activity.summary(of: "a/r", at: now + RuleActivity.dayMs).day == RuleActivity.Counts())
+        #expect(activity.summary(of: "a/r", at: now + Milliseconds.day).day == RuleActivity.Counts())
     }
 
     @Test func templatesEscapeEveryValue() {

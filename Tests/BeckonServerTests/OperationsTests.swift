@@ -182,6 +182,7 @@ struct ScrubTests {
         record.tick(3_000)
         record.forget(userID: "a")
         record.forget(userID: "b")
+        record.rules(version: 7)
         let kept = try #require(try InputLog.without(userIDs: ["a"], in: record.bytes))
         var inputs: [String] = []
         try InputLog.read(kept.bytes) { input in
@@ -192,9 +193,10 @@ struct ScrubTests {
             case .markRead(let u, _, let t): inputs.append("R \(u) \(t)")
             case .tick(let t): inputs.append("T \(t)")
             case .forget(let u): inputs.append("F \(u)")
+            case .rules(let v): inputs.append("V \(v)")
             }
         }
-        #expect(inputs == ["E b 2 1000", "R b 2000", "T 3000", "F b"])
+        #expect(inputs == ["E b 2 1000", "R b 2000", "T 3000", "F b", "V 7"])
         #expect(kept.events == 1)
         #expect(try InputLog.without(userIDs: ["nobody"], in: record.bytes) == nil)
     }

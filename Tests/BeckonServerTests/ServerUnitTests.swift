@@ -59,6 +59,7 @@ struct InputLogTests {
         log.markRead(userID: "u 1", itemID: "wel come\n", time: 7)
         log.tick(9)
         log.forget(userID: "u 1\n")
+        log.rules(version: 12)
         var seen: [String] = []
         try InputLog.read(log.bytes) { input in
             switch input {
@@ -68,9 +69,10 @@ struct InputLogTests {
             case .markRead(let u, let i, let t): seen.append("R \(u)|\(i)|\(t)")
             case .tick(let t): seen.append("T \(t)")
             case .forget(let u): seen.append("F \(u)")
+            case .rules(let v): seen.append("V \(v)")
             }
         }
-        #expect(seen == ["E screen 5 -3 true", "R u 1|wel come\n|7", "T 9", "F u 1\n"])
+        #expect(seen == ["E screen 5 -3 true", "R u 1|wel come\n|7", "T 9", "F u 1\n", "V 12"])
     }
 
     @Test func aDamagedRecordIsAnErrorNotACrash() {

@@ -44,6 +44,9 @@ def status(url):
     return [json.loads(line) for line in fleet(url, "status", "--json").splitlines()]
 
 
+status_rows = status
+
+
 def wait_caught_up(test, url, seconds=180):
     """Until every partition is held by a live process and has processed everything appended; on failure, which
     partitions lag, who holds them, with how much lease left."""
@@ -66,15 +69,15 @@ def wait_caught_up(test, url, seconds=180):
 class Process:
     """One `beckon serve --postgres` process on a free loopback port."""
 
-    def __init__(self, rules, url, name, clock="events"):
-        self.rules, self.url, self.name, self.clock = rules, url, name, clock
+    def __init__(self, rules, url, name, clock="events", extra=()):
+        self.rules, self.url, self.name, self.clock, self.extra = rules, url, name, clock, list(extra)
         self.proc = None
         self.port = None
 
     def start(self):
         args = [BECKON, "serve", *self.rules, "--postgres", self.url, "--port", "0", "--write-key", KEY,
                 "--user-secret", SECRET, "--admin-key", ADMIN_KEY, "--clock", self.clock,
-                "--lease-seconds", str(LEASE), "--owner", self.name]
+                "--lease-seconds", str(LEASE), "--owner", self.name, *self.extra]
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.log(), text=True,
                                      env={**os.environ, "LOG_LEVEL": "error"})
         deadline = time.time() + 30
@@ -93,6 +96,14 @@ class Process:
 
     def alive(self):
         return self.proc.poll() is None
+
+    def ready(self):
+        """Until /readyz answers 200 (at most 60 s)."""
+        deadline = time.monotonic() + 60
+        while self.request("GET", "/readyz")[0] != 200:
+            assert time.monotonic() < deadline, f"{self.name} not ready within 60 s"
+            time.sleep(0.2)
+        return self
 
     def signal(self, sig):
         self.proc.send_signal(sig)
@@ -391,6 +402,124 @@ class Fleet(unittest.TestCase):
             finally:
                 for p in procs:
                     self.assertEqual(p.stop(), 0)
+
+
+RELOAD_RULES = """version: 1
+campaign: shop
+rules:
+  - id: hello
+    on: Opened
+    limit: { per_user: 1 }
+    do:
+      - message: { surface: launch, title: TITLE }
+"""
+
+
+class Reload(unittest.TestCase):
+    """A reload in a fleet (docs/fleet.md, "Reloads"): stored as a new version, every partition switching at an entry
+    of its log; both processes then fire the new text, and a limit used before the reload still holds."""
+
+    def test_a_reload_through_one_process_changes_the_whole_fleet(self):
+        url = database("fleet_reload")
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "shop.yaml")
+            with open(path, "w") as f:
+                f.write(RELOAD_RULES.replace("TITLE", "Old"))
+            procs = [Process([d], url, f"reload-{i}").start() for i in range(2)]
+            a, b = procs
+            try:
+                for p in procs:
+                    p.ready()
+                before = [f"early-{i}" for i in range(40)]
+                self.assertEqual(a.post([{"type": "track", "event": "Opened", "userId": u, "messageId": f"m-{u}-1",
+                                          "timestamp": "2026-03-02T09:00:00Z"} for u in before]), 200)
+                wait_caught_up(self, url, 60)
+                status, body = a.request("GET", "/admin/rules", headers={"Authorization": "Bearer " + ADMIN_KEY})
+                old = json.loads(body)["files"][0]["sha256"]
+
+                with open(path, "w") as f:
+                    f.write(RELOAD_RULES.replace("TITLE", "New"))
+                status, body = a.request("POST", "/admin/reload", headers={"Authorization": "Bearer " + ADMIN_KEY})
+                self.assertEqual(status, 200, body)
+                self.assertTrue(json.loads(body)["changed"])
+                # The same files again: unchanged.
+                status, body = b.request("POST", "/admin/reload", headers={"Authorization": "Bearer " + ADMIN_KEY},
+                                         timeout=10)
+                self.assertEqual((status, json.loads(body)["changed"]), (200, False), body)
+
+                after = [f"late-{i}" for i in range(40)]
+                events = [{"type": "track", "event": "Opened", "userId": u, "messageId": f"m-{u}-2",
+                           "timestamp": "2026-03-02T10:00:00Z"} for u in before + after]
+                # Half through each process.
+                self.assertEqual(a.post(events[::2]), 200)
+                self.assertEqual(b.post(events[1::2]), 200)
+                wait_caught_up(self, url, 60)
+                fired = [json.loads(line) for line in fleet(url, "actions").splitlines()]
+                titles = {}
+                for x in fired:
+                    titles.setdefault(x["userId"], []).append(x["message"]["title"])
+                for u in before:
+                    self.assertEqual(titles.get(u), ["Old"], f"{u}: the limit used before the reload must hold")
+                for u in after:
+                    self.assertEqual(titles.get(u), ["New"], u)
+                # Each process served the new rules: both fired some of the new text, and both say so.
+                owners = {p["owner"] for p in status_rows(url)}
+                self.assertEqual(owners, {"reload-0", "reload-1"})
+                for p in procs:
+                    deadline = time.monotonic() + 10
+                    while True:
+                        _, body = p.request("GET", "/admin/rules", headers={"Authorization": "Bearer " + ADMIN_KEY})
+                        if json.loads(body)["files"][0]["sha256"] != old:
+                            break
+                        self.assertLess(time.monotonic(), deadline, f"{p.name} still serves the old rules")
+                        time.sleep(0.2)
+            finally:
+                for p in procs:
+                    self.assertEqual(p.stop(), 0)
+
+
+class Retention(unittest.TestCase):
+    """`--retention-days` in a fleet: entries every partition has processed and that are older than the period are
+    deleted; what they did (states, actions) stays, and new entries still number after the deleted ones."""
+
+    def test_processed_entries_older_than_the_period_are_deleted(self):
+        url = database("fleet_retention")
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "shop.yaml"), "w") as f:
+                f.write(RELOAD_RULES.replace("TITLE", "Hi"))
+            p = Process([d], url, "retention-0").start().ready()
+            try:
+                users = [f"r-{i}" for i in range(30)]
+                self.assertEqual(p.post([{"type": "track", "event": "Opened", "userId": u, "messageId": f"m-{u}",
+                                          "timestamp": "2026-03-02T09:00:00Z"} for u in users]), 200)
+                wait_caught_up(self, url, 60)
+                self.assertEqual(len(fleet(url, "events").splitlines()), 30)
+            finally:
+                self.assertEqual(p.stop(), 0)
+            actions = fleet(url, "actions").splitlines()
+            self.assertEqual(len(actions), 30)
+            p = Process([d], url, "retention-1", extra=["--retention-days", "0"]).start().ready()
+            try:
+                deadline = time.monotonic() + 30
+                while fleet(url, "events").strip():
+                    self.assertLess(time.monotonic(), deadline, "the processed entries were not deleted")
+                    time.sleep(0.5)
+                self.assertEqual(fleet(url, "actions").splitlines(), actions)
+                _, body = p.request("GET", "/v1/users/r-1/export", headers={"Authorization": "Bearer " + ADMIN_KEY})
+                export = json.loads(body)
+                self.assertEqual(export["events"], [])
+                self.assertIsNotNone(export["state"])
+                # A later event is appended after the deleted ones and processed: the user's limit still holds.
+                self.assertEqual(p.post([{"type": "track", "event": "Opened", "userId": "r-1", "messageId": "m-again",
+                                          "timestamp": "2026-03-02T10:00:00Z"},
+                                         {"type": "track", "event": "Opened", "userId": "new", "messageId": "m-new",
+                                          "timestamp": "2026-03-02T10:00:00Z"}]), 200)
+                wait_caught_up(self, url, 60)
+                fired = [json.loads(line)["userId"] for line in fleet(url, "actions").splitlines()]
+                self.assertEqual(fired.count("r-1"), 1)
+                self.assertEqual(fired.count("new"), 1)
+            finally:
+                self.assertEqual(p.stop(), 0)
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ public enum FuzzEntry {
             for v in out.verdicts { _ = v.verdict.summary }
         }
         if engine.latestEventTime != Int64.min {
-            _ = engine.advance(to: min(engine.latestEventTime, Int64(1) << 44) + 30 * 86_400_000)
+            _ = engine.advance(to: min(engine.latestEventTime, Int64(1) << 44) + 30 * Milliseconds.day)
         }
     }
 
@@ -71,7 +71,7 @@ public enum FuzzEntry {
                 precondition(r.events.count == r.ranges.count, "an event without its bytes")
                 let engine = Engine(ruleSet: eventRules)
                 for e in r.events { for a in engine.process(e).actions { _ = a.json } }
-                engine.advance(to: min(engine.latestEventTime, Int64(1) << 44) + 30 * 86_400_000)
+                engine.advance(to: min(engine.latestEventTime, Int64(1) << 44) + 30 * Milliseconds.day)
             }
         }
     }
@@ -94,7 +94,7 @@ public enum FuzzEntry {
                     kind: .track, name: name, userID: s.userID, timestamp: at, messageID: "fuzz\(i)",
                     properties: ValueMap([("cart", .int(1)), ("amount", .double(20))])))
         }
-        engine.advance(to: min(engine.latestEventTime, Int64(1) << 44) + 30 * 86_400_000)
+        engine.advance(to: min(engine.latestEventTime, Int64(1) << 44) + 30 * Milliseconds.day)
         if let after = engine.state(of: s.userID) {
             precondition((try? UserState(decoding: after.encoded())) != nil, "a restored state does not encode again")
         }

@@ -332,7 +332,7 @@ struct RuleAnalyzer {
         guard case .schedule(let sched) = spec.trigger, file.start != nil || file.end != nil else { return }
         let start = file.start?.value.milliseconds ?? Int64.min
         let end = file.end?.value.milliseconds ?? Int64.max
-        let day: Int64 = 86_400_000
+        let day: Int64 = Milliseconds.day
         switch sched.value {
         case .once(let t):
             guard t < start || t >= end else { return }

@@ -605,7 +605,7 @@ final class RuleEnvironment: ExpressionEnvironment {
             }
             intervals = Double(n)
         case .rolling(let ms):
-            var per: Int64 = 86_400_000
+            var per: Int64 = Milliseconds.day
             if args.count == 3 {
                 let text = try constantString(args[2], c, what: "the interval", usage: usage)
                 guard let p = DSLDuration.parse(text), p > 0, p <= ms else {
@@ -703,7 +703,7 @@ final class RuleEnvironment: ExpressionEnvironment {
             })
     }
 
-    static func wholeDays(_ ms: Int64) -> Int64 { Civil.floorDivMod(ms, 86_400_000).0 }
+    static func wholeDays(_ ms: Int64) -> Int64 { Civil.floorDivMod(ms, Milliseconds.day).0 }
 }
 
 /// The segments of one file, compiled on first use (so order does not matter) with cycle detection.

@@ -1,7 +1,8 @@
 /// Durations as the DSL writes them: `500ms`, `90s`, `30m`, `24h`, `7d`, `2w`, or a sum like `1h30m`.
 public enum DSLDuration {
     static let units: [(String, Int64)] = [
-        ("ms", 1), ("s", 1000), ("m", 60_000), ("h", 3_600_000), ("d", 86_400_000), ("w", 604_800_000),
+        ("ms", 1), ("s", 1000), ("m", Milliseconds.minute), ("h", Milliseconds.hour), ("d", Milliseconds.day),
+        ("w", Milliseconds.week),
     ]
 
     /// The longest duration a rule file may write: 100 years (36,525 days, in milliseconds).
@@ -10,7 +11,7 @@ public enum DSLDuration {
     /// time the engine sees (event times end in 2527) stays far inside 64-bit milliseconds and inside the years
     /// timestamps are shown in (to 9999), and inside CEL's durations (±292 years): the engine's timers, windows,
     /// cooldowns and the analysis add durations to times with plain arithmetic that cannot overflow.
-    public static let maxMilliseconds: Int64 = 36_525 * 86_400_000
+    public static let maxMilliseconds: Int64 = 36_525 * Milliseconds.day
 
     /// What a duration's text reads as.
     public enum Reading: Equatable, Sendable {

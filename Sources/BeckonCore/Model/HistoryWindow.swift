@@ -35,10 +35,10 @@ public enum HistoryWindow: Sendable, Hashable, CustomStringConvertible {
     var maxSpanMs: Int64 {
         switch self {
         case .rolling(let ms): ms
-        case .calendar(.day, let n): Int64(n) * 86_400_000
-        case .calendar(.week, let n): Int64(n * 7) * 86_400_000
-        case .calendar(.month, let n): Int64(n * 31) * 86_400_000
-        case .monthBack: 31 * 86_400_000
+        case .calendar(.day, let n): Int64(n) * Milliseconds.day
+        case .calendar(.week, let n): Int64(n * 7) * Milliseconds.day
+        case .calendar(.month, let n): Int64(n * 31) * Milliseconds.day
+        case .monthBack: 31 * Milliseconds.day
         case .lifetime: 0
         }
     }
@@ -49,7 +49,7 @@ public enum HistoryWindow: Sendable, Hashable, CustomStringConvertible {
         switch self {
         case .rolling(let ms): ms
         case .lifetime: 0
-        default: maxSpanMs + 86_400_000
+        default: maxSpanMs + Milliseconds.day
         }
     }
 
@@ -75,7 +75,7 @@ public enum HistoryWindow: Sendable, Hashable, CustomStringConvertible {
         case (.calendar, .rolling(let b)), (.monthBack, .rolling(let b)): return maxSpanMs + dst <= b
         case (.calendar(let u, let n), .calendar(let v, let m)):
             return u == v ? n <= m : n == 1 && m == 1 && u == .day
-        case (.calendar(let u, 1), .monthBack): return u != .month && maxSpanMs + dst <= 28 * 86_400_000
+        case (.calendar(let u, 1), .monthBack): return u != .month && maxSpanMs + dst <= 28 * Milliseconds.day
         case (.calendar, .monthBack), (.monthBack, .calendar): return false
         case (.monthBack, .monthBack): return true
         }

@@ -35,7 +35,7 @@ public enum LimitKind: Int, CaseIterable, Sendable, CustomStringConvertible {
         switch self {
         case .perMinute: .rolling(ms: 60_000)
         case .perHour: .rolling(ms: 3_600_000)
-        case .perDay: .rolling(ms: 86_400_000)
+        case .perDay: .rolling(ms: Milliseconds.day)
         case .perWeek: .rolling(ms: 604_800_000)
         case .perMonth: .monthBack
         case .perCalendarDay: .calendar(.day, count: 1)

@@ -572,10 +572,10 @@ public struct EngineSettings: Sendable {
     public var sessionStartEvents: Set<Int32> = []
     public var sessionTimeoutMs: Int64 = 30 * 60_000
     public var globalLimits: CompiledLimits?
-    public var dedupWindowMs: Int64 = 7 * 86_400_000
+    public var dedupWindowMs: Int64 = 7 * Milliseconds.day
     /// How far one user's event may run ahead of the other users' latest before it moves the stream's clock alone
     /// (see ``Engine/clock``).
-    public var clockSkewMs: Int64 = 7 * 86_400_000
+    public var clockSkewMs: Int64 = 7 * Milliseconds.day
     /// How deep `set` → `on_change` → `set` chains may go within one event.
     public var maxCascadeDepth: Int = 8
     /// Where a service sends fired actions (the engine only carries them).

@@ -1,5 +1,14 @@
 import Foundation
 
+/// Lengths of time in milliseconds, the unit of every time the engine and the service keep: one definition each.
+public enum Milliseconds {
+    public static let second: Int64 = 1000
+    public static let minute: Int64 = 60_000
+    public static let hour: Int64 = 3_600_000
+    public static let day: Int64 = 86_400_000
+    public static let week: Int64 = 604_800_000
+}
+
 /// An instant, as CEL's `google.protobuf.Timestamp`: seconds since 1970-01-01T00:00:00Z plus nanoseconds,
 /// in the range 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999999Z.
 public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible {

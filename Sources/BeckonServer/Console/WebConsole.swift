@@ -410,21 +410,21 @@ package struct WebConsole: Sendable {
     func report(_ session: ConsoleSessions.Session, query: FormData) async throws -> Response {
         var page = ReportPage(chrome: Chrome(signedIn: true, csrf: session.csrf, report: true))
         let now = Processor.nowMs()
-        let today = now / 86_400_000 * 86_400_000
+        let today = now / Milliseconds.day * Milliseconds.day
         let to = query["to"].flatMap(Self.day) ?? today
-        let from = query["from"].flatMap(Self.day) ?? (to - 6 * 86_400_000)
+        let from = query["from"].flatMap(Self.day) ?? (to - 6 * Milliseconds.day)
         page.from = Self.dayText(from)
         page.to = Self.dayText(to)
         if query["from"].map({ Self.day($0) == nil }) == true || query["to"].map({ Self.day($0) == nil }) == true {
             page.error = "A day is written YYYY-MM-DD."
         } else if to < from {
             page.error = "The period ends before it starts."
-        } else if (to - from) / 86_400_000 + 1 > Int64(Self.maxReportDays) {
+        } else if (to - from) / Milliseconds.day + 1 > Int64(Self.maxReportDays) {
             page.error = "A report covers at most \(Self.maxReportDays) days."
         }
         guard page.error == nil else { return Self.html(.badRequest, ConsoleTemplates.render(page, "report")) }
         let rules = current.value
-        let end = min(to + 86_400_000, max(now, from))
+        let end = min(to + Milliseconds.day, max(now, from))
         let (backend, first, last) = (backend, page.from, page.to)
         let made: Result<String, ReportTooLarge>?
         do {
@@ -435,7 +435,7 @@ package struct WebConsole: Sendable {
                     eventsName: "the stored events of \(first) to \(last)", end: end
                 ) { feed in
                     try Self.eachStoredEvent(backend, rules.decoder) { e, _ in
-                        guard e.timestamp >= from, e.timestamp < to + 86_400_000 else { return }
+                        guard e.timestamp >= from, e.timestamp < to + Milliseconds.day else { return }
                         count += 1
                         guard count <= Self.maxReportEvents else { throw ReportTooLarge() }
                         feed(e)

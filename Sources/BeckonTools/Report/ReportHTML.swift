@@ -239,7 +239,7 @@ enum ReportHTML {
         var s = percentAxis(max: yMax)
         let step = max(1, days.count / 6)
         for (i, d) in days.enumerated() where i % step == 0 {
-            let label = String(Timestamp(milliseconds: d * 86_400_000).description.dropFirst(5).prefix(5))
+            let label = String(Timestamp(milliseconds: d * Milliseconds.day).description.dropFirst(5).prefix(5))
             s += "<text x=\"\(f(x(d)))\" y=\"\(f(height - bottom + 14))\" text-anchor=\"middle\" fill=\"#475569\">\(label)</text>"
         }
         for (_, color, g) in series {

@@ -264,7 +264,7 @@ final class ReportBuilder {
         guard let end, at + within <= end else { return }
         g.complete += 1
         let inWindow = (hits ?? []).filter { $0.time >= at && $0.time - at <= within }
-        let day = Int64((Double(at) / 86_400_000).rounded(.down))
+        let day = Int64((Double(at) / Double(Milliseconds.day)).rounded(.down))
         var d = g.byDay[day] ?? (0, 0)
         d.complete += 1
         if let first = inWindow.map(\.time).min() {

@@ -203,7 +203,10 @@ public enum ReportRunner {
                                 let v = g.byDay[d]!
                                 return .map(
                                     ValueMap([
-                                        ("day", .string(String(Timestamp(milliseconds: d * 86_400_000).description.prefix(10)))),
+                                        (
+                                            "day",
+                                            .string(String(Timestamp(milliseconds: d * Milliseconds.day).description.prefix(10)))
+                                        ),
                                         ("full_window", .int(Int64(v.complete))), ("converted", .int(Int64(v.converted))),
                                     ]))
                             })
