@@ -27,6 +27,8 @@ let package = Package(
         // The commands as a library: for the fuzz harnesses in Fuzz/ (their own package), not for services.
         .library(name: "BeckonCommands", targets: ["BeckonCommands"]),
         .executable(name: "beckon", targets: ["beckon"]),
+        // The command line with the malloc-counting allocator linked in, for `beckon-bench bench` (scripts/bench.sh).
+        .executable(name: "beckon-bench", targets: ["beckon-bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
@@ -65,13 +67,15 @@ let package = Package(
         // The runners behind the commands and the console's pages (validate, dry-run, explain, test, report, the
         // playground, the reference, CEL conformance), with no command-line dependency.
         .target(name: "BeckonTools", dependencies: ["BeckonCore", "BeckonYAML"]),
-        // Counts malloc calls for `beckon bench` (a C shim over glibc's allocator: linked only through the bench).
+        // Peak RSS and heap in use for `beckon bench`, and a weak "no allocation count" BeckonAllocCount overrides.
+        .target(name: "BeckonMemory"),
+        // Counts malloc calls (a C shim that replaces glibc's malloc in the whole process): linked by beckon-bench only.
         .target(name: "BeckonAllocCount"),
         // The command line (ArgumentParser) over BeckonTools, and `beckon bench`; a library so tests run it in-process.
         .target(
             name: "BeckonCommands",
             dependencies: [
-                "BeckonCore", "BeckonYAML", "BeckonTools", "BeckonAllocCount",
+                "BeckonCore", "BeckonYAML", "BeckonTools", "BeckonMemory",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -129,6 +133,12 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        .executableTarget(
+            name: "beckon-bench",
+            dependencies: [
+                "BeckonCommands", "BeckonAllocCount", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
         .testTarget(
             name: "BeckonCoreTests",
             dependencies: [
@@ -157,6 +167,6 @@ let package = Package(
     ]
 )
 
-for target in package.targets where target.name != "BeckonAllocCount" && target.name != "CBeckon" {
+for target in package.targets where !["BeckonAllocCount", "BeckonMemory", "CBeckon"].contains(target.name) {
     target.swiftSettings = (target.swiftSettings ?? []) + strict
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Races Beckon against the peer engines on one generated workload, in one go:
 #   1. ../shared/bench/run.sh generates the workload and runs the Python reference, the peers and the C++ ceiling;
-#   2. beckon bench runs on the same files (release build) and checks its fires against the reference;
+#   2. beckon-bench bench (`beckon` with the malloc-counting allocator linked in, release build) runs on the same files
+#      and checks its fires against the reference;
 #   3. one table: events/s of each, and Beckon's ratio to each (in process and end to end).
 # Usage: scripts/bench.sh [--users N] [--events N]     (defaults: the workload's, 100,000 users and 1,000,000 events)
 # Results stay in $BENCH_RESULTS (default /tmp/beckon-bench).
@@ -10,8 +11,8 @@ cd "$(dirname "$0")/.."
 export BENCH_RESULTS="${BENCH_RESULTS:-/tmp/beckon-bench}"
 shared="$(cd ../shared/bench && pwd)"
 "$shared/run.sh" "$@" >/dev/null
-swift build -c release --product beckon >/dev/null
-.build/release/beckon bench --workload "$BENCH_RESULTS/data" --format json > "$BENCH_RESULTS/beckon.json"
+swift build -c release --product beckon-bench >/dev/null
+.build/release/beckon-bench bench --workload "$BENCH_RESULTS/data" --format json > "$BENCH_RESULTS/beckon.json"
 python3 - "$BENCH_RESULTS" <<'PY'
 import glob, json, os, sys
 out = sys.argv[1]

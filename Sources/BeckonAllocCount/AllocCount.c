@@ -1,20 +1,15 @@
-// Counts heap allocations for `beckon bench` ("allocations per event").
+// The counting allocator for `beckon-bench` ("allocations per event"), linked into that executable only.
 //
 // On glibc, an executable that defines malloc, calloc and realloc takes them over for every library in the process
 // (glibc documents this as replacing malloc). These forward to glibc's own allocator through its exported
 // __libc_* entry points, so memory from here is freed by the ordinary free, and memalign and friends stay glibc's.
-// The only cost is one relaxed atomic increment per call.
+// The only cost is one relaxed atomic increment per call. Its beckon_alloc_count and beckon_alloc_counting override
+// the weak ones of BeckonMemory.
 #include "BeckonAllocCount.h"
 #include <stddef.h>
-#include <sys/resource.h>
 
-long beckon_peak_rss_kb(void) {
-    struct rusage u;
-    return getrusage(RUSAGE_SELF, &u) == 0 ? u.ru_maxrss : 0;
-}
-
-// Under a sanitizer (which must own malloc itself), or built with -DBECKON_NO_ALLOC_COUNT (the fuzz harnesses, whose
-// C targets are not compiled with the sanitizer), nothing is replaced and the count stays 0.
+// Under a sanitizer (which must own malloc itself), or built with -DBECKON_NO_ALLOC_COUNT, nothing is replaced and
+// the weak definitions (no counts) stay.
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
 #define BECKON_NO_ALLOC_COUNT 1
@@ -22,10 +17,7 @@ long beckon_peak_rss_kb(void) {
 #endif
 
 #if defined(__linux__) && defined(__GLIBC__) && !defined(BECKON_NO_ALLOC_COUNT)
-#include <malloc.h>
 #include <stdatomic.h>
-
-unsigned long long beckon_heap_in_use(void) { return mallinfo2().uordblks; }
 
 extern void *__libc_malloc(size_t size);
 extern void *__libc_calloc(size_t count, size_t size);
@@ -49,7 +41,5 @@ void *realloc(void *ptr, size_t size) {
 }
 
 unsigned long long beckon_alloc_count(void) { return atomic_load_explicit(&count, memory_order_relaxed); }
-#else
-unsigned long long beckon_alloc_count(void) { return 0; }
-unsigned long long beckon_heap_in_use(void) { return 0; }
+int beckon_alloc_counting(void) { return 1; }
 #endif

@@ -1,5 +1,5 @@
-import BeckonAllocCount
 import BeckonCore
+import BeckonMemory
 import BeckonTools
 import BeckonYAML
 import Foundation
@@ -296,7 +296,11 @@ public enum BenchRunner {
         out += String(
             format: "state bytes:  %d median, %d p99 encoded per user; %.2f µs to take + encode, %.2f µs to decode + restore\n",
             r.stateCost.medianBytes, r.stateCost.p99Bytes, r.stateCost.encodeMicros, r.stateCost.decodeMicros)
-        out += String(format: "allocations:  %.2f per event\n", r.allocationsPerEvent)
+        if beckon_alloc_counting() != 0 {
+            out += String(format: "allocations:  %.2f per event\n", r.allocationsPerEvent)
+        } else {
+            out += "allocations:  not counted (beckon-bench links the counting allocator; beckon does not)\n"
+        }
         out += String(format: "load+compile: %.1f ms for %d rules", r.compileMs, r.rules)
         if r.compileRules > 0 { out += String(format: "; %.0f ms for %d rules", r.compileManyMs, r.compileRules) }
         out += "\n"
@@ -329,7 +333,8 @@ public enum BenchRunner {
             ("encoded_state_bytes_p99", .int(Int64(r.stateCost.p99Bytes))),
             ("state_encode_us_per_user", d(r.stateCost.encodeMicros)),
             ("state_decode_us_per_user", d(r.stateCost.decodeMicros)),
-            ("allocations_per_event", d(r.allocationsPerEvent)), ("compile_ms", d(r.compileMs)),
+            ("allocations_per_event", beckon_alloc_counting() != 0 ? d(r.allocationsPerEvent) : .null),
+            ("compile_ms", d(r.compileMs)),
             ("scale_rules", .int(Int64(r.scaleRules))), ("events_per_s_in_process_scaled", .int(Int64(r.scaleInProcess))),
             ("compile_rules", .int(Int64(r.compileRules))), ("compile_ms_many", d(r.compileManyMs)),
             ("fires", .map(ValueMap(r.fires.map { ($0.0, .int(Int64($0.1))) }))),

@@ -1,0 +1,22 @@
+// Memory readings for `beckon bench`: peak RSS and heap in use for every build, and allocation counts where the
+// counting allocator (Sources/BeckonAllocCount) is linked into the executable. Only `beckon-bench` links it: its
+// malloc replaces glibc's in the whole process, which a service must not pay for. Here the count is a weak 0 that
+// the counting allocator's definitions override at link time.
+#include "BeckonMemory.h"
+#include <stddef.h>
+#include <sys/resource.h>
+
+long beckon_peak_rss_kb(void) {
+    struct rusage u;
+    return getrusage(RUSAGE_SELF, &u) == 0 ? u.ru_maxrss : 0;
+}
+
+#if defined(__linux__) && defined(__GLIBC__)
+#include <malloc.h>
+unsigned long long beckon_heap_in_use(void) { return mallinfo2().uordblks; }
+#else
+unsigned long long beckon_heap_in_use(void) { return 0; }
+#endif
+
+__attribute__((weak)) unsigned long long beckon_alloc_count(void) { return 0; }
+__attribute__((weak)) int beckon_alloc_counting(void) { return 0; }
