@@ -86,7 +86,10 @@ public final class FleetService: ServiceBackend {
             paths: options.paths, store: fleetRules, current: current, metrics: fleetMetrics.service, logger: logger)
         worker = FleetWorker(
             log: log, rules: fleetRules, clock: options.clock, owner: owner, ttl: options.leaseTime, metrics: fleetMetrics,
-            logger: logger)
+            activity: activity, logger: logger)
+        console = WebConsole(
+            store: FleetConsoleStore(log: log, activity: activity), current: current, reloader: reloader,
+            adminKeys: adminKeys, clock: options.clock, logger: logger)
         deliverer = Deliverer(
             backend: FleetOutbox(log: log, destinations: rules.ruleSet.settings.destinations), current: current,
             metrics: fleetMetrics.service, logger: logger)
@@ -119,6 +122,10 @@ public final class FleetService: ServiceBackend {
                 .init(service: Pool(log: log)), .init(service: worker),
                 .init(service: AfterReady(worker: worker, service: deliverer)),
                 .init(service: HangupReloads(reloader: reloader)),
+                .init(
+                    service: AfterReady(
+                        worker: worker,
+                        service: FleetActivity(log: log, activity: activity, owner: owner, faults: worker.faults))),
             ]
                 + (options.retentionDays.map { days in
                     [
@@ -171,7 +178,9 @@ public final class FleetService: ServiceBackend {
     // MARK: Store
 
     package var clock: ClockMode { options.clock }
-    package var console: WebConsole? { nil }
+    package let console: WebConsole?
+    /// This process's live counts of its partitions' rules (written for every process's console by ``FleetActivity``).
+    let activity = RuleActivity()
     package var stopping: Bool { Task.isShuttingDownGracefully }
     package func stopWaiting() {}
 

@@ -111,6 +111,8 @@ final class FleetWorker: Service, Sendable {
     let ttl: Duration
     let metrics: FleetMetrics
     let poller = Poller()
+    /// The process's live counts, to which each runner adds its engine's.
+    let activity: RuleActivity
     let committer: BatchCommitter
     let logger: Logger
     let faults: FaultLog
@@ -121,8 +123,9 @@ final class FleetWorker: Service, Sendable {
 
     init(
         log: FleetLog, rules: FleetRules, clock: ClockMode, owner: String, ttl: Duration, metrics: FleetMetrics,
-        logger: Logger
+        activity: RuleActivity, logger: Logger
     ) {
+        self.activity = activity
         self.log = log
         self.rules = rules
         self.clock = clock
@@ -263,7 +266,7 @@ final class FleetWorker: Service, Sendable {
                     held[p] = handle
                     let runner = PartitionRunner(
                         handle: handle, log: log, rules: rules, clock: clock, metrics: metrics, appended: poller,
-                        committer: committer, faults: faults, logger: logger)
+                        committer: committer, activity: activity, faults: faults, logger: logger)
                     group.addTask { await runner.run() }
                 }
             }

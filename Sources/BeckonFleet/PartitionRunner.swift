@@ -91,6 +91,10 @@ final class PartitionRunner {
     /// The fleet's rule sets; `serving` is the one this partition runs as of its position.
     let fleetRules: FleetRules
     private var serving: ServingRules?
+    /// The process's live counts, and this runner's engine's counters as last added to them.
+    let activity: RuleActivity
+    private let tracker = RuleActivity()
+    private var ruleNames: [String] = []
     let clock: ClockMode
     let metrics: FleetMetrics
     let appended: Poller
@@ -110,8 +114,9 @@ final class PartitionRunner {
 
     init(
         handle: PartitionHandle, log: FleetLog, rules: FleetRules, clock: ClockMode, metrics: FleetMetrics,
-        appended: Poller, committer: BatchCommitter, faults: FaultLog, logger: Logger
+        appended: Poller, committer: BatchCommitter, activity: RuleActivity, faults: FaultLog, logger: Logger
     ) {
+        self.activity = activity
         self.faults = faults
         self.handle = handle
         self.log = log
@@ -185,6 +190,8 @@ final class PartitionRunner {
             ruleSet: rules.ruleSet, store: SavedStateStore(backend: states), options: .init(mergesIdentities: false))
         if let s = try await log.streamState(partition: partition) { engine.restore(stream: try StreamState(decoding: s)) }
         engine.rebuildTimers()
+        tracker.restart(from: engine.stats)
+        ruleNames = rules.ruleSet.rules.map(\.qualifiedID)
         self.engine = engine
     }
 
@@ -253,6 +260,7 @@ final class PartitionRunner {
         let started = ContinuousClock.now
         guard try await committer.submit((handle.lease, commit)) != nil else { throw FleetLog.Fenced(partition: partition) }
         metrics.commitSeconds.record(ContinuousClock.now - started)
+        activity.add(tracker.take(engine.stats, names: ruleNames), at: now)
         processed = commit.processed
         processedEvents.increment(by: Int64(entries.count))
         metrics.service.ingest(.accepted).increment(by: Int64(counts.accepted))

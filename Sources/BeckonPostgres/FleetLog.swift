@@ -252,6 +252,24 @@ public final class FleetLog: Sendable {
                 "ALTER TABLE beckon_lease ADD COLUMN rules_version bigint NOT NULL DEFAULT 0",
             ]
         ),
+        (
+            "4: rules' live counts per process",
+            [
+                """
+                CREATE TABLE beckon_activity (
+                    owner text NOT NULL,
+                    rule text NOT NULL,
+                    bucket bigint NOT NULL,
+                    triggered bigint NOT NULL,
+                    fired bigint NOT NULL,
+                    scheduled bigint NOT NULL,
+                    held_back bigint NOT NULL,
+                    blocked text NOT NULL,
+                    PRIMARY KEY (owner, rule, bucket)
+                )
+                """
+            ]
+        ),
     ]
 
     public struct PartitionCountChanged: Error, CustomStringConvertible {
@@ -506,6 +524,63 @@ public final class FleetLog: Sendable {
                 return (Int(e), Int(o))
             }
             return (0, 0)
+        }
+    }
+
+    // MARK: Rules' live counts
+
+    /// One rule's counts in one 5-minute bucket, as one process counted them (`blocked`: JSON, by verdict code).
+    public struct ActivityRow: Sendable {
+        public var rule: String
+        public var bucket: Int64
+        public var triggered, fired, scheduled, heldBack: Int64
+        public var blocked: String
+        public init(
+            rule: String, bucket: Int64, triggered: Int64, fired: Int64, scheduled: Int64, heldBack: Int64, blocked: String
+        ) {
+            self.rule = rule
+            self.bucket = bucket
+            self.triggered = triggered
+            self.fired = fired
+            self.scheduled = scheduled
+            self.heldBack = heldBack
+            self.blocked = blocked
+        }
+    }
+
+    /// Stores this process's counts (its latest buckets, replacing what it stored of them before) and deletes every
+    /// process's buckets older than `oldest`.
+    public func writeActivity(owner: String, _ rows: [ActivityRow], oldest: Int64) async throws {
+        try await timed("activity", nil) { [self] in
+            try await client.query(
+                """
+                WITH up AS (
+                    INSERT INTO beckon_activity (owner, rule, bucket, triggered, fired, scheduled, held_back, blocked)
+                    SELECT \(owner), * FROM unnest(\(rows.map(\.rule))::text[], \(rows.map(\.bucket))::bigint[],
+                        \(rows.map(\.triggered))::bigint[], \(rows.map(\.fired))::bigint[], \(rows.map(\.scheduled))::bigint[],
+                        \(rows.map(\.heldBack))::bigint[], \(rows.map(\.blocked))::text[])
+                    ON CONFLICT (owner, rule, bucket) DO UPDATE SET triggered = excluded.triggered,
+                        fired = excluded.fired, scheduled = excluded.scheduled, held_back = excluded.held_back,
+                        blocked = excluded.blocked
+                )
+                DELETE FROM beckon_activity WHERE bucket < \(oldest)
+                """, logger: logger)
+        }
+    }
+
+    /// Every process's counts from bucket `oldest` on.
+    public func activity(since oldest: Int64) async throws -> [ActivityRow] {
+        try await timed("activity", nil) { [self] in
+            var out: [ActivityRow] = []
+            for try await (r, b, t, f, s, h, x) in try await client.query(
+                """
+                SELECT rule, bucket, triggered, fired, scheduled, held_back, blocked FROM beckon_activity
+                WHERE bucket >= \(oldest)
+                """, logger: logger
+            ).decode((String, Int64, Int64, Int64, Int64, Int64, String).self) {
+                out.append(ActivityRow(rule: r, bucket: b, triggered: t, fired: f, scheduled: s, heldBack: h, blocked: x))
+            }
+            return out
         }
     }
 

@@ -118,8 +118,8 @@ public final class BeckonService: Sendable {
             processor: processor, database: backend, current: current, reloader: reloader, deliverer: deliverer,
             feed: feed, clock: options.clock, metrics: metrics,
             console: WebConsole(
-                processor: processor, backend: backend, current: current, reloader: reloader, adminKeys: adminKeys,
-                clock: options.clock, logger: logger))
+                store: SingleConsoleStore(processor: processor, backend: backend), current: current, reloader: reloader,
+                adminKeys: adminKeys, clock: options.clock, logger: logger))
         api = API(backend: single, writeKeys: writeKeys, adminKeys: adminKeys, userAuth: userAuth, logger: logger)
     }
 

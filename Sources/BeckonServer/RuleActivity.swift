@@ -9,14 +9,22 @@ package final class RuleActivity: Sendable {
 
     /// One rule's counts in one bucket (or summed over several).
     package struct Counts: Sendable, Equatable {
-        var triggered = 0
-        var fired = 0
-        var scheduled = 0
-        var heldBack = 0
+        package var triggered = 0
+        package var fired = 0
+        package var scheduled = 0
+        package var heldBack = 0
         /// Verdicts that were not fires, by ``Verdict/code``.
-        var blocked: [String: Int] = [:]
+        package var blocked: [String: Int] = [:]
 
-        mutating func add(_ o: Counts) {
+        package init(triggered: Int = 0, fired: Int = 0, scheduled: Int = 0, heldBack: Int = 0, blocked: [String: Int] = [:]) {
+            self.triggered = triggered
+            self.fired = fired
+            self.scheduled = scheduled
+            self.heldBack = heldBack
+            self.blocked = blocked
+        }
+
+        package mutating func add(_ o: Counts) {
             triggered += o.triggered
             fired += o.fired
             scheduled += o.scheduled
@@ -35,6 +43,8 @@ package final class RuleActivity: Sendable {
         var pruned: Int64 = 0
     }
     private let state = Mutex(State())
+
+    package init() {}
 
     /// A new engine's counters (after a reload or a reopen, which replays): what they hold now is not new activity.
     package func restart(from stats: Engine.Stats) { state.withLock { $0.baseline = stats } }
@@ -93,7 +103,17 @@ package final class RuleActivity: Sendable {
     }
 
     package func summary(of rule: String, at now: Int64) -> Summary {
-        let buckets = state.withLock { $0.rules[rule] ?? [:] }
+        Self.summary(state.withLock { $0.rules[rule] ?? [:] }, at: now)
+    }
+
+    /// Every rule's buckets (of the last day) as this process counted them: what a fleet process writes to the
+    /// database for the others' consoles, `since` a bucket.
+    package func buckets(since bucket: Int64 = 0) -> [String: [Int64: Counts]] {
+        state.withLock { s in s.rules.mapValues { $0.filter { $0.key >= bucket } }.filter { !$0.value.isEmpty } }
+    }
+
+    /// ``summary(of:at:)`` of one rule's buckets, however gathered (one process's, or summed across a fleet's).
+    package static func summary(_ buckets: [Int64: Counts], at now: Int64) -> Summary {
         var s = Summary()
         let current = now / Self.bucketMs
         for (b, c) in buckets {

@@ -11,6 +11,7 @@ import glob
 import http.client
 import json
 import os
+import re
 import random
 import signal
 import subprocess
@@ -23,7 +24,7 @@ import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from operations_test import Receiver, fail_first  # noqa: E402
-from service_test import ADMIN_KEY, BECKON, KEY, ROOT, SECRET, basic, dry_run, read_jsonl, token  # noqa: E402
+from service_test import ADMIN_KEY, BECKON, HTTP, KEY, ROOT, SECRET, basic, dry_run, read_jsonl, token  # noqa: E402
 
 PG = os.environ.get("BECKON_TEST_POSTGRES")
 LEASE = 3  # seconds: short, so that a takeover happens within the test
@@ -520,6 +521,61 @@ class Retention(unittest.TestCase):
                 self.assertEqual(fired.count("new"), 1)
             finally:
                 self.assertEqual(p.stop(), 0)
+
+
+class Console(unittest.TestCase):
+    """The console on a fleet process: signed in with an admin key on one process, it shows the counts of the whole
+    fleet (each process writes its own to the database), a user's timeline from their partition's log, and the
+    report over every partition's events."""
+
+    def test_the_console_shows_the_fleet(self):
+        import html
+        import urllib.parse
+        url = database("fleet_console")
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "shop.yaml"), "w") as f:
+                f.write(RELOAD_RULES.replace("TITLE", "Hello"))
+            procs = [Process([d], url, f"console-{i}").start().ready() for i in range(2)]
+            a, b = procs
+            try:
+                users = [f"c-{i}" for i in range(40)]
+                events = [{"type": "track", "event": "Opened", "userId": u, "messageId": f"m-{u}",
+                           "timestamp": "2026-03-02T09:00:00Z"} for u in users]
+                self.assertEqual(a.post(events[::2]), 200)
+                self.assertEqual(b.post(events[1::2]), 200)
+                wait_caught_up(self, url, 60)
+                self.assertEqual({p["owner"] for p in status_rows(url)}, {"console-0", "console-1"})
+
+                client = HTTP(b.port)
+                status, _, _, _ = client.request("GET", "/console")
+                self.assertEqual(status, 303, "the console needs a sign-in")
+                status, headers, _, _ = client.login()
+                self.assertEqual(status, 303)
+                # Both processes' counts, within the time they are written (every 10 s).
+                deadline = time.monotonic() + 30
+                while True:
+                    status, _, page, _ = client.request("GET", "/console")
+                    self.assertEqual(status, 200)
+                    label = re.search(r'aria-label="[^"]*Fired: ([0-9, ]+)\."', html.unescape(page))
+                    fired = sum(int(x) for x in label.group(1).split(", ")) if label else 0
+                    if fired == 40:
+                        break
+                    self.assertLess(time.monotonic(), deadline, f"the overview shows {fired} fires of 40")
+                    time.sleep(1)
+                self.assertIn("shop/hello", page)
+
+                status, _, page, _ = client.request("GET", "/console/user?" + urllib.parse.urlencode({"id": "c-3"}))
+                self.assertEqual(status, 200)
+                self.assertIn("Opened", page)
+                self.assertIn("Hello", html.unescape(page))
+                status, _, page, _ = client.request("GET", "/console/report?from=2026-03-01&to=2026-03-03")
+                self.assertEqual(status, 200, page[:300])
+                # Every partition's events, merged: the 40 users, each fired once.
+                self.assertIn("40 events, 40 users", page)
+                self.assertIn("<td>hello</td><td>40</td><td>40</td>", page)
+            finally:
+                for p in procs:
+                    self.assertEqual(p.stop(), 0)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import http.client
 import json
 import os
 import random
+import re
 import signal
 import sqlite3
 import subprocess
@@ -120,6 +121,49 @@ class Server:
             if not page["actions"]:
                 return out
             cursor = int(page["cursor"])
+
+
+class HTTP:
+    """A cookie-keeping client for the console over plain HTTP (Python's cookie jar would not send a Secure cookie
+    over http://, so cookies are kept by hand)."""
+
+    def __init__(self, port):
+        self.port, self.cookies = port, {}
+
+    def request(self, method, path, form=None, headers=None, raw=None):
+        conn = http.client.HTTPConnection("localhost", self.port, timeout=60)
+        h = dict(headers or {})
+        if self.cookies:
+            h["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
+        body = raw
+        if form is not None:
+            body = urllib.parse.urlencode(form).encode()
+            h["Content-Type"] = "application/x-www-form-urlencoded"
+        try:
+            conn.request(method, path, body=body, headers=h)
+            r = conn.getresponse()
+            text = r.read().decode("utf-8", "replace")
+            set_cookies = r.headers.get_all("Set-Cookie") or []
+            for c in set_cookies:
+                name, value = c.split(";")[0].split("=", 1)
+                if "Max-Age=0" in c:
+                    self.cookies.pop(name, None)
+                else:
+                    self.cookies[name] = value
+            return r.status, dict(r.getheaders()), text, set_cookies
+        finally:
+            conn.close()
+
+    def login(self, key=ADMIN_KEY):
+        status, _, page, _ = self.request("GET", "/console/login")
+        assert status == 200, status
+        token = re.search(r'name="csrf" value="([0-9a-f]+)"', page).group(1)
+        return self.request("POST", "/console/login", form={"csrf": token, "key": key})
+
+    def csrf(self, path="/console"):
+        status, _, page, _ = self.request("GET", path)
+        assert status == 200, (status, page[:200])
+        return re.search(r'name="csrf" value="([0-9a-f]+)"', page).group(1)
 
 
 def dry_run(rules, events_path):

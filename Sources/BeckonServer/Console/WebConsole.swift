@@ -12,14 +12,25 @@ import Synchronization
 /// user's timeline with `beckon explain`'s verdicts, a playground over `validate` and `dry-run`, and `beckon report`
 /// over stored events. Signed in with an admin key; server-rendered, no script, nothing fetched from elsewhere.
 package struct WebConsole: Sendable {
-    let processor: Processor
-    let backend: SQLiteStateBackend
+    let store: any ConsoleStore
     let current: CurrentRules
     let reloader: Reloader
     let adminKeys: KeyRing
     let clock: ClockMode
     let logger: Logger
     let sessions = ConsoleSessions()
+
+    package init(
+        store: any ConsoleStore, current: CurrentRules, reloader: Reloader, adminKeys: KeyRing, clock: ClockMode,
+        logger: Logger
+    ) {
+        self.store = store
+        self.current = current
+        self.reloader = reloader
+        self.adminKeys = adminKeys
+        self.clock = clock
+        self.logger = logger
+    }
     /// Heavy work under way: playground runs, the console's whole-log reads, and privacy exports and forgets (at most
     /// ``maxRuns`` at once: each takes a thread for as long as it reads).
     let runs = Slots(WebConsole.maxRuns)
@@ -70,7 +81,7 @@ package struct WebConsole: Sendable {
         }
         router.get("/console") { request, _ in
             guard let session = signedIn(request) else { return Self.toLogin }
-            return overview(session)
+            return await overview(session)
         }
         router.get("/console/user") { request, _ in
             guard let session = signedIn(request) else { return Self.toLogin }
@@ -194,9 +205,10 @@ package struct WebConsole: Sendable {
 
     // MARK: Overview
 
-    func overview(_ session: ConsoleSessions.Session) -> Response {
+    func overview(_ session: ConsoleSessions.Session) async -> Response {
         let rules = current.value
         let now = Processor.nowMs()
+        let activity = await store.activity(at: now)
         var page = OverviewPage(chrome: Chrome(signedIn: true, csrf: session.csrf, overview: true))
         page.loadedAt = Timestamp(milliseconds: rules.loaded.loadedAt).description
         page.digest = String(rules.digest.prefix(16))
@@ -209,7 +221,7 @@ package struct WebConsole: Sendable {
                 diagnostics: r.refused.diagnostics)
         }
         page.rules = rules.ruleSet.rules.map { rule in
-            let s = processor.activity.summary(of: rule.qualifiedID, at: now)
+            let s = RuleActivity.summary(activity[rule.qualifiedID] ?? [:], at: now)
             return OverviewPage.RuleRow(
                 id: rule.qualifiedID, anchor: Self.anchor(rule.qualifiedID), hour: .init(s.hour), day: .init(s.day),
                 chart: Self.chart(triggered: s.triggeredByHour, fired: s.firedByHour))
@@ -260,7 +272,7 @@ package struct WebConsole: Sendable {
             events.removeFirst(events.count - n)
             if wanted { lines.removeFirst(lines.count - n) }
         }
-        try Self.eachStoredEvent(backend, current.value.decoder) { e, json in
+        try Self.eachStoredEvent(store, naming: user, current.value.decoder) { e, json in
             guard e.userID == user else { return }
             total += 1
             events.append(e)
@@ -292,9 +304,10 @@ package struct WebConsole: Sendable {
     /// Each event of the input log in order, decoded as the service decoded it (`decoder`: the rules served), with
     /// its JSON as it arrived. Records or events that do not decode are passed over.
     static func eachStoredEvent(
-        _ backend: SQLiteStateBackend, _ decoder: SegmentDecoder, _ body: (BoundEvent, ArraySlice<UInt8>) throws -> Void
+        _ store: any ConsoleStore, naming user: String? = nil, _ decoder: SegmentDecoder,
+        _ body: (BoundEvent, ArraySlice<UInt8>) throws -> Void
     ) throws {
-        try backend.eachInput { _, _, bytes in try InputLog.events(in: bytes, decoder: decoder, body) }
+        try store.eachRecord(naming: user) { bytes in try InputLog.events(in: bytes, decoder: decoder, body) }
     }
 
     func timeline(_ session: ConsoleSessions.Session, query: FormData) async throws -> Response {
@@ -305,10 +318,7 @@ package struct WebConsole: Sendable {
         page.query = user
         let state: UserState?
         do {
-            guard case .state(let s) = try await processor.submit(.state(userID: user)) else {
-                return Self.html(.internalServerError, "")
-            }
-            state = s
+            state = try await store.state(of: user)
         } catch {
             return message(.serviceUnavailable, "Not now", "The service is stopping; try again.", session: session)
         }
@@ -425,7 +435,7 @@ package struct WebConsole: Sendable {
         guard page.error == nil else { return Self.html(.badRequest, ConsoleTemplates.render(page, "report")) }
         let rules = current.value
         let end = min(to + Milliseconds.day, max(now, from))
-        let (backend, first, last) = (backend, page.from, page.to)
+        let (store, first, last) = (store, page.from, page.to)
         let made: Result<String, ReportTooLarge>?
         do {
             made = try await heavy({
@@ -434,7 +444,7 @@ package struct WebConsole: Sendable {
                     ruleSet: rules.ruleSet, source: "the rules served (digest \(rules.digest.prefix(12)))",
                     eventsName: "the stored events of \(first) to \(last)", end: end
                 ) { feed in
-                    try Self.eachStoredEvent(backend, rules.decoder) { e, _ in
+                    try Self.eachStoredEvent(store, rules.decoder) { e, _ in
                         guard e.timestamp >= from, e.timestamp < to + Milliseconds.day else { return }
                         count += 1
                         guard count <= Self.maxReportEvents else { throw ReportTooLarge() }

@@ -1,0 +1,55 @@
+import BeckonCore
+import BeckonStore
+import Dispatch
+import Synchronization
+
+/// What the console (``WebConsole``, docs/console.md) reads from a store, so that its pages are the same over a single
+/// service's SQLite (``SingleConsoleStore``) and a fleet's PostgreSQL (BeckonFleet's): the stored inputs, a user's
+/// state, and each rule's live counts.
+package protocol ConsoleStore: Sendable {
+    /// Calls `body` with each stored input record in the order they arrived (a single service's input log; a fleet's
+    /// log entries, its partitions merged by arrival). With `user`, a store may pass only the records that can name
+    /// them (a fleet: their partition's); the console picks their events out itself. Runs on the blocking pool.
+    func eachRecord(naming user: String?, _ body: ([UInt8]) throws -> Void) throws
+    /// A user's state as the store holds it now.
+    func state(of user: String) async throws -> UserState?
+    /// Each rule's counts of the last day by 5-minute bucket (``RuleActivity``), of every process.
+    func activity(at now: Int64) async -> [String: [Int64: RuleActivity.Counts]]
+}
+
+/// The single service's: its SQLite input log, the processing thread's states and counts.
+struct SingleConsoleStore: ConsoleStore {
+    let processor: Processor
+    let backend: SQLiteStateBackend
+
+    func eachRecord(naming user: String?, _ body: ([UInt8]) throws -> Void) throws {
+        try backend.eachInput { _, _, bytes in try body(bytes) }
+    }
+
+    func state(of user: String) async throws -> UserState? {
+        guard case .state(let s) = try await processor.submit(.state(userID: user)) else { return nil }
+        return s
+    }
+
+    func activity(at now: Int64) async -> [String: [Int64: RuleActivity.Counts]] { processor.activity.buckets() }
+}
+
+extension Blocking {
+    /// Waits on the calling thread (one of the blocking pool's, never the cooperative pool's) for async work: how a
+    /// store whose reads are async (PostgreSQL) serves a reader that is not (``ConsoleStore/eachRecord(naming:_:)``).
+    package static func wait<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) throws -> T {
+        let result = Mutex<Result<T, any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            do {
+                let value = try await work()
+                result.withLock { $0 = .success(value) }
+            } catch {
+                result.withLock { $0 = .failure(error) }
+            }
+            done.signal()
+        }
+        done.wait()
+        return try result.withLock { $0! }.get()
+    }
+}
