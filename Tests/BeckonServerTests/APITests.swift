@@ -172,7 +172,12 @@ import Testing
     @Test func healthAndMetricsNeedNoCredential() async throws {
         try await withAPI { client, _ in
             #expect(try Self.json(try await client.execute(uri: "/livez", method: .get).body)["status"] as? String == "live")
-            let ready = try await client.execute(uri: "/readyz", method: .get)
+            // (Ready once the processing thread has opened the database: within a moment of starting.)
+            var ready = try await client.execute(uri: "/readyz", method: .get)
+            for _ in 0..<100 where ready.status != .ok {
+                try await Task.sleep(for: .milliseconds(50))
+                ready = try await client.execute(uri: "/readyz", method: .get)
+            }
             #expect(ready.status == .ok)
             let metrics = try await client.execute(uri: "/metrics", method: .get)
             #expect(String(buffer: metrics.body).contains("beckon_"))
