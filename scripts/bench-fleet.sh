@@ -3,12 +3,15 @@
 # the release build, then bench-fleet/fleet.py: ingest through 1 and 2 processes (events/s, batch latency, append and
 # partition-commit times, lag), processing alone (all partitions, one partition), PostgreSQL's writes per event.
 # Bounded in time (about 2 minutes with the default). Usage: scripts/bench-fleet.sh [SECONDS]   (default 10).
+# BECKON=PATH runs that binary instead of building one (two builds side by side, as bench-service.sh takes it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-10}
 command -v wrk > /dev/null || { apt-get update > /dev/null && apt-get install -y wrk > /dev/null; }
-swift build -c release --product beckon > /tmp/beckon-build.log 2>&1 || { cat /tmp/beckon-build.log; exit 1; }
+if [ -z "${BECKON:-}" ]; then
+  swift build -c release --product beckon > /tmp/beckon-build.log 2>&1 || { cat /tmp/beckon-build.log; exit 1; }
+fi
 pg_dir=$(mktemp -d)/postgres
 trap 'scripts/postgres.sh stop "$pg_dir"' EXIT
 url=$(scripts/postgres.sh start "$pg_dir")
-python3 scripts/bench-fleet/fleet.py .build/release/beckon "$url" "$seconds"
+python3 scripts/bench-fleet/fleet.py "${BECKON:-.build/release/beckon}" "$url" "$seconds"
