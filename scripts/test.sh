@@ -51,7 +51,7 @@ suite() {
     exit 1
   fi
   tail -n 3 "$log"
-  if [ "$skips" = no-skips ] && grep -q "skipped" "$log"; then
+  if [ "$skips" = no-skips ] && grep -qE "skipped=|skipped '" "$log"; then
     grep -i "skip" "$log"
     echo "the $name tests were skipped"
     exit 1

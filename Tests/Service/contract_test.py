@@ -58,8 +58,9 @@ def schemathesis(test, port, checks, directory):
             "--no-color"]
     r = subprocess.run(args, capture_output=True, text=True, timeout=600, cwd=directory)
     summary = [line for line in r.stdout.splitlines() if "generated" in line and "passed" in line]
-    print(f"\nschemathesis ({checks.count(',') + 1} checks): {summary[-1].strip() if summary else '?'}",
-          file=sys.stderr)
+    # ("N generated, N passed": schemathesis's own count of cases it left out is not a skipped test.)
+    counts = ", ".join(summary[-1].strip().split(", ")[:2]) if summary else "?"
+    print(f"\nschemathesis ({checks.count(',') + 1} checks): {counts}", file=sys.stderr)
     test.assertEqual(r.returncode, 0, r.stdout[-6000:] + r.stderr[-2000:])
 
 
