@@ -83,6 +83,11 @@ echo "   sign-out at 1280 and 390 px; no page without a session, CSRF refused, h
 scripts/install-chromium.sh > /dev/null
 suite console 600 skips-allowed Tests/Service/console_test.py
 
+echo "== the same service, operations and console tests against a fleet process (beckon serve --postgres): those of"
+echo "   what only a single service has (its SQLite file and CLI, identity merge, one event clock) are skipped"
+BECKON_TEST_STORE=postgres suite "service, operations and console (PostgreSQL)" 1200 skips-allowed \
+  Tests/Service/service_test.py Tests/Service/operations_test.py Tests/Service/console_test.py
+
 echo "== a fleet of three beckon serve --postgres: equal to a dry-run of 100,000 events, through kill -9 and SIGSTOP;"
 echo "   timers of a stopped owner fire once elsewhere and are delivered"
 suite fleet 1200 no-skips Tests/Service/fleet_test.py

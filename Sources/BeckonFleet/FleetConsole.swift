@@ -7,11 +7,13 @@ import ServiceLifecycle
 
 /// The console's store in a fleet (``ConsoleStore``): a user's events from their partition's log, every event by
 /// merging the partitions' logs by arrival, states as their partitions' owners last wrote them, and the rules' live
-/// counts summed over every process's rows in `beckon_activity` (``FleetActivity`` writes this process's).
+/// counts: this process's as they stand, and the other processes' rows in `beckon_activity` (``FleetActivity``
+/// writes each process's every 10 s).
 struct FleetConsoleStore: ConsoleStore {
     let log: FleetLog
-    /// This process's counts (what it shows if the database cannot be read).
+    /// This process's counts.
     let activity: RuleActivity
+    let owner: String
     /// Entries read from one partition at a time while merging.
     static let page = 512
 
@@ -51,8 +53,8 @@ struct FleetConsoleStore: ConsoleStore {
 
     func activity(at now: Int64) async -> [String: [Int64: RuleActivity.Counts]] {
         let oldest = (now - Milliseconds.day) / RuleActivity.bucketMs
-        guard let rows = try? await log.activity(since: oldest) else { return activity.buckets(since: oldest) }
-        var out: [String: [Int64: RuleActivity.Counts]] = [:]
+        var out = activity.buckets(since: oldest)
+        guard let rows = try? await log.activity(since: oldest, except: owner) else { return out }
         for r in rows {
             let blocked = (try? JSONDecoder().decode([String: Int].self, from: Data(r.blocked.utf8))) ?? [:]
             out[r.rule, default: [:]][r.bucket, default: .init()].add(

@@ -88,7 +88,7 @@ public final class FleetService: ServiceBackend {
             log: log, rules: fleetRules, clock: options.clock, owner: owner, ttl: options.leaseTime, metrics: fleetMetrics,
             activity: activity, logger: logger)
         console = WebConsole(
-            store: FleetConsoleStore(log: log, activity: activity), current: current, reloader: reloader,
+            store: FleetConsoleStore(log: log, activity: activity, owner: owner), current: current, reloader: reloader,
             adminKeys: adminKeys, clock: options.clock, logger: logger)
         deliverer = Deliverer(
             backend: FleetOutbox(log: log, destinations: rules.ruleSet.settings.destinations), current: current,

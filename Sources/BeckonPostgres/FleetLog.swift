@@ -568,14 +568,14 @@ public final class FleetLog: Sendable {
         }
     }
 
-    /// Every process's counts from bucket `oldest` on.
-    public func activity(since oldest: Int64) async throws -> [ActivityRow] {
+    /// Every process's counts from bucket `oldest` on, but those of `owner` (`nil`: every process's).
+    public func activity(since oldest: Int64, except owner: String? = nil) async throws -> [ActivityRow] {
         try await timed("activity", nil) { [self] in
             var out: [ActivityRow] = []
             for try await (r, b, t, f, s, h, x) in try await client.query(
                 """
                 SELECT rule, bucket, triggered, fired, scheduled, held_back, blocked FROM beckon_activity
-                WHERE bucket >= \(oldest)
+                WHERE bucket >= \(oldest) AND owner IS DISTINCT FROM \(owner)
                 """, logger: logger
             ).decode((String, Int64, Int64, Int64, Int64, Int64, String).self) {
                 out.append(ActivityRow(rule: r, bucket: b, triggered: t, fired: f, scheduled: s, heldBack: h, blocked: x))

@@ -48,6 +48,14 @@ def status(url):
 status_rows = status
 
 
+def wait_shared(test, url, owners, seconds=30):
+    """Until the partitions are held by exactly `owners` (a process that joins takes its share within a few leases)."""
+    deadline = time.monotonic() + seconds
+    while {p["owner"] for p in status(url)} != set(owners):
+        test.assertLess(time.monotonic(), deadline, f"the partitions are not shared by {sorted(owners)}")
+        time.sleep(0.2)
+
+
 def wait_caught_up(test, url, seconds=180):
     """Until every partition is held by a live process and has processed everything appended; on failure, which
     partitions lag, who holds them, with how much lease left."""
@@ -431,6 +439,7 @@ class Reload(unittest.TestCase):
             try:
                 for p in procs:
                     p.ready()
+                wait_shared(self, url, ["reload-0", "reload-1"])
                 before = [f"early-{i}" for i in range(40)]
                 self.assertEqual(a.post([{"type": "track", "event": "Opened", "userId": u, "messageId": f"m-{u}-1",
                                           "timestamp": "2026-03-02T09:00:00Z"} for u in before]), 200)
@@ -538,6 +547,7 @@ class Console(unittest.TestCase):
             procs = [Process([d], url, f"console-{i}").start().ready() for i in range(2)]
             a, b = procs
             try:
+                wait_shared(self, url, ["console-0", "console-1"])
                 users = [f"c-{i}" for i in range(40)]
                 events = [{"type": "track", "event": "Opened", "userId": u, "messageId": f"m-{u}",
                            "timestamp": "2026-03-02T09:00:00Z"} for u in users]

@@ -48,7 +48,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from service_test import ADMIN_KEY, BECKON, KEY, ROOT, SECRET, Server, basic, dry_run, token  # noqa: E402,F401
+from service_test import (  # noqa: E402,F401
+    ADMIN_KEY, BECKON, KEY, ROOT, SECRET, STORE, Server, basic, dry_run, sqlite_only, token)
+
+# (What a fleet does differently on purpose, docs/fleet.md.)
+partition_clocks = unittest.skipIf(
+    STORE == "postgres", "a fleet's partitions each keep their own event clock: another user's event moves no other's")
+posts_wait = unittest.skipIf(
+    STORE == "postgres", "this harness waits for a fleet to process each request, so few posts overlap the reloads")
 
 SECRET_ENV = "BECKON_TEST_CAPI_AUTH"
 SECRET_VALUE = "Bearer capi-secret-7f3a"
@@ -369,6 +376,7 @@ def destination(name, url, **keys):
     return f"  - name: {name}\n    url: {url}\n" + "".join(f"    {k}: {v}\n" for k, v in keys.items())
 
 
+@sqlite_only  # (`beckon outbox --db` and the SQLite file)
 class Delivery(OpsCase):
     def test_503_twice_then_delivered_with_one_idempotency_key_and_the_headers(self):
         capi = self.receiver(fail_first(2))
@@ -566,6 +574,7 @@ class Delivery(OpsCase):
         self.assertEqual((got[0].key, got[0].headers.get("authorization")), (emit, SECRET_VALUE))
 
 
+@sqlite_only  # (`beckon outbox --db` and the SQLite file)
 class DeliveryCrash(OpsCase):
     def test_kill_9_between_the_fire_and_the_delivery_delivers_after_the_restart(self):
         port = free_port()
@@ -701,6 +710,7 @@ class Reload(OpsCase):
         self.assertIs(self.reload(server)["changed"], True)
         self.assertEqual(self.shas(self.rules_info(server)), {"rate.yaml": hashlib.sha256(RATE_V1.encode()).hexdigest()})
 
+    @sqlite_only
     def test_a_restart_replays_the_log_under_the_rules_it_was_logged_under(self):
         # The files change while the server is down, with inputs logged after the last checkpoint: those are
         # replayed under the rule set they were processed under (stored in the database), then carried over.
@@ -748,6 +758,7 @@ rules:
         self.assertEqual(self.shas(self.rules_info(server)), reloaded)
         self.assertEqual(metric(server, "beckon_reloads_total", result="refused"), 1)
 
+    @posts_wait
     def test_ingest_never_fails_during_reloads(self):
         self.files(rate=RATE_V1)
         server = self.serve(clock="events")
@@ -856,6 +867,7 @@ class Privacy(OpsCase):
         status, inbox = self.inbox(server, "u1")
         self.assertEqual((status, inbox["unread"], len(inbox["items"])), (200, 1, 1))
 
+    @partition_clocks
     def test_forget_removes_everything_and_a_later_event_starts_a_new_user(self):
         capi = self.receiver(always(503))
         self.files(privacy=PRIVACY_RULES, settings=settings(
@@ -912,6 +924,7 @@ class Privacy(OpsCase):
         self.assertEqual([e["event"]["messageId"] for e in export["events"]], ["u1-3"])
         self.assertEqual(len(export["actions"]), 2)
 
+    @sqlite_only
     def test_cli_export_and_forget_with_the_server_stopped_and_refused_while_it_runs(self):
         self.files(privacy=PRIVACY_RULES)
         server = self.serve(clock="events")
@@ -960,6 +973,7 @@ class Privacy(OpsCase):
 # Admin auth.
 
 
+@sqlite_only  # (the fleet's retention: fleet_test.py)
 class Retention(OpsCase):
     def test_events_older_than_the_retention_are_deleted_once_checkpointed(self):
         self.files(**{"privacy": PRIVACY_RULES})

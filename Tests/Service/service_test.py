@@ -2,7 +2,13 @@
 """Tests of `beckon serve` as a process on loopback: HTTP replays equal dry-runs, kill -9 under load loses and
 doubles nothing, delayed actions come due on the wall clock (also while the server was down), bad requests are
 refused and store nothing. Run by scripts/test.sh; `BECKON=path/to/beckon python3 Tests/Service/service_test.py`.
-Every server is bounded in time and stopped by the test that started it."""
+Every server is bounded in time and stopped by the test that started it.
+
+The same tests run against either store: BECKON_TEST_STORE=postgres (with BECKON_TEST_POSTGRES, a URL whose role may
+create databases) starts each server as a fleet process (`beckon serve --postgres`) on a database of its own, and
+waits after each accepted request until the fleet has processed it (a fleet answers 200 once the events are in its
+log; a single service once they are processed). Tests of what only a single service has (its SQLite file, identity
+merge) are skipped there."""
 import base64
 import glob
 import hashlib
@@ -24,6 +30,9 @@ import urllib.parse
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BECKON = os.environ.get("BECKON", os.path.join(ROOT, ".build/debug/beckon"))
+STORE = os.environ.get("BECKON_TEST_STORE", "sqlite")
+PG = os.environ.get("BECKON_TEST_POSTGRES")
+sqlite_only = unittest.skipIf(STORE == "postgres", "a single service's own: its SQLite file, or identity merge")
 KEY = "test-write-key"
 SECRET = "a-test-secret-of-at-least-32-bytes!!"
 ADMIN_KEY = "test-admin-key"
@@ -48,8 +57,32 @@ def basic(key):
     return "Basic " + base64.b64encode(f"{key}:".encode()).decode()
 
 
+def pg_database(db):
+    """The fleet database standing for the SQLite path `db` (the same path: the same database, across restarts)."""
+    name = "svc_" + hashlib.sha1(db.encode()).hexdigest()[:16]
+    found = subprocess.run(["psql", PG, "-tAc", f"SELECT 1 FROM pg_database WHERE datname = '{name}'"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    if not found:
+        subprocess.run(["psql", PG, "-q", "-c", f"CREATE DATABASE {name}"], check=True, capture_output=True)
+    return PG.rsplit("/", 1)[0] + "/" + name
+
+
+def caught_up(url, seconds=30):
+    """Until every partition of the fleet at `url` has processed what was appended."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        r = subprocess.run([BECKON, "fleet", "status", "--json", "--postgres", url], capture_output=True, text=True)
+        rows = [json.loads(line) for line in r.stdout.splitlines()] if r.returncode == 0 else []
+        if rows and all(p["lag"] == 0 for p in rows):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the fleet did not process its log within {seconds} s")
+
+
 class Server:
-    """A `beckon serve` process on a free loopback port."""
+    """A `beckon serve` process on a free loopback port (a fleet process with BECKON_TEST_STORE=postgres)."""
+
+    starts = 0
 
     def __init__(self, rules, db, clock=os.environ.get("BECKON_TEST_CLOCK", "events"), extra=()):
         self.rules, self.db, self.clock, self.extra = rules, db, clock, list(extra)
@@ -57,7 +90,13 @@ class Server:
         self.port = None
 
     def start(self):
-        args = [BECKON, "serve", *self.rules, "--db", self.db, "--port", "0", "--write-key", KEY,
+        Server.starts += 1
+        store = ["--db", self.db]
+        self.url = None
+        if STORE == "postgres":
+            self.url = pg_database(self.db)
+            store = ["--postgres", self.url, "--lease-seconds", "3", "--owner", f"svc-{os.getpid()}-{Server.starts}"]
+        args = [BECKON, "serve", *self.rules, *store, "--port", "0", "--write-key", KEY,
                 "--user-secret", SECRET, "--admin-key", ADMIN_KEY, "--clock", self.clock, *self.extra]
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                      env={**os.environ, "LOG_LEVEL": "warning"})
@@ -68,6 +107,9 @@ class Server:
                 raise RuntimeError("beckon serve exited: " + self.proc.stderr.read())
             if "listening on http://" in line:
                 self.port = int(line.split("listening on http://")[1].split()[0].rsplit(":", 1)[1])
+                while self.url and self.request("GET", "/readyz")[0] != 200:
+                    assert time.time() < deadline, "the fleet process was not ready in 30 s"
+                    time.sleep(0.1)
                 return self
         raise RuntimeError("beckon serve did not start in 30 s")
 
@@ -105,7 +147,10 @@ class Server:
             conn.close()
 
     def post(self, path, body, key=KEY):
-        return self.request("POST", path, body, {"Authorization": basic(key), "Content-Type": "application/json"})
+        answer = self.request("POST", path, body, {"Authorization": basic(key), "Content-Type": "application/json"})
+        if self.url and answer[0] == 200:
+            caught_up(self.url)
+        return answer
 
     def actions(self, user, after=0, wait=None):
         q = f"?after={after}" + (f"&wait={wait}" if wait is not None else "")
@@ -189,6 +234,10 @@ def app_rules(app):
 
 
 def event_count(db):
+    """The events the store holds (its input log's, or a fleet's log entries)."""
+    if STORE == "postgres":
+        return int(subprocess.run(["psql", pg_database(db), "-tAc", "SELECT count(*) FROM beckon_log WHERE user_id <> ''"],
+                                  capture_output=True, text=True, check=True).stdout.strip() or 0)
     with sqlite3.connect(db) as c:
         return c.execute("SELECT coalesce(sum(events), 0) FROM input_log").fetchone()[0]
 
@@ -217,6 +266,7 @@ def logged_events(db):
     return events
 
 
+@sqlite_only
 class Replay(unittest.TestCase):
     def test_every_sample_over_http_equals_its_dry_run(self):
         samples = sorted(glob.glob(f"{ROOT}/samples/*/*.jsonl"))
@@ -276,6 +326,7 @@ class Replay(unittest.TestCase):
                 server.stop()
 
 
+@sqlite_only
 class Crash(unittest.TestCase):
     def test_kill_9_under_load_loses_and_doubles_nothing(self):
         rules = app_rules("bossup")
@@ -469,6 +520,7 @@ rules:
 """
 
 
+@sqlite_only
 class IdentityMerge(WallClockRules):
     """An anonymous visitor who signs in is one user in `beckon serve` too, across a kill -9."""
     RULES = IDENTITY_RULES
@@ -667,6 +719,7 @@ class Admin(unittest.TestCase):
             finally:
                 server.stop()
 
+    @sqlite_only
     def test_an_admin_key_may_not_be_a_write_key(self):
         with tempfile.TemporaryDirectory() as tmp:
             r = subprocess.run([BECKON, "serve", *app_rules("stampbook"), "--db", f"{tmp}/db.sqlite", "--port", "0",
@@ -675,6 +728,7 @@ class Admin(unittest.TestCase):
             self.assertIn("admin key", r.stderr)
 
 
+@sqlite_only
 class Startup(unittest.TestCase):
     def test_rules_with_errors_refuse_to_start(self):
         with tempfile.TemporaryDirectory() as tmp:
