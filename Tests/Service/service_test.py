@@ -83,6 +83,8 @@ class Server:
     """A `beckon serve` process on a free loopback port (a fleet process with BECKON_TEST_STORE=postgres)."""
 
     starts = 0
+    # (The fleet database of a fleet process; None for a single service, and for subclasses that start their own.)
+    url = None
 
     def __init__(self, rules, db, clock=os.environ.get("BECKON_TEST_CLOCK", "events"), extra=()):
         self.rules, self.db, self.clock, self.extra = rules, db, clock, list(extra)
