@@ -217,32 +217,13 @@ final class PartitionRunner {
         let users = states.unknown(entries.map(\.userID))
         if !users.isEmpty { states.add(try await log.states(of: users), for: users) }
 
-        var fired: [(FiredAction, late: Bool)] = []
-        var out = EventOutcome()
-        var counts = (accepted: 0, duplicates: 0, refused: 0)
+        var step = Processing()
         for entry in entries {
-            try InputLog.read(entry.body) { input in
-                switch input {
-                case .event(let json, let arrival):
-                    guard let e = try? rules.decoder.decode(json, arrival: arrival) else { return }
-                    engine.process(e, into: &out)
-                    switch out.status {
-                    case .processed: counts.accepted += 1
-                    case .duplicate: counts.duplicates += 1
-                    case .refused: counts.refused += 1
-                    }
-                    for a in out.actions { fired.append((a, false)) }
-                case .markRead(let user, let item, let time):
-                    _ = engine.markRead(userID: user, itemID: item, at: time)
-                case .tick, .forget, .rules:
-                    break  // (a forget and a new rule set end a batch: see `step`)
-                }
-            }
+            // (A forget and a new rule set end a batch, see above; in it they do nothing.)
+            try InputLog.read(entry.body) { input in step.apply(input, to: engine, decoder: rules.decoder) }
         }
-        if clock == .wall {
-            let due = engine.advance(to: now)
-            for a in due.actions { fired.append((a, now - a.time > Processor.lateAfterMs)) }
-        }
+        if clock == .wall { step.advance(engine, to: now) }
+        let fired = step.fired
         guard states.missed.isEmpty else {
             throw Missed(users: states.missed.count)
         }
@@ -263,10 +244,7 @@ final class PartitionRunner {
         activity.add(tracker.take(engine.stats, names: ruleNames), at: now)
         processed = commit.processed
         processedEvents.increment(by: Int64(entries.count))
-        metrics.service.ingest(.accepted).increment(by: Int64(counts.accepted))
-        metrics.service.ingest(.duplicate).increment(by: Int64(counts.duplicates))
-        metrics.service.ingest(.refused).increment(by: Int64(counts.refused))
-        for (a, _) in fired { metrics.service.action(a).increment() }
+        step.count(in: metrics.service)
         return true
     }
 

@@ -163,39 +163,19 @@ package final class Processor: @unchecked Sendable {
         if let s = try backend.readStream() { engine.restore(stream: try StreamState(decoding: s)) }
         engine.rebuildTimers()
         var records = 0
-        var undecodable = 0
-        var out = EventOutcome()
+        var step = Processing()
         defer {
-            if undecodable > 0 {
-                logger.error("logged events that do not decode were not replayed", metadata: ["events": "\(undecodable)"])
+            if step.undecodable > 0 {
+                logger.error(
+                    "logged events that do not decode were not replayed", metadata: ["events": "\(step.undecodable)"])
             }
         }
         try backend.eachInput(after: backend.checkpointSeq()) { _, _, bytes in
-            try InputLog.read(bytes) { input in if !apply(input, to: engine, decoder: decoder, out: &out) { undecodable += 1 } }
+            try InputLog.read(bytes) { input in step.apply(input, to: engine, decoder: decoder) }
+            step.dropFired()
             records += 1
         }
         return (engine, records)
-    }
-
-    /// Does what an input did the first time. An event decoded once decodes again (the same bytes, the same rules);
-    /// returns `false` for one that does not (a log written by a Beckon before 0.18, which read past bytes that are
-    /// not UTF-8 in values no rule read): the replay counts and reports it.
-    @discardableResult
-    package static func apply(
-        _ input: InputLog.Input, to engine: Engine, decoder: SegmentDecoder, out: inout EventOutcome
-    ) -> Bool {
-        switch input {
-        case .event(let json, let arrival):
-            guard let e = try? decoder.decode(json, arrival: arrival) else { return false }
-            engine.process(e, into: &out)
-        case .markRead(let user, let item, let time):
-            _ = engine.markRead(userID: user, itemID: item, at: time)
-        case .tick(let time):
-            engine.advance(to: time)
-        case .forget, .rules:
-            break  // (only in a fleet's log: a single service forgets and reloads with a barrier)
-        }
-        return true
     }
 
     package var ready: Bool {
@@ -450,15 +430,11 @@ package final class Processor: @unchecked Sendable {
         }
         if logsInput && engine.clock != loggedClock { input.tick(engine.clock) }
         var results: [JobResult] = []
-        var fired: [(FiredAction, late: Bool)] = []
-        var out = EventOutcome()
-        var counts = (accepted: 0, duplicates: 0, refused: 0)
-        // Due times of the delayed actions that came due, for the timer lag (measured once they are stored).
-        var dues: [Int64] = []
+        var step = Processing()
         for (job, _) in jobs {
             switch job {
             case .events(let decoded, let log, let under):
-                var r = (accepted: 0, duplicates: 0, refused: 0)
+                let before = (accepted: step.accepted, duplicates: step.duplicates, refused: step.refused)
                 // Events decoded under a rule set that a reload replaced since are decoded again from what arrived.
                 // (Whether a line decodes does not depend on the rule set: what was accepted under one decodes under
                 // any. Should one not, it is said, not skipped in silence.)
@@ -476,21 +452,12 @@ package final class Processor: @unchecked Sendable {
                         undecodable(error)
                     }
                 }
-                for e in events {
-                    engine.process(e, into: &out)
-                    switch out.status {
-                    case .processed: r.accepted += 1
-                    case .duplicate: r.duplicates += 1
-                    case .refused: r.refused += 1
-                    }
-                    for a in out.actions { fired.append((a, false)) }
-                    dues += out.dueTimes
-                }
+                for e in events { step.process(e, on: engine) }
                 input.append(log)
-                counts.accepted += r.accepted
-                counts.duplicates += r.duplicates
-                counts.refused += r.refused
-                results.append(.events(accepted: r.accepted, duplicates: r.duplicates, refused: r.refused))
+                results.append(
+                    .events(
+                        accepted: step.accepted - before.accepted, duplicates: step.duplicates - before.duplicates,
+                        refused: step.refused - before.refused))
             case .markRead(let user, let item):
                 let time = clock == .wall ? max(Self.nowMs(), engine.clock) : max(engine.clock, 0)
                 let found = engine.markRead(userID: user, itemID: item, at: time)
@@ -509,15 +476,14 @@ package final class Processor: @unchecked Sendable {
         }
         if clock == .wall {
             let now = Self.nowMs()
-            let due = engine.advance(to: now)
-            dues += due.dueTimes
-            for a in due.actions { fired.append((a, now - a.time > Self.lateAfterMs)) }
+            let due = step.advance(engine, to: now)
             // The tick is logged with the group's inputs, and whenever a delayed action came due (fired, held or
             // dropped): a replay moves the clock and the timers as they moved here.
-            if !input.isEmpty || !fired.isEmpty || !due.dueTimes.isEmpty { input.tick(now) }
+            if !input.isEmpty || !step.fired.isEmpty || !due.dueTimes.isEmpty { input.tick(now) }
         }
+        let fired = step.fired
         if !input.isEmpty { loggedClock = engine.clock }
-        let gained = !input.isEmpty || !dues.isEmpty ? activity.take(engine.stats, names: ruleNames) : [:]
+        let gained = !input.isEmpty || !step.dues.isEmpty ? activity.take(engine.stats, names: ruleNames) : [:]
         let checkpoint = force || ContinuousClock.now - lastCheckpoint >= .seconds(Self.checkpointSeconds)
         var commit = ServiceCommit()
         if !input.isEmpty { commit.input = (input.bytes, Self.nowMs(), input.events) }
@@ -531,7 +497,10 @@ package final class Processor: @unchecked Sendable {
         let counters = fired.map { self.metrics.action($0.0) }
         let destinations = rules.ruleSet.settings.destinations
         let users = Set(fired.map(\.0.userID))
-        let (metrics, feed, events, live, tally, dueTimes) = (metrics, feed, input.events, clock == .wall, counts, dues)
+        let (metrics, feed, events, live, tally, dueTimes) = (
+            metrics, feed, input.events, clock == .wall,
+            (accepted: step.accepted, duplicates: step.duplicates, refused: step.refused), step.dues
+        )
         let activity = activity
         let checkpointed = commit.checkpoint != nil
         let wrote = !commit.isEmpty || !fired.isEmpty
