@@ -19,6 +19,7 @@ package struct Processing {
     package init() {}
 
     /// Processes an event.
+    @inline(__always)
     package mutating func process(_ e: BoundEvent, on engine: Engine) {
         engine.process(e, into: &out)
         switch out.status {
