@@ -76,12 +76,20 @@ final class FleetRules: RuleStore, Sendable {
         try await log.storeRules(digest: digest, files: files, at: time)
     }
 
-    /// Every partition switches at the entry appended now; this process serves the new version at once.
+    /// Every partition switches at the entry appended now; this process serves the new version at once. A version
+    /// that another process's reload superseded meanwhile is not switched to (the reload fails: ask again).
     func swap(to rules: ServingRules) async throws {
         compiled.withLock { $0[rules.version] = rules }
         var record = InputLog()
         record.rules(version: rules.version)
-        try await log.appendToEveryPartition(record.bytes, receivedAt: Processor.nowMs())
+        guard try await log.switchRules(to: rules.version, body: record.bytes, receivedAt: Processor.nowMs()) else {
+            throw Superseded(version: rules.version)
+        }
         current.set(rules)
+    }
+
+    struct Superseded: Error, CustomStringConvertible {
+        var version: Int64
+        var description: String { "rule set version \(version) was superseded by another process's reload" }
     }
 }

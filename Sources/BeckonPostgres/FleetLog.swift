@@ -356,18 +356,47 @@ public final class FleetLog: Sendable {
         try await append(events, in: events.map { Self.partition(of: $0.userID) })
     }
 
-    /// Appends `body` to every partition, in one transaction (a change every partition makes at a position of its
-    /// log: a new rule set). The entries name no user.
-    @discardableResult
-    public func appendToEveryPartition(_ body: [UInt8], receivedAt: Int64) async throws -> [Entry] {
-        let partitions = Array(0..<Self.partitionCount)
-        return try await append(partitions.map { _ in ("", body, receivedAt) }, in: partitions)
+    /// Appends `body(version)` to every partition (a change every partition makes at a position of its log: a new rule
+    /// set), in one transaction, only if `version` is still the latest stored rule set: returns whether it did. The
+    /// rule-set lock (``storeRules(digest:files:at:)`` takes it too) makes two processes' reloads take turns, so the
+    /// partitions switch in the order the versions were stored and end on the latest. The entries name no user.
+    public func switchRules(to version: Int64, body: [UInt8], receivedAt: Int64) async throws -> Bool {
+        try await timed("switch rules", nil) { [self] in
+            try await client.withTransaction(logger: logger) { c in
+                try await c.query("SELECT pg_advisory_xact_lock(\(Self.rulesLock))", logger: logger)
+                var latest: Int64 = 0
+                for try await v in try await c.query("SELECT coalesce(max(version), 0) FROM beckon_rules", logger: logger)
+                    .decode(Int64.self)
+                {
+                    latest = v
+                }
+                guard latest == version else { return false }
+                let partitions = Array(0..<Self.partitionCount)
+                _ = try await append(partitions.map { _ in ("", body, receivedAt) }, in: partitions) { query in
+                    try await c.query(query, logger: logger)
+                }
+                return true
+            }
+        }
     }
+
+    /// The advisory lock that stores and switches of rule sets take in turn.
+    static let rulesLock = 7202
 
     private func append(
         _ events: [(userID: String, body: [UInt8], receivedAt: Int64)], in partitionOf: [Int]
     ) async throws -> [Entry] {
         try await timed("append", shortDeadline) { [self] in
+            try await append(events, in: partitionOf) { query in try await client.query(query, logger: logger) }
+        }
+    }
+
+    /// ``append(_:)``'s statement, run by `run` (the pool, or a transaction's connection).
+    private func append(
+        _ events: [(userID: String, body: [UInt8], receivedAt: Int64)], in partitionOf: [Int],
+        run: (PostgresQuery) async throws -> PostgresRowSequence
+    ) async throws -> [Entry] {
+        do {
             guard !events.isEmpty else { return [] }
             var counts: [Int: Int64] = [:]
             // Each event's rank within its partition in this append: its sequence number is the partition's first + rank.
@@ -388,7 +417,7 @@ public final class FleetLog: Sendable {
             // their latest numbers; the update moves each on by its partition's count; the entries take the numbers
             // from there (their rank within the partition added to its first).
             var firsts: [Int: Int64] = [:]
-            for try await (p, first) in try await client.query(
+            for try await (p, first) in try await run(
                 """
                 WITH locked AS MATERIALIZED (
                     SELECT partition, next_seq FROM beckon_sequence WHERE partition = ANY(\(partitions)::int[])
@@ -406,7 +435,7 @@ public final class FleetLog: Sendable {
                     JOIN moved m ON m.partition = t.p
                 )
                 SELECT partition, first FROM moved
-                """, logger: logger
+                """
             ).decode((Int, Int64).self) {
                 firsts[p] = first
             }
@@ -611,15 +640,18 @@ public final class FleetLog: Sendable {
     public func storeRules(digest: String, files: [(path: String, text: String)], at time: Int64) async throws -> Int64 {
         let encoded = ByteBuffer(bytes: try JSONEncoder().encode(files.map { StoredFile(path: $0.path, text: $0.text) }))
         return try await timed("store rules", nil) { [self] in
-            for try await v in try await client.query(
-                """
-                INSERT INTO beckon_rules (digest, files, created_at) VALUES (\(digest), \(encoded), \(time))
-                RETURNING version
-                """, logger: logger
-            ).decode(Int64.self) {
-                return v
+            try await client.withTransaction(logger: logger) { c in
+                try await c.query("SELECT pg_advisory_xact_lock(\(Self.rulesLock))", logger: logger)
+                for try await v in try await c.query(
+                    """
+                    INSERT INTO beckon_rules (digest, files, created_at) VALUES (\(digest), \(encoded), \(time))
+                    RETURNING version
+                    """, logger: logger
+                ).decode(Int64.self) {
+                    return v
+                }
+                throw AppendFailed()
             }
-            throw AppendFailed()
         }
     }
 

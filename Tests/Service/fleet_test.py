@@ -488,6 +488,49 @@ class Reload(unittest.TestCase):
                     self.assertEqual(p.stop(), 0)
 
 
+class ConcurrentReloads(unittest.TestCase):
+    """Two processes with different files reloading at the same moment, again and again: the stores and switches take
+    turns, so every partition ends on the latest stored version, and each reload is either served or refused (503)."""
+
+    def test_reloads_at_once_end_on_one_version(self):
+        url = database("fleet_reload_race")
+        with tempfile.TemporaryDirectory() as d:
+            dirs = [os.path.join(d, n) for n in ("a", "b")]
+            for i, folder in enumerate(dirs):
+                os.makedirs(folder)
+            procs = []
+            try:
+                for i, folder in enumerate(dirs):
+                    with open(os.path.join(folder, "shop.yaml"), "w") as f:
+                        f.write(RELOAD_RULES.replace("TITLE", "Start"))
+                    procs.append(Process([folder], url, f"race-{i}").start().ready())
+                answers = []
+                for round_ in range(6):
+                    for i, folder in enumerate(dirs):
+                        with open(os.path.join(folder, "shop.yaml"), "w") as f:
+                            f.write(RELOAD_RULES.replace("TITLE", f"Round {round_} from {i}"))
+                    threads = [threading.Thread(target=lambda p=p: answers.append(p.request(
+                        "POST", "/admin/reload", headers={"Authorization": "Bearer " + ADMIN_KEY}, timeout=10)[0]))
+                        for p in procs]
+                    for t in threads:
+                        t.start()
+                    for t in threads:
+                        t.join()
+                self.assertTrue(set(answers) <= {200, 503}, answers)
+                self.assertIn(200, answers)
+                self.assertEqual(procs[0].post([{"type": "track", "event": "Opened", "userId": "after",
+                                                 "messageId": "m-after", "timestamp": "2026-03-02T09:00:00Z"}]), 200)
+                wait_caught_up(self, url, 60)
+                versions = subprocess.run(
+                    ["psql", url, "-tAc", "SELECT DISTINCT rules_version FROM beckon_lease; "
+                     "SELECT max(version) FROM beckon_rules"], capture_output=True, text=True, check=True).stdout.split()
+                self.assertEqual(len(versions), 2, f"the partitions are not on one version: {versions}")
+                self.assertEqual(versions[0], versions[1], "the partitions are not on the latest version")
+            finally:
+                for p in procs:
+                    self.assertEqual(p.stop(), 0)
+
+
 class Retention(unittest.TestCase):
     """`--retention-days` in a fleet: entries every partition has processed and that are older than the period are
     deleted; what they did (states, actions) stays, and new entries still number after the deleted ones."""
