@@ -1,7 +1,6 @@
 import BeckonCore
 
-/// The ingest endpoints' request bodies (``SegmentRequest``), with their input log records and the JSON of a
-/// refusal.
+/// The ingest endpoints' request bodies (``SegmentRequest``) and their input log records.
 package enum Ingest {
     /// A request's events, each one's byte range in the body, and the arrival they were decoded with.
     package typealias Decoded = (events: [BoundEvent], ranges: [Range<Int>], arrival: Arrival)
@@ -13,15 +12,6 @@ package enum Ingest {
         log.arrival(request.arrival)
         for r in request.ranges { log.event(body[r]) }
         return log
-    }
-
-    /// The events of a request body, decoded, with their input log records. `kind` is the endpoint's event type
-    /// (`nil` for a batch); `now` the service's clock at arrival.
-    package static func events(
-        _ body: [UInt8], kind: Event.Kind?, now: Int64, clock: ClockMode, decoder: SegmentDecoder
-    ) throws(SegmentRequest.Problem) -> ([BoundEvent], InputLog) {
-        let request = try decode(body, kind: kind, now: now, clock: clock, decoder: decoder)
-        return (request.events, record(body, request))
     }
 
     /// The events of a request body as they arrived `now` on `clock` (on the wall clock an event stamped ahead of

@@ -175,7 +175,7 @@ struct ScrubTests {
         }
         let body = Array(
             (#"{"batch":["# + [event("a", "1"), event("b", "2"), event("a", "3")].joined(separator: ",") + "]}").utf8)
-        let (_, log) = try Ingest.events(body, kind: nil, now: 1_000, clock: .wall, decoder: decoder)
+        let log = Ingest.record(body, try Ingest.decode(body, kind: nil, now: 1_000, clock: .wall, decoder: decoder))
         var record = log
         record.markRead(userID: "a", itemID: "i", time: 2_000)
         record.markRead(userID: "b", itemID: "i", time: 2_000)
@@ -259,7 +259,9 @@ struct ForgetQueueTests {
                 #"{"type":"track","event":"Purchase","userId":"\#(u)","messageId":"\#(u)\#(i)"}"#
             }
             let body = #"{"batch":["# + events.joined(separator: ",") + "]}"
-            let (decoded, log) = try Ingest.events(Array(body.utf8), kind: nil, now: 1_000, clock: .wall, decoder: rules.decoder)
+            let bytes = Array(body.utf8)
+            let request = try Ingest.decode(bytes, kind: nil, now: 1_000, clock: .wall, decoder: rules.decoder)
+            let (decoded, log) = (request.events, Ingest.record(bytes, request))
             return .events(decoded, log, decodedUnder: rules)
         }
         let jobs = Processor.droppingForgotten(

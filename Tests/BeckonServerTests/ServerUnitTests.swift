@@ -21,7 +21,9 @@ struct IngestTests {
     }
 
     func events(_ body: String, kind: Event.Kind? = nil) throws(SegmentRequest.Problem) -> ([BoundEvent], InputLog) {
-        try Ingest.events(Array(body.utf8), kind: kind, now: 1_000_000, clock: .wall, decoder: decoder)
+        let bytes = Array(body.utf8)
+        let request = try Ingest.decode(bytes, kind: kind, now: 1_000_000, clock: .wall, decoder: decoder)
+        return (request.events, Ingest.record(bytes, request))
     }
 
     @Test func aBatchIsDecodedInOrderWithItsInputLog() throws {
