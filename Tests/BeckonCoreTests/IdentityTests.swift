@@ -99,6 +99,41 @@ struct IdentityTests {
         #expect(out.filter { $0.hasSuffix("twice message") } == ["ann twice message", "anon-1 twice message"])
     }
 
+    /// A merge across two engines (a fleet's two partitions): the earlier id's engine hands its state over, the
+    /// known user's takes it over; the known user ends as one engine's merge leaves them, and the earlier id's later
+    /// events, sent on, are theirs.
+    @Test func aHandOverBetweenEnginesIsTheOneEngineMerge() throws {
+        let rs = try load(Self.rules)
+        let before: [Event] = [
+            identify("ann", at: "2026-01-01T09:00:00Z", [("plan", .string("pro"))]),
+            track("Opened", "ann", at: "2026-01-01T09:05:00Z"),
+            anon("Signed Up", at: "2026-01-01T09:40:00Z"),
+            anon("Product Added", at: "2026-01-01T09:50:00Z", [("product", .string("Scarf"))]),
+            anon("Opened", at: "2026-01-01T09:55:00Z"),
+        ]
+        let after: [Event] = [signIn(at: "2026-01-01T10:00:00Z"), anon("Opened", at: "2026-01-01T10:05:00Z")]
+        let one = Engine(ruleSet: rs)
+        for e in before + after { one.process(e) }
+
+        let separate = Engine.Options(mergesIdentities: false)
+        let anonymous = Engine(ruleSet: rs, options: separate)
+        let known = Engine(ruleSet: rs, options: separate)
+        for e in before { (e.userID == "ann" ? known : anonymous).process(e) }
+        let handed = anonymous.handOver("anon-1", to: "ann")
+        #expect(handed?.pending.count == 1)
+        known.takeOver("anon-1", state: handed, into: "ann")
+        for e in after { known.process(e) }
+        #expect(known.state(of: "ann")?.encoded() == one.state(of: "ann")?.encoded())
+        #expect(known.mergedTarget(of: "anon-1") == "ann")
+        #expect(anonymous.state(of: "anon-1")?.mergedInto == "ann")
+        #expect(anonymous.state(of: "anon-1")?.pending.isEmpty == true)
+        // The timers moved: the cart's push is the known user's, and the anonymous engine's finds nothing.
+        #expect(anonymous.advance(to: t("2026-01-02T00:00:00Z")).actions.isEmpty)
+        #expect(known.advance(to: t("2026-01-02T00:00:00Z")).actions.map(\.userID) == ["ann"])
+        // A second hand-over of the same id brings nothing (a retried or second sign-in).
+        #expect(anonymous.handOver("anon-1", to: "ann") == nil)
+    }
+
     /// Attributes: both kept, the known user's value wins a conflict; the inbox is the union.
     @Test func conflictsFollowTheDocumentedRules() throws {
         let rs = try load(Self.rules)

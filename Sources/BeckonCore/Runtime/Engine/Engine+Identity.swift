@@ -28,18 +28,77 @@ extension Engine {
             }
             return
         }
-        totals.merges += 1
         let from = state(of: source)
+        // (Its queued timers find nothing when they come due: the actions are the known user's now.)
+        source.reset()
+        source.mergedInto = target
+        stored(source)
+        mergeState(from, into: target)
+    }
+
+    /// Adds a merged id's state to `target`'s (``UserState/merging(_:)``), with its delayed actions.
+    private func mergeState(_ from: UserState, into target: String) {
+        totals.merges += 1
         let known = loadedProfile(target, create: true)!
         let merged = state(of: known).merging(from)
         known.reset()
         fill(known, from: merged)
         addTimers(of: known)
         stored(known)
-        // (Its queued timers find nothing when they come due: the actions are the known user's now.)
+    }
+
+    // MARK: Merging across stores
+
+    // A fleet keeps each user in one partition, and the two ids of a sign-in are usually in different ones: the
+    // earlier id's partition hands its state over (``handOver(_:to:)``) and the known user's takes it over
+    // (``takeOver(_:state:into:)``), which together do what ``merge(_:into:)`` does in one engine.
+
+    /// The first half of a merge across stores: `id`'s state as it is now, for `target`'s store to take over, and `id`
+    /// left as a pointer to `target`. `nil` when there is nothing to bring: `id` has no state, or it was merged before
+    /// (a shared device's second sign-in: it points to the new user from now on, and what it brought to the first
+    /// stays there).
+    public func handOver(_ id: String, to target: String) -> UserState? {
+        hasMerges = true
+        guard let source = loadedProfile(id, create: false) else {
+            let p = loadedProfile(id, create: true)!
+            p.mergedInto = target
+            stored(p)
+            return nil
+        }
+        let brought = source.mergedInto == nil ? state(of: source) : nil
         source.reset()
         source.mergedInto = target
         stored(source)
+        return brought
+    }
+
+    /// The second half: merges what `id`'s store handed over into `target` (or the user `target` was merged into), and
+    /// makes `id` point there in this engine. The pointer is not stored here (`id`'s own store holds it): it is what
+    /// lets ``point(_:to:)``'s events and this engine's later events under `id` reach the merged user.
+    public func takeOver(_ id: String, state brought: UserState?, into target: String) {
+        _ = loadedProfile(target, create: false)
+        let to = resolve(target)
+        guard to != id else { return }
+        point(id, to: to)
+        if let brought { mergeState(brought, into: to) }
+    }
+
+    /// Makes `id` point to `target` in this engine only (not stored: `id` belongs to another store, which holds the
+    /// pointer), so that an event under `id` that store sent on is `target`'s.
+    public func point(_ id: String, to target: String) {
+        hasMerges = true
+        let p = store.profile(for: id, create: true) { newProfile(id) }!
+        if p.mergedInto != target {
+            p.reset()
+            p.mergedInto = target
+        }
+    }
+
+    /// The user another id's events go to, when it was merged into one (the end of its chain), else `nil`.
+    public func mergedTarget(of id: String) -> String? {
+        guard loadedProfile(id, create: false)?.mergedInto != nil else { return nil }
+        let to = resolve(id)
+        return to == id ? nil : to
     }
 
     /// Whether the event's messageId is in the window of the user its id resolves to (a copy already processed).
