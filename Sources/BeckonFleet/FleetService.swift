@@ -187,18 +187,31 @@ public final class FleetService: ServiceBackend {
     /// Appends each event with its arrival to its user's partition, all in one transaction; returns once it is
     /// committed, within ``ingestDeadline`` whatever the database does (else 503).
     package func store(_ body: [UInt8], _ request: Ingest.Decoded, decodedUnder rules: ServingRules, now: Int64) async throws {
-        let entries = zip(request.events, request.ranges).map { e, r in
+        var entries: [(userID: String, body: [UInt8], receivedAt: Int64)] = []
+        entries.reserveCapacity(request.events.count)
+        for (e, r) in zip(request.events, request.ranges) {
             var record = InputLog()
+            // A sign-in: the earlier id's partition hands its state over (an entry appended with the event, before it,
+            // so that the hand-over precedes the sign-in in every order a runner can wait in: docs/fleet.md).
+            if let before = e.previousID {
+                if FleetLog.partition(of: before) != FleetLog.partition(of: e.userID) {
+                    var handOver = InputLog()
+                    handOver.handOver(from: before, to: e.userID)
+                    entries.append((userID: before, body: handOver.bytes, receivedAt: now))
+                }
+                record.takeOver(from: before, to: e.userID)
+            }
             record.arrival(request.arrival)
             record.event(body[r])
-            return (userID: e.userID, body: record.bytes, receivedAt: now)
+            entries.append((userID: e.userID, body: record.bytes, receivedAt: now))
         }
         // (While the database has not answered the position reads for a while, at once: it is down.)
         if worker.databaseStale { throw APIError.unavailable("the database cannot be reached; send the events again") }
         do {
             let started = ContinuousClock.now
             let appender = appender
-            _ = try await withDeadline(Self.ingestDeadline, "append") { try await appender.submit(entries) }
+            let appended = entries
+            _ = try await withDeadline(Self.ingestDeadline, "append") { try await appender.submit(appended) }
             fleetMetrics.appendSeconds.record(ContinuousClock.now - started)
             worker.faults.ok("append")
         } catch {
@@ -227,22 +240,25 @@ public final class FleetService: ServiceBackend {
         return true
     }
 
-    /// `DELETE /v1/users/{id}`: a forget entry appended to the user's partition; its owner, having processed every
-    /// entry before it, deletes the user's state, actions, outbox entries and events in one fenced statement and
-    /// drops the user from memory. Answered once that is done.
+    /// `DELETE /v1/users/{id}`: a forget entry appended to the partition of the user and of each id merged into them;
+    /// each owner, having processed every entry before it, deletes that id's state, actions, outbox entries and
+    /// events in one fenced statement and drops it from memory. Answered once all are done.
     package func forget(_ user: String) async throws -> Bool {
-        let processed: Bool
+        var processed = true
         let known: Bool
         do {
             var k = try await log.states(of: [user])[user] != nil
             if !k { k = try await !log.entries(of: user).isEmpty }
             known = k
-            var record = InputLog()
-            record.forget(userID: user)
-            if let entry = try await appender.submit([(user, record.bytes, Processor.nowMs())]).first {
+            let ids = [user] + (try await log.mergedIDs(into: user))
+            let now = Processor.nowMs()
+            let forgets = ids.map { id in
+                var record = InputLog()
+                record.forget(userID: id)
+                return (userID: id, body: record.bytes, receivedAt: now)
+            }
+            for entry in try await appender.submit(forgets) where processed {
                 processed = try await waitProcessed(entry.partition, entry.seq, seconds: 30)
-            } else {
-                processed = false
             }
         } catch {
             throw APIError.unavailable("the user could not be forgotten; ask again")
@@ -251,8 +267,8 @@ public final class FleetService: ServiceBackend {
         return known
     }
 
-    /// `GET /v1/users/{id}/export`: as a single service's, once the user's partition has processed what was
-    /// appended before the request.
+    /// `GET /v1/users/{id}/export`: as a single service's (the user and every id merged into them), once the user's
+    /// partition has processed what was appended before the request.
     package func export(_ user: String) async throws -> StoredJSON {
         let failed = APIError.unavailable("the user could not be exported; ask again")
         let p = FleetLog.partition(of: user)
@@ -260,22 +276,30 @@ public final class FleetService: ServiceBackend {
         do { caughtUp = try await waitProcessed(p, try await log.appended()[p]) } catch { throw failed }
         guard caughtUp else { throw APIError.unavailable("the user's events are still being processed; ask again") }
         do {
-            let state = try await log.states(of: [user])[user].map { try UserState(decoding: $0) }
-            let actions = try await log.actions(of: user, after: 0, limit: Int.max).map(\.json)
-            let outbox = try await log.outbox(of: user).map {
-                OutboxRow(
-                    id: $0.id,
-                    entry: OutboxEntry(
-                        destination: $0.destination, actionID: $0.actionID, userID: user,
-                        body: String(decoding: $0.body, as: UTF8.self), createdAt: $0.createdAt),
-                    state: OutboxRow.State(rawValue: $0.state) ?? .dead, attempts: $0.attempts, nextAt: $0.nextAt,
-                    doneAt: $0.doneAt, lastError: $0.lastError)
+            let mergedIDs = try await log.mergedIDs(into: user)
+            let ids = [user] + mergedIDs
+            let states = try await log.states(of: ids).mapValues { try UserState(decoding: $0) }
+            var actions: [String] = []
+            var outbox: [OutboxRow] = []
+            var records: [(receivedAt: Int64, body: [UInt8])] = []
+            for id in ids {
+                actions += try await log.actions(of: id, after: 0, limit: Int.max).map(\.json)
+                outbox += try await log.outbox(of: id).map {
+                    OutboxRow(
+                        id: $0.id,
+                        entry: OutboxEntry(
+                            destination: $0.destination, actionID: $0.actionID, userID: id,
+                            body: String(decoding: $0.body, as: UTF8.self), createdAt: $0.createdAt),
+                        state: OutboxRow.State(rawValue: $0.state) ?? .dead, attempts: $0.attempts, nextAt: $0.nextAt,
+                        doneAt: $0.doneAt, lastError: $0.lastError)
+                }
+                records += try await log.entries(of: id)
             }
-            let records = try await log.entries(of: user)
             return StoredJSON(
                 text: try Privacy.export(
-                    user, state: state, actions: actions, outbox: outbox,
-                    records: { each in for r in records { try each(r.receivedAt, r.body) } }, at: Processor.nowMs()))
+                    user, state: states[user], merged: mergedIDs.map { (id: $0, state: states[$0]) }, actions: actions,
+                    outbox: outbox, records: { each in for r in records { try each(r.receivedAt, r.body) } },
+                    at: Processor.nowMs()))
         } catch {
             throw failed
         }

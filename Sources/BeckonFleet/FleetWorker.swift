@@ -15,6 +15,8 @@ final class FleetMetrics: Sendable {
     /// Writes refused because the lease had moved (the fence at work).
     let fenced: Counter
     let failures: Counter
+    /// Entries sent on to another partition (events of ids merged into its users).
+    let forwarded: Counter
     let ruleSets: Gauge
 
     init(_ service: ServiceMetrics) {
@@ -39,6 +41,11 @@ final class FleetMetrics: Sendable {
             descriptor: .init(
                 metricName: "beckon_fleet_partition_failures", unitName: "total",
                 helpText: "Partition batches that failed and were retried from the database."),
+            labels: [])
+        forwarded = r.makeCounter(
+            descriptor: .init(
+                metricName: "beckon_fleet_forwarded_entries", unitName: "total",
+                helpText: "Log entries sent on to another partition: events of ids merged into its users."),
             labels: [])
         ruleSets = r.makeGauge(
             descriptor: .init(

@@ -103,6 +103,8 @@ final class PartitionRunner {
     let faults: FaultLog
     private var engine: Engine?
     private var states = PartitionStates(pending: [])
+    /// The batch's head is a sign-in whose hand-over another partition has not written yet.
+    private var blocked = false
     private(set) var processed: Int64 = 0
     private let lag: Gauge
     private let owned: Gauge
@@ -148,6 +150,12 @@ final class PartitionRunner {
                 lag.set(to: Double(max(0, appended.value(of: partition) - processed)))
                 if worked { continue }
                 if handle.lost { return }
+                // (A sign-in waits for its earlier id's partition, which may be another process's: looked at again
+                // at the positions' next read.)
+                if blocked {
+                    try await Task.sleep(for: Poller.interval)
+                    continue
+                }
                 await appended.wait(partition, after: processed, timeout: idleWait(engine))
             } catch is FleetLog.Fenced {
                 metrics.fenced.increment()
@@ -184,8 +192,8 @@ final class PartitionRunner {
         serving = rules
         let pending = try await log.pendingStates(partition: partition)
         states = PartitionStates(pending: pending)
-        // A partition holds only its own users, and an identify's anonymous id may be another partition's: no merges
-        // (docs/fleet.md).
+        // A partition holds only its own users, and a sign-in's earlier id may be another partition's: merges are the
+        // runner's, through the log (``takeOver(_:)``, docs/fleet.md "Identity merge"), not the engine's own.
         let engine = Engine(
             ruleSet: rules.ruleSet, store: SavedStateStore(backend: states), options: .init(mergesIdentities: false))
         if let s = try await log.streamState(partition: partition) { engine.restore(stream: try StreamState(decoding: s)) }
@@ -211,24 +219,56 @@ final class PartitionRunner {
             }
             entries = Array(entries[..<i])
         }
+        // A hand-over ends the batch after it: the entries after it of the id it hands over are sent on.
+        if let i = entries.firstIndex(where: { $0.body.first == UInt8(ascii: "H") }) { entries = Array(entries[...i]) }
+        blocked = false
         let now = Processor.nowMs()
         let timersDue = clock == .wall && (engine.nextTimerDue.map { $0 <= now } ?? false)
         guard !entries.isEmpty || timersDue else { return false }
         let users = states.unknown(entries.map(\.userID))
         if !users.isEmpty { states.add(try await log.states(of: users), for: users) }
+        // Entries of ids merged into another partition's user are sent on to it: at the head of a batch, as many as
+        // there are in a row; else the batch ends before the first.
+        if let i = entries.firstIndex(where: { sentOn(of: $0, engine) != nil }) {
+            if i == 0 { return try await sendOn(entries, engine) }
+            entries = Array(entries[..<i])
+        }
+        // Sign-ins take over what their earlier id's partition handed over; the batch ends before one whose hand-over
+        // is not written yet (its partition has not reached it).
+        var handOvers = try await handOvers(for: entries)
+        if let i = handOvers.missing {
+            guard i > 0 else {
+                blocked = true
+                return false
+            }
+            entries = Array(entries[..<i])
+        }
 
         var step = Processing()
+        var commit = FleetLog.PartitionCommit(processed: entries.last?.seq ?? processed, rulesVersion: rules.version)
         for entry in entries {
             // (A forget and a new rule set end a batch, see above; in it they do nothing.)
-            try InputLog.read(entry.body) { input in step.apply(input, to: engine, decoder: rules.decoder) }
+            try InputLog.read(entry.body) { input in
+                switch input {
+                case .handOver(let from, let to):
+                    commit.handOvers.append((from, to, engine.handOver(from, to: to)?.encoded()))
+                case .takeOver(let from, let to):
+                    let row = handOvers.take(from, to)
+                    commit.takenOver.append(row.id)
+                    engine.takeOver(from, state: row.bytes.flatMap { try? UserState(decoding: $0) }, into: to)
+                case .merged(let id, let into):
+                    engine.point(id, to: into)
+                default:
+                    step.apply(input, to: engine, decoder: rules.decoder)
+                }
+            }
         }
         if clock == .wall { step.advance(engine, to: now) }
         let fired = step.fired
         guard states.missed.isEmpty else {
             throw Missed(users: states.missed.count)
         }
-        var commit = FleetLog.PartitionCommit(processed: entries.last?.seq ?? processed, rulesVersion: rules.version)
-        commit.states = engine.takeChangedStates().map { ($0.userID, $0.bytes, $0.nextDue) }
+        commit.states = changedStates(engine)
         commit.stream = engine.streamState.encoded()
         let destinations = rules.ruleSet.settings.destinations
         commit.actions = fired.map { a, late in
@@ -262,13 +302,87 @@ final class PartitionRunner {
     private func switchRules(to version: Int64, at entry: FleetLog.Entry, _ engine: Engine) async throws -> Bool {
         let next = try await fleetRules.serving(version)
         var commit = FleetLog.PartitionCommit(processed: entry.seq, rulesVersion: next.version)
-        commit.states = engine.takeChangedStates().map { ($0.userID, $0.bytes, $0.nextDue) }
+        commit.states = changedStates(engine)
         commit.stream = engine.streamState.encoded()
         guard try await committer.submit((handle.lease, commit)) != nil else { throw FleetLog.Fenced(partition: partition) }
         processed = entry.seq
         self.engine = nil
         logger.info("partition switched rule sets", metadata: ["partition": "\(partition)", "version": "\(version)"])
         return true
+    }
+
+    /// The states the engine changed, of this partition's users only (another partition's id the engine points to
+    /// the merged user it took over is that partition's to store).
+    private func changedStates(_ engine: Engine) -> [(userID: String, bytes: [UInt8], nextDue: Int64?, mergedInto: String?)] {
+        engine.takeChangedStates().compactMap { s in
+            FleetLog.partition(of: s.userID) == partition ? (s.userID, s.bytes, s.nextDue, s.mergedInto) : nil
+        }
+    }
+
+    // MARK: Identity merge across partitions
+
+    /// The user an entry is sent on to: its id was merged into another partition's user. (A hand-over is its id's
+    /// partition's to do, whatever the id points to.)
+    private func sentOn(of entry: FleetLog.Entry, _ engine: Engine) -> String? {
+        guard entry.body.first != UInt8(ascii: "H"), let to = engine.mergedTarget(of: entry.userID),
+            FleetLog.partition(of: to) != partition
+        else { return nil }
+        return to
+    }
+
+    /// Moves the entries at the head of `entries` whose ids were merged into another partition's user on to its
+    /// partition, each marked with the merge it follows (``InputLog/merged(id:into:)``), and the position past them,
+    /// in one fenced transaction.
+    private func sendOn(_ entries: [FleetLog.Entry], _ engine: Engine) async throws -> Bool {
+        var out: [(userID: String, body: [UInt8], receivedAt: Int64)] = []
+        var last = processed
+        for entry in entries {
+            guard let to = sentOn(of: entry, engine) else { break }
+            var record = InputLog()
+            record.merged(id: entry.userID, into: to)
+            out.append((to, record.bytes + entry.body, entry.receivedAt))
+            last = entry.seq
+        }
+        try await log.forward(out, from: entries.prefix(out.count).map(\.seq), lease: handle.lease, through: last)
+        processed = last
+        metrics.forwarded.increment(by: Int64(out.count))
+        return true
+    }
+
+    /// The hand-overs a batch's sign-ins take over, by pair, oldest first; `missing`: the first entry whose hand-over
+    /// is not written yet.
+    struct HandOvers {
+        var rows: [String: [(id: Int64, bytes: [UInt8]?)]] = [:]
+        var missing: Int?
+        static func key(_ from: String, _ to: String) -> String { "\(from.utf8.count) \(from)\(to)" }
+        mutating func take(_ from: String, _ to: String) -> (id: Int64, bytes: [UInt8]?) {
+            rows[Self.key(from, to)]!.removeFirst()
+        }
+    }
+
+    private func handOvers(for entries: [FleetLog.Entry]) async throws -> HandOvers {
+        var wanted: [(index: Int, from: String, to: String)] = []
+        for (i, entry) in entries.enumerated() where entry.body.first == UInt8(ascii: "W") {
+            try? InputLog.read(entry.body) { if case .takeOver(let f, let t) = $0 { wanted.append((i, f, t)) } }
+        }
+        var out = HandOvers()
+        guard !wanted.isEmpty else { return out }
+        var available: [String: [(id: Int64, bytes: [UInt8]?)]] = [:]
+        for row in try await log.handOvers(wanted.map { ($0.from, $0.to) }) {
+            available[HandOvers.key(row.from, row.to), default: []].append((row.id, row.bytes))
+        }
+        // (A pair asked for twice is answered twice: each row is taken once, in order.)
+        var used: Set<Int64> = []
+        for w in wanted {
+            let key = HandOvers.key(w.from, w.to)
+            guard let row = available[key]?.first(where: { !used.contains($0.id) }) else {
+                out.missing = w.index
+                break
+            }
+            used.insert(row.id)
+            out.rows[key, default: []].append(row)
+        }
+        return out
     }
 
     /// The user a log entry asks to forget, if it is a forget.

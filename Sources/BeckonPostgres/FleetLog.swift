@@ -270,6 +270,24 @@ public final class FleetLog: Sendable {
                 """
             ]
         ),
+        (
+            "5: identity merge across partitions",
+            [
+                "ALTER TABLE beckon_user_state ADD COLUMN merged_into text",
+                """
+                CREATE INDEX beckon_user_state_merged ON beckon_user_state (merged_into) WHERE merged_into IS NOT NULL
+                """,
+                """
+                CREATE TABLE beckon_handover (
+                    id bigserial PRIMARY KEY,
+                    from_id text NOT NULL,
+                    to_id text NOT NULL,
+                    bytes bytea
+                )
+                """,
+                "CREATE INDEX beckon_handover_pair ON beckon_handover (from_id, to_id, id)",
+            ]
+        ),
     ]
 
     public struct PartitionCountChanged: Error, CustomStringConvertible {
@@ -392,7 +410,7 @@ public final class FleetLog: Sendable {
     }
 
     /// ``append(_:)``'s statement, run by `run` (the pool, or a transaction's connection).
-    private func append(
+    func append(
         _ events: [(userID: String, body: [UInt8], receivedAt: Int64)], in partitionOf: [Int],
         run: (PostgresQuery) async throws -> PostgresRowSequence
     ) async throws -> [Entry] {

@@ -68,7 +68,12 @@ extension FleetLog {
 
     /// Everything one batch of a partition changed: written in one fenced statement (``commit(_:)``).
     public struct PartitionCommit: Sendable {
-        public var states: [(userID: String, bytes: [UInt8], nextDue: Int64?)] = []
+        /// Users' states; `mergedInto` is the user a merged id points to (a forget of that user finds it by it).
+        public var states: [(userID: String, bytes: [UInt8], nextDue: Int64?, mergedInto: String?)] = []
+        /// States handed over to another partition's user (``handOvers(_:)``; `nil`: nothing to bring).
+        public var handOvers: [(from: String, to: String, bytes: [UInt8]?)] = []
+        /// Hand-overs this batch took over (by id): deleted with it.
+        public var takenOver: [Int64] = []
         public var stream: [UInt8] = []
         public var actions: [FiredRow] = []
         /// The last log entry the batch includes.
@@ -115,6 +120,16 @@ extension FleetLog {
             let bytes = states.map { ByteBuffer(bytes: $0.1.bytes) }
             // (Arrays of optionals do not encode: none is Int64.min, made NULL again in the statement.)
             let dues = states.map { $0.1.nextDue ?? Int64.min }
+            let pointers = states.map { $0.1.mergedInto ?? "" }
+            let handOvers = batches.flatMap { b in b.batch.handOvers.map { (b.lease.partition, $0) } }
+            let handOverPartitions = handOvers.map(\.0)
+            let handOverFrom = handOvers.map(\.1.from)
+            let handOverTo = handOvers.map(\.1.to)
+            // (A state's bytes are never empty: none is empty bytes, made NULL again in the statement.)
+            let handOverBytes = handOvers.map { ByteBuffer(bytes: $0.1.bytes ?? []) }
+            let takenOver = batches.flatMap { b in b.batch.takenOver.map { (b.lease.partition, $0) } }
+            let takenPartitions = takenOver.map(\.0)
+            let takenIDs = takenOver.map(\.1)
             let actions = batches.flatMap { b in b.batch.actions.map { (b.lease.partition, $0) } }
             let actionPartitions = actions.map(\.0)
             let ids = actions.map(\.1.actionID)
@@ -139,12 +154,23 @@ extension FleetLog {
                     ORDER BY l.partition
                     FOR UPDATE OF l
                 ), states AS (
-                    INSERT INTO beckon_user_state (user_id, partition, bytes, next_due)
-                    SELECT u, p, b, nullif(d, \(Int64.min))
-                    FROM unnest(\(statePartitions)::int[], \(users)::text[], \(bytes)::bytea[], \(dues)::bigint[])
-                        AS t(p, u, b, d)
+                    INSERT INTO beckon_user_state (user_id, partition, bytes, next_due, merged_into)
+                    SELECT u, p, b, nullif(d, \(Int64.min)), nullif(m, '')
+                    FROM unnest(\(statePartitions)::int[], \(users)::text[], \(bytes)::bytea[], \(dues)::bigint[],
+                        \(pointers)::text[]) AS t(p, u, b, d, m)
                     WHERE p IN (SELECT partition FROM lease)
-                    ON CONFLICT (user_id) DO UPDATE SET bytes = excluded.bytes, next_due = excluded.next_due
+                    ON CONFLICT (user_id) DO UPDATE
+                        SET bytes = excluded.bytes, next_due = excluded.next_due, merged_into = excluded.merged_into
+                ), handed AS (
+                    INSERT INTO beckon_handover (from_id, to_id, bytes)
+                    SELECT f, t, nullif(b, ''::bytea)
+                    FROM unnest(\(handOverPartitions)::int[], \(handOverFrom)::text[], \(handOverTo)::text[],
+                        \(handOverBytes)::bytea[]) WITH ORDINALITY AS h(p, f, t, b, n)
+                    WHERE p IN (SELECT partition FROM lease) ORDER BY n
+                ), taken AS (
+                    DELETE FROM beckon_handover WHERE id IN (
+                        SELECT i FROM unnest(\(takenPartitions)::int[], \(takenIDs)::bigint[]) AS k(p, i)
+                        WHERE p IN (SELECT partition FROM lease))
                 ), stream AS (
                     INSERT INTO beckon_stream_state (partition, bytes)
                     SELECT p, stream FROM batch WHERE p IN (SELECT partition FROM lease)
@@ -171,6 +197,85 @@ extension FleetLog {
             for p in leasePartitions { out[p] = .some(nil) }
             for try await (p, new) in rows.decode((Int, Int64).self) { out[p] = Int(new) }
             return out
+        }
+    }
+
+    // MARK: Identity merge across partitions
+
+    /// A state handed over from an earlier id's partition to the user it merges into (`bytes` `nil`: nothing to bring).
+    public typealias HandOver = (id: Int64, from: String, to: String, bytes: [UInt8]?)
+
+    /// The hand-overs waiting for the pairs `pairs` (an earlier id and the user it merges into), oldest first: their
+    /// ids and the states handed over (`nil`: nothing to bring). A pair's hand-overs and sign-ins are appended together
+    /// and processed in order on both sides, so the n-th sign-in of a pair takes the n-th hand-over.
+    public func handOvers(_ pairs: [(from: String, to: String)]) async throws -> [HandOver] {
+        try await timed("handOvers", nil) { [self] in
+            var out: [HandOver] = []
+            guard !pairs.isEmpty else { return out }
+            for try await (i, f, t, b) in try await client.query(
+                """
+                SELECT h.id, h.from_id, h.to_id, h.bytes FROM beckon_handover h
+                JOIN unnest(\(pairs.map(\.from))::text[], \(pairs.map(\.to))::text[]) AS p(f, t)
+                    ON h.from_id = p.f AND h.to_id = p.t
+                ORDER BY h.id
+                """, logger: logger
+            ).decode((Int64, String, String, ByteBuffer?).self) {
+                out.append((i, f, t, b.map { Array($0.readableBytesView) }))
+            }
+            return out
+        }
+    }
+
+    /// Moves entries of `lease`'s partition (`from`, their sequence numbers) on to other partitions (events of ids
+    /// merged into another partition's user: `userID` is that user), as `entries`, and moves the partition's position
+    /// to `seq`, in one transaction fenced by `lease` (``Fenced`` when it has moved; then nothing is sent). The entries
+    /// sent on are deleted where they were: an event is in one partition's log, for an export or the report.
+    public func forward(
+        _ entries: [(userID: String, body: [UInt8], receivedAt: Int64)], from: [Int64], lease: Lease, through seq: Int64
+    ) async throws {
+        try await timed("forward", nil) { [self] in
+            try await client.withTransaction(logger: logger) { c in
+                var held = false
+                for try await _ in try await c.query(
+                    """
+                    SELECT partition FROM beckon_lease WHERE partition = \(lease.partition) AND owner = \(lease.owner)
+                        AND epoch = \(lease.epoch) AND expires_at >= clock_timestamp()
+                    FOR UPDATE
+                    """, logger: logger
+                ).decode(Int.self) {
+                    held = true
+                }
+                guard held else { throw Fenced(partition: lease.partition) }
+                _ = try await append(entries, in: entries.map { Self.partition(of: $0.userID) }) { query in
+                    try await c.query(query, logger: logger)
+                }
+                try await c.query(
+                    "DELETE FROM beckon_log WHERE partition = \(lease.partition) AND seq = ANY(\(from)::bigint[])",
+                    logger: logger)
+                try await c.query(
+                    "UPDATE beckon_lease SET processed_seq = \(seq) WHERE partition = \(lease.partition)", logger: logger)
+            }
+        }
+    }
+
+    /// The ids merged into `user` (their states are pointers to it), following chains of merges.
+    public func mergedIDs(into user: String) async throws -> [String] {
+        try await timed("mergedIDs", nil) { [self] in
+            var found: [String] = []
+            var seen: Set<String> = [user]
+            var next = [user]
+            for _ in 0..<16 where !next.isEmpty {
+                var more: [String] = []
+                for try await id in try await client.query(
+                    "SELECT user_id FROM beckon_user_state WHERE merged_into = ANY(\(next)::text[]) ORDER BY user_id",
+                    logger: logger
+                ).decode(String.self) where seen.insert(id).inserted {
+                    more.append(id)
+                }
+                found += more
+                next = more
+            }
+            return found
         }
     }
 

@@ -13,6 +13,11 @@ import BeckonCore
 /// T TIME\n
 /// F USERBYTES\n                           then the user id and \n: forget them (a fleet's log only)
 /// V VERSION\n                             from here on, rule set VERSION (a fleet's log only)
+/// H FROMBYTES TOBYTES\n                   then both ids and \n: hand FROM's state over to TO (a fleet's log only)
+/// W FROMBYTES TOBYTES\n                   then both ids and \n: the next event merges FROM into TO, taking over what
+///                                         FROM's partition handed over (a fleet's log only)
+/// M IDBYTES TOBYTES\n                     then both ids and \n: the next event's id was merged into TO, and its
+///                                         partition sent it on to TO's (a fleet's log only)
 /// ```
 /// Times are ms since 1970; `-` is none; KIND is Segment's type name.
 package struct InputLog: Sendable {
@@ -31,6 +36,14 @@ package struct InputLog: Sendable {
         /// A new rule set, in a fleet's log: from this entry on its partition runs the stored version (docs/fleet.md,
         /// "Reloads").
         case rules(version: Int64)
+        /// In a fleet's log, in the earlier id's partition: its state is handed over to `to`'s partition and it becomes
+        /// a pointer (docs/fleet.md, "Identity merge").
+        case handOver(from: String, to: String)
+        /// In a fleet's log, before the sign-in that merges `from` into `to`: what `from`'s partition handed over is
+        /// taken over first.
+        case takeOver(from: String, to: String)
+        /// In a fleet's log, before an event sent on from `id`'s partition: `id` was merged into `into`.
+        case merged(id: String, into: String)
     }
 
     struct Damaged: Error, CustomStringConvertible {
@@ -73,6 +86,17 @@ package struct InputLog: Sendable {
     }
 
     package mutating func rules(version: Int64) { header("V \(version)") }
+
+    package mutating func handOver(from: String, to: String) { pair("H", from, to) }
+    package mutating func takeOver(from: String, to: String) { pair("W", from, to) }
+    package mutating func merged(id: String, into: String) { pair("M", id, into) }
+
+    private mutating func pair(_ kind: String, _ a: String, _ b: String) {
+        header("\(kind) \(a.utf8.count) \(b.utf8.count)")
+        bytes += a.utf8
+        bytes += b.utf8
+        bytes.append(10)
+    }
 
     package mutating func append(_ other: InputLog) {
         bytes += other.bytes
@@ -152,6 +176,24 @@ package struct InputLog: Sendable {
                 out.forget(userID: user)
             case .rules(let version):
                 out.rules(version: version)
+            case .handOver(let from, let to):
+                if ids.contains(from) || ids.contains(to) {
+                    removed = true
+                    return
+                }
+                out.handOver(from: from, to: to)
+            case .takeOver(let from, let to):
+                if ids.contains(from) || ids.contains(to) {
+                    removed = true
+                    return
+                }
+                out.takeOver(from: from, to: to)
+            case .merged(let id, let into):
+                if ids.contains(id) || ids.contains(into) {
+                    removed = true
+                    return
+                }
+                out.merged(id: id, into: into)
             }
         }
         return removed ? out : nil
@@ -224,6 +266,18 @@ package struct InputLog: Sendable {
             case "V"?:
                 guard fields.count == 2, let v = try int(fields[1]) else { throw Damaged(offset: start) }
                 try body(.rules(version: v))
+            case "H"?, "W"?, "M"?:
+                guard fields.count == 3, let m = try int(fields[1]), let n = try int(fields[2]) else {
+                    throw Damaged(offset: start)
+                }
+                let a = String(decoding: try take(Int(m)), as: UTF8.self)
+                let b = String(decoding: try take(Int(n)), as: UTF8.self)
+                _ = try take(1)
+                switch fields[0] {
+                case "H": try body(.handOver(from: a, to: b))
+                case "W": try body(.takeOver(from: a, to: b))
+                default: try body(.merged(id: a, into: b))
+                }
             default:
                 throw Damaged(offset: start)
             }

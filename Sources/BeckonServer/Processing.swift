@@ -32,7 +32,7 @@ package struct Processing {
     }
 
     /// Does what a logged input did the first time (an event decoded under `decoder`, an inbox read, the clock's
-    /// tick). A fleet's forgets and reloads end a batch and are done apart; here they do nothing.
+    /// tick). A fleet's forgets, reloads and merges across partitions are done by its runner; here they do nothing.
     package mutating func apply(_ input: InputLog.Input, to engine: Engine, decoder: SegmentDecoder) {
         switch input {
         case .event(let json, let arrival):
@@ -47,7 +47,7 @@ package struct Processing {
             let due = engine.advance(to: time)
             dues += due.dueTimes
             for a in due.actions { fired.append((a, false)) }
-        case .forget, .rules:
+        case .forget, .rules, .handOver, .takeOver, .merged:
             break
         }
     }

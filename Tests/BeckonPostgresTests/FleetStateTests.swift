@@ -15,7 +15,7 @@ struct FleetStateTests {
         .PartitionCommit
     {
         var c = FleetLog.PartitionCommit(processed: processed)
-        c.states = [(user, state, 1_000), ("bo", [9], nil)]
+        c.states = [(user, state, 1_000, nil), ("bo", [9], nil, nil)]
         c.stream = [7, 7]
         c.actions = actions.map {
             FleetLog.FiredRow(

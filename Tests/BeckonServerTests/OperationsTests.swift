@@ -183,6 +183,9 @@ struct ScrubTests {
         record.forget(userID: "a")
         record.forget(userID: "b")
         record.rules(version: 7)
+        record.handOver(from: "a", to: "k")
+        record.takeOver(from: "b", to: "k")
+        record.merged(id: "b", into: "a")
         let kept = try #require(try InputLog.without(userIDs: ["a"], in: record.bytes))
         var inputs: [String] = []
         try InputLog.read(kept.bytes) { input in
@@ -194,9 +197,12 @@ struct ScrubTests {
             case .tick(let t): inputs.append("T \(t)")
             case .forget(let u): inputs.append("F \(u)")
             case .rules(let v): inputs.append("V \(v)")
+            case .handOver(let f, let t): inputs.append("H \(f) \(t)")
+            case .takeOver(let f, let t): inputs.append("W \(f) \(t)")
+            case .merged(let i, let t): inputs.append("M \(i) \(t)")
             }
         }
-        #expect(inputs == ["E b 2 1000", "R b 2000", "T 3000", "F b", "V 7"])
+        #expect(inputs == ["E b 2 1000", "R b 2000", "T 3000", "F b", "V 7", "W b k"])
         #expect(kept.events == 1)
         #expect(try InputLog.without(userIDs: ["nobody"], in: record.bytes) == nil)
     }

@@ -62,6 +62,9 @@ struct InputLogTests {
         log.tick(9)
         log.forget(userID: "u 1\n")
         log.rules(version: 12)
+        log.handOver(from: "a 1", to: "k\n")
+        log.takeOver(from: "a 1", to: "k")
+        log.merged(id: "", into: "k")
         var seen: [String] = []
         try InputLog.read(log.bytes) { input in
             switch input {
@@ -72,9 +75,15 @@ struct InputLogTests {
             case .tick(let t): seen.append("T \(t)")
             case .forget(let u): seen.append("F \(u)")
             case .rules(let v): seen.append("V \(v)")
+            case .handOver(let f, let t): seen.append("H \(f)|\(t)")
+            case .takeOver(let f, let t): seen.append("W \(f)|\(t)")
+            case .merged(let i, let t): seen.append("M \(i)|\(t)")
             }
         }
-        #expect(seen == ["E screen 5 -3 true", "R u 1|wel come\n|7", "T 9", "F u 1\n", "V 12"])
+        #expect(
+            seen == [
+                "E screen 5 -3 true", "R u 1|wel come\n|7", "T 9", "F u 1\n", "V 12", "H a 1|k\n", "W a 1|k", "M |k",
+            ])
     }
 
     @Test func aDamagedRecordIsAnErrorNotACrash() {

@@ -631,5 +631,96 @@ class Console(unittest.TestCase):
                     self.assertEqual(p.stop(), 0)
 
 
+def partition(user):
+    """The fleet's partition of a user id (FNV-1a of its UTF-8, modulo 64: FleetLog.partition(of:))."""
+    h = 0xcbf29ce484222325
+    for b in user.encode():
+        h = ((h ^ b) * 0x100000001b3) % (1 << 64)
+    return h % 64
+
+
+@unittest.skipUnless(PG, "needs BECKON_TEST_POSTGRES (scripts/test.sh sets it)")
+class IdentityMerge(unittest.TestCase):
+    """A sign-in whose two ids are in different partitions (docs/fleet.md, "Identity merge"): the anonymous id's
+    partition hands its state over through the log and the known user's takes it over, exactly once, by the single
+    service's rules; the anonymous id's later events are sent on to the known user's partition; a forget of the known
+    user forgets the merged id too."""
+
+    def test_an_anonymous_cart_in_one_partition_is_cancelled_by_the_order_in_another(self):
+        from service_test import IDENTITY_RULES
+        url = database("fleet_merge")
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "cart.yaml"), "w") as f:
+                f.write(IDENTITY_RULES)
+            procs = [Process([d], url, f"merge-{i}", clock="wall").start().ready() for i in range(2)]
+            a, b = procs
+            try:
+                wait_shared(self, url, ["merge-0", "merge-1"])
+                owner = {p["partition"]: p["owner"] for p in status_rows(url)}
+                pairs = [(f"anon-{i}", f"known-{i}") for i in range(40)]
+                pairs = [(x, k) for x, k in pairs if partition(x) != partition(k)][:16]
+                self.assertEqual(len(pairs), 16)
+                self.assertGreater(sum(owner[partition(x)] != owner[partition(k)] for x, k in pairs), 2,
+                                   "no sign-in spans the two processes")
+
+                def post(proc, event):
+                    self.assertEqual(proc.post([event]), 200, event)
+
+                for i, (anon, known) in enumerate(pairs):
+                    post(a, {"type": "track", "event": "Product Added", "anonymousId": anon, "messageId": f"c-{i}",
+                             "properties": {"product": f"Shoes {i}"}})
+                for i, (anon, known) in enumerate(pairs):
+                    post(b, {"type": "identify", "userId": known, "anonymousId": anon, "messageId": f"i-{i}"})
+                    if i % 2 == 0:
+                        post(a, {"type": "track", "event": "Order Completed", "userId": known, "messageId": f"o-{i}"})
+                    else:
+                        # An event under the anonymous id alone after the sign-in: the known user's.
+                        post(b, {"type": "track", "event": "Opened", "anonymousId": anon, "messageId": f"p-{i}"})
+                # A retried sign-in (the same messageId) merges nothing again.
+                post(a, {"type": "identify", "userId": pairs[1][1], "anonymousId": pairs[1][0], "messageId": "i-1"})
+                time.sleep(4)  # the carts' 2 s wait, on the wall clock
+                wait_caught_up(self, url, 60)
+                for i, (anon, known) in enumerate(pairs):
+                    got = sorted((x["action"], x["userId"]) for x in user_actions(a, known))
+                    if i % 2 == 0:
+                        self.assertEqual(got, [], f"{known}'s order did not cancel {anon}'s cart")
+                    else:
+                        self.assertEqual(got, [("message", known), ("push", known)], known)
+                        push = next(x for x in user_actions(b, known) if x["action"] == "push")
+                        self.assertEqual(push["push"]["body"], f"Your Shoes {i} is waiting")
+                    self.assertEqual(user_actions(b, anon), [], anon)
+                self.assertEqual(query(url, "SELECT count(*) FROM beckon_handover"), "0", "a hand-over was not taken")
+                self.assertEqual(query(url, "SELECT count(*) FROM beckon_user_state WHERE merged_into IS NOT NULL"),
+                                 str(len(pairs)))
+                self.assertGreater(a.metric("beckon_fleet_forwarded_entries_total")
+                                   + b.metric("beckon_fleet_forwarded_entries_total"), 0)
+
+                # The export shows the merged id; forgetting the known user forgets it too.
+                anon, known = pairs[1]
+                status, body = b.request("GET", f"/v1/users/{known}/export",
+                                         headers={"Authorization": "Bearer " + ADMIN_KEY})
+                self.assertEqual(status, 200, body)
+                export = json.loads(body)
+                self.assertEqual(export["mergedIds"], [anon])
+                self.assertEqual(sorted(e["event"]["messageId"] for e in export["events"]), ["c-1", "i-1", "i-1", "p-1"])
+                status, _ = a.request("DELETE", f"/v1/users/{known}", headers={"Authorization": "Bearer " + ADMIN_KEY})
+                self.assertEqual(status, 200)
+                self.assertEqual(query(url, f"SELECT count(*) FROM beckon_user_state WHERE user_id IN ('{anon}', '{known}')"),
+                                 "0")
+            finally:
+                for p in procs:
+                    self.assertEqual(p.stop(), 0)
+
+
+def user_actions(proc, user):
+    status, body = proc.request("GET", f"/v1/users/{user}/actions", headers={"Authorization": "Bearer " + token(user)})
+    assert status == 200, (status, body)
+    return json.loads(body)["actions"]
+
+
+def query(url, sql):
+    return subprocess.run(["psql", url, "-tA", "-c", sql], capture_output=True, text=True, check=True).stdout.strip()
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -7,8 +7,8 @@ Every server is bounded in time and stopped by the test that started it.
 The same tests run against either store: BECKON_TEST_STORE=postgres (with BECKON_TEST_POSTGRES, a URL whose role may
 create databases) starts each server as a fleet process (`beckon serve --postgres`) on a database of its own, and
 waits after each accepted request until the fleet has processed it (a fleet answers 200 once the events are in its
-log; a single service once they are processed). Tests of what only a single service has (its SQLite file, identity
-merge) are skipped there."""
+log; a single service once they are processed). Tests of what only a single service has (its SQLite file, one clock
+for the whole stream) are skipped there."""
 import base64
 import glob
 import hashlib
@@ -32,7 +32,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BECKON = os.environ.get("BECKON", os.path.join(ROOT, ".build/debug/beckon"))
 STORE = os.environ.get("BECKON_TEST_STORE", "sqlite")
 PG = os.environ.get("BECKON_TEST_POSTGRES")
-sqlite_only = unittest.skipIf(STORE == "postgres", "a single service's own: its SQLite file, or identity merge")
+sqlite_only = unittest.skipIf(STORE == "postgres", "a single service's own: its SQLite file, or one clock for all")
 KEY = "test-write-key"
 SECRET = "a-test-secret-of-at-least-32-bytes!!"
 ADMIN_KEY = "test-admin-key"
@@ -268,7 +268,7 @@ def logged_events(db):
     return events
 
 
-@sqlite_only
+@sqlite_only  # (the samples time delayed actions by the whole stream's clock; a fleet's partitions keep their own)
 class Replay(unittest.TestCase):
     def test_every_sample_over_http_equals_its_dry_run(self):
         samples = sorted(glob.glob(f"{ROOT}/samples/*/*.jsonl"))
@@ -522,7 +522,6 @@ rules:
 """
 
 
-@sqlite_only
 class IdentityMerge(WallClockRules):
     """An anonymous visitor who signs in is one user in `beckon serve` too, across a kill -9."""
     RULES = IDENTITY_RULES
