@@ -182,7 +182,7 @@ public final class FleetService: ServiceBackend {
     /// This process's live counts of its partitions' rules (written for every process's console by ``FleetActivity``).
     let activity = RuleActivity()
     package var stopping: Bool { Task.isShuttingDownGracefully }
-    package func stopWaiting() {}
+    package func stopWaiting() { worker.feed.close() }
 
     /// Appends each event with its arrival to its user's partition, all in one transaction; returns once it is
     /// committed, within ``ingestDeadline`` whatever the database does (else 503).
@@ -224,10 +224,13 @@ public final class FleetService: ServiceBackend {
         try await log.actions(of: user, after: after, limit: limit)
     }
 
-    /// Another process may write the user's actions: a long poll looks again every 100 ms.
-    package func actionsMark(of user: String) -> UInt64 { 0 }
+    /// A long poll is woken by this process's runner when it holds the user's partition (at once, as in a single
+    /// service); another process's writes are looked for every 100 ms, and every second while this one holds it (its
+    /// lease may move).
+    package func actionsMark(of user: String) -> UInt64 { worker.feed.version(of: user) }
     package func waitForActions(of user: String, seen: UInt64, seconds: Double) async {
-        try? await Task.sleep(for: .milliseconds(Int64(min(seconds, 0.1) * 1000)))
+        let local = worker.holds(FleetLog.partition(of: user))
+        await worker.feed.wait(for: user, seen: seen, seconds: min(seconds, local ? 1 : 0.1))
     }
 
     /// Waits until `partition` has processed up to `seq` (at most `seconds`); returns whether it has.

@@ -121,6 +121,8 @@ final class FleetWorker: Service, Sendable {
     /// The process's live counts, to which each runner adds its engine's.
     let activity: RuleActivity
     let committer: BatchCommitter
+    /// Wakes the long polls of users whose actions this process's runners stored.
+    let feed = ActionFeed()
     let logger: Logger
     let faults: FaultLog
     private let readyState = Mutex(false)
@@ -142,6 +144,11 @@ final class FleetWorker: Service, Sendable {
         self.logger = logger
         faults = FaultLog(logger: logger)
         committer = BatchCommitter(log: log)
+    }
+
+    /// Whether this process holds `partition` now.
+    func holds(_ partition: Int) -> Bool {
+        health.withLock { h in h.held.contains { $0.lease.partition == partition && !$0.lost && !$0.stopRequested } }
     }
 
     /// Whether the schema is in place and the process is taking part.
@@ -273,7 +280,7 @@ final class FleetWorker: Service, Sendable {
                     held[p] = handle
                     let runner = PartitionRunner(
                         handle: handle, log: log, rules: rules, clock: clock, metrics: metrics, appended: poller,
-                        committer: committer, activity: activity, faults: faults, logger: logger)
+                        committer: committer, feed: feed, activity: activity, faults: faults, logger: logger)
                     group.addTask { await runner.run() }
                 }
             }

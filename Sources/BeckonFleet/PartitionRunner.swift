@@ -99,6 +99,7 @@ final class PartitionRunner {
     let metrics: FleetMetrics
     let appended: Poller
     let committer: BatchCommitter
+    let feed: ActionFeed
     let logger: Logger
     let faults: FaultLog
     private var engine: Engine?
@@ -116,8 +117,10 @@ final class PartitionRunner {
 
     init(
         handle: PartitionHandle, log: FleetLog, rules: FleetRules, clock: ClockMode, metrics: FleetMetrics,
-        appended: Poller, committer: BatchCommitter, activity: RuleActivity, faults: FaultLog, logger: Logger
+        appended: Poller, committer: BatchCommitter, feed: ActionFeed, activity: RuleActivity, faults: FaultLog,
+        logger: Logger
     ) {
+        self.feed = feed
         self.activity = activity
         self.faults = faults
         self.handle = handle
@@ -283,6 +286,7 @@ final class PartitionRunner {
         metrics.commitSeconds.record(ContinuousClock.now - started)
         activity.add(tracker.take(engine.stats, names: ruleNames), at: now)
         processed = commit.processed
+        if !fired.isEmpty { feed.notify(Set(fired.map(\.0.userID))) }
         processedEvents.increment(by: Int64(entries.count))
         step.count(in: metrics.service)
         return true

@@ -17,6 +17,8 @@ package final class ActionFeed: Sendable {
     }
     private let state = Mutex(State())
 
+    package init() {}
+
     package var isClosed: Bool { state.withLock { $0.closed } }
 
     package func version(of user: String) -> UInt64 { state.withLock { $0.versions[user] ?? 0 } }
