@@ -321,6 +321,30 @@ public final class FleetService: ServiceBackend {
         }
     }
 
+    /// Appends the registration to the user's partition (answered once it is in the log, as events are).
+    package func registerDevice(_ user: String, _ device: Device) async throws {
+        var d = device
+        d.firstSeen = Processor.nowMs()
+        d.lastSeen = d.firstSeen
+        var record = InputLog()
+        record.device(userID: user, d)
+        try await appendInput(user, record, "the device could not be stored; send it again")
+    }
+
+    package func removeDevice(_ user: String, token: String) async throws {
+        var record = InputLog()
+        record.deviceRemoved(userID: user, token: token)
+        try await appendInput(user, record, "the change could not be stored; send it again")
+    }
+
+    private func appendInput(_ user: String, _ record: InputLog, _ failure: String) async throws {
+        do {
+            _ = try await appender.submit([(user, record.bytes, Processor.nowMs())])
+        } catch {
+            throw APIError.unavailable(failure)
+        }
+    }
+
     /// Appends the read to the user's partition and answers once its owner has processed it (or after 10 s, with
     /// the inbox as it then stands).
     package func markRead(_ user: String, item: String) async throws -> Bool? {

@@ -13,6 +13,8 @@ import BeckonCore
 /// T TIME\n
 /// F USERBYTES\n                           then the user id and \n: forget them (a fleet's log only)
 /// V VERSION\n                             from here on, rule set VERSION (a fleet's log only)
+/// P TIME USERBYTES TOKENBYTES APPBYTES|- PLATFORM 0|1\n   then the user id, token and app and \n: a device registered
+/// U USERBYTES TOKENBYTES\n                then the user id, token and \n: a device's token removed
 /// H FROMBYTES TOBYTES\n                   then both ids and \n: hand FROM's state over to TO (a fleet's log only)
 /// W FROMBYTES TOBYTES\n                   then both ids and \n: the next event merges FROM into TO, taking over what
 ///                                         FROM's partition handed over (a fleet's log only)
@@ -44,6 +46,10 @@ package struct InputLog: Sendable {
         case takeOver(from: String, to: String)
         /// In a fleet's log, before an event sent on from `id`'s partition: `id` was merged into `into`.
         case merged(id: String, into: String)
+        /// A push device registered for a user (docs/push.md).
+        case device(userID: String, Device)
+        /// A push device's token removed from a user (the provider said it is no longer valid, or the app asked).
+        case deviceRemoved(userID: String, token: String)
     }
 
     struct Damaged: Error, CustomStringConvertible {
@@ -86,6 +92,18 @@ package struct InputLog: Sendable {
     }
 
     package mutating func rules(version: Int64) { header("V \(version)") }
+
+    package mutating func device(userID: String, _ d: Device) {
+        header(
+            "P \(d.lastSeen) \(userID.utf8.count) \(d.token.utf8.count) \(d.app.map { String($0.utf8.count) } ?? "-") "
+                + "\(d.platform.rawValue) \(d.pushEnabled ? 1 : 0)")
+        bytes += userID.utf8
+        bytes += d.token.utf8
+        if let app = d.app { bytes += app.utf8 }
+        bytes.append(10)
+    }
+
+    package mutating func deviceRemoved(userID: String, token: String) { pair("U", userID, token) }
 
     package mutating func handOver(from: String, to: String) { pair("H", from, to) }
     package mutating func takeOver(from: String, to: String) { pair("W", from, to) }
@@ -194,6 +212,18 @@ package struct InputLog: Sendable {
                     return
                 }
                 out.merged(id: id, into: into)
+            case .device(let user, let d):
+                if ids.contains(user) {
+                    removed = true
+                    return
+                }
+                out.device(userID: user, d)
+            case .deviceRemoved(let user, let token):
+                if ids.contains(user) {
+                    removed = true
+                    return
+                }
+                out.deviceRemoved(userID: user, token: token)
             }
         }
         return removed ? out : nil
@@ -266,6 +296,29 @@ package struct InputLog: Sendable {
             case "V"?:
                 guard fields.count == 2, let v = try int(fields[1]) else { throw Damaged(offset: start) }
                 try body(.rules(version: v))
+            case "P"?:
+                guard fields.count == 7, let t = try int(fields[1]), let u = try int(fields[2]), let k = try int(fields[3]),
+                    let platform = Device.Platform(rawValue: fields[5]), fields[6] == "0" || fields[6] == "1"
+                else { throw Damaged(offset: start) }
+                let appLength = try int(fields[4])
+                let user = String(decoding: try take(Int(u)), as: UTF8.self)
+                let token = String(decoding: try take(Int(k)), as: UTF8.self)
+                let app = try appLength.map { String(decoding: try take(Int($0)), as: UTF8.self) }
+                _ = try take(1)
+                try body(
+                    .device(
+                        userID: user,
+                        Device(
+                            token: token, platform: platform, app: app, firstSeen: t, lastSeen: t, pushEnabled: fields[6] == "1"))
+                )
+            case "U"?:
+                guard fields.count == 3, let u = try int(fields[1]), let k = try int(fields[2]) else {
+                    throw Damaged(offset: start)
+                }
+                let user = String(decoding: try take(Int(u)), as: UTF8.self)
+                let token = String(decoding: try take(Int(k)), as: UTF8.self)
+                _ = try take(1)
+                try body(.deviceRemoved(userID: user, token: token))
             case "H"?, "W"?, "M"?:
                 guard fields.count == 3, let m = try int(fields[1]), let n = try int(fields[2]) else {
                     throw Damaged(offset: start)

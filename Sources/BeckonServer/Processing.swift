@@ -47,6 +47,10 @@ package struct Processing {
             let due = engine.advance(to: time)
             dues += due.dueTimes
             for a in due.actions { fired.append((a, false)) }
+        case .device(let user, let d):
+            engine.report(d, for: user)
+        case .deviceRemoved(let user, let token):
+            engine.removeDevice(token: token, of: user)
         case .forget, .rules, .handOver, .takeOver, .merged:
             break
         }

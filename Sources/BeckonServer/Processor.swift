@@ -20,6 +20,9 @@ package enum Job {
     case events([BoundEvent], InputLog, decodedUnder: ServingRules)
     /// Mark a user's inbox item read.
     case markRead(userID: String, itemID: String)
+    /// Register a push device for a user, or remove one (`token` only).
+    case device(userID: String, Device)
+    case removeDevice(userID: String, token: String)
     /// A user's inbox as it stands.
     case inbox(userID: String)
     /// A user's state as it stands.
@@ -35,7 +38,7 @@ package enum Job {
     package var isBarrier: Bool {
         switch self {
         case .reload, .forget: true
-        case .events, .markRead, .inbox, .state, .privacy: false
+        case .events, .markRead, .device, .removeDevice, .inbox, .state, .privacy: false
         }
     }
 }
@@ -44,6 +47,8 @@ package enum JobResult: Sendable {
     case events(accepted: Int, duplicates: Int, refused: Int)
     /// `nil`: no such user; `false`: no such item.
     case markRead(Bool?)
+    /// Whether the user had the device (a removal).
+    case device(Bool)
     /// `nil`: no such user.
     case inbox([InboxItem]?)
     case state(UserState?)
@@ -424,7 +429,7 @@ package final class Processor: @unchecked Sendable {
         var input = InputLog()
         let logsInput = jobs.contains { job, _ in
             switch job {
-            case .events, .markRead: true
+            case .events, .markRead, .device, .removeDevice: true
             case .inbox, .state, .privacy, .reload, .forget: false
             }
         }
@@ -463,6 +468,16 @@ package final class Processor: @unchecked Sendable {
                 let found = engine.markRead(userID: user, itemID: item, at: time)
                 if found == true { input.markRead(userID: user, itemID: item, time: time) }
                 results.append(.markRead(found))
+            case .device(let user, var d):
+                d.lastSeen = clock == .wall ? max(Self.nowMs(), engine.clock) : max(engine.clock, 0)
+                d.firstSeen = d.lastSeen
+                engine.report(d, for: user)
+                input.device(userID: user, d)
+                results.append(.device(true))
+            case .removeDevice(let user, let token):
+                let had = engine.removeDevice(token: token, of: user)
+                if had { input.deviceRemoved(userID: user, token: token) }
+                results.append(.device(had))
             case .inbox(let user):
                 results.append(.inbox(engine.profile(of: user)?.inbox))
             case .state(let user):

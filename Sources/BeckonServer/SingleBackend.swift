@@ -52,6 +52,14 @@ struct SingleBackend: ServiceBackend {
         return found
     }
 
+    func registerDevice(_ user: String, _ device: Device) async throws {
+        _ = try await submit(.device(userID: user, device), "the device could not be stored; send it again")
+    }
+
+    func removeDevice(_ user: String, token: String) async throws {
+        _ = try await submit(.removeDevice(userID: user, token: token), "the change could not be stored; send it again")
+    }
+
     private func submit(_ job: Job, _ failure: String) async throws -> JobResult {
         do {
             return try await processor.submit(job)

@@ -252,7 +252,7 @@ struct IdentityTests {
         let s = try #require(engine.state(of: "anon-1"))
         #expect(try UserState(decoding: s.encoded()).mergedInto == "ann")
         #expect(try UserState(json: Array(s.json.utf8)).mergedInto == "ann")
-        #expect(s.json.hasSuffix(#""mergedInto":"ann"}"#))
+        #expect(s.json.hasSuffix(#""mergedInto":"ann","devices":[]}"#))
     }
 }
 

@@ -342,14 +342,20 @@ struct StateTests {
         track("Level", "ada", at: "2026-03-02T09:07:00Z"),
     ]
 
+    /// The pinned user's push device (format version 3 pins it).
+    static let pinnedDevice = Device(
+        token: "a1b2c3d4", platform: .ios, app: "com.example.stampbook", firstSeen: t("2026-03-02T09:06:30Z"),
+        lastSeen: t("2026-03-02T09:07:00Z"), pushEnabled: true)
+
     @Test func formatBytesAreStable() throws {
         let rs = try StateTests.ruleSet()
         let engine = Engine(ruleSet: rs)
         for e in Self.pinnedUserEvents { engine.process(e) }
+        engine.report(Self.pinnedDevice, for: "ada")
         let bytes = try #require(engine.state(of: "ada")).encoded()
         let hex = bytes.map { String(format: "%02x", $0) }.joined()
         let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
-            "Fixtures/user-state-v2.hex")
+            "Fixtures/user-state-v3.hex")
         if ProcessInfo.processInfo.environment["BECKON_UPDATE_GOLDEN"] != nil {
             try FileManager.default.createDirectory(
                 at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
@@ -385,7 +391,15 @@ struct StateTests {
         #expect(v1[3] == 1)
         let read = try UserState(decoding: v1)
         #expect(read.mergedInto == nil)
-        #expect(read.encoded() == (try bytes("user-state-v2.hex")))
+        // Version 2 (before `devices`) reads too; each re-encodes as the same user.
+        let v2 = try bytes("user-state-v2.hex")
+        #expect(v2[3] == 2)
+        let read2 = try UserState(decoding: v2)
+        #expect(read2.devices.isEmpty)
+        #expect(read.encoded() == read2.encoded())
+        var withDevice = read2
+        withDevice.devices = [Self.pinnedDevice]
+        #expect(withDevice.encoded() == (try bytes("user-state-v3.hex")))
     }
 
     @Test func badBytesAreErrorsNotCrashes() async throws {

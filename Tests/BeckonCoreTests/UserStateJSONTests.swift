@@ -279,7 +279,7 @@ struct UserStateJSONTests {
         ("probe", String(repeating: #"{"$map":[[1,"#, count: 90) + "1" + String(repeating: "]]}", count: 90)),
         ("probe", String(repeating: #"{"a":"#, count: 100_000)),
         // Members.
-        ("version", "3"), ("version", #""1""#), ("version", "1.0"), ("userId", "5"), ("userId", "null"),
+        ("version", "4"), ("version", #""1""#), ("version", "1.0"), ("userId", "5"), ("userId", "null"),
         ("eventCount", "1e3"), ("eventCount", "99999999999999999999999"), ("eventCount", "-1"), ("eventCount", "4294967296"),
         ("eventCount", "2.0"), ("eventCount", "null"), ("session", "{}"), ("session", "[]"),
         ("attributes", "7"), ("attributes", #"[["a"]]"#), ("attributes", "[[1,2]]"), ("attributes", "null"),
@@ -325,14 +325,20 @@ struct UserStateJSONTests {
     /// Members missing, unknown or repeated.
     @Test func membersAreExactlyTheDocumentedOnes() throws {
         let valid = try UserStateJSONTests.probe()
-        #expect(valid.hasPrefix(#"{"version":2,"userId":"#))
+        #expect(valid.hasPrefix(#"{"version":3,"userId":"#))
         for bad in [
-            valid.replacingOccurrences(of: #"{"version":2,"#, with: "{"),
-            valid.replacingOccurrences(of: #"{"version":2,"#, with: #"{"version":2,"extra":1,"#),
-            valid.replacingOccurrences(of: #"{"version":2,"#, with: #"{"version":2,"version":2,"#),
-            // Version 1 has no `mergedInto`; version 2 must have it.
-            valid.replacingOccurrences(of: #"{"version":2,"#, with: #"{"version":1,"#),
-            valid.replacingOccurrences(of: #","mergedInto":null}"#, with: "}"),
+            valid.replacingOccurrences(of: #"{"version":3,"#, with: "{"),
+            valid.replacingOccurrences(of: #"{"version":3,"#, with: #"{"version":3,"extra":1,"#),
+            valid.replacingOccurrences(of: #"{"version":3,"#, with: #"{"version":3,"version":3,"#),
+            // Version 1 has no `mergedInto` and version 2 no `devices`; version 3 must have both.
+            valid.replacingOccurrences(of: #"{"version":3,"#, with: #"{"version":1,"#),
+            valid.replacingOccurrences(of: #"{"version":3,"#, with: #"{"version":2,"#),
+            valid.replacingOccurrences(of: #","mergedInto":null,"#, with: ","),
+            valid.replacingOccurrences(of: #","devices":[]}"#, with: "}"),
+            valid.replacingOccurrences(
+                of: #""devices":[]"#,
+                with: #""devices":[{"token":"t","platform":"web","app":null,"firstSeen":"2026-03-02T09:00:00Z","#
+                    + #""lastSeen":"2026-03-02T09:00:00Z","pushEnabled":true}]"#),
             try UserStateJSONTests.replacing("id", after: #""pending":"#, with: #""1","x":null"#, in: valid),
             try UserStateJSONTests.replacing("id", after: #""pending":"#, with: "1", in: valid),
             try UserStateJSONTests.replacing("id", after: #""pending":"#, with: #""01""#, in: valid),
@@ -399,7 +405,7 @@ struct UserStateJSONTests {
             #expect(
                 Set(object.keys) == [
                     "version", "userId", "clock", "eventCount", "session", "attributes", "context", "records", "messages",
-                    "series", "messageIds", "inbox", "pending", "sequences", "mergedInto",
+                    "series", "messageIds", "inbox", "pending", "sequences", "mergedInto", "devices",
                 ])
             #expect(object["userId"] as? String == s.userID)
             #expect(object["clock"] as? String == Timestamp(milliseconds: s.clock).description)
@@ -414,9 +420,10 @@ struct UserStateJSONTests {
         let rs = try StateTests.ruleSet()
         let engine = Engine(ruleSet: rs)
         for e in StateTests.pinnedUserEvents { engine.process(e) }
+        engine.report(StateTests.pinnedDevice, for: "ada")
         let s = try #require(engine.state(of: "ada"))
         let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures")
-        let url = fixtures.appendingPathComponent("user-state-v2.json")
+        let url = fixtures.appendingPathComponent("user-state-v3.json")
         if ProcessInfo.processInfo.environment["BECKON_UPDATE_GOLDEN"] != nil || !FileManager.default.fileExists(atPath: url.path)
         {
             try (s.json + "\n").write(to: url, atomically: true, encoding: .utf8)
@@ -426,7 +433,7 @@ struct UserStateJSONTests {
         let golden = try String(contentsOf: url, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(s.json == golden)
         // The golden JSON reads as the golden bytes of the same user.
-        let hex = try String(contentsOf: fixtures.appendingPathComponent("user-state-v2.hex"), encoding: .utf8)
+        let hex = try String(contentsOf: fixtures.appendingPathComponent("user-state-v3.hex"), encoding: .utf8)
         let bytes = try UserState(json: Array(golden.utf8)).encoded()
         #expect(bytes.map { String(format: "%02x", $0) }.joined() == hex.trimmingCharacters(in: .whitespacesAndNewlines))
     }
@@ -437,6 +444,11 @@ struct UserStateJSONTests {
         let v1 = try String(contentsOf: fixtures.appendingPathComponent("user-state-v1.json"), encoding: .utf8)
         #expect(v1.hasPrefix(#"{"version":1,"#))
         let v2 = try String(contentsOf: fixtures.appendingPathComponent("user-state-v2.json"), encoding: .utf8)
-        #expect(try UserState(json: Array(v1.utf8)).json == v2.trimmingCharacters(in: .whitespacesAndNewlines))
+        #expect(v2.hasPrefix(#"{"version":2,"#))
+        // Versions 1 and 2 read as the same user, with no devices (version 3 adds them).
+        let one = try UserState(json: Array(v1.utf8))
+        let two = try UserState(json: Array(v2.utf8))
+        #expect(one.json == two.json)
+        #expect(two.devices.isEmpty && two.json.hasSuffix(#","devices":[]}"#))
     }
 }

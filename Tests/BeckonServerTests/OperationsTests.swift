@@ -186,6 +186,9 @@ struct ScrubTests {
         record.handOver(from: "a", to: "k")
         record.takeOver(from: "b", to: "k")
         record.merged(id: "b", into: "a")
+        record.device(
+            userID: "a", Device(token: "t1", platform: .ios, app: nil, firstSeen: 1, lastSeen: 1, pushEnabled: true))
+        record.deviceRemoved(userID: "b", token: "t2")
         let kept = try #require(try InputLog.without(userIDs: ["a"], in: record.bytes))
         var inputs: [String] = []
         try InputLog.read(kept.bytes) { input in
@@ -200,9 +203,11 @@ struct ScrubTests {
             case .handOver(let f, let t): inputs.append("H \(f) \(t)")
             case .takeOver(let f, let t): inputs.append("W \(f) \(t)")
             case .merged(let i, let t): inputs.append("M \(i) \(t)")
+            case .device(let u, let d): inputs.append("P \(u) \(d.token)")
+            case .deviceRemoved(let u, let t): inputs.append("U \(u) \(t)")
             }
         }
-        #expect(inputs == ["E b 2 1000", "R b 2000", "T 3000", "F b", "V 7", "W b k"])
+        #expect(inputs == ["E b 2 1000", "R b 2000", "T 3000", "F b", "V 7", "W b k", "U b t2"])
         #expect(kept.events == 1)
         #expect(try InputLog.without(userIDs: ["nobody"], in: record.bytes) == nil)
     }

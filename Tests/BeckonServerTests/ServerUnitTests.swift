@@ -65,6 +65,11 @@ struct InputLogTests {
         log.handOver(from: "a 1", to: "k\n")
         log.takeOver(from: "a 1", to: "k")
         log.merged(id: "", into: "k")
+        log.device(
+            userID: "u 1",
+            Device(token: "ab\ncd", platform: .android, app: "com.x", firstSeen: 5, lastSeen: 5, pushEnabled: false))
+        log.device(userID: "u", Device(token: "t", platform: .ios, app: nil, firstSeen: 6, lastSeen: 6, pushEnabled: true))
+        log.deviceRemoved(userID: "u 1", token: "t")
         var seen: [String] = []
         try InputLog.read(log.bytes) { input in
             switch input {
@@ -78,11 +83,15 @@ struct InputLogTests {
             case .handOver(let f, let t): seen.append("H \(f)|\(t)")
             case .takeOver(let f, let t): seen.append("W \(f)|\(t)")
             case .merged(let i, let t): seen.append("M \(i)|\(t)")
+            case .device(let u, let d):
+                seen.append("P \(u)|\(d.token)|\(d.app ?? "-")|\(d.platform)|\(d.lastSeen)|\(d.pushEnabled)")
+            case .deviceRemoved(let u, let t): seen.append("U \(u)|\(t)")
             }
         }
         #expect(
             seen == [
                 "E screen 5 -3 true", "R u 1|wel come\n|7", "T 9", "F u 1\n", "V 12", "H a 1|k\n", "W a 1|k", "M |k",
+                "P u 1|ab\ncd|com.x|android|5|false", "P u|t|-|ios|6|true", "U u 1|t",
             ])
     }
 

@@ -506,6 +506,47 @@ class LiveClock(WallClockRules):
             server.stop()
 
 
+class PushDevices(unittest.TestCase):
+    def test_push_devices_are_registered_removed_and_kept(self):
+        """POST /v1/users/{id}/devices keeps the app's push device in the user's state (docs/push.md); export shows
+        it, DELETE removes it, a restart keeps it; bad bodies and other users' tokens are refused."""
+        with tempfile.TemporaryDirectory() as tmp:
+            server = Server(app_rules("stampbook"), f"{tmp}/db.sqlite").start()
+            auth = {"Authorization": "Bearer " + token("zoe"), "Content-Type": "application/json"}
+            admin = {"Authorization": "Bearer " + ADMIN_KEY}
+
+            def devices():
+                if server.url:
+                    caught_up(server.url)
+                status, export = server.request("GET", "/v1/users/zoe/export", headers=admin)
+                self.assertEqual(status, 200, export)
+                return sorted((d["token"], d["platform"], d["pushEnabled"]) for d in export["state"]["devices"])
+
+            try:
+                phone = {"token": "a" * 64, "platform": "ios", "app": "com.example.stampbook"}
+                tablet = {"token": "fcm:token-1", "platform": "android", "pushEnabled": False}
+                for d in (phone, tablet, phone):
+                    self.assertEqual(server.request("POST", "/v1/users/zoe/devices", d, auth), (200, {"success": True}))
+                self.assertEqual(devices(), [("a" * 64, "ios", True), ("fcm:token-1", "android", False)])
+                for bad in ({"token": "x"}, {"token": "x", "platform": "web"}, {"token": "", "platform": "ios"},
+                            {"token": "t" * 513, "platform": "ios"}, b"not json"):
+                    status, body = server.request("POST", "/v1/users/zoe/devices", bad, auth)
+                    self.assertEqual(status, 400, (bad, body))
+                status, _ = server.request("POST", "/v1/users/zoe/devices", b"{" + b" " * 5000 + b"}", auth)
+                self.assertEqual(status, 413)
+                other = {"Authorization": "Bearer " + token("ann"), "Content-Type": "application/json"}
+                self.assertEqual(server.request("POST", "/v1/users/zoe/devices", phone, other)[0], 403)
+                self.assertEqual(server.request("DELETE", "/v1/users/zoe/devices/fcm%3Atoken-1", headers=auth)[0], 200)
+                self.assertEqual(devices(), [("a" * 64, "ios", True)])
+            finally:
+                server.kill()
+            server = Server(app_rules("stampbook"), f"{tmp}/db.sqlite").start()
+            try:
+                self.assertEqual(devices(), [("a" * 64, "ios", True)])
+            finally:
+                self.assertEqual(server.stop(), 0)
+
+
 IDENTITY_RULES = """version: 1
 campaign: cart
 rules:

@@ -21,6 +21,7 @@ final class ProfileExtras {
     var pending: [PendingAction] = []
     var sequences: [SequenceState] = []
     var mergedInto: String?
+    var devices: [Device] = []
 }
 
 extension UserProfile {
@@ -84,6 +85,12 @@ extension UserProfile {
     public internal(set) var mergedInto: String? {
         get { extras?.mergedInto }
         _modify { yield &ensureExtras().mergedInto }
+    }
+
+    /// The devices the user gets push on (``Device``).
+    public internal(set) var devices: [Device] {
+        get { extras?.devices ?? [] }
+        _modify { yield &ensureExtras().devices }
     }
 
     public struct Session: Sendable, Hashable {

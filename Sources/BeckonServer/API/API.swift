@@ -61,6 +61,18 @@ package struct API: Sendable {
             }
         }
 
+        user.post("devices") { request, context in
+            let id = try Self.parameter(context, "userId")
+            let device = try await DeviceRegistration.read(request).device
+            do throws(Engine.DeviceRefusal) { try Engine.check(device) } catch { throw APIError(.badRequest, error.description) }
+            try await backend.registerDevice(id, device)
+            return Accepted()
+        }
+        user.delete("devices/:token") { _, context in
+            try await backend.removeDevice(Self.parameter(context, "userId"), token: Self.parameter(context, "token"))
+            return Accepted()
+        }
+
         let admin = router.group().add(middleware: AdminKeyAuthentication(keys: adminKeys, logger: logger))
         admin.get("/admin/rules") { _, _ in RulesPage(backend.rules.loaded) }
         admin.post("/admin/reload") { _, context in

@@ -12,6 +12,41 @@ package struct Accepted: ResponseEncodable {
     package var success = true
 }
 
+/// `POST /v1/users/{id}/devices`: a push device the app registers (docs/push.md).
+package struct DeviceRegistration: Decodable, Sendable {
+    package var token: String
+    package var platform: Device.Platform
+    package var app: String?
+    /// The OS permission the app reports (absent: allowed).
+    package var pushEnabled: Bool?
+
+    /// The largest body taken.
+    package static let maxBytes = 4096
+
+    /// The registration a request's body holds (a refusal says what is wrong with it).
+    package static func read(_ request: Request) async throws -> DeviceRegistration {
+        let body: ByteBuffer
+        do { body = try await request.body.collect(upTo: maxBytes) } catch {
+            throw APIError(.contentTooLarge, "a device registration is at most \(maxBytes) bytes")
+        }
+        do {
+            return try JSONDecoder().decode(DeviceRegistration.self, from: Data(body.readableBytesView))
+        } catch {
+            throw APIError(
+                .badRequest,
+                "the body must be {\"token\": \"…\", \"platform\": \"ios\"|\"android\", \"app\": \"…\", \"pushEnabled\": true|false}"
+            )
+        }
+    }
+
+    /// The device, its times set by the service.
+    package var device: Device {
+        Device(token: token, platform: platform, app: app, firstSeen: 0, lastSeen: 0, pushEnabled: pushEnabled ?? true)
+    }
+}
+
+extension Device.Platform: Decodable {}
+
 /// The body of every refusal: `{"success": false, "error": …}`, with the event's place in a batch and the column of
 /// the problem for a bad event, or a refused reload's diagnostics.
 package struct ProblemBody: Codable, Sendable {

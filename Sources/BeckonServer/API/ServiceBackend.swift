@@ -31,6 +31,10 @@ package protocol ServiceBackend: Sendable {
     func inbox(of user: String) async throws -> [InboxItem]?
     /// Marks an inbox item read: `nil` no such user, `false` no such item.
     func markRead(_ user: String, item: String) async throws -> Bool?
+    /// Registers a push device for the user (its times are the service's), answered once it is stored.
+    func registerDevice(_ user: String, _ device: Device) async throws
+    /// Removes a push device's token from the user, answered once that is stored.
+    func removeDevice(_ user: String, token: String) async throws
 
     /// Forgets the user and every id merged into them; whether the service held anything of theirs.
     func forget(_ user: String) async throws -> Bool

@@ -188,6 +188,7 @@ extension UserState {
         var seen = Set(messageIDs.map(\.hash))
         m.messageIDs = (messageIDs + other.messageIDs.filter { seen.insert($0.hash).inserted }).sorted { $0.time < $1.time }
         m.inbox = inbox + other.inbox.filter { item in !inbox.contains { $0.id == item.id } }
+        m.devices = Device.merging(devices, other.devices)
         // A rule pending for both: the later-scheduled action (the newer cart, the latest activity) wins.
         m.pending =
             pending.filter { p in !other.pending.contains { $0.rule == p.rule && $0.scheduledAt > p.scheduledAt } }

@@ -108,7 +108,7 @@ extension Engine {
             },
             sequences: p.sequences.map {
                 UserState.Sequence(rule: rs.rules[Int($0.rule)].qualifiedID, key: $0.key, best: $0.best)
-            }, mergedInto: p.mergedInto)
+            }, mergedInto: p.mergedInto, devices: p.devices)
     }
 
     /// A bound event as a general one: its properties (all of them when the rule set kept them, else those the rules
@@ -192,6 +192,7 @@ extension Engine {
         }
         if !s.messageIDs.isEmpty { p.messageIDs = MessageIDWindow(restoring: s.messageIDs) }
         if !s.inbox.isEmpty { p.inbox = s.inbox }
+        if !s.devices.isEmpty { p.devices = s.devices }
         for a in s.pending {
             guard let r = names.rules[a.rule] else { continue }
             p.pending.append(

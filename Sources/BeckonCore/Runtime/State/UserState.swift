@@ -29,6 +29,8 @@ public struct UserState: Sendable {
     /// Set when this id was merged into another user (an identify's `anonymousId`, an alias's `previousId`): the
     /// state is otherwise empty, and the id's later events go to that user (``Engine/merge(_:into:)``).
     public var mergedInto: String? = nil
+    /// The devices the user gets push on.
+    public var devices: [Device] = []
 
     /// A rule's counters for the user (see ``RuleRecord``); `rule` is its `unit/id`.
     public struct Record: Sendable, Hashable {
@@ -90,8 +92,8 @@ public struct StreamState: Sendable, Hashable {
 extension UserState {
     /// The first bytes of every encoded state: "BKS" and the format's version.
     static let magic: [UInt8] = Array("BKS".utf8)
-    /// 2 adds ``mergedInto`` at the end; version 1 bytes are still read.
-    public static let formatVersion: UInt8 = 2
+    /// 2 adds ``mergedInto`` at the end, 3 ``devices`` after it; versions 1 and 2 are still read.
+    public static let formatVersion: UInt8 = 3
 
     /// The state as bytes (format version 1, docs/state.md). Times are written relative to ``clock``.
     public func encoded() -> [UInt8] {
@@ -214,6 +216,16 @@ extension UserState {
             for b in q.best { w.time(b, from: c) }
         }
         w.optionalString(mergedInto)
+        w.uint(UInt64(devices.count))
+        for d in devices {
+            w.string(d.token)
+            w.string(d.platform.rawValue)
+            w.optionalString(d.app)
+            // (Absolute: a device may be registered before the user's first event, when there is no clock.)
+            w.time(d.firstSeen, from: 0)
+            w.time(d.lastSeen, from: 0)
+            w.byte(d.pushEnabled ? 1 : 0)
+        }
         return w.bytes
     }
 
@@ -223,7 +235,7 @@ extension UserState {
         var r = StateReader(bytes)
         for b in UserState.magic where try r.byte() != b { throw r.error("it does not start with \"BKS\"") }
         let version = try r.byte()
-        guard version == 1 || version == UserState.formatVersion else {
+        guard (1...UserState.formatVersion).contains(version) else {
             throw r.error("format version \(version); this build reads versions 1 to \(UserState.formatVersion)")
         }
         userID = try r.string()
@@ -352,6 +364,21 @@ extension UserState {
             sequences.append(Sequence(rule: rule, key: key, best: best))
         }
         mergedInto = version >= 2 ? try r.optionalString() : nil
+        devices = []
+        if version >= 3 {
+            for _ in 0..<(try r.count(minBytes: 5)) {
+                let token = try r.string()
+                let name = try r.string()
+                guard let platform = Device.Platform(rawValue: name) else { throw r.error("a device's platform is \(name)") }
+                let app = try r.optionalString()
+                let first = try r.time(from: 0)
+                let last = try r.time(from: 0)
+                devices.append(
+                    Device(
+                        token: token, platform: platform, app: app, firstSeen: first, lastSeen: last, pushEnabled: try r.bool()
+                    ))
+            }
+        }
         guard r.isAtEnd else { throw r.error("bytes after the end of the state") }
     }
 }

@@ -55,8 +55,8 @@
 /// Reading it back gives the same state: `try UserState(json: Array(s.json.utf8)).encoded() == s.encoded()`.
 extension UserState {
     /// The version of the JSON form ``json`` writes and ``init(json:)`` reads (its `"version"` member).
-    /// 2 adds `mergedInto`; version 1 is still read.
-    public static let jsonFormatVersion = 2
+    /// 2 adds `mergedInto`, 3 `devices`; versions 1 and 2 are still read.
+    public static let jsonFormatVersion = 3
 
     /// The state as one line of JSON (see the extension's documentation for the shape and the encodings).
     public var json: String {
@@ -181,6 +181,25 @@ extension UserState {
         w.endArray()
         w.key(static: "mergedInto")
         StateJSON.optionalString(mergedInto, &w)
+        w.key(static: "devices")
+        w.beginArray()
+        for d in devices {
+            w.beginObject()
+            w.key(static: "token")
+            w.string(d.token)
+            w.key(static: "platform")
+            w.string(d.platform.rawValue)
+            w.key(static: "app")
+            StateJSON.optionalString(d.app, &w)
+            w.key(static: "firstSeen")
+            StateJSON.time(d.firstSeen, &w)
+            w.key(static: "lastSeen")
+            StateJSON.time(d.lastSeen, &w)
+            w.key(static: "pushEnabled")
+            w.raw(d.pushEnabled ? "true" : "false")
+            w.endObject()
+        }
+        w.endArray()
         w.endObject()
         return w.output
     }
@@ -196,7 +215,7 @@ extension UserState {
         let root = try StateJSON.Field(node: StateJSON.parse(Array(json)), path: "")
         // The version decides the members: version 1 has no `mergedInto`.
         let version = try root.object(nil)("version").integer(Int.self)
-        guard version == 1 || version == UserState.jsonFormatVersion else {
+        guard (1...UserState.jsonFormatVersion).contains(version) else {
             throw try root.object(nil)("version").error(
                 "is \(version); this build reads versions 1 to \(UserState.jsonFormatVersion)")
         }
@@ -204,7 +223,7 @@ extension UserState {
             [
                 "version", "userId", "clock", "eventCount", "session", "attributes", "context", "records", "messages",
                 "series", "messageIds", "inbox", "pending", "sequences",
-            ] + (version >= 2 ? ["mergedInto"] : []))
+            ] + (version >= 2 ? ["mergedInto"] : []) + (version >= 3 ? ["devices"] : []))
         let userID = try o("userId").string()
         let clock = try o("clock").time()
         let eventCount = try o("eventCount").integer(UInt32.self)
@@ -247,10 +266,26 @@ extension UserState {
             for b in try m("best").array() { best.append(try b.time()) }
             sequences.append(Sequence(rule: try m("rule").string(), key: try m("key").string(), best: best))
         }
+        var devices: [Device] = []
+        if version >= 3 {
+            for f in try o("devices").array() {
+                let m = try f.object(["token", "platform", "app", "firstSeen", "lastSeen", "pushEnabled"])
+                let name = try m("platform").string()
+                guard let platform = Device.Platform(rawValue: name) else {
+                    throw try m("platform").error("is \(name); it must be ios or android")
+                }
+                devices.append(
+                    Device(
+                        token: try m("token").string(), platform: platform, app: try m("app").optionalString(),
+                        firstSeen: try m("firstSeen").time(), lastSeen: try m("lastSeen").time(),
+                        pushEnabled: try m("pushEnabled").bool()))
+            }
+        }
         let state = UserState(
             userID: userID, clock: clock, eventCount: eventCount, session: session, attributes: attributes,
             context: context, records: records, messages: messages, series: series, messageIDs: messageIDs, inbox: inbox,
-            pending: pending, sequences: sequences, mergedInto: version >= 2 ? try o("mergedInto").optionalString() : nil)
+            pending: pending, sequences: sequences, mergedInto: version >= 2 ? try o("mergedInto").optionalString() : nil,
+            devices: devices)
         // What is read here must be what the bytes' decoder accepts (it checks what relates fields, as times relative
         // to the clock): a check added there holds here too.
         do {

@@ -1,0 +1,74 @@
+import BeckonCore
+import BeckonStore
+import Testing
+
+/// Users' push devices (docs/push.md): registered, updated, bounded, removed, carried by a merge and by the state's
+/// bytes and JSON.
+struct DeviceTests {
+    static let rules = """
+        version: 1
+        campaign: app
+        rules:
+          - id: hello
+            on: Opened
+            do:
+              - message: { surface: home, title: Hi }
+        """
+
+    func device(_ token: String, at time: Int64, platform: Device.Platform = .ios, enabled: Bool = true) -> Device {
+        Device(token: token, platform: platform, app: "com.example", firstSeen: time, lastSeen: time, pushEnabled: enabled)
+    }
+
+    @Test func aTokenRegisteredAgainIsUpdatedAndTheOldestGoesBeyondTheLimit() throws {
+        let engine = Engine(ruleSet: try load(Self.rules))
+        engine.report(device("t0", at: 1_000), for: "ann")
+        engine.report(device("t0", at: 5_000, enabled: false), for: "ann")
+        var ann = try #require(engine.state(of: "ann"))
+        #expect(ann.devices.count == 1)
+        #expect(ann.devices[0].firstSeen == 1_000 && ann.devices[0].lastSeen == 5_000 && !ann.devices[0].pushEnabled)
+        for i in 1...Device.maxPerUser { engine.report(device("t\(i)", at: 10_000 + Int64(i)), for: "ann") }
+        ann = try #require(engine.state(of: "ann"))
+        #expect(ann.devices.count == Device.maxPerUser)
+        #expect(!ann.devices.contains { $0.token == "t0" }, "the device reported least recently went")
+        #expect(engine.removeDevice(token: "t3", of: "ann"))
+        #expect(!engine.removeDevice(token: "t3", of: "ann"))
+        #expect(try #require(engine.state(of: "ann")).devices.count == Device.maxPerUser - 1)
+    }
+
+    @Test func aTokenOverTheLimitOrEmptyIsRefused() throws {
+        let engine = Engine(ruleSet: try load(Self.rules))
+        #expect(throws: Engine.DeviceRefusal.emptyToken) { try Engine.check(device("", at: 1)) }
+        let long = String(repeating: "a", count: Device.maxTokenBytes + 1)
+        #expect(throws: Engine.DeviceRefusal.tokenTooLong(Device.maxTokenBytes + 1)) { try Engine.check(device(long, at: 1)) }
+        engine.report(device(long, at: 1), for: "ann")
+        #expect(engine.state(of: "ann") == nil)
+    }
+
+    @Test func aMergeCarriesTheAnonymousDevicesAndAMergedIDsRegistrationIsTheUsers() throws {
+        let engine = Engine(ruleSet: try load(Self.rules))
+        engine.report(device("phone", at: 1_000), for: "anon-1")
+        engine.report(device("tablet", at: 2_000, platform: .android), for: "ann")
+        engine.report(device("phone", at: 500), for: "ann")
+        engine.process(Event(kind: .identify, userID: "ann", timestamp: t("2026-01-01T10:00:00Z"), previousID: "anon-1"))
+        var ann = try #require(engine.state(of: "ann"))
+        #expect(ann.devices.map(\.token).sorted() == ["phone", "tablet"])
+        #expect(ann.devices.first { $0.token == "phone" }?.lastSeen == 1_000, "the later report of a token wins")
+        engine.report(device("watch", at: 3_000), for: "anon-1")
+        ann = try #require(engine.state(of: "ann"))
+        #expect(ann.devices.map(\.token).sorted() == ["phone", "tablet", "watch"])
+        #expect(try #require(engine.state(of: "anon-1")).devices.isEmpty)
+    }
+
+    @Test func devicesSurviveBytesJSONAndARestore() throws {
+        let rs = try load(Self.rules)
+        let engine = Engine(ruleSet: rs, store: SavedStateStore(backend: MemoryStateBackend()))
+        engine.report(device("phone", at: 1_000), for: "ann")
+        engine.report(device("tablet", at: 2_000, platform: .android, enabled: false), for: "ann")
+        let s = try #require(engine.state(of: "ann"))
+        #expect(try UserState(decoding: s.encoded()).devices == s.devices)
+        #expect(try UserState(json: Array(s.json.utf8)).devices == s.devices)
+        let other = Engine(ruleSet: rs)
+        try other.restore(try UserState(decoding: s.encoded()))
+        #expect(other.state(of: "ann")?.devices == s.devices)
+    }
+}
