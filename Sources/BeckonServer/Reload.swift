@@ -203,11 +203,17 @@ package struct HangupReloads: Service {
 /// the edit has errors, swapped in once it has none. A half-saved file is only a refused reload.
 package struct WatchReloads: Service {
     let reloader: Reloader
+    /// The files as they were when the service was set up: a change made before this runs (a fleet process starts it
+    /// once it is ready) is still a change.
+    let initial: [String]
     static let every: Duration = .seconds(1)
-    package init(reloader: Reloader) { self.reloader = reloader }
+    package init(reloader: Reloader) {
+        self.reloader = reloader
+        initial = Self.look(reloader.paths)
+    }
 
     package func run() async throws {
-        var last = Self.look(reloader.paths)
+        var last = initial
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             try? await cancelWhenGracefulShutdown { try await Task.sleep(for: Self.every) }
             let now = Self.look(reloader.paths)
