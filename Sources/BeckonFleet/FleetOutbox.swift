@@ -38,3 +38,21 @@ struct FleetOutbox: OutboxStore {
 
     func pendingCounts() async throws -> [String: Int] { try await log.pendingOutboxCounts() }
 }
+
+/// Users' devices as their partitions last wrote them; a removal goes into the user's partition's log, as the app's
+/// own removal does.
+struct FleetDevices: DeviceDirectory {
+    let log: FleetLog
+    let appender: Appender
+
+    func devices(of user: String) async throws -> [Device] {
+        guard let bytes = try await log.states(of: [user])[user] else { return [] }
+        return try UserState(decoding: bytes).devices
+    }
+
+    func remove(token: String, of user: String) async {
+        var record = InputLog()
+        record.deviceRemoved(userID: user, token: token)
+        _ = try? await appender.submit([(user, record.bytes, Processor.nowMs())])
+    }
+}

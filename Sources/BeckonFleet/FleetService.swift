@@ -91,8 +91,9 @@ public final class FleetService: ServiceBackend {
             store: FleetConsoleStore(log: log, activity: activity, owner: owner), current: current, reloader: reloader,
             adminKeys: adminKeys, clock: options.clock, logger: logger)
         deliverer = Deliverer(
-            backend: FleetOutbox(log: log, destinations: rules.ruleSet.settings.destinations), current: current,
-            metrics: fleetMetrics.service, logger: logger)
+            backend: FleetOutbox(log: log, destinations: rules.ruleSet.settings.destinations),
+            devices: FleetDevices(log: log, appender: appender), current: current, metrics: fleetMetrics.service,
+            logger: logger)
         if let s = options.userSecret { userAuth = await UserAuth(secret: s) } else { userAuth = nil }
     }
 

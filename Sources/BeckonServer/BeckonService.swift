@@ -110,7 +110,9 @@ public final class BeckonService: Sendable {
             current: current, backend: backend, clock: options.clock, metrics: metrics, feed: feed, logger: logger)
         var userAuth: UserAuth?
         if let s = options.userSecret { userAuth = await UserAuth(secret: s) }
-        let deliverer = Deliverer(backend: backend, current: current, metrics: metrics, logger: logger)
+        let deliverer = Deliverer(
+            backend: backend, devices: SingleBackend.Devices(processor: processor), current: current, metrics: metrics,
+            logger: logger)
         let reloader = Reloader(
             paths: options.paths, store: SingleRuleStore(backend: backend, processor: processor), current: current,
             metrics: metrics, logger: logger)

@@ -137,6 +137,13 @@ extension SQLiteStateBackend: OutboxStore {
     package func pendingCounts() async throws -> [String: Int] { try pendingOutboxCounts() }
 }
 
+/// Users' push devices as a deliverer reads them, and the removal of a token a provider called invalid (it goes
+/// through the user's processing, as a registration does).
+package protocol DeviceDirectory: Sendable {
+    func devices(of user: String) async throws -> [Device]
+    func remove(token: String, of user: String) async
+}
+
 /// Sends what the outbox holds as it comes due, at most ``maxInFlight`` at once and a fair share of them to one
 /// destination (``share(of:)``: a hanging receiver holds its share, never another's), each attempt on its own, and
 /// records the outcomes of the attempts that ended since the last turn in one transaction. Runs in the service group;
@@ -147,6 +154,8 @@ extension SQLiteStateBackend: OutboxStore {
 /// that no receiver is sent more than the schedule says.
 package final class Deliverer: Service, Sendable {
     package let backend: any OutboxStore
+    /// Users' push devices, for the destinations that send to them (``APNsSender``).
+    package let devices: (any DeviceDirectory)?
     package let current: CurrentRules
     package let metrics: ServiceMetrics
     package let logger: Logger
@@ -175,8 +184,12 @@ package final class Deliverer: Service, Sendable {
         max(1, min(maxPerDestination, maxInFlight / max(1, active)))
     }
 
-    package init(backend: any OutboxStore, current: CurrentRules, metrics: ServiceMetrics, logger: Logger) {
+    package init(
+        backend: any OutboxStore, devices: (any DeviceDirectory)? = nil, current: CurrentRules, metrics: ServiceMetrics,
+        logger: Logger
+    ) {
         self.backend = backend
+        self.devices = devices
         self.current = current
         self.metrics = metrics
         self.logger = logger
@@ -292,6 +305,15 @@ package final class Deliverer: Service, Sendable {
     }
 
     private func attempt(_ row: OutboxRow, _ d: ServingRules.ResolvedDestination, _ client: HTTPClient) async {
+        if let sender = d.apns {
+            let outcome = await push(row, d, sender, client)
+            if Task.isCancelled {
+                _ = busy.withLock { $0.removeValue(forKey: row.id) }
+                return
+            }
+            ended.withLock { $0.append((row, outcome, d.spec)) }
+            return
+        }
         var request = HTTPClientRequest(url: d.spec.url)
         request.method = HTTPMethod(rawValue: d.spec.method)
         request.headers.add(name: "Content-Type", value: "application/json")
@@ -315,6 +337,62 @@ package final class Deliverer: Service, Sendable {
             outcome = .retry(error: Self.describe(error), after: nil)
         }
         ended.withLock { $0.append((row, outcome, d.spec)) }
+    }
+
+    /// A push through APNs: to the device the action names, else to every iOS device of the user that allows push,
+    /// at once. Delivered when a device accepted it; a token APNs calls invalid is removed from the user; tried again
+    /// when none accepted and one may yet (429, 5xx, a connection error); dead otherwise, `skipped` when the user has
+    /// no such device.
+    private func push(
+        _ row: OutboxRow, _ d: ServingRules.ResolvedDestination, _ sender: APNsSender, _ client: HTTPClient
+    ) async -> Delivery.Outcome {
+        guard let (payload, to) = APNsSender.payload(ofAction: row.entry.body) else {
+            return .dead("not a push action: APNs sends pushes only")
+        }
+        let user = row.entry.userID
+        var tokens: [String] = []
+        if let to, !to.isEmpty {
+            tokens = [to]
+        } else if let devices {
+            do {
+                tokens = try await devices.devices(of: user).filter { $0.platform == .ios && $0.pushEnabled }.map(\.token)
+            } catch {
+                return .retry(error: "the user's devices cannot be read: \(Self.describe(error))", after: nil)
+            }
+        }
+        guard !tokens.isEmpty else { return .dead("skipped: the user has no iOS device that allows push") }
+        let outcomes = await withTaskGroup(of: (String, APNsSender.DeviceOutcome).self) { group in
+            for token in tokens {
+                group.addTask {
+                    let outcome = await sender.send(
+                        payload, to: token, id: APNsSender.apnsID(action: row.entry.actionID, device: token),
+                        baseURL: d.spec.url, timeoutMs: d.spec.timeoutMs, firedAt: row.entry.createdAt, client: client)
+                    return (token, outcome)
+                }
+            }
+            var out: [(String, APNsSender.DeviceOutcome)] = []
+            for await o in group { out.append(o) }
+            return out
+        }
+        var accepted = 0
+        var retry: (reasons: [String], after: Int64?) = ([], nil)
+        var refused: [String] = []
+        for (token, outcome) in outcomes {
+            switch outcome {
+            case .accepted: accepted += 1
+            case .invalidToken(let why):
+                refused.append(why)
+                metrics.tokensRemoved.increment()
+                await devices?.remove(token: token, of: user)
+            case .retry(let why, let after):
+                retry.reasons.append(why)
+                if let after { retry.after = max(retry.after ?? 0, after) }
+            case .refused(let why): refused.append(why)
+            }
+        }
+        if accepted > 0 { return .delivered }
+        if !retry.reasons.isEmpty { return .retry(error: retry.reasons.joined(separator: "; "), after: retry.after) }
+        return .dead(refused.joined(separator: "; "))
     }
 
     /// Writes the outcomes of the attempts that ended, in one transaction, then lets their entries be taken again.

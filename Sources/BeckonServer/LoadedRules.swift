@@ -52,6 +52,8 @@ package final class ServingRules: @unchecked Sendable {
         /// Environment variables of secret headers that are not set: while there are any, the destination is paused
         /// (its actions wait in the outbox).
         var missing: [String]
+        /// The APNs sender of an `apns` destination (``APNsSender``), once its key is read.
+        var apns: APNsSender? = nil
     }
 
     /// Why a rule set cannot be served: its diagnostics as `beckon validate` prints them.
@@ -121,7 +123,25 @@ package final class ServingRules: @unchecked Sendable {
                     missing.append(h.value)
                 }
             }
-            destinations[d.name] = ResolvedDestination(spec: d, headers: headers, missing: missing)
+            var sender: APNsSender?
+            if let a = d.apns {
+                let pem: String?
+                if let file = a.keyFile {
+                    pem = try? String(contentsOfFile: file, encoding: .utf8)
+                    if pem == nil { throw Refused(message: "destination \(d.name): \(file) cannot be read", diagnostics: "") }
+                } else if let variable = a.keyVariable, let value = environment[variable], !value.isEmpty {
+                    pem = value
+                } else {
+                    pem = nil
+                    missing.append(a.keyVariable ?? "")
+                }
+                if let pem {
+                    do { sender = try APNsSender(a, keyPEM: pem) } catch {
+                        throw Refused(message: "destination \(d.name): \(error)", diagnostics: "")
+                    }
+                }
+            }
+            destinations[d.name] = ResolvedDestination(spec: d, headers: headers, missing: missing, apns: sender)
         }
         let (files, digest) = Self.files(of: result)
         var loaded = LoadedRules(result, at: time)

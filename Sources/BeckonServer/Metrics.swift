@@ -21,7 +21,15 @@ public final class ServiceMetrics: Sendable {
     /// a label array; this is one dictionary read).
     private let actionCounters = Mutex<[String: Counter]>([:])
 
+    /// Push tokens a provider called invalid, removed from their users.
+    package let tokensRemoved: Counter
+
     package init(version: String) {
+        tokensRemoved = registry.makeCounter(
+            descriptor: .init(
+                metricName: "beckon_push_tokens_removed", unitName: "total",
+                helpText: "Push tokens APNs called invalid (Unregistered, BadDeviceToken), removed from their users."),
+            labels: [])
         commitSeconds = registry.makeDurationHistogram(
             descriptor: .init(
                 metricName: "beckon_database_commit", unitName: "seconds",

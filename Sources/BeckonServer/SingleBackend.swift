@@ -60,6 +60,18 @@ struct SingleBackend: ServiceBackend {
         _ = try await submit(.removeDevice(userID: user, token: token), "the change could not be stored; send it again")
     }
 
+    /// Users' devices as the processing thread holds them, and removals through it.
+    struct Devices: DeviceDirectory {
+        let processor: Processor
+        func devices(of user: String) async throws -> [Device] {
+            guard case .state(let s) = try await processor.submit(.state(userID: user)) else { return [] }
+            return s?.devices ?? []
+        }
+        func remove(token: String, of user: String) async {
+            _ = try? await processor.submit(.removeDevice(userID: user, token: token))
+        }
+    }
+
     private func submit(_ job: Job, _ failure: String) async throws -> JobResult {
         do {
             return try await processor.submit(job)

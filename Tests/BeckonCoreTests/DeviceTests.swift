@@ -1,5 +1,6 @@
 import BeckonCore
 import BeckonStore
+import Foundation
 import Testing
 
 /// Users' push devices (docs/push.md): registered, updated, bounded, removed, carried by a merge and by the state's
@@ -70,5 +71,48 @@ struct DeviceTests {
         let other = Engine(ruleSet: rs)
         try other.restore(try UserState(decoding: s.encoded()))
         #expect(other.state(of: "ann")?.devices == s.devices)
+    }
+}
+
+/// An `apns` destination's credentials are checked when the rules load (`beckon validate`), at the line that names
+/// them.
+struct APNsDestinationTests {
+    static let rules = DeviceTests.rules
+
+    func settings(_ apns: String) -> String {
+        """
+        version: 1
+        settings: push
+        destinations:
+          - name: ios
+            url: https://api.push.apple.com
+            apns:
+              topic: com.example.app
+              team_id: TEAM123456
+              key_id: KEY7654321
+        \(apns)
+        """
+    }
+
+    func errors(_ apns: String) -> [String] {
+        diagnostics(Self.rules, settings: settings(apns)).filter { $0.severity == .error }.map {
+            "\($0.location.position.line): \($0.message)"
+        }
+    }
+
+    @Test func aKeyFileThatIsMissingOrNotAKeyIsAnErrorAtItsLine() throws {
+        #expect(
+            errors("      key_file: /nonexistent/AuthKey.p8") == [
+                "10: 'key_file' names /nonexistent/AuthKey.p8, which cannot be read"
+            ])
+        let notAKey = FileManager.default.temporaryDirectory.appendingPathComponent("beckon-not-a-key-\(getpid()).p8")
+        try "hello".write(to: notAKey, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: notAKey) }
+        #expect(
+            errors("      key_file: \(notAKey.path)") == [
+                "10: \(notAKey.path) holds no '-----BEGIN PRIVATE KEY-----' block"
+            ])
+        #expect(errors("      push_type: alert").count == 1, "neither key_file nor key_env")
+        #expect(errors("      key_env: APNS_KEY").isEmpty)
     }
 }

@@ -672,6 +672,41 @@ public enum DSL {
                 "backoff", .duration, doc: "the delay before the first retry; each later one doubles (default 1s)",
                 example: "1s"),
             KeySchema("max_backoff", .duration, doc: "the longest delay between attempts (default 1h)", example: "1h"),
+            KeySchema(
+                "apns", .object(apns),
+                doc: """
+                    send pushes through Apple's push service: `url` is its host (`https://api.push.apple.com`, or \
+                    `https://api.sandbox.push.apple.com` for development builds), `kinds` defaults to `[push]`
+                    """),
+        ])
+
+    static let apns = ObjectSchema(
+        "apns",
+        doc: """
+            Apple Push Notification service with token authentication (docs/push.md): each push goes to every iOS \
+            device of the user that allows push, signed with an ES256 provider token made from the team's key.
+            """,
+        keys: [
+            KeySchema("topic", .text, required: true, doc: "`apns-topic`: the app's bundle id", example: "com.example.app"),
+            KeySchema("team_id", .text, required: true, doc: "the Apple developer team id", example: "ABCDE12345"),
+            KeySchema("key_id", .text, required: true, doc: "the signing key's id", example: "KEY1234567"),
+            KeySchema(
+                "key_file", .text, doc: "the `.p8` key file, relative to this file (or `key_env`)",
+                example: "secrets/AuthKey_KEY1234567.p8"),
+            KeySchema(
+                "key_env", .text,
+                doc: "the environment variable holding the key's PEM text; while it is unset the destination is paused",
+                example: "APNS_KEY"),
+            KeySchema(
+                "push_type", .enumeration(["alert", "background"]), doc: "`apns-push-type` (default alert)",
+                example: "alert"),
+            KeySchema("priority", .enumeration(["5", "10"]), doc: "`apns-priority` (default 10)", example: "10"),
+            KeySchema(
+                "expiration", .duration, doc: "how long APNs keeps a push for a device that is off (default: not kept)",
+                example: "1d"),
+            KeySchema(
+                "ca_file", .text, doc: "certificates to trust for `url` instead of the system's (a private or test host)",
+                example: "certs/test-ca.pem"),
         ])
 
     /// The schema of action `kind` under `do:`.

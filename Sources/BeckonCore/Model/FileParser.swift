@@ -1,3 +1,5 @@
+import Foundation
+
 /// Reads a ``SourceNode`` tree into the rule-file model, checking it against ``DSL``'s schema.
 /// Reports every problem it finds (unknown keys with "did you mean", wrong types, bad durations…) and goes on.
 public struct FileParser {
@@ -1311,11 +1313,66 @@ public struct FileParser {
         if let t = positive("backoff") { d.backoffMs = t }
         if let t = positive("max_backoff") { d.maxBackoffMs = t }
         if let n = k["max_attempts"].flatMap({ integer($0.value, "max_attempts", min: 1) }) { d.maxAttempts = n.value }
+        if let a = k["apns"] {
+            if let apns = apns(a.value) {
+                d.apns = apns
+                if k["kinds"] == nil { d.kinds = [ActionKind.push.rawValue] }
+            } else {
+                ok = false
+            }
+        }
         if d.maxBackoffMs < d.backoffMs, let n = k["max_backoff"] {
             diagnostics.error(.invalidValue, "'max_backoff' is shorter than 'backoff'", at: n.value.location)
             ok = false
         }
         return ok ? d : nil
+    }
+
+    /// A destination's `apns:` block; its key file must exist and hold a PEM private key (checked here, so that
+    /// `beckon validate` says so at the line that names it).
+    mutating func apns(_ node: SourceNode) -> Destination.APNs? {
+        guard let k = keys(of: node, DSL.apns, context: "apns"),
+            let topic = k["topic"].flatMap({ string($0.value, "topic") }),
+            let team = k["team_id"].flatMap({ string($0.value, "team_id") }),
+            let key = k["key_id"].flatMap({ string($0.value, "key_id") })
+        else { return nil }
+        var ok = true
+        var a = Destination.APNs(topic: topic.value, teamID: team.value, keyID: key.value)
+        func readable(_ key: String) -> String? {
+            guard let f = k[key].flatMap({ string($0.value, key) }) else { return nil }
+            let path = Self.resolve(f.value, besides: file)
+            guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+                diagnostics.error(
+                    .invalidValue, "'\(key)' names \(path), which cannot be read", at: f.location,
+                    suggestion: "give a path relative to this file, or an absolute one")
+                ok = false
+                return nil
+            }
+            let marker = key == "key_file" ? "-----BEGIN PRIVATE KEY-----" : "-----BEGIN CERTIFICATE-----"
+            guard text.contains(marker) else {
+                diagnostics.error(.invalidValue, "\(path) holds no '\(marker)' block", at: f.location)
+                ok = false
+                return nil
+            }
+            return path
+        }
+        a.keyFile = readable("key_file")
+        a.caFile = readable("ca_file")
+        a.keyVariable = k["key_env"].flatMap { string($0.value, "key_env")?.value }
+        if (k["key_file"] == nil) == (k["key_env"] == nil) {
+            diagnostics.error(.invalidValue, "'apns' needs one of 'key_file' and 'key_env'", at: node.location)
+            ok = false
+        }
+        if let p = k["push_type"].flatMap({ string($0.value, "push_type") }) { a.pushType = p.value }
+        if let p = k["priority"].flatMap({ string($0.value, "priority") }) { a.priority = Int(p.value) ?? 10 }
+        if let e = k["expiration"].flatMap({ duration($0.value, "expiration") }) { a.expirationSeconds = e.value / 1000 }
+        return ok ? a : nil
+    }
+
+    /// `path` as written in `file`: an absolute path as is, a relative one from the file's folder.
+    static func resolve(_ path: String, besides file: String) -> String {
+        guard !path.hasPrefix("/"), let slash = file.lastIndex(of: "/") else { return path }
+        return String(file[...slash]) + path
     }
 
     // MARK: Goals and flows

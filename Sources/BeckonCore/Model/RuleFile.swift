@@ -442,6 +442,34 @@ public struct Destination: Sendable, Hashable {
         }
     }
 
+    /// Set when the destination is Apple's push service (docs/push.md): `url` is its host, and pushes go to each of
+    /// the user's iOS devices with a provider token made from this key.
+    public var apns: APNs?
+
+    /// How Beckon speaks to APNs: the app's topic and the key it signs provider tokens with.
+    public struct APNs: Sendable, Hashable {
+        /// `apns-topic`: the app's bundle id.
+        public var topic: String
+        public var teamID: String
+        public var keyID: String
+        /// The `.p8` key's path (resolved against the file that names it), or the environment variable that holds its
+        /// PEM text (while it is unset the destination is paused, as for secret headers).
+        public var keyFile: String?
+        public var keyVariable: String?
+        /// `apns-push-type`, `apns-priority`; `apns-expiration` as seconds from the fire (`nil`: APNs stores it once).
+        public var pushType: String = "alert"
+        public var priority: Int = 10
+        public var expirationSeconds: Int64?
+        /// A PEM file of the certificates to trust for `url` instead of the system's (a private or test host).
+        public var caFile: String?
+
+        public init(topic: String, teamID: String, keyID: String) {
+            self.topic = topic
+            self.teamID = teamID
+            self.keyID = keyID
+        }
+    }
+
     public init(name: String, url: String) {
         self.name = name
         self.url = url

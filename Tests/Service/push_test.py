@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""Push through APNs (docs/push.md) against a local double that checks what Apple checks (apns_double.py): HTTP/2
+over TLS, the ES256 provider token verified with the key's public half, the headers and the payload. A push goes to
+every iOS device of the user that allows push; a token APNs calls invalid is removed from the user and never sent to
+again; 429 is retried after its Retry-After with the same apns-id; 403 ExpiredProviderToken makes a new provider
+token; a user with no device gets `skipped`; kill -9 between the fire and the delivery sends it once after the
+restart, with the same apns-id. Runs on either store (BECKON_TEST_STORE=postgres: a fleet process).
+"""
+import os
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from apns_double import KEY_ID, TEAM, TOPIC, APNsDouble  # noqa: E402
+from service_test import ADMIN_KEY, STORE, Server, caught_up, token  # noqa: E402
+
+RULES = """version: 1
+campaign: welcome
+rules:
+  - id: hello
+    on: Signed Up
+    do:
+      - push: { title: Welcome, body: "Hi ${event.properties.name}", deep_link: "stampbook://home" }
+"""
+
+
+def settings(url, p8, ca):
+    return f"""version: 1
+settings: push
+destinations:
+  - name: ios
+    url: {url}
+    backoff: 200ms
+    max_attempts: 5
+    apns:
+      topic: {TOPIC}
+      team_id: {TEAM}
+      key_id: {KEY_ID}
+      key_file: {p8}
+      ca_file: {ca}
+"""
+
+
+def wait_until(test, check, what, seconds=20):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.1)
+    test.fail(f"{what} not within {seconds} s")
+
+
+class Push(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+        self.apns = APNsDouble(self.tmp.name).start()
+        self.addCleanup(self.apns.stop)
+        self.rules = os.path.join(self.tmp.name, "rules")
+        os.makedirs(self.rules)
+        with open(os.path.join(self.rules, "welcome.yaml"), "w") as f:
+            f.write(RULES)
+        with open(os.path.join(self.rules, "settings.yaml"), "w") as f:
+            f.write(settings(f"https://127.0.0.1:{self.apns.port}", self.apns.paths["p8"], self.apns.paths["ca"]))
+        self.db = os.path.join(self.tmp.name, "db.sqlite")
+
+    def serve(self):
+        server = Server([self.rules], self.db).start()
+        self.addCleanup(lambda: server.proc.poll() is not None or server.kill())
+        return server
+
+    def register(self, server, user, tok, enabled=True):
+        status, body = server.request("POST", f"/v1/users/{user}/devices",
+                                      {"token": tok, "platform": "ios", "app": TOPIC, "pushEnabled": enabled},
+                                      {"Authorization": "Bearer " + token(user), "Content-Type": "application/json"})
+        self.assertEqual(status, 200, body)
+
+    def sign_up(self, server, user, n=1):
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        status, body = server.post("/v1/track", {"userId": user, "event": "Signed Up", "messageId": f"{user}-{n}",
+                                                 "timestamp": now, "properties": {"name": user}})
+        self.assertEqual(status, 200, body)
+
+    def export(self, server, user):
+        if server.url:
+            caught_up(server.url)
+        status, body = server.request("GET", f"/v1/users/{user}/export", headers={"Authorization": "Bearer " + ADMIN_KEY})
+        self.assertEqual(status, 200, body)
+        return body
+
+    def outbox(self, server, user):
+        return [(o["destination"], o["state"], o.get("lastError")) for o in self.export(server, user)["outbox"]]
+
+    def test_fan_out_invalid_tokens_retries_and_provider_token_renewal(self):
+        server = self.serve()
+        try:
+            self.register(server, "ann", "good-ann-phone")
+            self.register(server, "ann", "gone-ann-old")
+            self.register(server, "ann", "good-ann-off", enabled=False)
+            self.register(server, "bob", "busy-bob")
+            self.register(server, "cy", "expire-cy")
+            self.register(server, "dee", "bad-dee")
+            for user in ("ann", "bob", "cy", "dee", "eve"):
+                self.sign_up(server, user)
+            wait_until(self, lambda: all(s != "pending" for u in ("ann", "bob", "cy", "dee", "eve")
+                                         for _, s, _ in self.outbox(server, u)), "every push settled")
+            self.assertEqual(self.apns.violations, [])
+            # ann: both devices that allow push were sent to, with one apns-id each; the phone took it.
+            self.assertEqual([r[4] for r in self.apns.to("good-ann-phone")], [200])
+            self.assertEqual([r[4] for r in self.apns.to("gone-ann-old")], [410])
+            self.assertEqual(self.apns.to("good-ann-off"), [], "a device with push off was sent to")
+            phone = self.apns.to("good-ann-phone")[0]
+            self.assertEqual(phone[3]["aps"]["alert"], {"title": "Welcome", "body": "Hi ann"})
+            self.assertEqual(phone[3]["deep_link"], "stampbook://home")
+            self.assertEqual(self.outbox(server, "ann"), [("ios", "delivered", None)])
+            tokens = sorted(d["token"] for d in self.export(server, "ann")["state"]["devices"])
+            self.assertEqual(tokens, ["good-ann-off", "good-ann-phone"], "the Unregistered token is not removed")
+            # bob: 429, then the same push with the same apns-id after Retry-After.
+            bob = self.apns.to("busy-bob")
+            self.assertEqual([r[4] for r in bob], [429, 200])
+            self.assertEqual(bob[0][1], bob[1][1])
+            self.assertEqual(self.outbox(server, "bob"), [("ios", "delivered", None)])
+            # cy: 403 ExpiredProviderToken, then a new provider token, accepted.
+            cy = self.apns.to("expire-cy")
+            self.assertEqual([r[4] for r in cy], [403, 200])
+            self.assertNotEqual(cy[0][2], cy[1][2])
+            # dee: BadDeviceToken, dead, the token removed; eve: no device, skipped.
+            self.assertEqual(self.outbox(server, "dee")[0][:2], ("ios", "dead"))
+            self.assertEqual(self.export(server, "dee")["state"]["devices"], [])
+            state, error = self.outbox(server, "eve")[0][1:]
+            self.assertEqual(state, "dead")
+            self.assertIn("skipped", error)
+
+            # A second push to ann goes to the phone only: the removed token is never sent to again.
+            self.sign_up(server, "ann", 2)
+            wait_until(self, lambda: len(self.apns.to("good-ann-phone")) == 2, "ann's second push")
+            time.sleep(0.5)
+            self.assertEqual(len(self.apns.to("gone-ann-old")), 1)
+        finally:
+            self.assertEqual(server.stop(), 0)
+
+    def test_kill_9_between_the_fire_and_the_delivery_sends_it_once(self):
+        self.apns.down = True  # (APNs answers 503: the push stays in the outbox, tried again)
+        server = self.serve()
+        self.register(server, "fay", "good-fay")
+        self.sign_up(server, "fay")
+        wait_until(self, lambda: self.apns.to("good-fay"), "a first attempt")
+        server.kill()
+        self.apns.down = False
+        server = self.serve()
+        try:
+            wait_until(self, lambda: [r for r in self.apns.to("good-fay") if r[4] == 200], "the delivery after the restart")
+            time.sleep(1)
+            sent = self.apns.to("good-fay")
+            self.assertEqual([r[4] for r in sent].count(200), 1, "delivered twice")
+            self.assertEqual({r[1] for r in sent}, {sent[0][1]}, "a retry carried another apns-id")
+            self.assertEqual(self.outbox(server, "fay"), [("ios", "delivered", None)])
+            self.assertEqual(self.apns.violations, [])
+        finally:
+            self.assertEqual(server.stop(), 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
