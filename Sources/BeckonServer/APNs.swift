@@ -12,10 +12,12 @@ import Synchronization
 /// its header and the team id and issue time in its claims) on every request, made again every
 /// ``tokenLifetime`` (Apple refuses one older than an hour and throttles one renewed more often than every 20
 /// minutes), and at once after APNs answers 403 `ExpiredProviderToken`.
-package final class APNsSender: Sendable {
+package final class APNsSender: PushProvider {
+    package var name: String { "APNs" }
+    package var platform: Device.Platform { .ios }
     package let spec: Destination.APNs
     private let key: ES256PrivateKey
-    private let token = Mutex<(value: String, madeAt: ContinuousClock.Instant)?>(nil)
+    private let token = SharedCredential()
     /// The certificates to trust for the destination's host, when it names its own.
     package let tls: TLSConfiguration?
     package static let tokenLifetime = Duration.seconds(40 * 60)
@@ -30,14 +32,8 @@ package final class APNsSender: Sendable {
         do { key = try ES256PrivateKey(pem: keyPEM) } catch {
             throw BadCredentials(description: "the APNs key is not a P-256 private key in PEM (a .p8 file): \(error)")
         }
-        if let ca = spec.caFile {
-            var c = TLSConfiguration.makeClientConfiguration()
-            do { c.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(ca)) } catch {
-                throw BadCredentials(description: "\(ca) holds no certificate: \(error)")
-            }
-            tls = c
-        } else {
-            tls = nil
+        do { tls = try spec.caFile.map(PushCredentialError.trusting) } catch {
+            throw BadCredentials(description: "\(error)")
         }
     }
 
@@ -47,51 +43,56 @@ package final class APNsSender: Sendable {
         func verify(using algorithm: some JWTAlgorithm) async throws {}
     }
 
-    /// The provider token to send (made anew when it is older than ``tokenLifetime`` or `renew` is set).
-    package func providerToken(renew: Bool = false) async throws -> String {
+    /// The provider token to send (made anew when it is older than ``tokenLifetime``, or when it is `refused`).
+    package func providerToken(refused: String? = nil) async throws -> String {
+        try await token.value(refused: refused) { try await self.makeToken() }
+    }
+
+    private func makeToken() async throws -> (token: String, until: ContinuousClock.Instant) {
         let now = ContinuousClock.now
-        if !renew, let t = token.withLock({ $0 }), now - t.madeAt < Self.tokenLifetime { return t.value }
         // (Made every 40 minutes at most: a key collection of its own each time costs nothing that matters.)
         let keys = JWTKeyCollection()
         await keys.add(ecdsa: key, kid: JWKIdentifier(string: spec.keyID))
         let made = try await keys.sign(
             ProviderClaims(iss: IssuerClaim(value: spec.teamID), iat: IssuedAtClaim(value: Date())),
             kid: JWKIdentifier(string: spec.keyID))
-        token.withLock { $0 = (made, now) }
-        return made
+        return (made, now + Self.tokenLifetime)
     }
 
-    /// What APNs said of one device.
-    package enum DeviceOutcome: Equatable {
-        case accepted
-        /// The token is no longer valid (410 `Unregistered`, 400 `BadDeviceToken`, 400 `DeviceTokenNotForTopic`):
-        /// removed from the user, never sent to again.
-        case invalidToken(String)
-        /// Worth trying again (429, 5xx, a connection error), no sooner than `after` ms.
-        case retry(String, after: Int64?)
-        /// Refused for good for another reason (the payload, the topic).
-        case refused(String)
+    package func send(
+        _ push: PushMessage, to token: String, destination: Destination, client: HTTPClient
+    ) async
+        -> PushOutcome
+    {
+        guard let payload = Self.payload(push) else { return .refused("the push cannot be encoded") }
+        return await send(
+            payload, to: token, id: Self.apnsID(action: push.id, device: token), baseURL: destination.url,
+            timeoutMs: destination.timeoutMs, client: client)
     }
 
     /// Sends `payload` to one device; a 403 `ExpiredProviderToken` makes a new provider token and tries once more.
-    package func send(
-        _ payload: [UInt8], to device: String, id: String, baseURL: String, timeoutMs: Int64, firedAt: Int64,
-        client: HTTPClient
-    ) async -> DeviceOutcome {
-        var renew = false
+    func send(
+        _ payload: [UInt8], to device: String, id: String, baseURL: String, timeoutMs: Int64, client: HTTPClient
+    )
+        async -> PushOutcome
+    {
+        var refused: String?
         for _ in 0..<2 {
-            let outcome: DeviceOutcome
+            let outcome: PushOutcome
+            let provider: String
             do {
+                provider = try await providerToken(refused: refused)
                 var request = HTTPClientRequest(url: baseURL + "/3/device/" + device)
                 request.method = .POST
                 request.tlsConfiguration = tls
-                request.headers.add(name: "authorization", value: "bearer " + (try await providerToken(renew: renew)))
+                request.headers.add(name: "authorization", value: "bearer " + provider)
                 request.headers.add(name: "apns-topic", value: spec.topic)
                 request.headers.add(name: "apns-push-type", value: spec.pushType)
                 request.headers.add(name: "apns-priority", value: String(spec.priority))
                 request.headers.add(name: "apns-id", value: id)
                 request.headers.add(
-                    name: "apns-expiration", value: String(spec.expirationSeconds.map { firedAt / 1000 + $0 } ?? 0))
+                    name: "apns-expiration",
+                    value: String(spec.expirationSeconds.map { Int64(Date().timeIntervalSince1970) + $0 } ?? 0))
                 request.headers.add(name: "content-type", value: "application/json")
                 request.body = .bytes(ByteBuffer(bytes: payload))
                 let response = try await client.execute(request, timeout: .milliseconds(timeoutMs))
@@ -102,8 +103,8 @@ package final class APNsSender: Sendable {
             } catch {
                 return .retry(Deliverer.describe(error), after: nil)
             }
-            if outcome == .refused("403 ExpiredProviderToken") && !renew {
-                renew = true
+            if outcome == .refused("403 ExpiredProviderToken") && refused == nil {
+                refused = provider
                 continue
             }
             return outcome
@@ -112,7 +113,7 @@ package final class APNsSender: Sendable {
     }
 
     /// The outcome of an APNs answer: its status and `{"reason": …}`.
-    package static func outcome(status: Int, body: [UInt8], retryAfter: String?) -> DeviceOutcome {
+    package static func outcome(status: Int, body: [UInt8], retryAfter: String?) -> PushOutcome {
         if (200..<300).contains(status) { return .accepted }
         let reason = (try? JSONDecoder().decode(Reason.self, from: Data(body)))?.reason ?? "no reason given"
         let said = "\(status) \(reason)"
@@ -126,35 +127,20 @@ package final class APNsSender: Sendable {
 
     struct Reason: Decodable { var reason: String }
 
-    /// The APNs payload of a fired `push` action (its JSON as stored): `aps.alert` with the title and body, the deep
-    /// link, image and data beside `aps` for the app; `nil` when it is not a push.
-    package static func payload(ofAction json: String) -> (payload: [UInt8], to: String?)? {
-        guard let action = try? JSONDecoder().decode(PushAction.self, from: Data(json.utf8)), let push = action.push
-        else { return nil }
+    /// The APNs payload of a push: `aps.alert` with the title and body; the action id, deep link, image and data
+    /// beside `aps` for the app.
+    package static func payload(_ m: PushMessage) -> [UInt8]? {
+        let push = m.push
         var alert: [(String, AnyJSON)] = []
         if let title = push.title { alert.append(("title", .string(title))) }
         alert.append(("body", .string(push.body)))
         var aps: [(String, AnyJSON)] = [("alert", .object(alert))]
         if push.image != nil { aps.append(("mutable-content", .int(1))) }
-        var top: [(String, AnyJSON)] = [("aps", .object(aps)), ("beckon_action_id", .string(action.id))]
+        var top: [(String, AnyJSON)] = [("aps", .object(aps)), ("beckon_action_id", .string(m.id))]
         if let link = push.deep_link { top.append(("deep_link", .string(link))) }
         if let image = push.image { top.append(("image", .string(image))) }
         if let data = push.data { top.append(("data", data)) }
-        guard let bytes = try? JSONEncoder().encode(AnyJSON.object(top)) else { return nil }
-        return (Array(bytes), push.to)
-    }
-
-    struct PushAction: Decodable {
-        var id: String
-        var push: Push?
-        struct Push: Decodable {
-            var title: String?
-            var body: String
-            var deep_link: String?
-            var image: String?
-            var data: AnyJSON?
-            var to: String?
-        }
+        return (try? JSONEncoder().encode(AnyJSON.object(top))).map(Array.init)
     }
 
     /// A stable `apns-id` (a UUID) for an action and a device: a retry of the same push carries the same id.

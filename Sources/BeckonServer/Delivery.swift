@@ -305,8 +305,8 @@ package final class Deliverer: Service, Sendable {
     }
 
     private func attempt(_ row: OutboxRow, _ d: ServingRules.ResolvedDestination, _ client: HTTPClient) async {
-        if let sender = d.apns {
-            let outcome = await push(row, d, sender, client)
+        if let provider = d.push {
+            let outcome = await push(row, d, provider, client)
             if Task.isCancelled {
                 _ = busy.withLock { $0.removeValue(forKey: row.id) }
                 return
@@ -339,38 +339,36 @@ package final class Deliverer: Service, Sendable {
         ended.withLock { $0.append((row, outcome, d.spec)) }
     }
 
-    /// A push through APNs: to the device the action names, else to every iOS device of the user that allows push,
-    /// at once. Delivered when a device accepted it; a token APNs calls invalid is removed from the user; tried again
-    /// when none accepted and one may yet (429, 5xx, a connection error); dead otherwise, `skipped` when the user has
-    /// no such device.
+    /// A push through a provider (``PushProvider``): to the device the action names, else to every device of the
+    /// user on the provider's platform that allows push, at once. Delivered when a device accepted it; a token the
+    /// provider calls invalid is removed from the user; tried again when none accepted and one may yet (429, 5xx, a
+    /// connection error); dead otherwise, `skipped` when the user has no such device.
     private func push(
-        _ row: OutboxRow, _ d: ServingRules.ResolvedDestination, _ sender: APNsSender, _ client: HTTPClient
+        _ row: OutboxRow, _ d: ServingRules.ResolvedDestination, _ provider: any PushProvider, _ client: HTTPClient
     ) async -> Delivery.Outcome {
-        guard let (payload, to) = APNsSender.payload(ofAction: row.entry.body) else {
-            return .dead("not a push action: APNs sends pushes only")
+        guard let message = PushMessage(actionJSON: row.entry.body) else {
+            return .dead("not a push action: \(provider.name) sends pushes only")
         }
         let user = row.entry.userID
         var tokens: [String] = []
-        if let to, !to.isEmpty {
+        if let to = message.push.to, !to.isEmpty {
             tokens = [to]
         } else if let devices {
             do {
-                tokens = try await devices.devices(of: user).filter { $0.platform == .ios && $0.pushEnabled }.map(\.token)
+                tokens = try await devices.devices(of: user).filter { $0.platform == provider.platform && $0.pushEnabled }
+                    .map(\.token)
             } catch {
                 return .retry(error: "the user's devices cannot be read: \(Self.describe(error))", after: nil)
             }
         }
-        guard !tokens.isEmpty else { return .dead("skipped: the user has no iOS device that allows push") }
-        let outcomes = await withTaskGroup(of: (String, APNsSender.DeviceOutcome).self) { group in
+        guard !tokens.isEmpty else {
+            return .dead("skipped: the user has no \(provider.platform.rawValue) device that allows push")
+        }
+        let outcomes = await withTaskGroup(of: (String, PushOutcome).self) { group in
             for token in tokens {
-                group.addTask {
-                    let outcome = await sender.send(
-                        payload, to: token, id: APNsSender.apnsID(action: row.entry.actionID, device: token),
-                        baseURL: d.spec.url, timeoutMs: d.spec.timeoutMs, firedAt: row.entry.createdAt, client: client)
-                    return (token, outcome)
-                }
+                group.addTask { (token, await provider.send(message, to: token, destination: d.spec, client: client)) }
             }
-            var out: [(String, APNsSender.DeviceOutcome)] = []
+            var out: [(String, PushOutcome)] = []
             for await o in group { out.append(o) }
             return out
         }

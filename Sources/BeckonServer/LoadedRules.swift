@@ -52,8 +52,8 @@ package final class ServingRules: @unchecked Sendable {
         /// Environment variables of secret headers that are not set: while there are any, the destination is paused
         /// (its actions wait in the outbox).
         var missing: [String]
-        /// The APNs sender of an `apns` destination (``APNsSender``), once its key is read.
-        var apns: APNsSender? = nil
+        /// The provider of a push destination (`apns`, `fcm`), once its credentials are read.
+        var push: (any PushProvider)? = nil
     }
 
     /// Why a rule set cannot be served: its diagnostics as `beckon validate` prints them.
@@ -123,25 +123,32 @@ package final class ServingRules: @unchecked Sendable {
                     missing.append(h.value)
                 }
             }
-            var sender: APNsSender?
-            if let a = d.apns {
-                let pem: String?
-                if let file = a.keyFile {
-                    pem = try? String(contentsOfFile: file, encoding: .utf8)
-                    if pem == nil { throw Refused(message: "destination \(d.name): \(file) cannot be read", diagnostics: "") }
-                } else if let variable = a.keyVariable, let value = environment[variable], !value.isEmpty {
-                    pem = value
-                } else {
-                    pem = nil
-                    missing.append(a.keyVariable ?? "")
-                }
-                if let pem {
-                    do { sender = try APNsSender(a, keyPEM: pem) } catch {
-                        throw Refused(message: "destination \(d.name): \(error)", diagnostics: "")
+            var sender: (any PushProvider)?
+            // A push destination's credentials: a file named in the rules, or a variable (unset: paused).
+            func secret(file: String?, variable: String?) throws -> String? {
+                if let file {
+                    guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
+                        throw Refused(message: "destination \(d.name): \(file) cannot be read", diagnostics: "")
                     }
+                    return text
                 }
+                if let variable, let value = environment[variable], !value.isEmpty { return value }
+                missing.append(variable ?? "")
+                return nil
             }
-            destinations[d.name] = ResolvedDestination(spec: d, headers: headers, missing: missing, apns: sender)
+            do {
+                if let a = d.apns, let pem = try secret(file: a.keyFile, variable: a.keyVariable) {
+                    sender = try APNsSender(a, keyPEM: pem)
+                }
+                if let f = d.fcm, let json = try secret(file: f.serviceAccountFile, variable: f.serviceAccountVariable) {
+                    sender = try FCMSender(f, serviceAccount: json)
+                }
+            } catch let refused as Refused {
+                throw refused
+            } catch {
+                throw Refused(message: "destination \(d.name): \(error)", diagnostics: "")
+            }
+            destinations[d.name] = ResolvedDestination(spec: d, headers: headers, missing: missing, push: sender)
         }
         let (files, digest) = Self.files(of: result)
         var loaded = LoadedRules(result, at: time)

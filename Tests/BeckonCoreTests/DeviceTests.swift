@@ -115,4 +115,35 @@ struct APNsDestinationTests {
         #expect(errors("      push_type: alert").count == 1, "neither key_file nor key_env")
         #expect(errors("      key_env: APNS_KEY").isEmpty)
     }
+
+    @Test func aServiceAccountFileThatIsMissingOrNotOneIsAnErrorAtItsLine() throws {
+        func fcm(_ body: String) -> [String] {
+            let settings = """
+                version: 1
+                settings: push
+                destinations:
+                  - name: android
+                    url: https://fcm.googleapis.com
+                    fcm:
+                \(body)
+                """
+            return diagnostics(Self.rules, settings: settings).filter { $0.severity == .error }.map {
+                "\($0.location.position.line): \($0.message)"
+            }
+        }
+        #expect(
+            fcm("      service_account_file: /nonexistent/sa.json") == [
+                "7: 'service_account_file' names /nonexistent/sa.json, which cannot be read"
+            ])
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("beckon-sa-\(getpid()).json")
+        defer { try? FileManager.default.removeItem(at: file) }
+        try #"{"client_email": "a@b", "token_uri": "https://oauth2.googleapis.com/token"}"#.write(
+            to: file, atomically: true, encoding: .utf8)
+        #expect(
+            fcm("      service_account_file: \(file.path)") == [
+                "7: \(file.path) has no 'private_key': it is not a service account key file"
+            ])
+        #expect(fcm("      service_account_env: FCM_SA").isEmpty)
+        #expect(fcm("      project_id: p").count == 1, "neither the file nor the variable")
+    }
 }

@@ -44,6 +44,11 @@ def credentials(folder):
     with open(p8, "wb") as f:
         f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                   serialization.NoEncryption()))
+    return {"p8": p8, **tls_files(folder)}, key.public_key()
+
+
+def tls_files(folder):
+    """A CA and a certificate for 127.0.0.1 signed by it, in `folder`: their paths (ca, cert, key)."""
     now = datetime.datetime.now(datetime.timezone.utc)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Beckon test CA")])
@@ -60,7 +65,7 @@ def credentials(folder):
             .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
                                                         x509.DNSName("localhost")]), critical=False)
             .sign(ca_key, hashes.SHA256()))
-    paths = {"p8": p8, "ca": os.path.join(folder, "ca.pem"), "cert": os.path.join(folder, "server.pem"),
+    paths = {"ca": os.path.join(folder, "ca.pem"), "cert": os.path.join(folder, "server.pem"),
              "key": os.path.join(folder, "server-key.pem")}
     with open(paths["ca"], "wb") as f:
         f.write(ca.public_bytes(serialization.Encoding.PEM))
@@ -69,10 +74,78 @@ def credentials(folder):
     with open(paths["key"], "wb") as f:
         f.write(server_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                          serialization.NoEncryption()))
-    return paths, key.public_key()
+    return paths
 
 
-class APNsDouble:
+def free_port():
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class TLSDouble:
+    """An ASGI app served by hypercorn over TLS (HTTP/2 and HTTP/1.1 by ALPN) on a loopback port, in a thread."""
+
+    def start(self):
+        from hypercorn.asyncio import serve
+        from hypercorn.config import Config
+        import socket
+        if self.port is None:
+            self.port = free_port()
+        config = Config()
+        config.bind = [f"127.0.0.1:{self.port}"]
+        config.certfile, config.keyfile = self.paths["cert"], self.paths["key"]
+        config.alpn_protocols = self.alpn
+        config.loglevel = "ERROR"
+        config.accesslog = None
+        ready = threading.Event()
+
+        def run():
+            self._loop = asyncio.new_event_loop()
+            self._stop = asyncio.Event()
+
+            async def main():
+                ready.set()
+                await serve(self.app, config, shutdown_trigger=self._stop.wait)
+
+            self._loop.run_until_complete(main())
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+        ready.wait(10)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return self
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("the double did not start")
+
+    @staticmethod
+    async def request(scope, receive):
+        """An ASGI request's headers (lower-case names) and whole body."""
+        body = b""
+        while True:
+            m = await receive()
+            body += m.get("body", b"")
+            if not m.get("more_body"):
+                break
+        return {k.decode().lower(): v.decode() for k, v in scope["headers"]}, body
+
+    def stop(self):
+        if self._loop:
+            self._loop.call_soon_threadsafe(self._stop.set)
+            self._thread.join(timeout=10)
+            self._loop = None
+
+
+class APNsDouble(TLSDouble):
+    alpn = ["h2"]
+
     def __init__(self, folder):
         self.paths, self.public_key = credentials(folder)
         self.requests = []  # (token, apns-id, provider token, payload, status)
@@ -108,13 +181,7 @@ class APNsDouble:
     async def app(self, scope, receive, send):
         if scope["type"] != "http":
             return
-        body = b""
-        while True:
-            m = await receive()
-            body += m.get("body", b"")
-            if not m.get("more_body"):
-                break
-        headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+        headers, body = await self.request(scope, receive)
         status, reason, extra = self.answer(scope, headers, body)
         out = [(b"content-type", b"application/json")] + extra
         if "apns-id" in headers:
@@ -168,49 +235,6 @@ class APNsDouble:
                 status, reason = 403, "ExpiredProviderToken"
             self.requests.append((token, headers["apns-id"], provider, payload, status))
         return status, reason, extra
-
-    def start(self):
-        from hypercorn.asyncio import serve
-        from hypercorn.config import Config
-        import socket
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        self.port = s.getsockname()[1]
-        s.close()
-        config = Config()
-        config.bind = [f"127.0.0.1:{self.port}"]
-        config.certfile, config.keyfile = self.paths["cert"], self.paths["key"]
-        config.alpn_protocols = ["h2"]
-        config.loglevel = "ERROR"
-        config.accesslog = None
-        ready = threading.Event()
-
-        def run():
-            self._loop = asyncio.new_event_loop()
-            self._stop = asyncio.Event()
-
-            async def main():
-                ready.set()
-                await serve(self.app, config, shutdown_trigger=self._stop.wait)
-
-            self._loop.run_until_complete(main())
-
-        self._thread = threading.Thread(target=run, daemon=True)
-        self._thread.start()
-        ready.wait(10)
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return self
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("the APNs double did not start")
-
-    def stop(self):
-        if self._loop:
-            self._loop.call_soon_threadsafe(self._stop.set)
-            self._thread.join(timeout=10)
 
     def to(self, token):
         with self.lock:

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Push through APNs (docs/push.md) against a local double that checks what Apple checks (apns_double.py): HTTP/2
+"""Push through APNs and FCM (docs/push.md) against local doubles (the FCM one: fcm_double.py, with its OAuth token
+endpoint). APNs, against a local double that checks what Apple checks (apns_double.py): HTTP/2
 over TLS, the ES256 provider token verified with the key's public half, the headers and the payload. A push goes to
 every iOS device of the user that allows push; a token APNs calls invalid is removed from the user and never sent to
 again; 429 is retried after its Retry-After with the same apns-id; 403 ExpiredProviderToken makes a new provider
@@ -14,6 +15,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from apns_double import KEY_ID, TEAM, TOPIC, APNsDouble  # noqa: E402
+from fcm_double import FCMDouble  # noqa: E402
 from service_test import ADMIN_KEY, STORE, Server, caught_up, token  # noqa: E402
 
 RULES = """version: 1
@@ -72,9 +74,9 @@ class Push(unittest.TestCase):
         self.addCleanup(lambda: server.proc.poll() is not None or server.kill())
         return server
 
-    def register(self, server, user, tok, enabled=True):
+    def register(self, server, user, tok, enabled=True, platform="ios"):
         status, body = server.request("POST", f"/v1/users/{user}/devices",
-                                      {"token": tok, "platform": "ios", "app": TOPIC, "pushEnabled": enabled},
+                                      {"token": tok, "platform": platform, "app": TOPIC, "pushEnabled": enabled},
                                       {"Authorization": "Bearer " + token(user), "Content-Type": "application/json"})
         self.assertEqual(status, 200, body)
 
@@ -127,6 +129,8 @@ class Push(unittest.TestCase):
             cy = self.apns.to("expire-cy")
             self.assertEqual([r[4] for r in cy], [403, 200])
             self.assertNotEqual(cy[0][2], cy[1][2])
+            # One provider token served every push but cy's retry: made once, shared, made again once refused.
+            self.assertEqual(len({r[2] for r in self.apns.requests}), 2)
             # dee: BadDeviceToken, dead, the token removed; eve: no device, skipped.
             self.assertEqual(self.outbox(server, "dee")[0][:2], ("ios", "dead"))
             self.assertEqual(self.export(server, "dee")["state"]["devices"], [])
@@ -159,6 +163,91 @@ class Push(unittest.TestCase):
             self.assertEqual({r[1] for r in sent}, {sent[0][1]}, "a retry carried another apns-id")
             self.assertEqual(self.outbox(server, "fay"), [("ios", "delivered", None)])
             self.assertEqual(self.apns.violations, [])
+        finally:
+            self.assertEqual(server.stop(), 0)
+
+
+class FCMPush(Push):
+    """The same through FCM's HTTP v1 API, with the service account's OAuth access token."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+        self.fcm = FCMDouble(os.path.join(self.tmp.name, "fcm")).start()
+        self.addCleanup(self.fcm.stop)
+        self.rules = os.path.join(self.tmp.name, "rules")
+        os.makedirs(self.rules)
+        with open(os.path.join(self.rules, "welcome.yaml"), "w") as f:
+            f.write(RULES)
+        with open(os.path.join(self.rules, "settings.yaml"), "w") as f:
+            f.write(f"""version: 1
+settings: push
+destinations:
+  - name: android
+    url: https://127.0.0.1:{self.fcm.port}
+    backoff: 200ms
+    max_attempts: 5
+    fcm:
+      service_account_file: {self.fcm.paths["service_account"]}
+      ca_file: {self.fcm.paths["ca"]}
+""")
+        self.db = os.path.join(self.tmp.name, "db.sqlite")
+
+    def test_fan_out_invalid_tokens_retries_and_provider_token_renewal(self):
+        server = self.serve()
+        try:
+            self.register(server, "ann", "good-ann-phone", platform="android")
+            self.register(server, "ann", "gone-ann-old", platform="android")
+            self.register(server, "ann", "good-ann-iphone", platform="ios")
+            self.register(server, "bob", "busy-bob", platform="android")
+            self.register(server, "cy", "expire-cy", platform="android")
+            self.register(server, "dee", "bad-dee", platform="android")
+            for user in ("ann", "bob", "cy", "dee", "eve"):
+                self.sign_up(server, user)
+            wait_until(self, lambda: all(s != "pending" for u in ("ann", "bob", "cy", "dee", "eve")
+                                         for _, s, _ in self.outbox(server, u)), "every push settled")
+            self.assertEqual(self.fcm.violations, [])
+            self.assertEqual([r[3] for r in self.fcm.to("good-ann-phone")], [200])
+            self.assertEqual([r[3] for r in self.fcm.to("gone-ann-old")], [404])
+            self.assertEqual(self.fcm.to("good-ann-iphone"), [], "an iOS device was sent to through FCM")
+            message = self.fcm.to("good-ann-phone")[0][2]
+            self.assertEqual(message["notification"], {"title": "Welcome", "body": "Hi ann"})
+            self.assertEqual(message["data"]["deep_link"], "stampbook://home")
+            self.assertEqual(self.outbox(server, "ann"), [("android", "delivered", None)])
+            tokens = sorted(d["token"] for d in self.export(server, "ann")["state"]["devices"])
+            self.assertEqual(tokens, ["good-ann-iphone", "good-ann-phone"], "the UNREGISTERED token is not removed")
+            self.assertEqual([r[3] for r in self.fcm.to("busy-bob")], [429, 200])
+            self.assertEqual(self.outbox(server, "bob"), [("android", "delivered", None)])
+            cy = self.fcm.to("expire-cy")
+            self.assertEqual([r[3] for r in cy], [401, 200])
+            self.assertNotEqual(cy[0][1], cy[1][1], "the access token was not renewed")
+            self.assertEqual(self.outbox(server, "dee")[0][:2], ("android", "dead"))
+            self.assertEqual(self.export(server, "dee")["state"]["devices"], [])
+            self.assertIn("skipped", self.outbox(server, "eve")[0][2])
+            # One access token served every push but cy's renewal: it is kept until it expires.
+            self.assertEqual(len(self.fcm.issued), 2)
+            self.sign_up(server, "ann", 2)
+            wait_until(self, lambda: len(self.fcm.to("good-ann-phone")) == 2, "ann's second push")
+            time.sleep(0.5)
+            self.assertEqual(len(self.fcm.to("gone-ann-old")), 1)
+        finally:
+            self.assertEqual(server.stop(), 0)
+
+    def test_kill_9_between_the_fire_and_the_delivery_sends_it_once(self):
+        self.fcm.down = True
+        server = self.serve()
+        self.register(server, "fay", "good-fay", platform="android")
+        self.sign_up(server, "fay")
+        wait_until(self, lambda: self.fcm.to("good-fay"), "a first attempt")
+        server.kill()
+        self.fcm.down = False
+        server = self.serve()
+        try:
+            wait_until(self, lambda: [r for r in self.fcm.to("good-fay") if r[3] == 200], "the delivery after the restart")
+            time.sleep(1)
+            self.assertEqual([r[3] for r in self.fcm.to("good-fay")].count(200), 1, "delivered twice")
+            self.assertEqual(self.outbox(server, "fay"), [("android", "delivered", None)])
+            self.assertEqual(self.fcm.violations, [])
         finally:
             self.assertEqual(server.stop(), 0)
 

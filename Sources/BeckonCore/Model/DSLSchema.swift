@@ -673,11 +673,42 @@ public enum DSL {
                 example: "1s"),
             KeySchema("max_backoff", .duration, doc: "the longest delay between attempts (default 1h)", example: "1h"),
             KeySchema(
+                "fcm", .object(fcm),
+                doc: """
+                    send pushes through Firebase Cloud Messaging: `url` is its host (`https://fcm.googleapis.com`), \
+                    `kinds` defaults to `[push]`
+                    """),
+            KeySchema(
                 "apns", .object(apns),
                 doc: """
                     send pushes through Apple's push service: `url` is its host (`https://api.push.apple.com`, or \
                     `https://api.sandbox.push.apple.com` for development builds), `kinds` defaults to `[push]`
                     """),
+        ])
+
+    static let fcm = ObjectSchema(
+        "fcm",
+        doc: """
+            Firebase Cloud Messaging's HTTP v1 API (docs/push.md): each push goes to every Android device of the user \
+            that allows push, with an OAuth 2.0 access token of the service account's (an RS256 assertion exchanged at \
+            its `token_uri`, kept until it expires).
+            """,
+        keys: [
+            KeySchema(
+                "service_account_file", .text,
+                doc: "the service account's JSON key file, relative to this file (or `service_account_env`)",
+                example: "secrets/firebase-adminsdk.json"),
+            KeySchema(
+                "service_account_env", .text,
+                doc: "the environment variable holding the key file's text; while it is unset the destination is paused",
+                example: "FCM_SERVICE_ACCOUNT"),
+            KeySchema(
+                "project_id", .text, doc: "the Firebase project (default: the service account's `project_id`)",
+                example: "stampbook-prod"),
+            KeySchema(
+                "ca_file", .text,
+                doc: "certificates to trust for `url` and the token endpoint instead of the system's (a private or test host)",
+                example: "certs/test-ca.pem"),
         ])
 
     static let apns = ObjectSchema(

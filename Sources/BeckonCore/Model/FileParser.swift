@@ -1313,6 +1313,18 @@ public struct FileParser {
         if let t = positive("backoff") { d.backoffMs = t }
         if let t = positive("max_backoff") { d.maxBackoffMs = t }
         if let n = k["max_attempts"].flatMap({ integer($0.value, "max_attempts", min: 1) }) { d.maxAttempts = n.value }
+        if let f = k["fcm"] {
+            if let fcm = fcm(f.value) {
+                d.fcm = fcm
+                if k["kinds"] == nil { d.kinds = [ActionKind.push.rawValue] }
+            } else {
+                ok = false
+            }
+            if k["apns"] != nil {
+                diagnostics.error(.invalidValue, "a destination is 'apns' or 'fcm', not both", at: f.value.location)
+                ok = false
+            }
+        }
         if let a = k["apns"] {
             if let apns = apns(a.value) {
                 d.apns = apns
@@ -1367,6 +1379,57 @@ public struct FileParser {
         if let p = k["priority"].flatMap({ string($0.value, "priority") }) { a.priority = Int(p.value) ?? 10 }
         if let e = k["expiration"].flatMap({ duration($0.value, "expiration") }) { a.expirationSeconds = e.value / 1000 }
         return ok ? a : nil
+    }
+
+    /// A destination's `fcm:` block; its service account file must exist and be a service account key (checked here,
+    /// so that `beckon validate` says so at the line that names it).
+    mutating func fcm(_ node: SourceNode) -> Destination.FCM? {
+        guard let k = keys(of: node, DSL.fcm, context: "fcm") else { return nil }
+        var ok = true
+        var f = Destination.FCM()
+        if let file = k["service_account_file"].flatMap({ string($0.value, "service_account_file") }) {
+            let path = Self.resolve(file.value, besides: self.file)
+            if let problem = Self.serviceAccountProblem(path) {
+                diagnostics.error(.invalidValue, problem, at: file.location)
+                ok = false
+            } else {
+                f.serviceAccountFile = path
+            }
+        }
+        f.serviceAccountVariable = k["service_account_env"].flatMap { string($0.value, "service_account_env")?.value }
+        if (k["service_account_file"] == nil) == (k["service_account_env"] == nil) {
+            diagnostics.error(
+                .invalidValue, "'fcm' needs one of 'service_account_file' and 'service_account_env'", at: node.location)
+            ok = false
+        }
+        f.projectID = k["project_id"].flatMap { string($0.value, "project_id")?.value }
+        if let ca = k["ca_file"].flatMap({ string($0.value, "ca_file") }) {
+            let path = Self.resolve(ca.value, besides: file)
+            if (try? String(contentsOfFile: path, encoding: .utf8))?.contains("-----BEGIN CERTIFICATE-----") == true {
+                f.caFile = path
+            } else {
+                diagnostics.error(.invalidValue, "'ca_file' names \(path), which holds no certificate", at: ca.location)
+                ok = false
+            }
+        }
+        return ok ? f : nil
+    }
+
+    /// What is wrong with a service account key file, `nil` when nothing is.
+    static func serviceAccountProblem(_ path: String) -> String? {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            return "'service_account_file' names \(path), which cannot be read"
+        }
+        guard let o = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
+            return "\(path) is not JSON: a service account key file is (from the Firebase console)"
+        }
+        for key in ["client_email", "private_key", "token_uri"] where !(o[key] is String) {
+            return "\(path) has no '\(key)': it is not a service account key file"
+        }
+        guard (o["private_key"] as? String)?.contains("-----BEGIN PRIVATE KEY-----") == true else {
+            return "\(path)'s 'private_key' holds no '-----BEGIN PRIVATE KEY-----' block"
+        }
+        return nil
     }
 
     /// `path` as written in `file`: an absolute path as is, a relative one from the file's folder.

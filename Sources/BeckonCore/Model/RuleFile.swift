@@ -470,6 +470,24 @@ public struct Destination: Sendable, Hashable {
         }
     }
 
+    /// Set when the destination is Firebase Cloud Messaging (docs/push.md): `url` is its host, and pushes go to each
+    /// of the user's Android devices with an access token of the service account's.
+    public var fcm: FCM?
+
+    /// How Beckon speaks to FCM's HTTP v1 API: the service account (its key file, from the Firebase console) and the
+    /// project.
+    public struct FCM: Sendable, Hashable {
+        /// The service account's JSON key file (resolved against the file that names it), or the environment variable
+        /// holding its text (while it is unset the destination is paused).
+        public var serviceAccountFile: String?
+        public var serviceAccountVariable: String?
+        /// The Firebase project; `nil`: the service account's `project_id`.
+        public var projectID: String?
+        /// A PEM file of the certificates to trust for `url` and the token endpoint instead of the system's.
+        public var caFile: String?
+        public init() {}
+    }
+
     public init(name: String, url: String) {
         self.name = name
         self.url = url

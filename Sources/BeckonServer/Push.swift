@@ -1,0 +1,109 @@
+import AsyncHTTPClient
+import BeckonCore
+import Foundation
+import NIOSSL
+import Synchronization
+
+/// A push provider Beckon sends through itself (docs/push.md): APNs (``APNsSender``) or FCM (``FCMSender``). The
+/// deliverer fans a push out to the user's devices of the provider's platform and reads each device's outcome.
+package protocol PushProvider: Sendable {
+    /// The provider's name in errors ("APNs").
+    var name: String { get }
+    /// The devices it reaches.
+    var platform: Device.Platform { get }
+    /// Sends `push` to one device.
+    func send(_ push: PushMessage, to token: String, destination: Destination, client: HTTPClient) async -> PushOutcome
+}
+
+/// What a provider said of one device.
+package enum PushOutcome: Equatable, Sendable {
+    case accepted
+    /// The token is no longer valid: removed from the user, never sent to again.
+    case invalidToken(String)
+    /// Worth trying again (429, 5xx, a connection error), no sooner than `after` ms.
+    case retry(String, after: Int64?)
+    /// Refused for good for another reason (the payload, the credentials).
+    case refused(String)
+}
+
+/// A fired `push` action as the providers send it, read from its stored JSON.
+package struct PushMessage: Sendable, Decodable {
+    package var id: String
+    package var push: Content
+    package struct Content: Sendable, Decodable {
+        package var title: String?
+        package var body: String
+        package var deep_link: String?
+        package var image: String?
+        package var data: AnyJSON?
+        /// The one device to send to, when the action names it.
+        package var to: String?
+    }
+
+    /// The push of an action's stored JSON, `nil` when it is not a push.
+    package init?(actionJSON: String) {
+        guard let m = try? JSONDecoder().decode(PushMessage.self, from: Data(actionJSON.utf8)) else { return nil }
+        self = m
+    }
+}
+
+/// A credential made or fetched once and shared: while it is valid every caller gets it; when it is missing, expired
+/// or refused, one caller makes a new one and the others wait for that one (a provider throttles or refuses tokens
+/// made too often: a burst of pushes must not make one each).
+package final class SharedCredential: Sendable {
+    private struct State {
+        var value: (token: String, until: ContinuousClock.Instant)?
+        var making: Task<(token: String, until: ContinuousClock.Instant), any Error>?
+    }
+    private let state = Mutex(State())
+
+    package init() {}
+
+    /// The credential to send; `refused`: the one the provider refused (a new one is made unless another caller has
+    /// made one since). `make` gives a new credential and until when it may be used.
+    package func value(
+        refused: String? = nil,
+        make: @escaping @Sendable () async throws -> (token: String, until: ContinuousClock.Instant)
+    ) async throws -> String {
+        enum Step {
+            case have(String)
+            case wait(Task<(token: String, until: ContinuousClock.Instant), any Error>)
+        }
+        let step: Step = state.withLock { s in
+            if let v = s.value, ContinuousClock.now < v.until, v.token != refused { return .have(v.token) }
+            if let m = s.making { return .wait(m) }
+            let m = Task { try await make() }
+            s.making = m
+            return .wait(m)
+        }
+        switch step {
+        case .have(let token): return token
+        case .wait(let task):
+            do {
+                let made = try await task.value
+                state.withLock { s in
+                    if s.value?.token != made.token { s.value = made }
+                    s.making = nil
+                }
+                return made.token
+            } catch {
+                state.withLock { $0.making = nil }
+                throw error
+            }
+        }
+    }
+}
+
+/// A push destination's credentials that cannot be used.
+package struct PushCredentialError: Error, CustomStringConvertible {
+    package var description: String
+
+    /// TLS trusting only the certificates in `caFile` (a private or test host), for a destination's `ca_file`.
+    package static func trusting(_ caFile: String) throws -> TLSConfiguration {
+        var c = TLSConfiguration.makeClientConfiguration()
+        do { c.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(caFile)) } catch {
+            throw PushCredentialError(description: "\(caFile) holds no certificate: \(error)")
+        }
+        return c
+    }
+}
