@@ -60,6 +60,41 @@ struct DeviceTests {
         #expect(try #require(engine.state(of: "anon-1")).devices.isEmpty)
     }
 
+    /// With a push destination, an event's `context.device.token` registers the device (platform from
+    /// `device.type` or `os.name`, `app.namespace`, `device.pushEnabled`); without one, nothing is read.
+    @Test func anEventsContextReportsItsDeviceWhenTheRulesPush() throws {
+        let settings = """
+            version: 1
+            settings: push
+            destinations:
+              - name: ios
+                url: https://api.push.apple.com
+                apns: { topic: com.example, team_id: T, key_id: K, key_env: APNS_KEY }
+            """
+        let lines = [
+            #"{"type":"track","event":"Opened","userId":"ann","timestamp":"2026-03-02T09:00:00Z","#
+                + #""context":{"device":{"token":"tok-1","type":"ios"},"app":{"namespace":"com.example"}}}"#,
+            #"{"type":"track","event":"Opened","userId":"ann","timestamp":"2026-03-02T10:00:00Z","#
+                + #""context":{"device":{"token":"tok-2","pushEnabled":false},"os":{"name":"Android"}}}"#,
+            #"{"type":"track","event":"Opened","userId":"ann","timestamp":"2026-03-02T11:00:00Z","#
+                + #""context":{"device":{"token":"tok-3"},"os":{"name":"Windows"}}}"#,
+            #"{"type":"track","event":"Opened","userId":"ann","timestamp":"2026-03-02T12:00:00Z","#
+                + #""context":{"device":{"token":"tok-1","type":"ios"},"locale":"de"}}"#,
+        ]
+        for (withPush, expected) in [(true, ["tok-1 ios com.example true", "tok-2 android - false"]), (false, [])] {
+            let rs = try load(Self.rules, settings: withPush ? settings : nil)
+            let decoder = SegmentDecoder(ruleSet: rs)
+            let engine = Engine(ruleSet: rs)
+            for line in lines { engine.process(try decoder.decode(line)) }
+            let devices = engine.state(of: "ann")?.devices ?? []
+            #expect(devices.map { "\($0.token) \($0.platform) \($0.app ?? "-") \($0.pushEnabled)" } == expected)
+            if withPush {
+                #expect(devices.first?.firstSeen == t("2026-03-02T09:00:00Z"))
+                #expect(devices.first?.lastSeen == t("2026-03-02T12:00:00Z"))
+            }
+        }
+    }
+
     @Test func devicesSurviveBytesJSONAndARestore() throws {
         let rs = try load(Self.rules)
         let engine = Engine(ruleSet: rs, store: SavedStateStore(backend: MemoryStateBackend()))

@@ -36,6 +36,10 @@ public struct SegmentDecoder {
     /// Event ids of track names and of screen names (`screen:NAME` keys without the prefix), looked up by bytes.
     let trackIDs: KeyTable
     let screenIDs: KeyTable
+    /// With a push destination, the context's keys with `device`, `os` and `app` after the rules' own (their slots
+    /// ``deviceSlots``), for the push device an event reports; `nil` otherwise (nothing more is read).
+    let contextWithDevice: KeyTable?
+    let deviceSlots: (device: Int, os: Int, app: Int)
 
     public init(ruleSet: CompiledRuleSet) {
         self.ruleSet = ruleSet
@@ -48,6 +52,45 @@ public struct SegmentDecoder {
         }
         trackIDs = KeyTable(track)
         screenIDs = KeyTable(screen)
+        var slots = ruleSet.contextSlots
+        let n = ruleSet.contextNames.count
+        // (A rule that reads `context.device` has its slot: the device is read from there.)
+        deviceSlots = (slots["device"] ?? n, slots["os"] ?? n + 1, slots["app"] ?? n + 2)
+        if ruleSet.settings.destinations.contains(where: { $0.apns != nil || $0.fcm != nil }) {
+            slots["device"] = deviceSlots.device
+            slots["os"] = deviceSlots.os
+            slots["app"] = deviceSlots.app
+            contextWithDevice = KeyTable(slots)
+        } else {
+            contextWithDevice = nil
+        }
+    }
+
+    /// The push device of an event's `context` (docs/push.md): `device.token`, the platform from `device.type` or
+    /// `os.name`, `app.namespace`, and `device.pushEnabled` (absent: allowed). `nil` without a token or a platform
+    /// Beckon sends to.
+    static func device(_ device: Value?, os: Value?, app: Value?, at time: Int64) -> Device? {
+        func field(_ v: Value?, _ key: String) -> Value? {
+            guard case .map(let m)? = v else { return nil }
+            return m[string: key]
+        }
+        guard case .string(let token)? = field(device, "token"), !token.isEmpty, token.utf8.count <= Device.maxTokenBytes
+        else { return nil }
+        var platform: Device.Platform?
+        for case .string(let name)? in [field(device, "type"), field(os, "name")] where platform == nil {
+            switch name.lowercased() {
+            case "ios", "ipados": platform = .ios
+            case "android": platform = .android
+            default: break
+            }
+        }
+        guard let platform else { return nil }
+        var namespace: String?
+        if case .string(let a)? = field(app, "namespace") { namespace = a }
+        var enabled = true
+        if case .bool(let b)? = field(device, "pushEnabled") { enabled = b }
+        return Device(
+            token: token, platform: platform, app: namespace, firstSeen: time, lastSeen: time, pushEnabled: enabled)
     }
 
     /// The top-level keys the decoder reads.
@@ -97,6 +140,9 @@ public struct SegmentDecoder {
         var traits: [(name: String, value: Value)] = []
         var allProps: ValueMap?
         var sawProperties = false
+        var deviceValue: Value?
+        var osValue: Value?
+        var appValue: Value?
 
         try p.members(in: Key.table) { (p, code) throws(DecodeError) in
             guard let code, let key = Key(rawValue: code) else { return try p.skipValue(depth: 0) }
@@ -165,7 +211,16 @@ public struct SegmentDecoder {
                     try p.slots(into: props, propertyKeys, what: "properties")
                 }
             case .context:
-                try p.slots(into: ctx, contextKeys, what: "context")
+                if let table = contextWithDevice {
+                    try p.slots(into: ctx, table, what: "context") { slot, value in
+                        if slot == deviceSlots.device { deviceValue = value }
+                        if slot == deviceSlots.os { osValue = value }
+                        if slot == deviceSlots.app { appValue = value }
+                        return slot < ruleSet.contextNames.count
+                    }
+                } else {
+                    try p.slots(into: ctx, contextKeys, what: "context")
+                }
             case .traits:
                 guard p.peek() == UInt8(ascii: "{") else {
                     if p.peek() == UInt8(ascii: "n") { try p.skipValue(depth: 0); return }
@@ -240,7 +295,8 @@ public struct SegmentDecoder {
         let id = eventName.withUTF8 { table.lookup($0) }.map(Int32.init) ?? -1
         return BoundEvent(
             kind: kind, nameID: id, name: eventName, userID: user, timestamp: time, messageID: messageID,
-            propertySlots: props, contextSlots: ctx, traits: traits, allProperties: allProps, previousID: before)
+            propertySlots: props, contextSlots: ctx, traits: traits, allProperties: allProps, previousID: before,
+            device: contextWithDevice == nil ? nil : Self.device(deviceValue, os: osValue, app: appValue, at: time))
     }
 
     /// The error for a line longer than ``maxLineBytes`` (the column where it passed the limit).
@@ -464,6 +520,25 @@ struct JSONScanner {
         }
         try members(in: table) { (p, slot) throws(DecodeError) in
             if let slot { out[slot] = try p.value(depth: 1) } else { try p.skipValue(depth: 1) }
+        }
+    }
+
+    /// ``slots(into:_:what:)`` where `table` may name slots beyond `out`'s: each value read is handed to `seen`, and
+    /// kept in `out` when it answers true.
+    mutating func slots(
+        into out: borrowing SlotRow, _ table: KeyTable, what: String, _ seen: (Int, Value) -> Bool
+    ) throws(DecodeError) {
+        skipSpace()
+        if peek() == UInt8(ascii: "n") {
+            try skipValue(depth: 0)
+            return
+        }
+        guard peek() == UInt8(ascii: "{") else { throw error("'\(what)' must be an object") }
+        i += 1
+        try members(in: table) { (p, slot) throws(DecodeError) in
+            guard let slot else { return try p.skipValue(depth: 1) }
+            let v = try p.value(depth: 1)
+            if seen(slot, v) { out[slot] = v }
         }
     }
 

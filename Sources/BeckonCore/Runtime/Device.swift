@@ -32,12 +32,15 @@ public struct Device: Sendable, Hashable {
     /// The longest token kept, in UTF-8 bytes.
     public static let maxTokenBytes = 512
 
-    /// `devices` with `device` reported: a token already there is updated (first seen kept), a new one added; beyond
+    /// `devices` with `device` reported: a token already there is updated (first seen and a known app kept), a new one
+    /// added; beyond
     /// ``maxPerUser``, the one reported least recently goes.
     public static func reporting(_ device: Device, in devices: [Device]) -> [Device] {
         var out = devices
         if let i = out.firstIndex(where: { $0.token == device.token }) {
             var d = device
+            // (A report that does not say the app keeps the one known.)
+            d.app = device.app ?? out[i].app
             d.firstSeen = min(out[i].firstSeen, device.firstSeen)
             d.lastSeen = max(out[i].lastSeen, device.lastSeen)
             out[i] = d

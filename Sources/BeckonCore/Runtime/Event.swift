@@ -88,6 +88,14 @@ public final class BoundEvent: @unchecked Sendable {
     public let allProperties: ValueMap?
     /// The id the user was known by before (see ``Event/previousID``); `nil` when none, or the same as ``userID``.
     public let previousID: String?
+    /// The push device the event's `context.device.token` reports (read only when the rule set has a push
+    /// destination: docs/push.md). Boxed: the event stays within the lines the engine prefetches.
+    private let reported: Box?
+    public var device: Device? { reported?.device }
+    final class Box: Sendable {
+        let device: Device
+        init(_ d: Device) { device = d }
+    }
 
     /// The property in `slot` (by ``CompiledRuleSet/propertySlots``).
     @inline(__always) public func property(_ slot: Int) -> Value? { propertySlots[slot] }
@@ -111,8 +119,9 @@ public final class BoundEvent: @unchecked Sendable {
     init(
         kind: Event.Kind, nameID: Int32, name: String, userID: String, timestamp: Int64, messageID: String?,
         propertySlots: consuming SlotRow, contextSlots: consuming SlotRow, traits: [(name: String, value: Value)],
-        allProperties: ValueMap?, previousID: String? = nil
+        allProperties: ValueMap?, previousID: String? = nil, device: Device? = nil
     ) {
+        reported = device.map(Box.init)
         self.previousID = previousID?.isEmpty == false && previousID != userID ? previousID : nil
         self.kind = kind
         self.nameID = nameID

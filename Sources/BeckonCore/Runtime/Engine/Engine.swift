@@ -257,6 +257,8 @@ public final class Engine {
         // An identify with an anonymous id, or an alias: the earlier id's user is merged into this one first.
         // (Not for a copy of an event already processed: a duplicate changes nothing, identities included.)
         if let before = e.previousID, options.mergesIdentities, !alreadySeen(e) { merge(before, into: e.userID) }
+        // A push device the event reports (its context's token) is kept with the user (docs/push.md).
+        if let d = e.device { report(d, for: e.userID) }
         // The in-memory store's profile is borrowed from its table for the event (no reference counted); another
         // store's is held, and told of the change. An id merged into another user has that user's events.
         if let t = memoryTable {
