@@ -233,6 +233,21 @@ package final class Deliverer: Service, Sendable {
         try? await client.shutdown()
     }
 
+    /// The send rates of the destinations that have one (`rate:`), by name; made anew when a reload changes it.
+    private let rates = Mutex<[String: SendRate]>([:])
+
+    /// Waits for the destination's send rate to allow one more request (at once when it has none).
+    private func paced(_ d: Destination) async {
+        guard let perSecond = d.ratePerSecond else { return }
+        let rate = rates.withLock { r in
+            if let existing = r[d.name], existing.perSecond == perSecond { return existing }
+            let made = SendRate(perSecond: perSecond)
+            r[d.name] = made
+            return made
+        }
+        await rate.acquire()
+    }
+
     /// Which destination ``take(_:)`` serves first (only the delivery loop touches it).
     private let turn = Mutex(0)
     /// The destinations that had entries due at the last turn (they take a share of the slots at this one).
@@ -314,6 +329,7 @@ package final class Deliverer: Service, Sendable {
             ended.withLock { $0.append((row, outcome, d.spec)) }
             return
         }
+        await paced(d.spec)
         var request = HTTPClientRequest(url: d.spec.url)
         request.method = HTTPMethod(rawValue: d.spec.method)
         request.headers.add(name: "Content-Type", value: "application/json")
@@ -366,7 +382,10 @@ package final class Deliverer: Service, Sendable {
         }
         let outcomes = await withTaskGroup(of: (String, PushOutcome).self) { group in
             for token in tokens {
-                group.addTask { (token, await provider.send(message, to: token, destination: d.spec, client: client)) }
+                group.addTask {
+                    await self.paced(d.spec)
+                    return (token, await provider.send(message, to: token, destination: d.spec, client: client))
+                }
             }
             var out: [(String, PushOutcome)] = []
             for await o in group { out.append(o) }

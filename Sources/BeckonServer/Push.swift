@@ -107,3 +107,37 @@ package struct PushCredentialError: Error, CustomStringConvertible {
         return c
     }
 }
+
+/// A destination's send rate (`rate: 500/s`): a token bucket holding a second's worth of requests at most (at least
+/// one), filled at the rate. A request takes a token, waiting for one when the bucket is empty.
+package final class SendRate: Sendable {
+    let perSecond: Double
+    let capacity: Double
+    private let state: Mutex<(tokens: Double, at: ContinuousClock.Instant)>
+
+    package init(perSecond: Double, now: ContinuousClock.Instant = .now) {
+        self.perSecond = perSecond
+        capacity = max(1, perSecond)
+        state = Mutex((capacity, now))
+    }
+
+    /// Takes a token at `now`: returns how long to wait before sending (zero when one was in the bucket). The token
+    /// is spoken for either way, so waiters are served in turn.
+    package func take(now: ContinuousClock.Instant = .now) -> Duration {
+        state.withLock { s in
+            let elapsed = now - s.at
+            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            s.tokens = min(capacity, s.tokens + max(0, seconds) * perSecond)
+            s.at = now
+            s.tokens -= 1
+            guard s.tokens < 0 else { return .zero }
+            return .milliseconds(Int64((-s.tokens / perSecond * 1000).rounded(.up)))
+        }
+    }
+
+    /// Waits for a token.
+    package func acquire() async {
+        let wait = take()
+        if wait > .zero { try? await Task.sleep(for: wait) }
+    }
+}

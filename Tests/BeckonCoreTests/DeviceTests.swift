@@ -1,5 +1,6 @@
 import BeckonCore
 import BeckonStore
+import BeckonYAML
 import Foundation
 import Testing
 
@@ -180,5 +181,28 @@ struct APNsDestinationTests {
             ])
         #expect(fcm("      service_account_env: FCM_SA").isEmpty)
         #expect(fcm("      project_id: p").count == 1, "neither the file nor the variable")
+    }
+
+    @Test func aRateIsACountPerSecondMinuteOrHour() throws {
+        func rate(_ text: String) -> (perSecond: Double?, errors: [String]) {
+            let settings = """
+                version: 1
+                settings: push
+                destinations:
+                  - name: hook
+                    url: https://example.com/push
+                    rate: \(text)
+                """
+            let r = RuleLoader.load(texts: [("rules.yaml", Self.rules), ("settings.yaml", settings)])
+            return (
+                r.ruleSet?.settings.destinations.first?.ratePerSecond,
+                r.diagnostics.filter { $0.severity == .error }.map { "\($0.location.position.line): \($0.message)" }
+            )
+        }
+        #expect(rate("500/s").perSecond == 500)
+        #expect(rate("30/m").perSecond == 0.5)
+        #expect(rate("3600/h").perSecond == 1)
+        #expect(rate("fast").errors == ["6: 'rate' must be a count per second, minute or hour, like 500/s, found 'fast'"])
+        #expect(rate("0/s").errors.count == 1)
     }
 }

@@ -148,7 +148,7 @@ class APNsDouble(TLSDouble):
 
     def __init__(self, folder):
         self.paths, self.public_key = credentials(folder)
-        self.requests = []  # (token, apns-id, provider token, payload, status)
+        self.requests = []  # (token, apns-id, provider token, payload, status, when)
         self.violations = []
         self.first_provider = None
         self.down = False  # answer 503 to everything (an outage)
@@ -219,7 +219,7 @@ class APNsDouble(TLSDouble):
             return violation("payload " + body[:100].decode(errors="replace"), 400, "PayloadEmpty")
         with self.lock:
             if self.down:
-                self.requests.append((token, headers["apns-id"], provider, payload, 503))
+                self.requests.append((token, headers["apns-id"], provider, payload, 503, time.monotonic()))
                 return 503, "ServiceUnavailable", []
             if self.first_provider is None:
                 self.first_provider = provider
@@ -233,7 +233,7 @@ class APNsDouble(TLSDouble):
                 status, reason, extra = 429, "TooManyRequests", [(b"retry-after", b"1")]
             elif token.startswith("expire-") and provider == self.first_provider:
                 status, reason = 403, "ExpiredProviderToken"
-            self.requests.append((token, headers["apns-id"], provider, payload, status))
+            self.requests.append((token, headers["apns-id"], provider, payload, status, time.monotonic()))
         return status, reason, extra
 
     def to(self, token):

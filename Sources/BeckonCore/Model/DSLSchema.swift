@@ -673,6 +673,12 @@ public enum DSL {
                 example: "1s"),
             KeySchema("max_backoff", .duration, doc: "the longest delay between attempts (default 1h)", example: "1h"),
             KeySchema(
+                "rate", .text,
+                doc: """
+                    the most requests a second, minute or hour this service sends here (`500/s`, `30/m`, `1000/h`), \
+                    as a token bucket; a push counts one request per device (default: no limit)
+                    """, example: "500/s"),
+            KeySchema(
                 "fcm", .object(fcm),
                 doc: """
                     send pushes through Firebase Cloud Messaging: `url` is its host (`https://fcm.googleapis.com`), \

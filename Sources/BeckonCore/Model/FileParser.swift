@@ -1313,6 +1313,16 @@ public struct FileParser {
         if let t = positive("backoff") { d.backoffMs = t }
         if let t = positive("max_backoff") { d.maxBackoffMs = t }
         if let n = k["max_attempts"].flatMap({ integer($0.value, "max_attempts", min: 1) }) { d.maxAttempts = n.value }
+        if let r = k["rate"].flatMap({ string($0.value, "rate") }) {
+            if let perSecond = Self.rate(r.value) {
+                d.ratePerSecond = perSecond
+            } else {
+                diagnostics.error(
+                    .invalidValue, "'rate' must be a count per second, minute or hour, like 500/s, found '\(r.value)'",
+                    at: r.location, suggestion: "write 500/s, 30/m or 1000/h")
+                ok = false
+            }
+        }
         if let f = k["fcm"] {
             if let fcm = fcm(f.value) {
                 d.fcm = fcm
@@ -1430,6 +1440,18 @@ public struct FileParser {
             return "\(path)'s 'private_key' holds no '-----BEGIN PRIVATE KEY-----' block"
         }
         return nil
+    }
+
+    /// Requests a second of a `rate` (`500/s`, `30/m`, `1000/h`), `nil` when it is not one.
+    static func rate(_ text: String) -> Double? {
+        let parts = text.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 2, let n = Int(parts[0].trimmingCharacters(in: .whitespaces)), n > 0 else { return nil }
+        switch parts[1].trimmingCharacters(in: .whitespaces) {
+        case "s": return Double(n)
+        case "m": return Double(n) / 60
+        case "h": return Double(n) / 3600
+        default: return nil
+        }
     }
 
     /// `path` as written in `file`: an absolute path as is, a relative one from the file's folder.

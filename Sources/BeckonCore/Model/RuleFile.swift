@@ -431,6 +431,9 @@ public struct Destination: Sendable, Hashable {
     /// The delay before the first retry; each later one doubles it, up to ``maxBackoffMs``.
     public var backoffMs: Int64 = 1_000
     public var maxBackoffMs: Int64 = 3_600_000
+    /// The most requests a second this service sends here (`nil`: no limit), as a token bucket a second deep: a push
+    /// counts one request per device.
+    public var ratePerSecond: Double?
 
     /// A header: its name and value (for a secret header, the environment variable that holds the value).
     public struct Header: Sendable, Hashable {

@@ -1,0 +1,75 @@
+import BeckonCore
+import Foundation
+import Testing
+
+@testable import BeckonServer
+
+/// The push providers' pieces that need no network (docs/push.md): answers to outcomes, payloads, ids, the send
+/// rate's bucket. The providers themselves are tested against doubles (Tests/Service/push_test.py).
+struct PushTests {
+    @Test func apnsAnswersBecomeOutcomes() {
+        func outcome(_ status: Int, _ reason: String?, retryAfter: String? = nil) -> PushOutcome {
+            APNsSender.outcome(
+                status: status, body: reason.map { Array(#"{"reason":"\#($0)"}"#.utf8) } ?? [], retryAfter: retryAfter)
+        }
+        #expect(outcome(200, nil) == .accepted)
+        #expect(outcome(410, "Unregistered") == .invalidToken("410 Unregistered"))
+        #expect(outcome(400, "BadDeviceToken") == .invalidToken("400 BadDeviceToken"))
+        #expect(outcome(400, "DeviceTokenNotForTopic") == .invalidToken("400 DeviceTokenNotForTopic"))
+        #expect(outcome(400, "PayloadTooLarge") == .refused("400 PayloadTooLarge"))
+        #expect(outcome(403, "ExpiredProviderToken") == .refused("403 ExpiredProviderToken"))
+        #expect(outcome(429, "TooManyRequests", retryAfter: "3") == .retry("429 TooManyRequests", after: 3000))
+        #expect(outcome(503, nil) == .retry("503 no reason given", after: nil))
+    }
+
+    @Test func fcmAnswersBecomeOutcomes() {
+        func outcome(_ status: Int, _ code: String?, message: String = "m") -> PushOutcome {
+            let details = code.map { #"[{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"\#($0)"}]"# }
+            let body = #"{"error":{"code":\#(status),"message":"\#(message)","status":"S","details":\#(details ?? "[]")}}"#
+            return FCMSender.outcome(status: status, body: Array(body.utf8), retryAfter: nil)
+        }
+        #expect(outcome(200, nil) == .accepted)
+        #expect(outcome(404, "UNREGISTERED") == .invalidToken("404 UNREGISTERED: m"))
+        #expect(outcome(403, "SENDER_ID_MISMATCH") == .invalidToken("403 SENDER_ID_MISMATCH: m"))
+        #expect(
+            outcome(400, "INVALID_ARGUMENT", message: "The registration token is not valid")
+                == .invalidToken("400 INVALID_ARGUMENT: The registration token is not valid"))
+        #expect(outcome(400, "INVALID_ARGUMENT", message: "bad payload") == .refused("400 INVALID_ARGUMENT: bad payload"))
+        #expect(outcome(429, "QUOTA_EXCEEDED") == .retry("429 QUOTA_EXCEEDED: m", after: nil))
+        #expect(outcome(503, "UNAVAILABLE") == .retry("503 UNAVAILABLE: m", after: nil))
+        #expect(outcome(401, nil) == .refused("401 S: m"))
+    }
+
+    @Test func payloadsCarryTheActionAndApnsIDsAreStableUUIDs() throws {
+        let json = #"{"id":"a1","push":{"title":"T","body":"B","deep_link":"app://x","data":{"n":2,"s":"t"}}}"#
+        let m = try #require(PushMessage(actionJSON: json))
+        let apns = try JSONSerialization.jsonObject(with: Data(try #require(APNsSender.payload(m)))) as? [String: Any]
+        #expect((apns?["aps"] as? [String: Any])?["alert"] as? [String: String] == ["title": "T", "body": "B"])
+        #expect(apns?["deep_link"] as? String == "app://x" && apns?["beckon_action_id"] as? String == "a1")
+        let fcm = try JSONSerialization.jsonObject(with: Data(try #require(FCMSender.payload(m, to: "tok"))))
+        let message = (fcm as? [String: Any])?["message"] as? [String: Any]
+        #expect(message?["token"] as? String == "tok")
+        #expect(message?["data"] as? [String: String] == ["beckon_action_id": "a1", "deep_link": "app://x", "n": "2", "s": "t"])
+        #expect(PushMessage(actionJSON: #"{"id":"a2","message":{"title":"x"}}"#) == nil, "not a push")
+        let id = APNsSender.apnsID(action: "a1", device: "tok")
+        #expect(id == APNsSender.apnsID(action: "a1", device: "tok") && id != APNsSender.apnsID(action: "a1", device: "t2"))
+        let uuid = #"^[0-9A-F]{8}-[0-9A-F]{4}-5[0-9A-F]{3}-[89AB][0-9A-F]{3}-[0-9A-F]{12}$"#
+        #expect(id.range(of: uuid, options: .regularExpression) != nil)
+    }
+
+    @Test func theSendRateIsATokenBucketASecondDeep() {
+        let t0 = ContinuousClock.now
+        let rate = SendRate(perSecond: 2, now: t0)
+        #expect(rate.take(now: t0) == .zero)
+        #expect(rate.take(now: t0) == .zero)
+        #expect(rate.take(now: t0) == .milliseconds(500))
+        #expect(rate.take(now: t0) == .milliseconds(1000))
+        // Two seconds later the two spoken for are paid and the bucket is full again (a second's worth at most).
+        #expect(rate.take(now: t0 + .seconds(3)) == .zero)
+        #expect(rate.take(now: t0 + .seconds(3)) == .zero)
+        #expect(rate.take(now: t0 + .seconds(3)) == .milliseconds(500))
+        let slow = SendRate(perSecond: 0.5, now: t0)
+        #expect(slow.take(now: t0) == .zero)
+        #expect(slow.take(now: t0) == .milliseconds(2000))
+    }
+}
