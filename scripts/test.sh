@@ -74,10 +74,12 @@ scripts/install-python-clients.sh
 # (A test skips only where a tmpfs cannot be mounted or a client is missing: here both must run.)
 suite hostile 600 no-skips Tests/Service/hostile_test.py
 
-echo "== push through APNs, against a local HTTP/2 TLS double that verifies the ES256 provider token, headers and"
-echo "   payload: fan-out to devices, invalid tokens removed, 429 retried, 403 renews the token, kill -9; both stores"
-suite push 300 no-skips Tests/Service/push_test.py
-BECKON_TEST_STORE=postgres suite "push (PostgreSQL)" 300 no-skips Tests/Service/push_test.py
+echo "== push and email, against local TLS doubles of APNs (ES256 provider tokens verified), FCM (RS256 OAuth"
+echo "   assertions verified) and a SendGrid-shaped email API: fan-out to devices, invalid tokens removed, 429 retried,"
+echo "   refused credentials renewed, send rates, kill -9; signed unsubscribe and click links; both stores"
+suite "push and email" 600 no-skips Tests/Service/push_test.py Tests/Service/email_test.py
+BECKON_TEST_STORE=postgres suite "push and email (PostgreSQL)" 600 no-skips Tests/Service/push_test.py \
+  Tests/Service/email_test.py
 
 echo "== the contract: /openapi.json is valid OpenAPI 3.1; schemathesis against a single service and a fleet process"
 echo "   (no 5xx, every answer as documented, every protected route refusing a missing or wrong credential)"

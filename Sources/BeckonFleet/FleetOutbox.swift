@@ -41,13 +41,18 @@ struct FleetOutbox: OutboxStore {
 
 /// Users' devices as their partitions last wrote them; a removal goes into the user's partition's log, as the app's
 /// own removal does.
-struct FleetDevices: DeviceDirectory {
+struct FleetDevices: UserDirectory {
     let log: FleetLog
     let appender: Appender
 
     func devices(of user: String) async throws -> [Device] {
         guard let bytes = try await log.states(of: [user])[user] else { return [] }
         return try UserState(decoding: bytes).devices
+    }
+
+    func unsubscribed(_ user: String) async throws -> Bool {
+        guard let bytes = try await log.states(of: [user])[user] else { return false }
+        return try UserState(decoding: bytes).unsubscribed
     }
 
     func remove(token: String, of user: String) async {

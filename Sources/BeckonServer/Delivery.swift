@@ -137,11 +137,25 @@ extension SQLiteStateBackend: OutboxStore {
     package func pendingCounts() async throws -> [String: Int] { try pendingOutboxCounts() }
 }
 
-/// Users' push devices as a deliverer reads them, and the removal of a token a provider called invalid (it goes
-/// through the user's processing, as a registration does).
-package protocol DeviceDirectory: Sendable {
+/// What a deliverer reads of users: their push devices, and whether they unsubscribed from email; and the removal
+/// of a token a provider called invalid (it goes through the user's processing, as a registration does).
+package protocol UserDirectory: Sendable {
     func devices(of user: String) async throws -> [Device]
     func remove(token: String, of user: String) async
+    /// Whether the user unsubscribed from email (their `email_unsubscribed` attribute is true).
+    func unsubscribed(_ user: String) async throws -> Bool
+}
+
+extension UserState {
+    /// The attribute an unsubscribe link sets (docs/push.md, "Email"): emails to the user are skipped from then on.
+    package static let unsubscribedAttribute = "email_unsubscribed"
+
+    package var unsubscribed: Bool {
+        attributes.contains { a in
+            guard a.name == Self.unsubscribedAttribute, case .bool(true) = a.value else { return false }
+            return true
+        }
+    }
 }
 
 /// Sends what the outbox holds as it comes due, at most ``maxInFlight`` at once and a fair share of them to one
@@ -154,8 +168,8 @@ package protocol DeviceDirectory: Sendable {
 /// that no receiver is sent more than the schedule says.
 package final class Deliverer: Service, Sendable {
     package let backend: any OutboxStore
-    /// Users' push devices, for the destinations that send to them (``APNsSender``).
-    package let devices: (any DeviceDirectory)?
+    /// Users' push devices and email subscription, for the destinations that send to them.
+    package let devices: (any UserDirectory)?
     package let current: CurrentRules
     package let metrics: ServiceMetrics
     package let logger: Logger
@@ -185,7 +199,7 @@ package final class Deliverer: Service, Sendable {
     }
 
     package init(
-        backend: any OutboxStore, devices: (any DeviceDirectory)? = nil, current: CurrentRules, metrics: ServiceMetrics,
+        backend: any OutboxStore, devices: (any UserDirectory)? = nil, current: CurrentRules, metrics: ServiceMetrics,
         logger: Logger
     ) {
         self.backend = backend
@@ -320,6 +334,21 @@ package final class Deliverer: Service, Sendable {
     }
 
     private func attempt(_ row: OutboxRow, _ d: ServingRules.ResolvedDestination, _ client: HTTPClient) async {
+        if let sender = d.email {
+            var outcome: Delivery.Outcome
+            if (try? await devices?.unsubscribed(row.entry.userID)) == true {
+                outcome = .dead("skipped: the user unsubscribed from email")
+            } else {
+                await paced(d.spec)
+                outcome = await sender.send(row, destination: d.spec, client: client)
+            }
+            if Task.isCancelled {
+                _ = busy.withLock { $0.removeValue(forKey: row.id) }
+                return
+            }
+            ended.withLock { $0.append((row, outcome, d.spec)) }
+            return
+        }
         if let provider = d.push {
             let outcome = await push(row, d, provider, client)
             if Task.isCancelled {

@@ -54,6 +54,8 @@ package final class ServingRules: @unchecked Sendable {
         var missing: [String]
         /// The provider of a push destination (`apns`, `fcm`), once its credentials are read.
         var push: (any PushProvider)? = nil
+        /// The sender of an email destination, once its API key and link secret are read.
+        package var email: EmailSender? = nil
     }
 
     /// Why a rule set cannot be served: its diagnostics as `beckon validate` prints them.
@@ -124,6 +126,7 @@ package final class ServingRules: @unchecked Sendable {
                 }
             }
             var sender: (any PushProvider)?
+            var emailSender: EmailSender?
             // A push destination's credentials: a file named in the rules, or a variable (unset: paused).
             func secret(file: String?, variable: String?) throws -> String? {
                 if let file {
@@ -143,12 +146,18 @@ package final class ServingRules: @unchecked Sendable {
                 if let f = d.fcm, let json = try secret(file: f.serviceAccountFile, variable: f.serviceAccountVariable) {
                     sender = try FCMSender(f, serviceAccount: json)
                 }
+                if let e = d.email, let key = try secret(file: nil, variable: e.apiKeyVariable),
+                    let linkSecret = try secret(file: nil, variable: e.linkSecretVariable)
+                {
+                    emailSender = try EmailSender(e, destination: d.name, apiKey: key, linkSecret: linkSecret)
+                }
             } catch let refused as Refused {
                 throw refused
             } catch {
                 throw Refused(message: "destination \(d.name): \(error)", diagnostics: "")
             }
-            destinations[d.name] = ResolvedDestination(spec: d, headers: headers, missing: missing, push: sender)
+            destinations[d.name] = ResolvedDestination(
+                spec: d, headers: headers, missing: missing, push: sender, email: emailSender)
         }
         let (files, digest) = Self.files(of: result)
         var loaded = LoadedRules(result, at: time)

@@ -61,11 +61,15 @@ struct SingleBackend: ServiceBackend {
     }
 
     /// Users' devices as the processing thread holds them, and removals through it.
-    struct Devices: DeviceDirectory {
+    struct Devices: UserDirectory {
         let processor: Processor
         func devices(of user: String) async throws -> [Device] {
             guard case .state(let s) = try await processor.submit(.state(userID: user)) else { return [] }
             return s?.devices ?? []
+        }
+        func unsubscribed(_ user: String) async throws -> Bool {
+            guard case .state(let s) = try await processor.submit(.state(userID: user)) else { return false }
+            return s?.unsubscribed ?? false
         }
         func remove(token: String, of user: String) async {
             _ = try? await processor.submit(.removeDevice(userID: user, token: token))

@@ -679,6 +679,12 @@ public enum DSL {
                     as a token bucket; a push counts one request per device (default: no limit)
                     """, example: "500/s"),
             KeySchema(
+                "email", .object(emailDestination),
+                doc: """
+                    send emails through an HTTP email API (SendGrid's v3 shape): `url` is its host \
+                    (`https://api.sendgrid.com`), `kinds` defaults to `[email]`
+                    """),
+            KeySchema(
                 "fcm", .object(fcm),
                 doc: """
                     send pushes through Firebase Cloud Messaging: `url` is its host (`https://fcm.googleapis.com`), \
@@ -690,6 +696,36 @@ public enum DSL {
                     send pushes through Apple's push service: `url` is its host (`https://api.push.apple.com`, or \
                     `https://api.sandbox.push.apple.com` for development builds), `kinds` defaults to `[push]`
                     """),
+        ])
+
+    static let emailDestination = ObjectSchema(
+        "email destination",
+        doc: """
+            An HTTP email API in SendGrid's v3 Mail Send shape (docs/push.md, "Email"): each email names the action's \
+            template with its merge data, carries an unsubscribe link and `List-Unsubscribe` headers pointing at this \
+            service's signed endpoint, and its links go through the signed click endpoint.
+            """,
+        keys: [
+            KeySchema("from", .text, required: true, doc: "the sender's address", example: "hello@example.com"),
+            KeySchema("from_name", .text, doc: "the sender's name", example: "Stampbook"),
+            KeySchema(
+                "api_key_env", .text, required: true,
+                doc: "the environment variable holding the API key; while it is unset the destination is paused",
+                example: "SENDGRID_API_KEY"),
+            KeySchema(
+                "link_secret_env", .text, required: true,
+                doc: "the environment variable holding the secret the unsubscribe and click links are signed with",
+                example: "BECKON_LINK_SECRET"),
+            KeySchema(
+                "links_base_url", .text, required: true,
+                doc: "this service's address as recipients reach it: the links point there",
+                example: "https://beckon.example.com"),
+            KeySchema(
+                "track_clicks", .boolean, doc: "send the merge data's http(s) links through the click endpoint (default true)",
+                example: "true"),
+            KeySchema(
+                "ca_file", .text, doc: "certificates to trust for `url` instead of the system's (a private or test host)",
+                example: "certs/test-ca.pem"),
         ])
 
     static let fcm = ObjectSchema(

@@ -1323,6 +1323,14 @@ public struct FileParser {
                 ok = false
             }
         }
+        if let e = k["email"] {
+            if let email = email(e.value) {
+                d.email = email
+                if k["kinds"] == nil { d.kinds = [ActionKind.email.rawValue] }
+            } else {
+                ok = false
+            }
+        }
         if let f = k["fcm"] {
             if let fcm = fcm(f.value) {
                 d.fcm = fcm
@@ -1414,15 +1422,51 @@ public struct FileParser {
         }
         f.projectID = k["project_id"].flatMap { string($0.value, "project_id")?.value }
         if let ca = k["ca_file"].flatMap({ string($0.value, "ca_file") }) {
-            let path = Self.resolve(ca.value, besides: file)
-            if (try? String(contentsOfFile: path, encoding: .utf8))?.contains("-----BEGIN CERTIFICATE-----") == true {
-                f.caFile = path
-            } else {
-                diagnostics.error(.invalidValue, "'ca_file' names \(path), which holds no certificate", at: ca.location)
-                ok = false
-            }
+            f.caFile = certificateFile(ca)
+            ok = ok && f.caFile != nil
         }
         return ok ? f : nil
+    }
+
+    /// A destination's `email:` block.
+    mutating func email(_ node: SourceNode) -> Destination.Email? {
+        guard let k = keys(of: node, DSL.emailDestination, context: "email"),
+            let from = k["from"].flatMap({ string($0.value, "from") }),
+            let key = k["api_key_env"].flatMap({ string($0.value, "api_key_env") }),
+            let secret = k["link_secret_env"].flatMap({ string($0.value, "link_secret_env") }),
+            let base = k["links_base_url"].flatMap({ string($0.value, "links_base_url") })
+        else { return nil }
+        var ok = true
+        let lower = base.value.lowercased()
+        if !(lower.hasPrefix("https://") || lower.hasPrefix("http://")) || base.value.hasSuffix("/") {
+            diagnostics.error(
+                .invalidValue, "'links_base_url' must be an http(s):// address without a trailing '/', found '\(base.value)'",
+                at: base.location)
+            ok = false
+        }
+        if !from.value.contains("@") {
+            diagnostics.error(.invalidValue, "'from' must be an email address, found '\(from.value)'", at: from.location)
+            ok = false
+        }
+        var e = Destination.Email(
+            from: from.value, apiKeyVariable: key.value, linkSecretVariable: secret.value, linksBaseURL: base.value)
+        e.fromName = k["from_name"].flatMap { string($0.value, "from_name")?.value }
+        if let t = k["track_clicks"].flatMap({ boolean($0.value, "track_clicks") }) { e.trackClicks = t.value }
+        if let ca = k["ca_file"].flatMap({ string($0.value, "ca_file") }) {
+            e.caFile = certificateFile(ca)
+            ok = ok && e.caFile != nil
+        }
+        return ok ? e : nil
+    }
+
+    /// A `ca_file`'s path, resolved against this file, when it holds a PEM certificate (else an error at its line).
+    mutating func certificateFile(_ ca: Located<String>) -> String? {
+        let path = Self.resolve(ca.value, besides: file)
+        guard (try? String(contentsOfFile: path, encoding: .utf8))?.contains("-----BEGIN CERTIFICATE-----") == true else {
+            diagnostics.error(.invalidValue, "'ca_file' names \(path), which holds no certificate", at: ca.location)
+            return nil
+        }
+        return path
     }
 
     /// What is wrong with a service account key file, `nil` when nothing is.

@@ -491,6 +491,32 @@ public struct Destination: Sendable, Hashable {
         public init() {}
     }
 
+    /// Set when the destination is an email API (docs/push.md, "Email"): `url` is its host; emails are sent in
+    /// SendGrid's v3 Mail Send shape with an unsubscribe link and click tracking through signed links of this service.
+    public var email: Email?
+
+    public struct Email: Sendable, Hashable {
+        /// The sender's address and name.
+        public var from: String
+        public var fromName: String?
+        /// The environment variable holding the API key (sent as a bearer token); unset: paused.
+        public var apiKeyVariable: String
+        /// The environment variable holding the secret the unsubscribe and click links are signed with; unset: paused.
+        public var linkSecretVariable: String
+        /// This service's address as recipients reach it (`https://beckon.example.com`): links point there.
+        public var linksBaseURL: String
+        /// Whether `http(s)://` values of the merge data go through the click endpoint.
+        public var trackClicks = true
+        /// A PEM file of the certificates to trust for `url` instead of the system's.
+        public var caFile: String?
+        public init(from: String, apiKeyVariable: String, linkSecretVariable: String, linksBaseURL: String) {
+            self.from = from
+            self.apiKeyVariable = apiKeyVariable
+            self.linkSecretVariable = linkSecretVariable
+            self.linksBaseURL = linksBaseURL
+        }
+    }
+
     public init(name: String, url: String) {
         self.name = name
         self.url = url

@@ -87,6 +87,22 @@ package struct API: Sendable {
         }
         admin.get("/v1/users/:userId/export") { _, context in try await backend.export(Self.parameter(context, "userId")) }
 
+        // The links in emails (docs/push.md, "Email"): no credential but their signature.
+        router.get("/v1/unsubscribe") { request, _ in
+            try await self.unsubscribe(request)
+            return Response(
+                status: .ok, headers: [.contentType: "text/html; charset=utf-8"],
+                body: .init(byteBuffer: ByteBuffer(string: Self.unsubscribedPage)))
+        }
+        router.post("/v1/unsubscribe") { request, _ in
+            try await self.unsubscribe(request)
+            return Accepted()
+        }
+        router.get("/v1/click") { request, _ in
+            let target = try await self.click(request)
+            return Response(status: .found, headers: [.location: target])
+        }
+
         backend.console?.add(to: router)
         router.get("/livez") { _, _ in Health(status: "live") }
         router.get("/readyz") { _, _ in
@@ -110,6 +126,62 @@ package struct API: Sendable {
     package static func parameter(_ context: BeckonContext, _ name: String) throws -> String {
         let raw = try context.parameters.require(name)
         return raw.removingPercentEncoding ?? raw
+    }
+
+    // MARK: Email links
+
+    static let unsubscribedPage = """
+        <!doctype html><html lang="en"><meta charset="utf-8"><title>Unsubscribed</title>
+        <p>You are unsubscribed: you will get no more of these emails.</p></html>
+        """
+
+    /// A signed link's destination sender, user, action and signature, or the refusal that says what is wrong.
+    func link(_ request: Request, _ kind: String, extra: [String] = []) throws -> (EmailSender, String, String) {
+        let q = request.uri.queryParameters
+        guard let d = q.get("d"), let u = q.get("u"), let a = q.get("a"), let s = q.get("s"), !u.isEmpty else {
+            throw APIError(.badRequest, "the link is incomplete")
+        }
+        guard let sender = backend.rules.destinations[d]?.email else { throw APIError(.notFound, "no such link") }
+        guard sender.links.verify(kind, [u, a] + extra, signature: s) else {
+            throw APIError(.forbidden, "the link's signature does not match")
+        }
+        return (sender, u, a)
+    }
+
+    /// Records what a link says happened: events of the user's, through ingest (so both stores, and replay, see
+    /// them as any other).
+    func record(_ events: [LinkEvent]) async throws {
+        try await accept(Array(try JSONEncoder().encode(LinkBatch(batch: events))), kind: nil)
+    }
+
+    /// `/v1/unsubscribe`: the user's `email_unsubscribed` trait set (emails to them are skipped from then on) and an
+    /// `Email Unsubscribed` event in their stream; a second use of the same link changes nothing (its messageIds).
+    func unsubscribe(_ request: Request) async throws {
+        let (_, user, action) = try link(request, "unsubscribe")
+        let time = Timestamp(milliseconds: Processor.nowMs()).description
+        try await record([
+            LinkEvent(
+                type: "identify", userId: user, messageId: "unsubscribe-trait-\(action)", timestamp: time,
+                traits: [UserState.unsubscribedAttribute: true]),
+            LinkEvent(
+                type: "track", userId: user, event: "Email Unsubscribed", messageId: "unsubscribe-\(action)", timestamp: time,
+                properties: ["action_id": action]),
+        ])
+    }
+
+    /// `/v1/click`: an `Email Link Clicked` event, then the signed URL to redirect to.
+    func click(_ request: Request) async throws -> String {
+        guard let url = request.uri.queryParameters.get("url"), url.hasPrefix("https://") || url.hasPrefix("http://") else {
+            throw APIError(.badRequest, "the link is incomplete")
+        }
+        let (_, user, action) = try link(request, "click", extra: [url])
+        let time = Timestamp(milliseconds: Processor.nowMs()).description
+        try await record([
+            LinkEvent(
+                type: "track", userId: user, event: "Email Link Clicked", timestamp: time,
+                properties: ["action_id": action, "url": url])
+        ])
+        return url
     }
 
     // MARK: Ingest
@@ -144,7 +216,12 @@ package struct API: Sendable {
     /// Decodes the body under the rules served now (a bad event: 400, nothing stored) and has the store keep it;
     /// 200 once it is committed.
     package func ingest(_ request: Request, kind: Event.Kind?) async throws -> Accepted {
-        let body = try await Self.body(of: request, metrics: backend.metrics)
+        try await accept(try await Self.body(of: request, metrics: backend.metrics), kind: kind)
+        return Accepted()
+    }
+
+    /// Decodes events (a bad one is a 400 that says which and where) and stores them: the one way events come in.
+    func accept(_ body: [UInt8], kind: Event.Kind?) async throws {
         let rules = backend.rules
         let now = Processor.nowMs()
         let decoded: Ingest.Decoded
@@ -155,7 +232,6 @@ package struct API: Sendable {
             throw APIError(error)
         }
         try await backend.store(body, decoded, decodedUnder: rules, now: now)
-        return Accepted()
     }
 
     // MARK: Pull

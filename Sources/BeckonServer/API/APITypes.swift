@@ -47,6 +47,21 @@ package struct DeviceRegistration: Decodable, Sendable {
 
 extension Device.Platform: Decodable {}
 
+/// An event a signed email link records, as ingest takes it.
+struct LinkEvent: Encodable {
+    var type: String
+    var userId: String
+    var event: String?
+    var messageId: String?
+    var timestamp: String
+    var properties: [String: String]?
+    var traits: [String: Bool]?
+}
+
+struct LinkBatch: Encodable {
+    var batch: [LinkEvent]
+}
+
 /// The body of every refusal: `{"success": false, "error": …}`, with the event's place in a batch and the column of
 /// the problem for a bad event, or a refused reload's diagnostics.
 package struct ProblemBody: Codable, Sendable {

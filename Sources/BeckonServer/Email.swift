@@ -1,0 +1,159 @@
+import AsyncHTTPClient
+import BeckonCore
+import BeckonStore
+import Crypto
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOSSL
+
+/// The signed links of an email destination (docs/push.md, "Email"): an unsubscribe link per email and a click link
+/// per tracked URL, pointing at this service's `/v1/unsubscribe` and `/v1/click`. Each carries the destination, the
+/// user, the action (and the URL) and an HMAC-SHA256 of them under the destination's link secret, so the service
+/// records only what it sent and redirects only to a URL it signed (never an open redirect).
+package struct EmailLinks: Sendable {
+    let destination: String
+    let base: String
+    let key: SymmetricKey
+
+    package init(destination: String, base: String, secret: String) {
+        self.destination = destination
+        self.base = base
+        key = SymmetricKey(data: Array(secret.utf8))
+    }
+
+    /// The signature of `parts` for link `kind` (base64url, no padding).
+    func signature(_ kind: String, _ parts: [String]) -> String {
+        let message = ([kind, destination] + parts).joined(separator: "\u{0}")
+        let mac = HMAC<SHA256>.authenticationCode(for: Array(message.utf8), using: key)
+        return Data(mac).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    }
+
+    /// Whether `signature` is that of `parts` (compared in constant time).
+    package func verify(_ kind: String, _ parts: [String], signature: String) -> Bool {
+        let expected = Array(self.signature(kind, parts).utf8)
+        let given = Array(signature.utf8)
+        guard expected.count == given.count else { return false }
+        return zip(expected, given).reduce(0) { $0 | ($1.0 ^ $1.1) } == 0
+    }
+
+    static func query(_ pairs: [(String, String)]) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        return pairs.map { k, v in "\(k)=\(v.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")" }
+            .joined(separator: "&")
+    }
+
+    package func unsubscribe(user: String, action: String) -> String {
+        base + "/v1/unsubscribe?"
+            + Self.query([
+                ("d", destination), ("u", user), ("a", action), ("s", signature("unsubscribe", [user, action])),
+            ])
+    }
+
+    package func click(user: String, action: String, url: String) -> String {
+        base + "/v1/click?"
+            + Self.query([
+                ("d", destination), ("u", user), ("a", action), ("url", url),
+                ("s", signature("click", [user, action, url])),
+            ])
+    }
+}
+
+/// Sends `email` actions through an HTTP email API in SendGrid's v3 Mail Send shape (`POST {url}/v3/mail/send`,
+/// the API key as a bearer token): the action's template and merge data (with `unsubscribe_url`, and its http(s)
+/// values through the click link when tracked), `List-Unsubscribe` and `List-Unsubscribe-Post` headers, and the action
+/// id in `custom_args`. 2xx delivered; 429 and 5xx retried; any other answer dead.
+package final class EmailSender: Sendable {
+    package let spec: Destination.Email
+    package let links: EmailLinks
+    let apiKey: String
+    let tls: TLSConfiguration?
+
+    package init(_ spec: Destination.Email, destination: String, apiKey: String, linkSecret: String) throws {
+        self.spec = spec
+        self.apiKey = apiKey
+        links = EmailLinks(destination: destination, base: spec.linksBaseURL, secret: linkSecret)
+        do { tls = try spec.caFile.map(PushCredentialError.trusting) } catch {
+            throw PushCredentialError(description: "\(error)")
+        }
+    }
+
+    /// A fired `email` action as stored.
+    struct Action: Decodable {
+        var id: String
+        var email: Content?
+        struct Content: Decodable {
+            var template: String
+            var to: String?
+            var subject: String?
+            var data: AnyJSON?
+        }
+    }
+
+    /// The request body for an action of `user`'s (`nil`: not an email, or no address).
+    package func body(ofAction json: String, user: String) -> (body: [UInt8], unsubscribe: String)? {
+        guard let action = try? JSONDecoder().decode(Action.self, from: Data(json.utf8)), let email = action.email,
+            let to = email.to, !to.isEmpty
+        else { return nil }
+        let unsubscribe = links.unsubscribe(user: user, action: action.id)
+        var data: [(String, AnyJSON)] = []
+        if case .object(let fields)? = email.data {
+            for (k, v) in fields {
+                if spec.trackClicks, case .string(let s) = v, s.hasPrefix("https://") || s.hasPrefix("http://") {
+                    data.append((k, .string(links.click(user: user, action: action.id, url: s))))
+                } else {
+                    data.append((k, v))
+                }
+            }
+        }
+        data.append(("unsubscribe_url", .string(unsubscribe)))
+        var from: [(String, AnyJSON)] = [("email", .string(spec.from))]
+        if let name = spec.fromName { from.append(("name", .string(name))) }
+        var message: [(String, AnyJSON)] = [
+            (
+                "personalizations",
+                .array([
+                    .object([
+                        ("to", .array([.object([("email", .string(to))])])), ("dynamic_template_data", .object(data)),
+                    ])
+                ])
+            ),
+            ("from", .object(from)), ("template_id", .string(email.template)),
+            (
+                "headers",
+                .object([
+                    ("List-Unsubscribe", .string("<\(unsubscribe)>")),
+                    ("List-Unsubscribe-Post", .string("List-Unsubscribe=One-Click")),
+                ])
+            ),
+            ("custom_args", .object([("beckon_action_id", .string(action.id))])),
+        ]
+        if let subject = email.subject { message.append(("subject", .string(subject))) }
+        guard let bytes = try? JSONEncoder().encode(AnyJSON.object(message)) else { return nil }
+        return (Array(bytes), unsubscribe)
+    }
+
+    /// Sends one email; the outcome as the outbox records it.
+    package func send(_ row: OutboxRow, destination: Destination, client: HTTPClient) async -> Delivery.Outcome {
+        guard let (body, _) = self.body(ofAction: row.entry.body, user: row.entry.userID) else {
+            return .dead("skipped: not an email with an address")
+        }
+        var request = HTTPClientRequest(url: destination.url + "/v3/mail/send")
+        request.method = .POST
+        request.tlsConfiguration = tls
+        request.headers.add(name: "authorization", value: "Bearer " + apiKey)
+        request.headers.add(name: "content-type", value: "application/json")
+        request.headers.add(name: "idempotency-key", value: row.entry.actionID)
+        request.body = .bytes(ByteBuffer(bytes: body))
+        do {
+            let response = try await client.execute(request, timeout: .milliseconds(destination.timeoutMs))
+            _ = try? await response.body.collect(upTo: 64 * 1024)
+            return Delivery.outcome(
+                status: Int(response.status.code), retryAfter: response.headers.first(name: "Retry-After"), now: Date())
+        } catch {
+            return .retry(error: Deliverer.describe(error), after: nil)
+        }
+    }
+}
