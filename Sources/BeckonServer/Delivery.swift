@@ -336,11 +336,19 @@ package final class Deliverer: Service, Sendable {
     private func attempt(_ row: OutboxRow, _ d: ServingRules.ResolvedDestination, _ client: HTTPClient) async {
         if let sender = d.email {
             var outcome: Delivery.Outcome
+            let rule = EmailSender.rule(ofAction: row.entry.body)
             if (try? await devices?.unsubscribed(row.entry.userID)) == true {
                 outcome = .dead("skipped: the user unsubscribed from email")
+                metrics.message(rule: rule, channel: "email", result: "skipped").increment()
             } else {
                 await paced(d.spec)
                 outcome = await sender.send(row, destination: d.spec, client: client)
+                metrics.message(rule: rule, channel: "email", result: "sent").increment()
+                switch outcome {
+                case .delivered: metrics.message(rule: rule, channel: "email", result: "delivered").increment()
+                case .dead: metrics.message(rule: rule, channel: "email", result: "failed").increment()
+                case .retry: break
+                }
             }
             if Task.isCancelled {
                 _ = busy.withLock { $0.removeValue(forKey: row.id) }
@@ -406,9 +414,14 @@ package final class Deliverer: Service, Sendable {
                 return .retry(error: "the user's devices cannot be read: \(Self.describe(error))", after: nil)
             }
         }
+        func count(_ result: String, _ n: Int = 1) {
+            metrics.message(rule: message.qualifiedRule, channel: "push", result: result).increment(by: Int64(n))
+        }
         guard !tokens.isEmpty else {
+            count("skipped")
             return .dead("skipped: the user has no \(provider.platform.rawValue) device that allows push")
         }
+        count("sent", tokens.count)
         let outcomes = await withTaskGroup(of: (String, PushOutcome).self) { group in
             for token in tokens {
                 group.addTask {
@@ -429,6 +442,7 @@ package final class Deliverer: Service, Sendable {
             case .invalidToken(let why):
                 refused.append(why)
                 metrics.tokensRemoved.increment()
+                count("token_removed")
                 await devices?.remove(token: token, of: user)
             case .retry(let why, let after):
                 retry.reasons.append(why)
@@ -436,8 +450,12 @@ package final class Deliverer: Service, Sendable {
             case .refused(let why): refused.append(why)
             }
         }
-        if accepted > 0 { return .delivered }
+        if accepted > 0 {
+            count("delivered")
+            return .delivered
+        }
         if !retry.reasons.isEmpty { return .retry(error: retry.reasons.joined(separator: "; "), after: retry.after) }
+        count("failed")
         return .dead(refused.joined(separator: "; "))
     }
 

@@ -45,18 +45,20 @@ package struct EmailLinks: Sendable {
             .joined(separator: "&")
     }
 
-    package func unsubscribe(user: String, action: String) -> String {
+    /// The unsubscribe link of an email of `user`'s, fired by `rule` (`unit/rule`) as `action`.
+    package func unsubscribe(user: String, action: String, rule: String) -> String {
         base + "/v1/unsubscribe?"
             + Self.query([
-                ("d", destination), ("u", user), ("a", action), ("s", signature("unsubscribe", [user, action])),
+                ("d", destination), ("u", user), ("a", action), ("r", rule),
+                ("s", signature("unsubscribe", [user, action, rule])),
             ])
     }
 
-    package func click(user: String, action: String, url: String) -> String {
+    package func click(user: String, action: String, rule: String, url: String) -> String {
         base + "/v1/click?"
             + Self.query([
-                ("d", destination), ("u", user), ("a", action), ("url", url),
-                ("s", signature("click", [user, action, url])),
+                ("d", destination), ("u", user), ("a", action), ("r", rule), ("url", url),
+                ("s", signature("click", [user, action, rule, url])),
             ])
     }
 }
@@ -83,6 +85,10 @@ package final class EmailSender: Sendable {
     /// A fired `email` action as stored.
     struct Action: Decodable {
         var id: String
+        var campaign: String?
+        var ruleset: String?
+        var rule: String?
+        var qualifiedRule: String { (campaign ?? ruleset ?? "") + "/" + (rule ?? "") }
         var email: Content?
         struct Content: Decodable {
             var template: String
@@ -97,12 +103,13 @@ package final class EmailSender: Sendable {
         guard let action = try? JSONDecoder().decode(Action.self, from: Data(json.utf8)), let email = action.email,
             let to = email.to, !to.isEmpty
         else { return nil }
-        let unsubscribe = links.unsubscribe(user: user, action: action.id)
+        let unsubscribe = links.unsubscribe(user: user, action: action.id, rule: action.qualifiedRule)
         var data: [(String, AnyJSON)] = []
         if case .object(let fields)? = email.data {
             for (k, v) in fields {
                 if spec.trackClicks, case .string(let s) = v, s.hasPrefix("https://") || s.hasPrefix("http://") {
-                    data.append((k, .string(links.click(user: user, action: action.id, url: s))))
+                    data.append(
+                        (k, .string(links.click(user: user, action: action.id, rule: action.qualifiedRule, url: s))))
                 } else {
                     data.append((k, v))
                 }
@@ -133,6 +140,11 @@ package final class EmailSender: Sendable {
         if let subject = email.subject { message.append(("subject", .string(subject))) }
         guard let bytes = try? JSONEncoder().encode(AnyJSON.object(message)) else { return nil }
         return (Array(bytes), unsubscribe)
+    }
+
+    /// The rule (`unit/rule`) of an email action's stored JSON.
+    package static func rule(ofAction json: String) -> String {
+        (try? JSONDecoder().decode(Action.self, from: Data(json.utf8)))?.qualifiedRule ?? "/"
     }
 
     /// Sends one email; the outcome as the outbox records it.

@@ -83,6 +83,18 @@ public final class ServiceMetrics: Sendable {
             labels: [("ruleset", ruleset), ("rule", rule), ("kind", kind)])
     }
 
+    /// `beckon_messages_total`: pushes and emails Beckon sends itself, by the rule that fired them and what became of
+    /// them (docs/push.md): `sent` (a request to the provider: one per device for a push), `delivered`, `failed`
+    /// (dead), `skipped` (no device, unsubscribed), `token_removed`; and the email links used: `unsubscribed`,
+    /// `clicked`. `rule` is `unit/rule`.
+    package func message(rule: String, channel: String, result: String) -> Counter {
+        registry.makeCounter(
+            descriptor: .init(
+                metricName: "beckon_messages", unitName: "total",
+                helpText: "Pushes and emails sent by Beckon itself, by rule, channel and what became of them."),
+            labels: [("rule", rule), ("channel", channel), ("result", result)])
+    }
+
     package func request(route: String, method: String, status: Int) -> DurationHistogram {
         registry.makeDurationHistogram(
             descriptor: .init(

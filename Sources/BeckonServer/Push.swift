@@ -29,6 +29,11 @@ package enum PushOutcome: Equatable, Sendable {
 /// A fired `push` action as the providers send it, read from its stored JSON.
 package struct PushMessage: Sendable, Decodable {
     package var id: String
+    package var campaign: String?
+    package var ruleset: String?
+    package var rule: String?
+    /// The rule that fired it, `unit/rule` (as `beckon_actions_total` names it).
+    package var qualifiedRule: String { (campaign ?? ruleset ?? "") + "/" + (rule ?? "") }
     package var push: Content
     package struct Content: Sendable, Decodable {
         package var title: String?

@@ -75,23 +75,25 @@ struct PushTests {
 
     @Test func emailLinksAreSignedAndTheBodyCarriesThemAndTheHeaders() throws {
         let links = EmailLinks(destination: "mail", base: "https://b.example", secret: "s")
-        let signature = links.signature("click", ["ann", "a1", "https://shop.example/x"])
-        #expect(links.verify("click", ["ann", "a1", "https://shop.example/x"], signature: signature))
-        #expect(!links.verify("click", ["ann", "a1", "https://evil.example/x"], signature: signature))
-        #expect(!links.verify("unsubscribe", ["ann", "a1", "https://shop.example/x"], signature: signature))
+        let signature = links.signature("click", ["ann", "a1", "c/r", "https://shop.example/x"])
+        #expect(links.verify("click", ["ann", "a1", "c/r", "https://shop.example/x"], signature: signature))
+        #expect(!links.verify("click", ["ann", "a1", "c/r", "https://evil.example/x"], signature: signature))
+        #expect(!links.verify("click", ["ann", "a1", "c/other", "https://shop.example/x"], signature: signature))
+        #expect(!links.verify("unsubscribe", ["ann", "a1", "c/r", "https://shop.example/x"], signature: signature))
         #expect(
             !EmailLinks(destination: "mail", base: "https://b.example", secret: "t").verify(
-                "click", ["ann", "a1", "https://shop.example/x"], signature: signature))
+                "click", ["ann", "a1", "c/r", "https://shop.example/x"], signature: signature))
         #expect(
-            links.unsubscribe(user: "a b&c", action: "a1").hasPrefix(
-                "https://b.example/v1/unsubscribe?d=mail&u=a%20b%26c&a=a1&s="))
+            links.unsubscribe(user: "a b&c", action: "a1", rule: "c/r").hasPrefix(
+                "https://b.example/v1/unsubscribe?d=mail&u=a%20b%26c&a=a1&r=c%2Fr&s="))
 
         var spec = Destination.Email(
             from: "hi@example.com", apiKeyVariable: "K", linkSecretVariable: "S", linksBaseURL: "https://b.example")
         spec.fromName = "Shop"
         let sender = try EmailSender(spec, destination: "mail", apiKey: "key", linkSecret: "s")
         let action =
-            #"{"id":"a1","email":{"template":"d-1","to":"ann@example.com","data":{"shop":"https://shop.example/x","n":1}}}"#
+            #"{"id":"a1","campaign":"c","rule":"r","email":{"template":"d-1","to":"ann@example.com","#
+            + #""data":{"shop":"https://shop.example/x","n":1}}}"#
         let (body, unsubscribe) = try #require(sender.body(ofAction: action, user: "ann"))
         let m = try #require(try JSONSerialization.jsonObject(with: Data(body)) as? [String: Any])
         let headers = m["headers"] as? [String: String]
@@ -101,7 +103,7 @@ struct PushTests {
         let data = p?["dynamic_template_data"] as? [String: Any]
         #expect(
             (data?["shop"] as? String)?.hasPrefix(
-                "https://b.example/v1/click?d=mail&u=ann&a=a1&url=https%3A%2F%2Fshop.example%2Fx&s=") == true)
+                "https://b.example/v1/click?d=mail&u=ann&a=a1&r=c%2Fr&url=https%3A%2F%2Fshop.example%2Fx&s=") == true)
         #expect(data?["n"] as? Int == 1 && data?["unsubscribe_url"] as? String == unsubscribe)
         #expect(sender.body(ofAction: #"{"id":"a2","email":{"template":"d-1","to":""}}"#, user: "ann") == nil, "no address")
     }

@@ -135,8 +135,21 @@ destinations:
                        and self.export("ann")["outbox"][1]["state"] == "dead", "ann's second email settled")
             self.assertIn("unsubscribed", self.export("ann")["outbox"][1]["lastError"])
             self.assertEqual(len(self.double.to("ann@example.com")), 1)
+            # The rule's counts: 4 requests (bob's twice), 2 delivered, cy's failed, ann's second skipped; the links.
+            self.assertEqual(self.messages(), {"sent": 4, "delivered": 2, "failed": 1, "skipped": 1, "clicked": 2,
+                                               "unsubscribed": 2})
         finally:
             self.assertEqual(self.server.stop(), 0)
+
+    def messages(self):
+        """beckon_messages_total of the welcome rule's emails, by result."""
+        _, text = self.server.request("GET", "/metrics")
+        out = {}
+        for line in text.decode().splitlines():
+            if line.startswith("beckon_messages_total{") and 'rule="welcome/welcome_email"' in line:
+                result = line.split('result="')[1].split('"')[0]
+                out[result] = out.get(result, 0) + int(float(line.rsplit(" ", 1)[1]))
+        return {k: v for k, v in out.items() if v}
 
     def redirect(self, path):
         import http.client

@@ -100,6 +100,16 @@ class PushCase(unittest.TestCase):
         self.assertEqual(status, 200, body)
         return body
 
+    def messages(self, server):
+        """beckon_messages_total of the hello rule's pushes, by result."""
+        _, text = server.request("GET", "/metrics")
+        out = {}
+        for line in text.decode().splitlines():
+            if line.startswith("beckon_messages_total{") and 'rule="welcome/hello"' in line:
+                result = line.split('result="')[1].split('"')[0]
+                out[result] = out.get(result, 0) + int(float(line.rsplit(" ", 1)[1]))
+        return {k: v for k, v in out.items() if v}
+
     def outbox(self, server, user):
         return [(o["destination"], o["state"], o.get("lastError")) for o in self.export(server, user)["outbox"]]
 
@@ -146,6 +156,10 @@ class Push(PushCase):
             state, error = self.outbox(server, "eve")[0][1:]
             self.assertEqual(state, "dead")
             self.assertIn("skipped", error)
+            # The rule's counts: 6 device requests (ann 2, bob 2, cy 1, dee 1), 3 delivered, dee's failed, eve's
+            # skipped, 2 tokens removed.
+            self.assertEqual(self.messages(server), {"sent": 6, "delivered": 3, "failed": 1, "skipped": 1,
+                                                     "token_removed": 2})
 
             # A second push to ann goes to the phone only: the removed token is never sent to again.
             self.sign_up(server, "ann", 2)

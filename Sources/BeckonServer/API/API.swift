@@ -136,16 +136,17 @@ package struct API: Sendable {
         """
 
     /// A signed link's destination sender, user, action and signature, or the refusal that says what is wrong.
-    func link(_ request: Request, _ kind: String, extra: [String] = []) throws -> (EmailSender, String, String) {
+    func link(_ request: Request, _ kind: String, extra: [String] = []) throws -> (user: String, action: String, rule: String) {
         let q = request.uri.queryParameters
-        guard let d = q.get("d"), let u = q.get("u"), let a = q.get("a"), let s = q.get("s"), !u.isEmpty else {
+        guard let d = q.get("d"), let u = q.get("u"), let a = q.get("a"), let r = q.get("r"), let s = q.get("s"), !u.isEmpty
+        else {
             throw APIError(.badRequest, "the link is incomplete")
         }
         guard let sender = backend.rules.destinations[d]?.email else { throw APIError(.notFound, "no such link") }
-        guard sender.links.verify(kind, [u, a] + extra, signature: s) else {
+        guard sender.links.verify(kind, [u, a, r] + extra, signature: s) else {
             throw APIError(.forbidden, "the link's signature does not match")
         }
-        return (sender, u, a)
+        return (u, a, r)
     }
 
     /// Records what a link says happened: events of the user's, through ingest (so both stores, and replay, see
@@ -157,7 +158,7 @@ package struct API: Sendable {
     /// `/v1/unsubscribe`: the user's `email_unsubscribed` trait set (emails to them are skipped from then on) and an
     /// `Email Unsubscribed` event in their stream; a second use of the same link changes nothing (its messageIds).
     func unsubscribe(_ request: Request) async throws {
-        let (_, user, action) = try link(request, "unsubscribe")
+        let (user, action, rule) = try link(request, "unsubscribe")
         let time = Timestamp(milliseconds: Processor.nowMs()).description
         try await record([
             LinkEvent(
@@ -165,8 +166,9 @@ package struct API: Sendable {
                 traits: [UserState.unsubscribedAttribute: true]),
             LinkEvent(
                 type: "track", userId: user, event: "Email Unsubscribed", messageId: "unsubscribe-\(action)", timestamp: time,
-                properties: ["action_id": action]),
+                properties: ["action_id": action, "rule": rule]),
         ])
+        backend.metrics.message(rule: rule, channel: "email", result: "unsubscribed").increment()
     }
 
     /// `/v1/click`: an `Email Link Clicked` event, then the signed URL to redirect to.
@@ -174,13 +176,14 @@ package struct API: Sendable {
         guard let url = request.uri.queryParameters.get("url"), url.hasPrefix("https://") || url.hasPrefix("http://") else {
             throw APIError(.badRequest, "the link is incomplete")
         }
-        let (_, user, action) = try link(request, "click", extra: [url])
+        let (user, action, rule) = try link(request, "click", extra: [url])
         let time = Timestamp(milliseconds: Processor.nowMs()).description
         try await record([
             LinkEvent(
                 type: "track", userId: user, event: "Email Link Clicked", timestamp: time,
-                properties: ["action_id": action, "url": url])
+                properties: ["action_id": action, "rule": rule, "url": url])
         ])
+        backend.metrics.message(rule: rule, channel: "email", result: "clicked").increment()
         return url
     }
 
