@@ -14,7 +14,7 @@ import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from email_double import API_KEY, EmailDouble  # noqa: E402
-from push_test import wait_until  # noqa: E402
+from push_test import messages, wait_until  # noqa: E402
 from service_test import ADMIN_KEY, Server, caught_up  # noqa: E402
 
 BASE = "https://beckon.example.com"
@@ -136,20 +136,10 @@ destinations:
             self.assertIn("unsubscribed", self.export("ann")["outbox"][1]["lastError"])
             self.assertEqual(len(self.double.to("ann@example.com")), 1)
             # The rule's counts: 4 requests (bob's twice), 2 delivered, cy's failed, ann's second skipped; the links.
-            self.assertEqual(self.messages(), {"sent": 4, "delivered": 2, "failed": 1, "skipped": 1, "clicked": 2,
-                                               "unsubscribed": 2})
+            self.assertEqual(messages(self.server, "welcome/welcome_email"),
+                             {"sent": 4, "delivered": 2, "failed": 1, "skipped": 1, "clicked": 2, "unsubscribed": 2})
         finally:
             self.assertEqual(self.server.stop(), 0)
-
-    def messages(self):
-        """beckon_messages_total of the welcome rule's emails, by result."""
-        _, text = self.server.request("GET", "/metrics")
-        out = {}
-        for line in text.decode().splitlines():
-            if line.startswith("beckon_messages_total{") and 'rule="welcome/welcome_email"' in line:
-                result = line.split('result="')[1].split('"')[0]
-                out[result] = out.get(result, 0) + int(float(line.rsplit(" ", 1)[1]))
-        return {k: v for k, v in out.items() if v}
 
     def redirect(self, path):
         import http.client

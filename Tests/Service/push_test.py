@@ -50,6 +50,17 @@ destinations:
 RESTART_SECONDS = 90 if STORE == "postgres" else 20
 
 
+def messages(server, rule):
+    """beckon_messages_total of a rule's pushes and emails (`unit/rule`), by result (those above 0)."""
+    _, text = server.request("GET", "/metrics")
+    out = {}
+    for line in text.decode().splitlines():
+        if line.startswith("beckon_messages_total{") and f'rule="{rule}"' in line:
+            result = line.split('result="')[1].split('"')[0]
+            out[result] = out.get(result, 0) + int(float(line.rsplit(" ", 1)[1]))
+    return {k: v for k, v in out.items() if v}
+
+
 def wait_until(test, check, what, seconds=20):
     deadline = time.time() + seconds
     while time.time() < deadline:
@@ -100,16 +111,6 @@ class PushCase(unittest.TestCase):
         self.assertEqual(status, 200, body)
         return body
 
-    def messages(self, server):
-        """beckon_messages_total of the hello rule's pushes, by result."""
-        _, text = server.request("GET", "/metrics")
-        out = {}
-        for line in text.decode().splitlines():
-            if line.startswith("beckon_messages_total{") and 'rule="welcome/hello"' in line:
-                result = line.split('result="')[1].split('"')[0]
-                out[result] = out.get(result, 0) + int(float(line.rsplit(" ", 1)[1]))
-        return {k: v for k, v in out.items() if v}
-
     def outbox(self, server, user):
         return [(o["destination"], o["state"], o.get("lastError")) for o in self.export(server, user)["outbox"]]
 
@@ -158,8 +159,8 @@ class Push(PushCase):
             self.assertIn("skipped", error)
             # The rule's counts: 6 device requests (ann 2, bob 2, cy 1, dee 1), 3 delivered, dee's failed, eve's
             # skipped, 2 tokens removed.
-            self.assertEqual(self.messages(server), {"sent": 6, "delivered": 3, "failed": 1, "skipped": 1,
-                                                     "token_removed": 2})
+            self.assertEqual(messages(server, "welcome/hello"),
+                             {"sent": 6, "delivered": 3, "failed": 1, "skipped": 1, "token_removed": 2})
 
             # A second push to ann goes to the phone only: the removed token is never sent to again.
             self.sign_up(server, "ann", 2)
