@@ -505,15 +505,22 @@ struct JSONScanner {
         }
     }
 
-    /// Reads an object, keeping only the keys that have a slot.
-    mutating func slots(into out: borrowing SlotRow, _ table: KeyTable, what: String) throws(DecodeError) {
+    /// Past the start of a value that must be an object or null: true at the object's first member, false past a
+    /// null (`what` names it in the error).
+    @inline(__always) mutating func openObject(_ what: String) throws(DecodeError) -> Bool {
         skipSpace()
         if peek() == UInt8(ascii: "n") {
             try skipValue(depth: 0)
-            return
+            return false
         }
         guard peek() == UInt8(ascii: "{") else { throw error("'\(what)' must be an object") }
         i += 1
+        return true
+    }
+
+    /// Reads an object, keeping only the keys that have a slot.
+    mutating func slots(into out: borrowing SlotRow, _ table: KeyTable, what: String) throws(DecodeError) {
+        guard try openObject(what) else { return }
         if table.isEmpty {
             try skipObjectBody(depth: 1)
             return
@@ -528,13 +535,7 @@ struct JSONScanner {
     mutating func slots(
         into out: borrowing SlotRow, _ table: KeyTable, what: String, _ seen: (Int, Value) -> Bool
     ) throws(DecodeError) {
-        skipSpace()
-        if peek() == UInt8(ascii: "n") {
-            try skipValue(depth: 0)
-            return
-        }
-        guard peek() == UInt8(ascii: "{") else { throw error("'\(what)' must be an object") }
-        i += 1
+        guard try openObject(what) else { return }
         try members(in: table) { (p, slot) throws(DecodeError) in
             guard let slot else { return try p.skipValue(depth: 1) }
             let v = try p.value(depth: 1)
