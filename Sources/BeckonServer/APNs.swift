@@ -148,9 +148,10 @@ package final class APNsSender: PushProvider {
         var bytes = Array(SHA256.hash(data: Array((action + "\u{0}" + device).utf8)).prefix(16))
         bytes[6] = (bytes[6] & 0x0F) | 0x50
         bytes[8] = (bytes[8] & 0x3F) | 0x80
-        let hex = bytes.map { String(format: "%02x", $0) }.joined()
-        let c = Array(hex)
-        return "\(String(c[0..<8]))-\(String(c[8..<12]))-\(String(c[12..<16]))-\(String(c[16..<20]))-\(String(c[20..<32]))"
-            .uppercased()
+        // (`String(format:)` per byte was 7% of a push's CPU in the push benchmark.)
+        let b = bytes
+        return UUID(
+            uuid: (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15])
+        ).uuidString
     }
 }
