@@ -22,6 +22,8 @@ import tempfile
 import threading
 import time
 
+from receiver import receiver
+
 BECKON = sys.argv[1]
 SECONDS = int(sys.argv[2]) if len(sys.argv) > 2 else 10
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -135,29 +137,6 @@ def bench_reload_and_forget(work):
               f"{statistics.median(forgets):.0f} ms median, {max(forgets):.0f} ms max (5 users)")
     finally:
         server.stop()
-
-
-async def receiver(ready, stop, count):
-    async def handle(reader, writer):
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = 0
-                for line in head.split(b"\r\n"):
-                    if line.lower().startswith(b"content-length:"):
-                        length = int(line.split(b":")[1])
-                await reader.readexactly(length)
-                count[0] += 1
-                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            writer.close()
-
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
-    ready.append(server.sockets[0].getsockname()[1])
-    while not stop.is_set():
-        await asyncio.sleep(0.05)
-    server.close()
 
 
 def bench_delivery(work):
