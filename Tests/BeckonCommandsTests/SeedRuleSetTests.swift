@@ -129,11 +129,15 @@ struct SeedRuleSetTests {
 
     @Test func stampbookWelcomeOnceAndReadState() {
         let a = Self.actions("stampbook/claim_before_opening.jsonl")
-        #expect(a.map { $0["action"] as! String } == ["notify", "mark_read"])
+        #expect(a.map { $0["action"] as! String } == ["notify", "push", "mark_read"])
         let n = a[0]["notification"] as? [String: Any]
         #expect(n?["sender"] as? String == "Stampbook Team")
         #expect(n?["message"] as? String == "Welcome! Claim your first stamp")
-        #expect(a[0]["unread"] as? Int == 1 && a[1]["unread"] as? Int == 0)
+        #expect(a[0]["unread"] as? Int == 1 && a[2]["unread"] as? Int == 0)
+        // The welcome also goes as a push, with the same deep link (sent to the user's devices by `beckon serve`).
+        let push = a[1]["push"] as? [String: Any]
+        #expect(push?["title"] as? String == "Welcome to Stampbook")
+        #expect(push?["deep_link"] as? String == n?["link"] as? String)
     }
 
     @Test func stampbookDeclaresTheSeedsGoals() throws {

@@ -8,6 +8,7 @@ token; a user with no device gets `skipped`; kill -9 between the fire and the de
 restart, with the same apns-id. Runs on either store (BECKON_TEST_STORE=postgres: a fleet process).
 """
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -218,6 +219,53 @@ class Rate(PushCase):
             busiest = max(sum(1 for t in times if start <= t < start + 1) for start in times)
             self.assertLessEqual(busiest, 20)
             self.assertEqual(self.apns.violations, [])
+        finally:
+            self.assertEqual(server.stop(), 0)
+
+
+class ShippedStampbook(PushCase):
+    """The shipped Stampbook rule set (rules/stampbook) with an APNs destination beside it: the welcome goes as a push
+    to a user's registered phone, is `skipped` for a user with none, and the inbox item stays for both."""
+
+    def setUp(self):
+        super().setUp()
+        with open(os.path.join(self.rules, "settings.yaml")) as f:
+            push = f.read()
+        os.remove(os.path.join(self.rules, "welcome.yaml"))
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        for name in os.listdir(os.path.join(root, "rules", "stampbook")):
+            shutil.copy(os.path.join(root, "rules", "stampbook", name), self.rules)
+        # (The operator's part: the destination, added to Stampbook's settings file.)
+        with open(os.path.join(self.rules, "settings.yaml"), "a") as f:
+            f.write(push[push.index("destinations:"):])
+
+    def test_the_welcome_goes_to_the_phone_and_stays_in_the_inbox(self):
+        server = self.serve()
+        try:
+            self.register(server, "noa", "good-noa-phone")
+            now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            for user in ("noa", "pia"):
+                status, body = server.post("/v1/track", {"userId": user, "event": "Signed In", "timestamp": now,
+                                                         "messageId": f"{user}-signed-in"})
+                self.assertEqual(status, 200, body)
+            wait_until(self, lambda: all(s != "pending" for u in ("noa", "pia") for _, s, _ in self.outbox(server, u)),
+                       "both welcomes settled")
+            self.assertEqual(self.apns.violations, [])
+            sent = self.apns.to("good-noa-phone")
+            self.assertEqual([r[4] for r in sent], [200])
+            self.assertEqual(sent[0][3]["aps"]["alert"], {"title": "Welcome to Stampbook", "body": "Claim your first stamp"})
+            self.assertEqual(sent[0][3]["deep_link"], "stampbook://stamps/welcome")
+            self.assertEqual(self.outbox(server, "noa"), [("ios", "delivered", None)])
+            state, error = self.outbox(server, "pia")[0][1:]
+            self.assertEqual(state, "dead")
+            self.assertIn("skipped", error)
+            for user in ("noa", "pia"):
+                status, inbox = server.request("GET", f"/v1/users/{user}/inbox",
+                                               headers={"Authorization": "Bearer " + token(user)})
+                self.assertEqual(status, 200)
+                self.assertEqual([(i["id"], i["read"]) for i in inbox["items"]], [("welcome", False)])
+            self.assertEqual(messages(server, "stampbook_welcome/welcome_notification"),
+                             {"sent": 1, "delivered": 1, "skipped": 1})
         finally:
             self.assertEqual(server.stop(), 0)
 
