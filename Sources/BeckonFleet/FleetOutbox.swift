@@ -55,9 +55,20 @@ struct FleetDevices: UserDirectory {
         return try UserState(decoding: bytes).unsubscribed
     }
 
-    func remove(token: String, of user: String) async {
+    func holders(of tokens: [String]) async throws -> [String: DeviceClaim] {
+        try await log.deviceOwners(tokens).reduce(into: [:]) { out, h in
+            out[h.key] = DeviceClaim(token: h.key, userID: h.value.userID, at: h.value.at)
+        }
+    }
+
+    func remove(token: String, of user: String, seenBy: Int64?) async {
+        try? await removing(token: token, of: user, seenBy: seenBy)
+    }
+
+    /// Appends the removal to the user's partition's log (answered once it is there, as an app's registration is).
+    func removing(token: String, of user: String, seenBy: Int64? = nil) async throws {
         var record = InputLog()
-        record.deviceRemoved(userID: user, token: token)
-        _ = try? await appender.submit([(user, record.bytes, Processor.nowMs())])
+        record.deviceRemoved(userID: user, token: token, seenBy: seenBy)
+        _ = try await appender.submit([(user, record.bytes, Processor.nowMs())])
     }
 }

@@ -333,9 +333,9 @@ public final class FleetService: ServiceBackend {
     }
 
     package func removeDevice(_ user: String, token: String) async throws {
-        var record = InputLog()
-        record.deviceRemoved(userID: user, token: token)
-        try await appendInput(user, record, "the change could not be stored; send it again")
+        do { try await FleetDevices(log: log, appender: appender).removing(token: token, of: user) } catch {
+            throw APIError.unavailable("the change could not be stored; send it again")
+        }
     }
 
     private func appendInput(_ user: String, _ record: InputLog, _ failure: String) async throws {

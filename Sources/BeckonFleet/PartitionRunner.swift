@@ -199,6 +199,7 @@ final class PartitionRunner {
         // runner's, through the log (``takeOver(_:)``, docs/fleet.md "Identity merge"), not the engine's own.
         let engine = Engine(
             ruleSet: rules.ruleSet, store: SavedStateStore(backend: states), options: .init(mergesIdentities: false))
+        engine.collectsDeviceClaims = true
         if let s = try await log.streamState(partition: partition) { engine.restore(stream: try StreamState(decoding: s)) }
         engine.rebuildTimers()
         tracker.restart(from: engine.stats)
@@ -272,6 +273,7 @@ final class PartitionRunner {
             throw Missed(users: states.missed.count)
         }
         commit.states = changedStates(engine)
+        commit.deviceClaims = engine.takeDeviceClaims().map { ($0.token, $0.userID, $0.at) }
         commit.stream = engine.streamState.encoded()
         let destinations = rules.ruleSet.settings.destinations
         commit.actions = fired.map { a, late in
@@ -307,6 +309,7 @@ final class PartitionRunner {
         let next = try await fleetRules.serving(version)
         var commit = FleetLog.PartitionCommit(processed: entry.seq, rulesVersion: next.version)
         commit.states = changedStates(engine)
+        commit.deviceClaims = engine.takeDeviceClaims().map { ($0.token, $0.userID, $0.at) }
         commit.stream = engine.streamState.encoded()
         guard try await committer.submit((handle.lease, commit)) != nil else { throw FleetLog.Fenced(partition: partition) }
         processed = entry.seq

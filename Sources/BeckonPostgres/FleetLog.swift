@@ -288,6 +288,19 @@ public final class FleetLog: Sendable {
                 "CREATE INDEX beckon_handover_pair ON beckon_handover (from_id, to_id, id)",
             ]
         ),
+        (
+            "6: who holds each push token",
+            [
+                """
+                CREATE TABLE beckon_device_owner (
+                    token text PRIMARY KEY,
+                    user_id text NOT NULL,
+                    seen_at bigint NOT NULL
+                )
+                """,
+                "CREATE INDEX beckon_device_owner_user ON beckon_device_owner (user_id)",
+            ]
+        ),
     ]
 
     public struct PartitionCountChanged: Error, CustomStringConvertible {

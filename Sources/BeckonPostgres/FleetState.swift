@@ -74,6 +74,8 @@ extension FleetLog {
         public var handOvers: [(from: String, to: String, bytes: [UInt8]?)] = []
         /// Hand-overs this batch took over (by id): deleted with it.
         public var takenOver: [Int64] = []
+        /// Push tokens the batch's users reported: each token's holder is its latest reporter (docs/push.md).
+        public var deviceClaims: [(token: String, userID: String, at: Int64)] = []
         public var stream: [UInt8] = []
         public var actions: [FiredRow] = []
         /// The last log entry the batch includes.
@@ -130,6 +132,12 @@ extension FleetLog {
             let takenOver = batches.flatMap { b in b.batch.takenOver.map { (b.lease.partition, $0) } }
             let takenPartitions = takenOver.map(\.0)
             let takenIDs = takenOver.map(\.1)
+            // (A token's holder is written when it changes; of two partitions' claims of one token, the later one.)
+            let claims = batches.flatMap { b in b.batch.deviceClaims.map { (b.lease.partition, $0) } }
+            let claimPartitions = claims.map(\.0)
+            let claimTokens = claims.map(\.1.token)
+            let claimUsers = claims.map(\.1.userID)
+            let claimTimes = claims.map(\.1.at)
             let actions = batches.flatMap { b in b.batch.actions.map { (b.lease.partition, $0) } }
             let actionPartitions = actions.map(\.0)
             let ids = actions.map(\.1.actionID)
@@ -171,6 +179,14 @@ extension FleetLog {
                     DELETE FROM beckon_handover WHERE id IN (
                         SELECT i FROM unnest(\(takenPartitions)::int[], \(takenIDs)::bigint[]) AS k(p, i)
                         WHERE p IN (SELECT partition FROM lease))
+                ), claims AS (
+                    INSERT INTO beckon_device_owner (token, user_id, seen_at)
+                    SELECT DISTINCT ON (k) k, u, t FROM unnest(\(claimPartitions)::int[], \(claimTokens)::text[],
+                        \(claimUsers)::text[], \(claimTimes)::bigint[]) AS c(p, k, u, t)
+                    WHERE p IN (SELECT partition FROM lease) ORDER BY k, t DESC
+                    ON CONFLICT (token) DO UPDATE SET user_id = excluded.user_id, seen_at = excluded.seen_at
+                    WHERE excluded.user_id <> beckon_device_owner.user_id
+                        AND excluded.seen_at >= beckon_device_owner.seen_at
                 ), stream AS (
                     INSERT INTO beckon_stream_state (partition, bytes)
                     SELECT p, stream FROM batch WHERE p IN (SELECT partition FROM lease)
@@ -299,6 +315,8 @@ extension FleetLog {
                     DELETE FROM beckon_action WHERE user_id = \(user) AND EXISTS (SELECT 1 FROM lease)
                 ), outbox AS (
                     DELETE FROM beckon_outbox WHERE user_id = \(user) AND EXISTS (SELECT 1 FROM lease)
+                ), devices AS (
+                    DELETE FROM beckon_device_owner WHERE user_id = \(user) AND EXISTS (SELECT 1 FROM lease)
                 ), entries AS (
                     DELETE FROM beckon_log WHERE partition = \(p) AND user_id = \(user) AND seq <= \(seq)
                         AND EXISTS (SELECT 1 FROM lease)
@@ -310,6 +328,21 @@ extension FleetLog {
             ).decode(Int64.self) where held != 1 {
                 throw Fenced(partition: p)
             }
+        }
+    }
+
+    /// The latest claim of each of `tokens` that has one: who holds it, and since when (docs/push.md).
+    public func deviceOwners(_ tokens: [String]) async throws -> [String: (userID: String, at: Int64)] {
+        try await timed("deviceOwners", nil) { [self] in
+            var out: [String: (userID: String, at: Int64)] = [:]
+            guard !tokens.isEmpty else { return out }
+            for try await (t, u, at) in try await client.query(
+                "SELECT token, user_id, seen_at FROM beckon_device_owner WHERE token = ANY(\(tokens)::text[])",
+                logger: logger
+            ).decode((String, String, Int64).self) {
+                out[t] = (u, at)
+            }
+            return out
         }
     }
 

@@ -111,7 +111,8 @@ public final class BeckonService: Sendable {
         var userAuth: UserAuth?
         if let s = options.userSecret { userAuth = await UserAuth(secret: s) }
         let deliverer = Deliverer(
-            backend: backend, devices: SingleBackend.Devices(processor: processor), current: current, metrics: metrics,
+            backend: backend, devices: SingleBackend.Devices(processor: processor, database: backend), current: current,
+            metrics: metrics,
             logger: logger)
         let reloader = Reloader(
             paths: options.paths, store: SingleRuleStore(backend: backend, processor: processor), current: current,

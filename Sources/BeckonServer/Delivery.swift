@@ -137,11 +137,15 @@ extension SQLiteStateBackend: OutboxStore {
     package func pendingCounts() async throws -> [String: Int] { try pendingOutboxCounts() }
 }
 
-/// What a deliverer reads of users: their push devices, and whether they unsubscribed from email; and the removal
-/// of a token a provider called invalid (it goes through the user's processing, as a registration does).
+/// What a deliverer reads of users: their push devices, who reported each token last, and whether they unsubscribed
+/// from email; and the removal of a token a provider called invalid or another user reported since (it goes through
+/// the user's processing, as a registration does).
 package protocol UserDirectory: Sendable {
     func devices(of user: String) async throws -> [Device]
-    func remove(token: String, of user: String) async
+    /// The latest claim of each of `tokens` that the store holds (``DeviceClaim``): a token is its latest reporter's.
+    func holders(of tokens: [String]) async throws -> [String: DeviceClaim]
+    /// Removes the token from the user's devices (with `seenBy`: only if they reported it no later than then).
+    func remove(token: String, of user: String, seenBy: Int64?) async
     /// Whether the user unsubscribed from email (their `email_unsubscribed` attribute is true).
     func unsubscribed(_ user: String) async throws -> Bool
 }
@@ -402,6 +406,7 @@ package final class Deliverer: Service, Sendable {
         guard let message = PushMessage(actionJSON: row.entry.body) else {
             return .dead("not a push action: \(provider.name) sends pushes only")
         }
+        var moved: [(token: String, at: Int64)] = []
         let user = row.entry.userID
         var tokens: [String] = []
         if let to = message.push.to, !to.isEmpty {
@@ -410,9 +415,18 @@ package final class Deliverer: Service, Sendable {
             do {
                 tokens = try await devices.devices(of: user).filter { $0.platform == provider.platform && $0.pushEnabled }
                     .map(\.token)
+                // A token another user reported since is theirs (a phone passed on, a second account signed in on it):
+                // left out, and removed from this user unless they report it again.
+                let holders = try await devices.holders(of: tokens)
+                tokens = tokens.filter { token in
+                    guard let h = holders[token], h.userID != user else { return true }
+                    moved.append((token, h.at))
+                    return false
+                }
             } catch {
                 return .retry(error: "the user's devices cannot be read: \(Self.describe(error))", after: nil)
             }
+            for (token, at) in moved { await devices.remove(token: token, of: user, seenBy: at) }
         }
         func count(_ result: String, _ n: Int = 1) {
             metrics.message(rule: message.qualifiedRule, channel: "push", result: result).increment(by: Int64(n))
@@ -443,7 +457,7 @@ package final class Deliverer: Service, Sendable {
                 refused.append(why)
                 metrics.tokensRemoved.increment()
                 count("token_removed")
-                await devices?.remove(token: token, of: user)
+                await devices?.remove(token: token, of: user, seenBy: nil)
             case .retry(let why, let after):
                 retry.reasons.append(why)
                 if let after { retry.after = max(retry.after ?? 0, after) }

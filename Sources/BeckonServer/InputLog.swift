@@ -14,7 +14,8 @@ import BeckonCore
 /// F USERBYTES\n                           then the user id and \n: forget them (a fleet's log only)
 /// V VERSION\n                             from here on, rule set VERSION (a fleet's log only)
 /// P TIME USERBYTES TOKENBYTES APPBYTES|- PLATFORM 0|1\n   then the user id, token and app and \n: a device registered
-/// U USERBYTES TOKENBYTES\n                then the user id, token and \n: a device's token removed
+/// U USERBYTES TOKENBYTES [SEENBY]\n       then the user id, token and \n: a device's token removed (with SEENBY: only
+///                                         if the user reported it no later, as another user reported it then)
 /// H FROMBYTES TOBYTES\n                   then both ids and \n: hand FROM's state over to TO (a fleet's log only)
 /// W FROMBYTES TOBYTES\n                   then both ids and \n: the next event merges FROM into TO, taking over what
 ///                                         FROM's partition handed over (a fleet's log only)
@@ -48,8 +49,9 @@ package struct InputLog: Sendable {
         case merged(id: String, into: String)
         /// A push device registered for a user (docs/push.md).
         case device(userID: String, Device)
-        /// A push device's token removed from a user (the provider said it is no longer valid, or the app asked).
-        case deviceRemoved(userID: String, token: String)
+        /// A push device's token removed from a user (the provider said it is no longer valid, or the app asked; with
+        /// `seenBy`, another user reported it then: ``Engine/removeDevice(token:of:seenBy:)``).
+        case deviceRemoved(userID: String, token: String, seenBy: Int64?)
     }
 
     struct Damaged: Error, CustomStringConvertible {
@@ -103,7 +105,12 @@ package struct InputLog: Sendable {
         bytes.append(10)
     }
 
-    package mutating func deviceRemoved(userID: String, token: String) { pair("U", userID, token) }
+    package mutating func deviceRemoved(userID: String, token: String, seenBy: Int64? = nil) {
+        header("U \(userID.utf8.count) \(token.utf8.count)" + (seenBy.map { " \($0)" } ?? ""))
+        bytes += userID.utf8
+        bytes += token.utf8
+        bytes.append(10)
+    }
 
     package mutating func handOver(from: String, to: String) { pair("H", from, to) }
     package mutating func takeOver(from: String, to: String) { pair("W", from, to) }
@@ -218,12 +225,12 @@ package struct InputLog: Sendable {
                     return
                 }
                 out.device(userID: user, d)
-            case .deviceRemoved(let user, let token):
+            case .deviceRemoved(let user, let token, let seenBy):
                 if ids.contains(user) {
                     removed = true
                     return
                 }
-                out.deviceRemoved(userID: user, token: token)
+                out.deviceRemoved(userID: user, token: token, seenBy: seenBy)
             }
         }
         return removed ? out : nil
@@ -312,13 +319,18 @@ package struct InputLog: Sendable {
                             token: token, platform: platform, app: app, firstSeen: t, lastSeen: t, pushEnabled: fields[6] == "1"))
                 )
             case "U"?:
-                guard fields.count == 3, let u = try int(fields[1]), let k = try int(fields[2]) else {
+                guard fields.count == 3 || fields.count == 4, let u = try int(fields[1]), let k = try int(fields[2]) else {
                     throw Damaged(offset: start)
+                }
+                var seenBy: Int64?
+                if fields.count == 4 {
+                    guard let t = try int(fields[3]) else { throw Damaged(offset: start) }
+                    seenBy = t
                 }
                 let user = String(decoding: try take(Int(u)), as: UTF8.self)
                 let token = String(decoding: try take(Int(k)), as: UTF8.self)
                 _ = try take(1)
-                try body(.deviceRemoved(userID: user, token: token))
+                try body(.deviceRemoved(userID: user, token: token, seenBy: seenBy))
             case "H"?, "W"?, "M"?:
                 guard fields.count == 3, let m = try int(fields[1]), let n = try int(fields[2]) else {
                     throw Damaged(offset: start)

@@ -49,8 +49,8 @@ package struct Processing {
             for a in due.actions { fired.append((a, false)) }
         case .device(let user, let d):
             engine.report(d, for: user)
-        case .deviceRemoved(let user, let token):
-            engine.removeDevice(token: token, of: user)
+        case .deviceRemoved(let user, let token, let seenBy):
+            engine.removeDevice(token: token, of: user, seenBy: seenBy)
         case .forget, .rules, .handOver, .takeOver, .merged:
             break
         }

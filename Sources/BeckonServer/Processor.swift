@@ -22,7 +22,7 @@ package enum Job {
     case markRead(userID: String, itemID: String)
     /// Register a push device for a user, or remove one (`token` only).
     case device(userID: String, Device)
-    case removeDevice(userID: String, token: String)
+    case removeDevice(userID: String, token: String, seenBy: Int64? = nil)
     /// A user's inbox as it stands.
     case inbox(userID: String)
     /// A user's state as it stands.
@@ -165,6 +165,7 @@ package final class Processor: @unchecked Sendable {
         _ ruleSet: CompiledRuleSet, _ decoder: SegmentDecoder, _ backend: SQLiteStateBackend, logger: Logger
     ) throws -> (Engine, Int) {
         let engine = Engine(ruleSet: ruleSet, store: SavedStateStore(backend: backend))
+        engine.collectsDeviceClaims = true
         if let s = try backend.readStream() { engine.restore(stream: try StreamState(decoding: s)) }
         engine.rebuildTimers()
         var records = 0
@@ -474,9 +475,9 @@ package final class Processor: @unchecked Sendable {
                 engine.report(d, for: user)
                 input.device(userID: user, d)
                 results.append(.device(true))
-            case .removeDevice(let user, let token):
-                let had = engine.removeDevice(token: token, of: user)
-                if had { input.deviceRemoved(userID: user, token: token) }
+            case .removeDevice(let user, let token, let seenBy):
+                let had = engine.removeDevice(token: token, of: user, seenBy: seenBy)
+                if had { input.deviceRemoved(userID: user, token: token, seenBy: seenBy) }
                 results.append(.device(had))
             case .inbox(let user):
                 results.append(.inbox(engine.profile(of: user)?.inbox))
@@ -502,6 +503,7 @@ package final class Processor: @unchecked Sendable {
         let checkpoint = force || ContinuousClock.now - lastCheckpoint >= .seconds(Self.checkpointSeconds)
         var commit = ServiceCommit()
         if !input.isEmpty { commit.input = (input.bytes, Self.nowMs(), input.events) }
+        commit.deviceClaims = engine.takeDeviceClaims()
         let states = checkpoint ? engine.takeChangedStates() : []
         if checkpoint && (!states.isEmpty || commit.input != nil) {
             commit.checkpoint = (states, engine.streamState.encoded(), rules.version)

@@ -60,19 +60,24 @@ struct SingleBackend: ServiceBackend {
         _ = try await submit(.removeDevice(userID: user, token: token), "the change could not be stored; send it again")
     }
 
-    /// Users' devices as the processing thread holds them, and removals through it.
+    /// Users' devices as the processing thread holds them, and removals through it; the tokens' holders as the
+    /// database has them.
     struct Devices: UserDirectory {
         let processor: Processor
+        let database: SQLiteStateBackend
         func devices(of user: String) async throws -> [Device] {
             guard case .state(let s) = try await processor.submit(.state(userID: user)) else { return [] }
             return s?.devices ?? []
+        }
+        func holders(of tokens: [String]) async throws -> [String: DeviceClaim] {
+            tokens.isEmpty ? [:] : try database.deviceOwners(tokens)
         }
         func unsubscribed(_ user: String) async throws -> Bool {
             guard case .state(let s) = try await processor.submit(.state(userID: user)) else { return false }
             return s?.unsubscribed ?? false
         }
-        func remove(token: String, of user: String) async {
-            _ = try? await processor.submit(.removeDevice(userID: user, token: token))
+        func remove(token: String, of user: String, seenBy: Int64?) async {
+            _ = try? await processor.submit(.removeDevice(userID: user, token: token, seenBy: seenBy))
         }
     }
 

@@ -285,11 +285,25 @@ extension SQLiteStateBackend {
                 try db.execute(sql: "DELETE FROM user_state WHERE user_id = ?", arguments: [userID])
                 try db.execute(sql: "DELETE FROM action_log WHERE user_id = ?", arguments: [userID])
                 try db.execute(sql: "DELETE FROM outbox WHERE user_id = ?", arguments: [userID])
+                try db.execute(sql: "DELETE FROM device_owner WHERE user_id = ?", arguments: [userID])
                 try db.execute(
                     sql:
                         "INSERT OR REPLACE INTO pending_scrub (user_id, up_to_seq) VALUES (?, (SELECT coalesce(max(seq), 0) FROM input_log))",
                     arguments: [userID])
             }
+        }
+    }
+
+    /// The latest claim of each of `tokens` (``DeviceClaim``), for those that have one.
+    public func deviceOwners(_ tokens: [String]) throws -> [String: DeviceClaim] {
+        try pool.read { db in
+            var out: [String: DeviceClaim] = [:]
+            let holder = try db.cachedStatement(sql: "SELECT user_id, seen_at FROM device_owner WHERE token = ?")
+            for t in tokens {
+                guard let row = try Row.fetchOne(holder, arguments: [t]) else { continue }
+                out[t] = DeviceClaim(token: t, userID: row[0], at: row[1])
+            }
+            return out
         }
     }
 

@@ -147,6 +147,17 @@ public final class SQLiteStateBackend: StateBackend, Sendable {
             }
             try db.execute(sql: "CREATE INDEX user_state_merged ON user_state(merged_into) WHERE merged_into IS NOT NULL")
         }
+        m.registerMigration("v5: who holds each push token") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE device_owner (
+                        token TEXT PRIMARY KEY NOT NULL,
+                        user_id TEXT NOT NULL,
+                        seen_at INTEGER NOT NULL
+                    ) WITHOUT ROWID;
+                    CREATE INDEX device_owner_user ON device_owner(user_id);
+                    """)
+        }
         return m
     }
 

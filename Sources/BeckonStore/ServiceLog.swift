@@ -29,8 +29,10 @@ public struct ServiceCommit: Sendable {
     /// At a checkpoint: the users' states changed since the last one, the stream's state, and the rule set version
     /// (``SQLiteStateBackend/ruleVersion(digest:files:at:)``) the states and the inputs logged after them are under.
     public var checkpoint: (states: [SavedState], stream: [UInt8], rulesVersion: Int64)?
+    /// Push tokens users reported in the group (``DeviceClaim``): each token's holder is its latest reporter.
+    public var deviceClaims: [DeviceClaim] = []
     public init() {}
-    public var isEmpty: Bool { input == nil && actions.isEmpty && checkpoint == nil }
+    public var isEmpty: Bool { input == nil && actions.isEmpty && checkpoint == nil && deviceClaims.isEmpty }
 }
 
 extension SQLiteStateBackend {
@@ -47,6 +49,16 @@ extension SQLiteStateBackend {
             try db.execute(
                 sql: "INSERT INTO input_log (received_at, events, body) VALUES (?, ?, ?)",
                 arguments: [input.receivedAt, input.events, Data(input.bytes)])
+        }
+        if !commit.deviceClaims.isEmpty {
+            // (Written when the holder changes: a user's own reports of a token they hold write nothing.)
+            let claim = try db.cachedStatement(
+                sql: """
+                    INSERT INTO device_owner (token, user_id, seen_at) VALUES (?, ?, ?)
+                    ON CONFLICT (token) DO UPDATE SET user_id = excluded.user_id, seen_at = excluded.seen_at
+                    WHERE excluded.user_id <> device_owner.user_id AND excluded.seen_at >= device_owner.seen_at
+                    """)
+            for c in commit.deviceClaims { try claim.execute(arguments: [c.token, c.userID, c.at]) }
         }
         // An action id is stored once: the same action fired again (its messageId sent again after the dedup window)
         // is not delivered twice.

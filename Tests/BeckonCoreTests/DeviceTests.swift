@@ -37,6 +37,35 @@ struct DeviceTests {
         #expect(try #require(engine.state(of: "ann")).devices.count == Device.maxPerUser - 1)
     }
 
+    /// Each report of a token is a claim of it (collected for a service's store): the latest report of each token
+    /// since the last take, under the id the user's events resolve to; a merge claims the merged id's tokens for the
+    /// user. A removal `seenBy` a time leaves a token the user reported after it.
+    @Test func reportsClaimTokensAndAMovedTokenIsRemovedUnlessReportedSince() throws {
+        let engine = Engine(ruleSet: try load(Self.rules))
+        engine.report(device("phone", at: 1_000), for: "ann")
+        #expect(engine.takeDeviceClaims().isEmpty, "claims are collected only when asked for")
+        engine.collectsDeviceClaims = true
+        engine.report(device("phone", at: 1_000), for: "ann")
+        engine.report(device("phone", at: 2_000), for: "bob")
+        engine.report(device("pad", at: 3_000), for: "ann")
+        engine.report(device("pad", at: 2_500), for: "cy")  // (a late event: ann's later report holds)
+        #expect(
+            engine.takeDeviceClaims()
+                == [DeviceClaim(token: "pad", userID: "ann", at: 3_000), DeviceClaim(token: "phone", userID: "bob", at: 2_000)])
+        #expect(engine.takeDeviceClaims().isEmpty)
+        // bob took the phone at 2,000: ann's is removed only if she did not report it after.
+        #expect(!engine.removeDevice(token: "phone", of: "ann", seenBy: 999))
+        #expect(engine.removeDevice(token: "phone", of: "ann", seenBy: 2_000))
+        #expect(try #require(engine.state(of: "ann")).devices.map(\.token) == ["pad"])
+        // A merge: the anonymous id's tablet is the known user's now.
+        engine.report(device("tablet", at: 4_000), for: "anon-1")
+        _ = engine.takeDeviceClaims()
+        engine.process(Event(kind: .identify, userID: "dee", timestamp: t("2026-01-01T10:00:00Z"), previousID: "anon-1"))
+        #expect(engine.takeDeviceClaims() == [DeviceClaim(token: "tablet", userID: "dee", at: 4_000)])
+        engine.report(device("tablet", at: 5_000), for: "anon-1")
+        #expect(engine.takeDeviceClaims() == [DeviceClaim(token: "tablet", userID: "dee", at: 5_000)])
+    }
+
     @Test func aTokenOverTheLimitOrEmptyIsRefused() throws {
         let engine = Engine(ruleSet: try load(Self.rules))
         #expect(throws: Engine.DeviceRefusal.emptyToken) { try Engine.check(device("", at: 1)) }

@@ -189,6 +189,8 @@ struct ScrubTests {
         record.device(
             userID: "a", Device(token: "t1", platform: .ios, app: nil, firstSeen: 1, lastSeen: 1, pushEnabled: true))
         record.deviceRemoved(userID: "b", token: "t2")
+        record.deviceRemoved(userID: "a", token: "t1", seenBy: 9)
+        record.deviceRemoved(userID: "b", token: "t3", seenBy: 9)
         let kept = try #require(try InputLog.without(userIDs: ["a"], in: record.bytes))
         var inputs: [String] = []
         try InputLog.read(kept.bytes) { input in
@@ -204,10 +206,10 @@ struct ScrubTests {
             case .takeOver(let f, let t): inputs.append("W \(f) \(t)")
             case .merged(let i, let t): inputs.append("M \(i) \(t)")
             case .device(let u, let d): inputs.append("P \(u) \(d.token)")
-            case .deviceRemoved(let u, let t): inputs.append("U \(u) \(t)")
+            case .deviceRemoved(let u, let t, let by): inputs.append("U \(u) \(t)" + (by.map { " \($0)" } ?? ""))
             }
         }
-        #expect(inputs == ["E b 2 1000", "R b 2000", "T 3000", "F b", "V 7", "W b k", "U b t2"])
+        #expect(inputs == ["E b 2 1000", "R b 2000", "T 3000", "F b", "V 7", "W b k", "U b t2", "U b t3 9"])
         #expect(kept.events == 1)
         #expect(try InputLog.without(userIDs: ["nobody"], in: record.bytes) == nil)
     }

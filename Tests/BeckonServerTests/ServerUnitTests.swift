@@ -70,6 +70,7 @@ struct InputLogTests {
             Device(token: "ab\ncd", platform: .android, app: "com.x", firstSeen: 5, lastSeen: 5, pushEnabled: false))
         log.device(userID: "u", Device(token: "t", platform: .ios, app: nil, firstSeen: 6, lastSeen: 6, pushEnabled: true))
         log.deviceRemoved(userID: "u 1", token: "t")
+        log.deviceRemoved(userID: "u", token: "t 2", seenBy: 42)
         var seen: [String] = []
         try InputLog.read(log.bytes) { input in
             switch input {
@@ -85,13 +86,13 @@ struct InputLogTests {
             case .merged(let i, let t): seen.append("M \(i)|\(t)")
             case .device(let u, let d):
                 seen.append("P \(u)|\(d.token)|\(d.app ?? "-")|\(d.platform)|\(d.lastSeen)|\(d.pushEnabled)")
-            case .deviceRemoved(let u, let t): seen.append("U \(u)|\(t)")
+            case .deviceRemoved(let u, let t, let by): seen.append("U \(u)|\(t)" + (by.map { "|\($0)" } ?? ""))
             }
         }
         #expect(
             seen == [
                 "E screen 5 -3 true", "R u 1|wel come\n|7", "T 9", "F u 1\n", "V 12", "H a 1|k\n", "W a 1|k", "M |k",
-                "P u 1|ab\ncd|com.x|android|5|false", "P u|t|-|ios|6|true", "U u 1|t",
+                "P u 1|ab\ncd|com.x|android|5|false", "P u|t|-|ios|6|true", "U u 1|t", "U u|t 2|42",
             ])
     }
 

@@ -9,6 +9,8 @@ restart, with the same apns-id. Runs on either store (BECKON_TEST_STORE=postgres
 """
 import os
 import shutil
+import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
@@ -60,6 +62,17 @@ def messages(server, rule):
             result = line.split('result="')[1].split('"')[0]
             out[result] = out.get(result, 0) + int(float(line.rsplit(" ", 1)[1]))
     return {k: v for k, v in out.items() if v}
+
+
+def held(server, user):
+    """The tokens the store records `user` as the latest reporter of (docs/push.md, "Devices")."""
+    if server.url:
+        out = subprocess.run(["psql", server.url, "-qAt", "-c",
+                              f"SELECT token FROM beckon_device_owner WHERE user_id = '{user}' ORDER BY token"],
+                             capture_output=True, text=True, check=True, timeout=30).stdout
+        return out.split()
+    with sqlite3.connect(f"file:{server.db}?mode=ro", uri=True) as c:
+        return [t for (t,) in c.execute("SELECT token FROM device_owner WHERE user_id = ? ORDER BY token", (user,))]
 
 
 def wait_until(test, check, what, seconds=20):
@@ -219,6 +232,51 @@ class Rate(PushCase):
             busiest = max(sum(1 for t in times if start <= t < start + 1) for start in times)
             self.assertLessEqual(busiest, 20)
             self.assertEqual(self.apns.violations, [])
+        finally:
+            self.assertEqual(server.stop(), 0)
+
+
+class TokenMoves(PushCase):
+    """A token is its latest reporter's (docs/push.md, "Devices"): a phone ann registered and bob registered after
+    her gets bob's pushes, not ann's, and leaves ann's devices; ann registering it again takes it back."""
+
+    def test_a_token_another_user_reported_since_is_theirs(self):
+        server = self.serve()
+        try:
+            self.register(server, "ann", "good-shared")
+            self.register(server, "ann", "good-ann-own")
+            self.register(server, "bob", "good-shared")
+            self.export(server, "bob")  # (a fleet: bob's registration processed)
+            self.sign_up(server, "ann")
+            self.sign_up(server, "bob")
+            wait_until(self, lambda: all(s != "pending" for u in ("ann", "bob") for _, s, _ in self.outbox(server, u)),
+                       "both pushes settled")
+            self.assertEqual(self.apns.violations, [])
+            shared = [r[3]["aps"]["alert"]["body"] for r in self.apns.to("good-shared")]
+            self.assertEqual(shared, ["Hi bob"], "the shared phone got another user's push")
+            self.assertEqual([r[3]["aps"]["alert"]["body"] for r in self.apns.to("good-ann-own")], ["Hi ann"])
+            wait_until(self, lambda: [d["token"] for d in self.export(server, "ann")["state"]["devices"]]
+                       == ["good-ann-own"], "the shared token gone from ann's devices")
+            self.assertEqual([d["token"] for d in self.export(server, "bob")["state"]["devices"]], ["good-shared"])
+
+            # ann signs in on the phone again: it is hers, and bob's next push leaves it out.
+            self.register(server, "ann", "good-shared")
+            self.export(server, "ann")
+            self.sign_up(server, "bob", 2)
+            self.sign_up(server, "ann", 2)
+            wait_until(self, lambda: len(self.apns.to("good-shared")) == 2, "ann's second push on the phone")
+            time.sleep(0.5)
+            self.assertEqual([r[3]["aps"]["alert"]["body"] for r in self.apns.to("good-shared")], ["Hi bob", "Hi ann"])
+            wait_until(self, lambda: [s for _, s, _ in self.outbox(server, "bob")] == ["delivered", "dead"],
+                       "bob's second push skipped")
+            self.assertEqual(self.apns.violations, [])
+
+            # The store's record of who holds each token: ann holds both; a forget deletes hers.
+            self.assertEqual(held(server, "ann"), ["good-ann-own", "good-shared"])
+            self.assertEqual(held(server, "bob"), [])
+            status, body = server.request("DELETE", "/v1/users/ann", headers={"Authorization": "Bearer " + ADMIN_KEY})
+            self.assertEqual(status, 200, body)
+            self.assertEqual(held(server, "ann"), [])
         finally:
             self.assertEqual(server.stop(), 0)
 

@@ -23,16 +23,34 @@ extension Engine {
     public func report(_ device: Device, for userID: String) {
         guard (try? Self.check(device)) != nil else { return }
         withProfile(of: userID, create: true) { $0.devices = Device.reporting(device, in: $0.devices) }
+        claim(device, for: hasMerges ? resolve(userID) : userID)
     }
 
-    /// Removes the device with `token` from the user's: returns whether they had it.
+    /// Removes the device with `token` from the user's: returns whether they had it. With `seenBy`, only when the
+    /// user last reported it no later than then: a token another user reported at `seenBy` (``DeviceClaim``) has
+    /// moved to them, unless this user reported it again since.
     @discardableResult
-    public func removeDevice(token: String, of userID: String) -> Bool {
+    public func removeDevice(token: String, of userID: String, seenBy: Int64? = nil) -> Bool {
         withProfile(of: userID, create: false) { p in
             guard let i = p.devices.firstIndex(where: { $0.token == token }) else { return false }
+            if let seenBy, p.devices[i].lastSeen > seenBy { return false }
             p.devices.remove(at: i)
             return true
         } ?? false
+    }
+
+    /// The push tokens users reported since the last call (the latest report of each token), for the store's record
+    /// of who holds each one; empty unless ``collectsDeviceClaims``.
+    public func takeDeviceClaims() -> [DeviceClaim] {
+        defer { deviceClaims.removeAll(keepingCapacity: true) }
+        return deviceClaims.values.sorted { $0.token < $1.token }
+    }
+
+    /// Notes that `userID` (an id no other one's events resolve past) holds `device`'s token as of its last report.
+    func claim(_ device: Device, for userID: String) {
+        guard collectsDeviceClaims else { return }
+        if let earlier = deviceClaims[device.token], earlier.at > device.lastSeen { return }
+        deviceClaims[device.token] = DeviceClaim(token: device.token, userID: userID, at: device.lastSeen)
     }
 
     /// Calls `body` with the profile of the user `userID`'s events go to, and notes it changed.
@@ -48,5 +66,19 @@ extension Engine {
         guard let p = loadedProfile(resolve(userID), create: create) else { return nil }
         defer { stored(p) }
         return body(p)
+    }
+}
+
+/// A user's report of a push token (docs/push.md): a token is its latest reporter's. The service's store keeps the
+/// latest claim of each token, and a push to an earlier holder leaves that token out (and removes it from them).
+public struct DeviceClaim: Sendable, Hashable {
+    public var token: String
+    public var userID: String
+    /// When the user last reported it (the device's last seen time).
+    public var at: Int64
+    public init(token: String, userID: String, at: Int64) {
+        self.token = token
+        self.userID = userID
+        self.at = at
     }
 }

@@ -45,6 +45,10 @@ extension Engine {
         fill(known, from: merged)
         addTimers(of: known)
         stored(known)
+        // (The merged id's tokens are the user's now: claimed for them, as of when the id last reported each.)
+        for d in from.devices where merged.devices.contains(where: { $0.token == d.token && $0.lastSeen == d.lastSeen }) {
+            claim(d, for: target)
+        }
     }
 
     // MARK: Merging across stores

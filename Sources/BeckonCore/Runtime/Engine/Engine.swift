@@ -156,6 +156,10 @@ public final class Engine {
     static let maxAhead = 8
     /// The latest event time seen, whoever sent it.
     var latestTime = Int64.min
+    /// Who reported each push token last since ``takeDeviceClaims()`` (collected when ``collectsDeviceClaims``).
+    var deviceClaims: [String: DeviceClaim] = [:]
+    /// Whether reports of push devices are collected as ``DeviceClaim``s (a service's store keeps who holds each token).
+    public var collectsDeviceClaims = false
     /// The latest event time seen (whoever sent it): `dry-run --until +7d` counts from it.
     public var latestEventTime: Int64 { max(latestTime, clock) }
     var nextTimerID: UInt64 = 1
