@@ -56,11 +56,13 @@ struct FleetConsoleStore: ConsoleStore {
         var out = activity.buckets(since: oldest)
         guard let rows = try? await log.activity(since: oldest, except: owner) else { return out }
         for r in rows {
-            let blocked = (try? JSONDecoder().decode([String: Int].self, from: Data(r.blocked.utf8))) ?? [:]
+            func counts(_ json: String) -> [String: Int] {
+                (try? JSONDecoder().decode([String: Int].self, from: Data(json.utf8))) ?? [:]
+            }
             out[r.rule, default: [:]][r.bucket, default: .init()].add(
                 .init(
                     triggered: Int(r.triggered), fired: Int(r.fired), scheduled: Int(r.scheduled), heldBack: Int(r.heldBack),
-                    blocked: blocked))
+                    blocked: counts(r.blocked), messages: counts(r.messages)))
         }
         return out
     }
@@ -84,14 +86,18 @@ struct FleetActivity: Service {
         }
     }
 
+    static func json(_ counts: [String: Int]) -> String {
+        String(decoding: (try? JSONEncoder().encode(counts)) ?? Data("{}".utf8), as: UTF8.self)
+    }
+
     func write() async {
         let now = Processor.nowMs()
         let rows = activity.buckets(since: now / RuleActivity.bucketMs - 1).flatMap { rule, buckets in
             buckets.map { bucket, c in
                 FleetLog.ActivityRow(
                     rule: rule, bucket: bucket, triggered: Int64(c.triggered), fired: Int64(c.fired),
-                    scheduled: Int64(c.scheduled), heldBack: Int64(c.heldBack),
-                    blocked: String(decoding: (try? JSONEncoder().encode(c.blocked)) ?? Data("{}".utf8), as: UTF8.self))
+                    scheduled: Int64(c.scheduled), heldBack: Int64(c.heldBack), blocked: Self.json(c.blocked),
+                    messages: Self.json(c.messages))
             }
         }
         do {

@@ -53,6 +53,7 @@ public final class FleetService: ServiceBackend {
     package let deliverer: Deliverer
     let fleetMetrics: FleetMetrics
     package var metrics: ServiceMetrics { fleetMetrics.service }
+    package var messages: MessageCounts { MessageCounts(metrics: fleetMetrics.service, activity: activity) }
     package let writeKeys: KeyRing
     package let adminKeys: KeyRing
     package let userAuth: UserAuth?
@@ -93,7 +94,7 @@ public final class FleetService: ServiceBackend {
         deliverer = Deliverer(
             backend: FleetOutbox(log: log, destinations: rules.ruleSet.settings.destinations),
             devices: FleetDevices(log: log, appender: appender), current: current, metrics: fleetMetrics.service,
-            logger: logger)
+            activity: activity, logger: logger)
         if let s = options.userSecret { userAuth = await UserAuth(secret: s) } else { userAuth = nil }
     }
 

@@ -301,6 +301,10 @@ public final class FleetLog: Sendable {
                 "CREATE INDEX beckon_device_owner_user ON beckon_device_owner (user_id)",
             ]
         ),
+        (
+            "7: pushes and emails in the live counts",
+            ["ALTER TABLE beckon_activity ADD COLUMN messages text NOT NULL DEFAULT '{}'"]
+        ),
     ]
 
     public struct PartitionCountChanged: Error, CustomStringConvertible {
@@ -595,9 +599,13 @@ public final class FleetLog: Sendable {
         public var bucket: Int64
         public var triggered, fired, scheduled, heldBack: Int64
         public var blocked: String
+        /// The pushes and emails sent for the rule, by result (JSON, as `blocked`).
+        public var messages: String
         public init(
-            rule: String, bucket: Int64, triggered: Int64, fired: Int64, scheduled: Int64, heldBack: Int64, blocked: String
+            rule: String, bucket: Int64, triggered: Int64, fired: Int64, scheduled: Int64, heldBack: Int64, blocked: String,
+            messages: String = "{}"
         ) {
+            self.messages = messages
             self.rule = rule
             self.bucket = bucket
             self.triggered = triggered
@@ -615,13 +623,14 @@ public final class FleetLog: Sendable {
             try await client.query(
                 """
                 WITH up AS (
-                    INSERT INTO beckon_activity (owner, rule, bucket, triggered, fired, scheduled, held_back, blocked)
+                    INSERT INTO beckon_activity
+                        (owner, rule, bucket, triggered, fired, scheduled, held_back, blocked, messages)
                     SELECT \(owner), * FROM unnest(\(rows.map(\.rule))::text[], \(rows.map(\.bucket))::bigint[],
                         \(rows.map(\.triggered))::bigint[], \(rows.map(\.fired))::bigint[], \(rows.map(\.scheduled))::bigint[],
-                        \(rows.map(\.heldBack))::bigint[], \(rows.map(\.blocked))::text[])
+                        \(rows.map(\.heldBack))::bigint[], \(rows.map(\.blocked))::text[], \(rows.map(\.messages))::text[])
                     ON CONFLICT (owner, rule, bucket) DO UPDATE SET triggered = excluded.triggered,
                         fired = excluded.fired, scheduled = excluded.scheduled, held_back = excluded.held_back,
-                        blocked = excluded.blocked
+                        blocked = excluded.blocked, messages = excluded.messages
                 )
                 DELETE FROM beckon_activity WHERE bucket < \(oldest)
                 """, logger: logger)
@@ -632,13 +641,14 @@ public final class FleetLog: Sendable {
     public func activity(since oldest: Int64, except owner: String? = nil) async throws -> [ActivityRow] {
         try await timed("activity", nil) { [self] in
             var out: [ActivityRow] = []
-            for try await (r, b, t, f, s, h, x) in try await client.query(
+            for try await (r, b, t, f, s, h, x, m) in try await client.query(
                 """
-                SELECT rule, bucket, triggered, fired, scheduled, held_back, blocked FROM beckon_activity
+                SELECT rule, bucket, triggered, fired, scheduled, held_back, blocked, messages FROM beckon_activity
                 WHERE bucket >= \(oldest) AND owner IS DISTINCT FROM \(owner)
                 """, logger: logger
-            ).decode((String, Int64, Int64, Int64, Int64, Int64, String).self) {
-                out.append(ActivityRow(rule: r, bucket: b, triggered: t, fired: f, scheduled: s, heldBack: h, blocked: x))
+            ).decode((String, Int64, Int64, Int64, Int64, Int64, String, String).self) {
+                out.append(
+                    ActivityRow(rule: r, bucket: b, triggered: t, fired: f, scheduled: s, heldBack: h, blocked: x, messages: m))
             }
             return out
         }

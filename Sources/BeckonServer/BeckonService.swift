@@ -112,8 +112,7 @@ public final class BeckonService: Sendable {
         if let s = options.userSecret { userAuth = await UserAuth(secret: s) }
         let deliverer = Deliverer(
             backend: backend, devices: SingleBackend.Devices(processor: processor, database: backend), current: current,
-            metrics: metrics,
-            logger: logger)
+            metrics: metrics, activity: processor.activity, logger: logger)
         let reloader = Reloader(
             paths: options.paths, store: SingleRuleStore(backend: backend, processor: processor), current: current,
             metrics: metrics, logger: logger)

@@ -176,6 +176,8 @@ package final class Deliverer: Service, Sendable {
     package let devices: (any UserDirectory)?
     package let current: CurrentRules
     package let metrics: ServiceMetrics
+    /// Pushes and emails, counted by rule.
+    let messages: MessageCounts
     package let logger: Logger
     /// Entries taken and not yet recorded, by id, with their destination and user.
     private let busy = Mutex<[Int64: (destination: String, user: String)]>([:])
@@ -204,12 +206,13 @@ package final class Deliverer: Service, Sendable {
 
     package init(
         backend: any OutboxStore, devices: (any UserDirectory)? = nil, current: CurrentRules, metrics: ServiceMetrics,
-        logger: Logger
+        activity: RuleActivity, logger: Logger
     ) {
         self.backend = backend
         self.devices = devices
         self.current = current
         self.metrics = metrics
+        messages = MessageCounts(metrics: metrics, activity: activity)
         self.logger = logger
         faults = FaultLog(logger: logger)
     }
@@ -343,14 +346,14 @@ package final class Deliverer: Service, Sendable {
             let rule = EmailSender.rule(ofAction: row.entry.body)
             if (try? await devices?.unsubscribed(row.entry.userID)) == true {
                 outcome = .dead("skipped: the user unsubscribed from email")
-                metrics.message(rule: rule, channel: "email", result: "skipped").increment()
+                messages.count(rule: rule, channel: "email", "skipped")
             } else {
                 await paced(d.spec)
                 outcome = await sender.send(row, destination: d.spec, client: client)
-                metrics.message(rule: rule, channel: "email", result: "sent").increment()
+                messages.count(rule: rule, channel: "email", "sent")
                 switch outcome {
-                case .delivered: metrics.message(rule: rule, channel: "email", result: "delivered").increment()
-                case .dead: metrics.message(rule: rule, channel: "email", result: "failed").increment()
+                case .delivered: messages.count(rule: rule, channel: "email", "delivered")
+                case .dead: messages.count(rule: rule, channel: "email", "failed")
                 case .retry: break
                 }
             }
@@ -429,7 +432,7 @@ package final class Deliverer: Service, Sendable {
             for (token, at) in moved { await devices.remove(token: token, of: user, seenBy: at) }
         }
         func count(_ result: String, _ n: Int = 1) {
-            metrics.message(rule: message.qualifiedRule, channel: "push", result: result).increment(by: Int64(n))
+            messages.count(rule: message.qualifiedRule, channel: "push", result, n)
         }
         guard !tokens.isEmpty else {
             count("skipped")

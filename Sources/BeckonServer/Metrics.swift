@@ -129,3 +129,36 @@ public final class ServiceMetrics: Sendable {
 
     public func text() -> String { registry.emitToString() }
 }
+
+/// The one place a push or email Beckon sends itself is counted (docs/push.md, "Counting"): in
+/// `beckon_messages_total{rule,channel,result}` and in the rule's live counts for the console (``RuleActivity``,
+/// which a fleet process shares with the others through the database).
+package struct MessageCounts: Sendable {
+    package let metrics: ServiceMetrics
+    package let activity: RuleActivity
+
+    package init(metrics: ServiceMetrics, activity: RuleActivity) {
+        self.metrics = metrics
+        self.activity = activity
+    }
+
+    /// The results, in the order the console shows them.
+    package static let results = ["sent", "delivered", "failed", "skipped", "token_removed", "unsubscribed", "clicked"]
+
+    /// Counts `n` messages of `rule` (`unit/rule`) on `channel` (`push`, `email`) with `result` (one of ``results``).
+    package func count(rule: String, channel: String, _ result: String, _ n: Int = 1) {
+        guard n > 0 else { return }
+        metrics.message(rule: rule, channel: channel, result: result).increment(by: Int64(n))
+        activity.add([rule: RuleActivity.Counts(messages: [result: n])], at: Processor.nowMs())
+    }
+
+    /// A rule's message counts as the console's cell says them: "sent 3, delivered 2, …" (`-` for none).
+    package static func describe(_ counts: [String: Int]) -> String {
+        let order = results + counts.keys.filter { !results.contains($0) }.sorted()
+        let said = order.compactMap { r -> String? in
+            guard let n = counts[r], n > 0 else { return nil }
+            return "\(r.split(separator: "_").joined(separator: " ")) \(n)"
+        }
+        return said.isEmpty ? "-" : said.joined(separator: ", ")
+    }
+}

@@ -15,13 +15,19 @@ package final class RuleActivity: Sendable {
         package var heldBack = 0
         /// Verdicts that were not fires, by ``Verdict/code``.
         package var blocked: [String: Int] = [:]
+        /// The pushes and emails Beckon sent for the rule itself, by what became of them (``MessageCounts``).
+        package var messages: [String: Int] = [:]
 
-        package init(triggered: Int = 0, fired: Int = 0, scheduled: Int = 0, heldBack: Int = 0, blocked: [String: Int] = [:]) {
+        package init(
+            triggered: Int = 0, fired: Int = 0, scheduled: Int = 0, heldBack: Int = 0, blocked: [String: Int] = [:],
+            messages: [String: Int] = [:]
+        ) {
             self.triggered = triggered
             self.fired = fired
             self.scheduled = scheduled
             self.heldBack = heldBack
             self.blocked = blocked
+            self.messages = messages
         }
 
         package mutating func add(_ o: Counts) {
@@ -30,6 +36,7 @@ package final class RuleActivity: Sendable {
             scheduled += o.scheduled
             heldBack += o.heldBack
             for (k, v) in o.blocked { blocked[k, default: 0] += v }
+            for (k, v) in o.messages { messages[k, default: 0] += v }
         }
         var isEmpty: Bool { self == Counts() }
     }

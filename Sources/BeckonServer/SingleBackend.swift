@@ -17,6 +17,7 @@ struct SingleBackend: ServiceBackend {
     let console: WebConsole?
 
     var rules: ServingRules { current.value }
+    var messages: MessageCounts { MessageCounts(metrics: metrics, activity: processor.activity) }
 
     func store(_ body: [UInt8], _ request: Ingest.Decoded, decodedUnder rules: ServingRules, now: Int64) async throws {
         do {

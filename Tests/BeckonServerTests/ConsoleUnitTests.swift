@@ -72,6 +72,19 @@ struct ConsoleUnitTests {
         #expect(activity.summary(of: "a/r", at: now + Milliseconds.day).day == RuleActivity.Counts())
     }
 
+    /// Pushes and emails are counted by rule in the live counts too, and said in one order.
+    @Test func messageCountsJoinTheLiveCounts() {
+        let activity = RuleActivity()
+        let now = 1000 * Milliseconds.day
+        activity.add(["a/r": RuleActivity.Counts(messages: ["sent": 2, "delivered": 1])], at: now - 60_000)
+        activity.add(["a/r": RuleActivity.Counts(messages: ["sent": 1, "token_removed": 1])], at: now - 30_000)
+        let day = activity.summary(of: "a/r", at: now).day
+        #expect(day.messages == ["sent": 3, "delivered": 1, "token_removed": 1] && day.fired == 0)
+        #expect(MessageCounts.describe(day.messages) == "sent 3, delivered 1, token removed 1")
+        #expect(MessageCounts.describe(["clicked": 2, "unsubscribed": 0, "later": 1]) == "clicked 2, later 1")
+        #expect(MessageCounts.describe([:]) == "-")
+    }
+
     @Test func templatesEscapeEveryValue() {
         var page = UserPage(chrome: Chrome(signedIn: true, csrf: "t\"><x"))
         var found = UserPage.Found(id: "<script>alert(1)</script>", known: true)

@@ -7,6 +7,7 @@ again; 429 is retried after its Retry-After with the same apns-id; 403 ExpiredPr
 token; a user with no device gets `skipped`; kill -9 between the fire and the delivery sends it once after the
 restart, with the same apns-id. Runs on either store (BECKON_TEST_STORE=postgres: a fleet process).
 """
+import json
 import os
 import shutil
 import sqlite3
@@ -19,7 +20,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from apns_double import KEY_ID, TEAM, TOPIC, APNsDouble  # noqa: E402
 from fcm_double import FCMDouble  # noqa: E402
-from service_test import ADMIN_KEY, STORE, Server, caught_up, token  # noqa: E402
+from service_test import ADMIN_KEY, HTTP, STORE, Server, caught_up, token  # noqa: E402
 
 RULES = """version: 1
 campaign: welcome
@@ -64,13 +65,15 @@ def messages(server, rule):
     return {k: v for k, v in out.items() if v}
 
 
+def psql(url, sql):
+    return subprocess.run(["psql", url, "-qAt", "-c", sql], capture_output=True, text=True, check=True,
+                          timeout=30).stdout
+
+
 def held(server, user):
     """The tokens the store records `user` as the latest reporter of (docs/push.md, "Devices")."""
     if server.url:
-        out = subprocess.run(["psql", server.url, "-qAt", "-c",
-                              f"SELECT token FROM beckon_device_owner WHERE user_id = '{user}' ORDER BY token"],
-                             capture_output=True, text=True, check=True, timeout=30).stdout
-        return out.split()
+        return psql(server.url, f"SELECT token FROM beckon_device_owner WHERE user_id = '{user}' ORDER BY token").split()
     with sqlite3.connect(f"file:{server.db}?mode=ro", uri=True) as c:
         return [t for (t,) in c.execute("SELECT token FROM device_owner WHERE user_id = ? ORDER BY token", (user,))]
 
@@ -324,6 +327,21 @@ class ShippedStampbook(PushCase):
                 self.assertEqual([(i["id"], i["read"]) for i in inbox["items"]], [("welcome", False)])
             self.assertEqual(messages(server, "stampbook_welcome/welcome_notification"),
                              {"sent": 1, "delivered": 1, "skipped": 1})
+            # The same counts in the console's live table, in the rule's row.
+            client = HTTP(server.port)
+            self.assertEqual(client.login()[0], 303)
+            status, _, page, _ = client.request("GET", "/console")
+            self.assertEqual(status, 200)
+            row = page[page.index('id="rule-stampbook-welcome-welcome-notification"'):]
+            self.assertIn("<td>sent 1, delivered 1, skipped 1</td>", row[:row.index("</tr>")])
+            if server.url:
+                # A fleet process writes them for the other processes' consoles (every 10 s).
+                wait_until(self, lambda: "delivered" in psql(server.url, "SELECT messages FROM beckon_activity WHERE "
+                                                             "rule = 'stampbook_welcome/welcome_notification'"),
+                           "the counts in beckon_activity", seconds=30)
+                stored = json.loads(psql(server.url, "SELECT messages FROM beckon_activity WHERE "
+                                                     "rule = 'stampbook_welcome/welcome_notification'"))
+                self.assertEqual(stored, {"sent": 1, "delivered": 1, "skipped": 1})
         finally:
             self.assertEqual(server.stop(), 0)
 

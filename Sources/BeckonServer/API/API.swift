@@ -168,7 +168,7 @@ package struct API: Sendable {
                 type: "track", userId: user, event: "Email Unsubscribed", messageId: "unsubscribe-\(action)", timestamp: time,
                 properties: ["action_id": action, "rule": rule]),
         ])
-        backend.metrics.message(rule: rule, channel: "email", result: "unsubscribed").increment()
+        backend.messages.count(rule: rule, channel: "email", "unsubscribed")
     }
 
     /// `/v1/click`: an `Email Link Clicked` event, then the signed URL to redirect to.
@@ -183,7 +183,7 @@ package struct API: Sendable {
                 type: "track", userId: user, event: "Email Link Clicked", timestamp: time,
                 properties: ["action_id": action, "rule": rule, "url": url])
         ])
-        backend.metrics.message(rule: rule, channel: "email", result: "clicked").increment()
+        backend.messages.count(rule: rule, channel: "email", "clicked")
         return url
     }
 

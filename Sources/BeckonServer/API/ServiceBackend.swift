@@ -10,6 +10,8 @@ package protocol ServiceBackend: Sendable {
     var rules: ServingRules { get }
     var clock: ClockMode { get }
     var metrics: ServiceMetrics { get }
+    /// Where pushes and emails are counted, by rule (`/metrics` and the console).
+    var messages: MessageCounts { get }
 
     /// Stores a decoded ingest body durably (its events with their arrival); returns once they are committed. Throws
     /// ``APIError`` (503) when they are not: the client sends them again.

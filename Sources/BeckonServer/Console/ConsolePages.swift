@@ -49,6 +49,8 @@ struct OverviewPage {
         var scheduled: Int
         /// ``RuleCount/notFired(blocked:scheduled:)`` (scheduled has its own column).
         var blocked: String
+        /// ``MessageCounts/describe(_:)``: the pushes and emails Beckon sent itself.
+        var messages: String
 
         init(_ c: RuleActivity.Counts) {
             triggered = c.triggered
@@ -56,6 +58,7 @@ struct OverviewPage {
             heldBack = c.heldBack
             scheduled = c.scheduled
             blocked = RuleCount.notFired(blocked: c.blocked, scheduled: 0)
+            messages = MessageCounts.describe(c.messages)
         }
     }
     struct RuleRow {

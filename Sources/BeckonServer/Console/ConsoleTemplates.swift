@@ -93,19 +93,20 @@ enum ConsoleTemplates {
         <section aria-labelledby="live">
         <h2 id="live">Rules, live</h2>
         <p class="note">What became of each rule's trigger matches in the last hour and the last 24 hours (wall clock, counted
-        since this process started). Blocked: why a match did not fire, by reason. The chart: trigger matches (light) and
-        fires (dark) per hour.</p>
+        since this process started). Blocked: why a match did not fire, by reason. Messages: the pushes and emails Beckon
+        sent itself (sent is a request per device), what became of them, and the email links used. The chart: trigger
+        matches (light) and fires (dark) per hour.</p>
         <div class="scroll" tabindex="0" role="region" aria-label="Live counts per rule">
         <table class="live">
         <thead>
-        <tr><th scope="col" rowspan="2">Rule</th><th scope="colgroup" colspan="5">Last hour</th><th scope="colgroup" colspan="5">Last 24 hours</th><th scope="col" rowspan="2">Per hour</th></tr>
+        <tr><th scope="col" rowspan="2">Rule</th><th scope="colgroup" colspan="5">Last hour</th><th scope="colgroup" colspan="6">Last 24 hours</th><th scope="col" rowspan="2">Per hour</th></tr>
         <tr><th scope="col">triggered</th><th scope="col">fired</th><th scope="col">held back</th><th scope="col">scheduled</th><th scope="col">blocked</th>
-        <th scope="col">triggered</th><th scope="col">fired</th><th scope="col">held back</th><th scope="col">scheduled</th><th scope="col">blocked</th></tr>
+        <th scope="col">triggered</th><th scope="col">fired</th><th scope="col">held back</th><th scope="col">scheduled</th><th scope="col">blocked</th><th scope="col">messages</th></tr>
         </thead>
         <tbody>
         {{#rules}}<tr id="rule-{{anchor}}"><th scope="row">{{id}}</th>
         {{#hour}}<td class="num">{{triggered}}</td><td class="num">{{fired}}</td><td class="num">{{heldBack}}</td><td class="num">{{scheduled}}</td><td>{{blocked}}</td>{{/hour}}
-        {{#day}}<td class="num">{{triggered}}</td><td class="num">{{fired}}</td><td class="num">{{heldBack}}</td><td class="num">{{scheduled}}</td><td>{{blocked}}</td>{{/day}}
+        {{#day}}<td class="num">{{triggered}}</td><td class="num">{{fired}}</td><td class="num">{{heldBack}}</td><td class="num">{{scheduled}}</td><td>{{blocked}}</td><td>{{messages}}</td>{{/day}}
         <td>{{{chart}}}</td></tr>
         {{/rules}}
         </tbody>
