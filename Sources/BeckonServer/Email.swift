@@ -66,12 +66,15 @@ package struct EmailLinks: Sendable {
 /// Sends `email` actions through an HTTP email API in SendGrid's v3 Mail Send shape (`POST {url}/v3/mail/send`,
 /// the API key as a bearer token): the action's template and merge data (with `unsubscribe_url`, and its http(s)
 /// values through the click link when tracked), `List-Unsubscribe` and `List-Unsubscribe-Post` headers, and the action
-/// id in `custom_args`. 2xx delivered; 429 and 5xx retried; any other answer dead.
+/// id in `custom_args`. Or in another API's shape, from the destination's `body` template. 2xx delivered; 429 and 5xx
+/// retried; any other answer dead.
 package final class EmailSender: Sendable {
     package let spec: Destination.Email
     package let links: EmailLinks
     let apiKey: String
     let tls: TLSConfiguration?
+    /// The destination's `body` template, parsed (`nil`: SendGrid's shape).
+    let template: AnyJSON?
 
     package init(_ spec: Destination.Email, destination: String, apiKey: String, linkSecret: String) throws {
         self.spec = spec
@@ -79,6 +82,34 @@ package final class EmailSender: Sendable {
         links = EmailLinks(destination: destination, base: spec.linksBaseURL, secret: linkSecret)
         do { tls = try spec.caFile.map(PushCredentialError.trusting) } catch {
             throw PushCredentialError(description: "\(error)")
+        }
+        do { template = try spec.bodyTemplate.map(AnyJSON.init(parsing:)) } catch {
+            throw PushCredentialError(description: "the email body template is not JSON: \(error)")
+        }
+    }
+
+    /// Where an email is posted.
+    func url(of destination: Destination) -> String {
+        destination.url + (spec.path ?? (template == nil ? "/v3/mail/send" : ""))
+    }
+
+    /// `template` with its placeholders filled: `"{{data}}"` is the merge data object; in any other text each
+    /// `{{name}}` is the email's value of it (empty when it has none).
+    static func render(_ template: AnyJSON, _ values: [String: String], data: AnyJSON) -> AnyJSON {
+        switch template {
+        case .string(let s):
+            if s.trimmingCharacters(in: .whitespaces) == "{{data}}" { return data }
+            var out = ""
+            var rest = Substring(s)
+            while let open = rest.range(of: "{{"), let close = rest[open.upperBound...].range(of: "}}") {
+                out += rest[..<open.lowerBound]
+                out += values[rest[open.upperBound..<close.lowerBound].trimmingCharacters(in: .whitespaces)] ?? ""
+                rest = rest[close.upperBound...]
+            }
+            return .string(out + rest)
+        case .array(let items): return .array(items.map { render($0, values, data: data) })
+        case .object(let fields): return .object(fields.map { ($0.0, render($0.1, values, data: data)) })
+        case .null, .bool, .int, .double: return template
         }
     }
 
@@ -116,6 +147,16 @@ package final class EmailSender: Sendable {
             }
         }
         data.append(("unsubscribe_url", .string(unsubscribe)))
+        if let template {
+            let values = [
+                "to": to, "from": spec.from, "from_name": spec.fromName ?? "", "subject": email.subject ?? "",
+                "template": email.template, "unsubscribe_url": unsubscribe, "action_id": action.id,
+            ]
+            guard let bytes = try? JSONEncoder().encode(Self.render(template, values, data: .object(data))) else {
+                return nil
+            }
+            return (Array(bytes), unsubscribe)
+        }
         var from: [(String, AnyJSON)] = [("email", .string(spec.from))]
         if let name = spec.fromName { from.append(("name", .string(name))) }
         var message: [(String, AnyJSON)] = [
@@ -152,10 +193,14 @@ package final class EmailSender: Sendable {
         guard let (body, _) = self.body(ofAction: row.entry.body, user: row.entry.userID) else {
             return .dead("skipped: not an email with an address")
         }
-        var request = HTTPClientRequest(url: destination.url + "/v3/mail/send")
+        var request = HTTPClientRequest(url: url(of: destination))
         request.method = .POST
         request.tlsConfiguration = tls
-        request.headers.add(name: "authorization", value: "Bearer " + apiKey)
+        if let header = spec.apiKeyHeader {
+            request.headers.add(name: header, value: apiKey)
+        } else {
+            request.headers.add(name: "authorization", value: "Bearer " + apiKey)
+        }
         request.headers.add(name: "content-type", value: "application/json")
         request.headers.add(name: "idempotency-key", value: row.entry.actionID)
         request.body = .bytes(ByteBuffer(bytes: body))

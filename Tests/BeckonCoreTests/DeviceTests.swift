@@ -212,6 +212,62 @@ struct APNsDestinationTests {
         #expect(fcm("      project_id: p").count == 1, "neither the file nor the variable")
     }
 
+    /// An email destination's `body` template: placeholders it knows, `{{data}}` alone, the unsubscribe link
+    /// required, a path and a header name; each mistake at its line, with a suggestion for a near name.
+    @Test func anEmailBodyTemplateIsCheckedWhereItIsWritten() throws {
+        func settings(_ body: String) -> String {
+            """
+            version: 1
+            settings: mail
+            destinations:
+              - name: postmark
+                url: https://api.postmarkapp.com
+                email:
+                  from: hi@example.com
+                  api_key_env: POSTMARK_TOKEN
+                  link_secret_env: LINK_SECRET
+                  links_base_url: https://beckon.example.com
+            \(body)
+            """
+        }
+        func email(_ body: String) -> [String] {
+            diagnostics(Self.rules, settings: settings(body)).filter { $0.severity == .error }.map {
+                "\($0.location.position.line): \($0.message)" + ($0.suggestion.map { " (\($0))" } ?? "")
+            }
+        }
+        let good = """
+                  path: /email/withTemplate
+                  api_key_header: X-Postmark-Server-Token
+                  body:
+                    From: "{{ from }}"
+                    To: "{{to}}"
+                    TemplateAlias: "{{template}}"
+                    TemplateModel: "{{data}}"
+                    Headers: [{ Name: List-Unsubscribe, Value: "<{{unsubscribe_url}}>" }]
+                    TrackOpens: false
+            """
+        #expect(email(good).isEmpty)
+        let loaded = RuleLoader.load(texts: [("rules.yaml", Self.rules), ("settings.yaml", settings(good))])
+        let spec = try #require(loaded.ruleSet?.settings.destinations.first?.email)
+        #expect(spec.path == "/email/withTemplate" && spec.apiKeyHeader == "X-Postmark-Server-Token")
+        #expect(spec.bodyTemplate?.contains(#""TrackOpens":false"#) == true)
+        #expect(
+            email("      body: { To: \"{{too}}\", U: \"{{unsubscribe_url}}\" }") == [
+                "11: unknown placeholder '{{too}}' in 'body'; it may use {{to}}, {{from}}, {{from_name}}, {{subject}}, "
+                    + "{{template}}, {{unsubscribe_url}}, {{action_id}}, {{data}} (did you mean '{{to}}'?)"
+            ])
+        #expect(
+            email("      body: { Model: \"x {{data}}\", U: \"{{unsubscribe_url}}\" }") == [
+                "11: '{{data}}' is the merge data object: it must be a whole value, not in a text "
+                    + "(write the value as \"{{data}}\" alone)"
+            ])
+        #expect(email("      body: { To: \"{{to}}\" }").first?.hasPrefix("11: 'body' must carry '{{unsubscribe_url}}'") == true)
+        #expect(email("      body: [1]") == ["11: 'body' must be a map (the JSON object to send), found a list"])
+        #expect(email("      body: { U: \"{{unsubscribe_url\" }").first?.hasPrefix("11: '{{' without its '}}'") == true)
+        #expect(email("      path: email?x=1") == ["11: 'path' must start with '/' and hold no query, found 'email?x=1'"])
+        #expect(email("      api_key_header: \"X Token\"") == ["11: 'api_key_header' must be a header name, found 'X Token'"])
+    }
+
     @Test func aRateIsACountPerSecondMinuteOrHour() throws {
         func rate(_ text: String) -> (perSecond: Double?, errors: [String]) {
             let settings = """

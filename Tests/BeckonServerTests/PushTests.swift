@@ -109,4 +109,35 @@ struct PushTests {
         #expect(data?["n"] as? Int == 1 && data?["unsubscribe_url"] as? String == unsubscribe)
         #expect(sender.body(ofAction: #"{"id":"a2","email":{"template":"d-1","to":""}}"#, user: "ann") == nil, "no address")
     }
+
+    /// Another API's shape from the `body` template: the placeholders filled, `{{data}}` the merge data object
+    /// (its links through the click endpoint), the user's values JSON-escaped, the path and the key's header.
+    @Test func anEmailBodyTemplateIsFilledIn() throws {
+        var spec = Destination.Email(
+            from: "hi@example.com", apiKeyVariable: "K", linkSecretVariable: "S", linksBaseURL: "https://b.example")
+        spec.bodyTemplate =
+            #"{"From":"Shop <{{from}}>","To":"{{ to }}","Alias":"{{template}}","Model":"{{data}}","#
+            + #""Headers":[{"Name":"List-Unsubscribe","Value":"<{{unsubscribe_url}}>"}],"Tag":"{{action_id}}","#
+            + #""Subject":"{{subject}}{{from_name}}","N":2}"#
+        spec.path = "/email/withTemplate"
+        let sender = try EmailSender(spec, destination: "mail", apiKey: "key", linkSecret: "s")
+        #expect(sender.url(of: Destination(name: "mail", url: "https://api.example")) == "https://api.example/email/withTemplate")
+        let action =
+            #"{"id":"a1","campaign":"c","rule":"r","email":{"template":"welcome","to":"ann\"x@example.com","#
+            + #""data":{"shop":"https://shop.example/x","n":1}}}"#
+        let (body, unsubscribe) = try #require(sender.body(ofAction: action, user: "ann"))
+        let m = try #require(try JSONSerialization.jsonObject(with: Data(body)) as? [String: Any])
+        #expect(m["From"] as? String == "Shop <hi@example.com>" && m["To"] as? String == #"ann"x@example.com"#)
+        #expect(m["Alias"] as? String == "welcome" && m["Tag"] as? String == "a1" && m["Subject"] as? String == "")
+        #expect(m["N"] as? Int == 2)
+        #expect((m["Headers"] as? [[String: String]])?.first?["Value"] == "<\(unsubscribe)>")
+        let model = try #require(m["Model"] as? [String: Any])
+        #expect(model["n"] as? Int == 1 && model["unsubscribe_url"] as? String == unsubscribe)
+        #expect((model["shop"] as? String)?.hasPrefix("https://b.example/v1/click?") == true)
+        var sendGrid = spec
+        (sendGrid.bodyTemplate, sendGrid.path) = (nil, nil)
+        #expect(
+            try EmailSender(sendGrid, destination: "mail", apiKey: "key", linkSecret: "s").url(
+                of: Destination(name: "mail", url: "https://api.example")) == "https://api.example/v3/mail/send")
+    }
 }

@@ -4,6 +4,9 @@ one recipient, a template id, a sender, merge data with the unsubscribe URL, and
 in angle brackets) and List-Unsubscribe-Post (One-Click) headers. It answers 202, or by recipient:
   bad@*    400
   busy@*   429 with Retry-After: 1 the first time, then 202
+It also speaks another shape, Postmark's (`POST /email/withTemplate`, the key in `X-Postmark-Server-Token`; `From`,
+`To`, `TemplateAlias`, `TemplateModel` with the unsubscribe URL, the same two headers in `Headers`), answering 200:
+what a destination's `body` template makes.
 """
 import json
 import os
@@ -41,6 +44,8 @@ class EmailDouble(TLSDouble):
                 self.violations.append(what)
             return status, []
 
+        if scope["method"] == "POST" and scope["path"] == "/email/withTemplate":
+            return self.postmark(headers, body, violation)
         if scope["method"] != "POST" or scope["path"] != "/v3/mail/send":
             return violation(f"{scope['method']} {scope['path']}", 404)
         if headers.get("authorization") != "Bearer " + API_KEY:
@@ -65,6 +70,22 @@ class EmailDouble(TLSDouble):
                 status, extra = 429, [(b"retry-after", b"1")]
             self.messages.append((recipient, m, status))
         return status, extra
+
+    def postmark(self, headers, body, violation):
+        if headers.get("x-postmark-server-token") != API_KEY or "authorization" in headers:
+            return violation("token " + headers.get("x-postmark-server-token", "-"), 401)
+        try:
+            m = json.loads(body)
+            recipient, model = m["To"], m["TemplateModel"]
+            assert m["TemplateAlias"] and "@" in m["From"] and isinstance(model, dict)
+            sent = {h["Name"]: h["Value"] for h in m["Headers"]}
+            assert sent["List-Unsubscribe"] == "<" + model["unsubscribe_url"] + ">"
+            assert sent["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
+        except (ValueError, KeyError, TypeError, AssertionError):
+            return violation("message " + body[:200].decode(errors="replace"), 422)
+        with self.lock:
+            self.messages.append((recipient, m, 200))
+        return 200, []
 
     def to(self, recipient):
         with self.lock:

@@ -33,6 +33,9 @@ rules:
 
 
 class Email(unittest.TestCase):
+    # (The destination's email block beyond its credentials and links: none for SendGrid's shape.)
+    shape = ""
+
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
         self.addCleanup(self.tmp.cleanup)
@@ -56,7 +59,7 @@ destinations:
       link_secret_env: BECKON_TEST_LINK_SECRET
       links_base_url: {BASE}
       ca_file: {self.double.paths["ca"]}
-""")
+{self.shape}""")
         os.environ["BECKON_TEST_EMAIL_KEY"] = API_KEY
         os.environ["BECKON_TEST_LINK_SECRET"] = "link-secret-for-tests"
         self.server = Server([rules], os.path.join(self.tmp.name, "db.sqlite")).start()
@@ -151,6 +154,48 @@ destinations:
             return r.status, r.getheader("Location")
         finally:
             c.close()
+
+
+
+class TemplatedEmail(Email):
+    """Another API's shape from a `body` template (Postmark's): the key in its own header, the placeholders filled,
+    the merge data as the template model, the unsubscribe link in the headers, and the link works."""
+    shape = """      path: /email/withTemplate
+      api_key_header: X-Postmark-Server-Token
+      body:
+        From: "{{from_name}} <{{from}}>"
+        To: "{{to}}"
+        TemplateAlias: "{{template}}"
+        TemplateModel: "{{data}}"
+        Headers:
+          - { Name: List-Unsubscribe, Value: "<{{unsubscribe_url}}>" }
+          - { Name: List-Unsubscribe-Post, Value: List-Unsubscribe=One-Click }
+        Metadata: { beckon_action_id: "{{action_id}}" }
+"""
+
+    def test_template_links_unsubscribe_and_clicks(self):
+        try:
+            self.post({"type": "identify", "userId": "dee", "messageId": "i1",
+                       "traits": {"email": "dee@example.com", "first_name": "Dee"}},
+                      {"type": "track", "userId": "dee", "event": "Signed Up", "messageId": "s1"})
+            wait_until(self, lambda: self.double.to("dee@example.com"), "the email")
+            self.assertEqual(self.double.violations, [])
+            _, message, status = self.double.to("dee@example.com")[0]
+            self.assertEqual(status, 200)
+            self.assertEqual((message["From"], message["TemplateAlias"]),
+                             ("Stampbook <hello@stampbook.example>", "d-welcome"))
+            model = message["TemplateModel"]
+            self.assertEqual((model["name"], model["count"]), ("Dee", 3))
+            self.assertTrue(model["shop"].startswith(BASE + "/v1/click?"), model["shop"])
+            action = self.export("dee")["outbox"][0]
+            wait_until(self, lambda: [o["state"] for o in self.export("dee")["outbox"]] == ["delivered"], "delivered")
+            self.assertEqual(message["Metadata"], {"beckon_action_id": self.export("dee")["actions"][0]["id"]})
+            self.assertEqual(action["destination"], "mail")
+            status, _ = self.server.request("GET", self.local(model["unsubscribe_url"]))
+            self.assertEqual(status, 200)
+            self.assertEqual(messages(self.server, "welcome/welcome_email"), {"sent": 1, "delivered": 1, "unsubscribed": 1})
+        finally:
+            self.assertEqual(self.server.stop(), 0)
 
 
 if __name__ == "__main__":

@@ -701,7 +701,8 @@ public enum DSL {
     static let emailDestination = ObjectSchema(
         "email destination",
         doc: """
-            An HTTP email API in SendGrid's v3 Mail Send shape (docs/push.md, "Email"): each email names the action's \
+            An HTTP email API, in SendGrid's v3 Mail Send shape or another API's JSON body written as a template \
+            (docs/push.md, "Email"): each email names the action's \
             template with its merge data, carries an unsubscribe link and `List-Unsubscribe` headers pointing at this \
             service's signed endpoint, and its links go through the signed click endpoint.
             """,
@@ -723,6 +724,21 @@ public enum DSL {
             KeySchema(
                 "track_clicks", .boolean, doc: "send the merge data's http(s) links through the click endpoint (default true)",
                 example: "true"),
+            KeySchema(
+                "body", .map(key: .text, value: .anyValue),
+                doc: """
+                    another email API's JSON body instead of SendGrid's, as written, with placeholders in its strings: \
+                    `{{to}}`, `{{from}}`, `{{from_name}}`, `{{subject}}`, `{{template}}`, `{{unsubscribe_url}}` (required), \
+                    `{{action_id}}`, and `"{{data}}"` alone for the merge data object
+                    """,
+                example: "{ From: \"{{from}}\", To: \"{{to}}\", TemplateAlias: \"{{template}}\", TemplateModel: \"{{data}}\" }"),
+            KeySchema(
+                "path", .text, doc: "the path after `url` emails are posted to (default `/v3/mail/send`, none with `body`)",
+                example: "/email/withTemplate"),
+            KeySchema(
+                "api_key_header", .text,
+                doc: "the header the API key goes in as it is (default: `Authorization: Bearer` and the key)",
+                example: "X-Postmark-Server-Token"),
             KeySchema(
                 "ca_file", .text, doc: "certificates to trust for `url` instead of the system's (a private or test host)",
                 example: "certs/test-ca.pem"),

@@ -1456,7 +1456,89 @@ public struct FileParser {
             e.caFile = certificateFile(ca)
             ok = ok && e.caFile != nil
         }
+        if let body = k["body"] {
+            e.bodyTemplate = emailBody(body.value)
+            ok = ok && e.bodyTemplate != nil
+        }
+        if let path = k["path"].flatMap({ string($0.value, "path") }) {
+            if !path.value.hasPrefix("/") || path.value.contains(where: { $0 == "?" || $0 == "#" || $0.isWhitespace }) {
+                diagnostics.error(
+                    .invalidValue, "'path' must start with '/' and hold no query, found '\(path.value)'", at: path.location)
+                ok = false
+            }
+            e.path = path.value
+        }
+        if let header = k["api_key_header"].flatMap({ string($0.value, "api_key_header") }) {
+            let token = Set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+            if header.value.isEmpty || !header.value.allSatisfy(token.contains) {
+                diagnostics.error(
+                    .invalidValue, "'api_key_header' must be a header name, found '\(header.value)'", at: header.location)
+                ok = false
+            }
+            e.apiKeyHeader = header.value
+        }
         return ok ? e : nil
+    }
+
+    /// An email destination's `body:`: the JSON object another email API takes, as written, with `{{name}}`
+    /// placeholders in its strings (``Destination/Email/bodyPlaceholders``); `{{data}}` is the merge data object and
+    /// stands alone. It must carry `{{unsubscribe_url}}`: every email has its unsubscribe link. Its JSON text, or nil
+    /// after an error at the line at fault.
+    mutating func emailBody(_ node: SourceNode) -> String? {
+        guard case .mapping = node else {
+            diagnostics.error(
+                .invalidValue, "'body' must be a map (the JSON object to send), found \(node.kindDescription)",
+                at: node.location)
+            return nil
+        }
+        var ok = true
+        var unsubscribe = false
+        func walk(_ n: SourceNode) -> Value {
+            switch n {
+            case .scalar(let s):
+                if s.style == .plain, let v = FileParser.plainValue(s) { return v }
+                var rest = Substring(s.text)
+                while let open = rest.range(of: "{{") {
+                    guard let close = rest[open.upperBound...].range(of: "}}") else {
+                        diagnostics.error(.invalidValue, "'{{' without its '}}' in '\(s.text)'", at: s.location)
+                        ok = false
+                        break
+                    }
+                    let name = String(rest[open.upperBound..<close.lowerBound]).trimmingCharacters(in: .whitespaces)
+                    rest = rest[close.upperBound...]
+                    if !Destination.Email.bodyPlaceholders.contains(name) {
+                        let near = Suggest.nearest(name, in: Destination.Email.bodyPlaceholders)
+                        diagnostics.error(
+                            .invalidValue,
+                            "unknown placeholder '{{\(name)}}' in 'body'; it may use "
+                                + Destination.Email.bodyPlaceholders.map { "{{\($0)}}" }.joined(separator: ", "),
+                            at: s.location, suggestion: near.map { "did you mean '{{\($0)}}'?" })
+                        ok = false
+                    } else if name == "data" && s.text.trimmingCharacters(in: .whitespaces) != "{{data}}" {
+                        diagnostics.error(
+                            .invalidValue, "'{{data}}' is the merge data object: it must be a whole value, not in a text",
+                            at: s.location, suggestion: "write the value as \"{{data}}\" alone")
+                        ok = false
+                    }
+                    if name == "unsubscribe_url" { unsubscribe = true }
+                }
+                return .string(s.text)
+            case .sequence(let items, _):
+                return .list(items.map(walk))
+            case .mapping(let pairs, _):
+                var m = ValueMap()
+                for (k, v) in pairs { m[string: k.text] = walk(v) }
+                return .map(m)
+            }
+        }
+        let json = JSONWriter.encode(walk(node))
+        if !unsubscribe {
+            diagnostics.error(
+                .invalidValue, "'body' must carry '{{unsubscribe_url}}': every email has its unsubscribe link",
+                at: node.location, suggestion: "add the List-Unsubscribe header the API takes, with <{{unsubscribe_url}}>")
+            ok = false
+        }
+        return ok ? json : nil
     }
 
     /// A `ca_file`'s path, resolved against this file, when it holds a PEM certificate (else an error at its line).

@@ -509,6 +509,17 @@ public struct Destination: Sendable, Hashable {
         public var trackClicks = true
         /// A PEM file of the certificates to trust for `url` instead of the system's.
         public var caFile: String?
+        /// Another API's shape (``bodyTemplate``): the JSON body as written, with `{{name}}` placeholders
+        /// (``bodyPlaceholders``) in its strings; `nil`: SendGrid's v3 Mail Send.
+        public var bodyTemplate: String?
+        /// The path after `url` the email is posted to (SendGrid's shape: `/v3/mail/send`).
+        public var path: String?
+        /// The header the API key goes in as it is (`X-Postmark-Server-Token`); `nil`: `Authorization: Bearer KEY`.
+        public var apiKeyHeader: String?
+        /// The names a ``bodyTemplate`` may use: each is the email's, and `data` (a whole value) its merge data.
+        public static let bodyPlaceholders = [
+            "to", "from", "from_name", "subject", "template", "unsubscribe_url", "action_id", "data",
+        ]
         public init(from: String, apiKeyVariable: String, linkSecretVariable: String, linksBaseURL: String) {
             self.from = from
             self.apiKeyVariable = apiKeyVariable
