@@ -43,11 +43,6 @@ package final class APNsSender: PushProvider {
         func verify(using algorithm: some JWTAlgorithm) async throws {}
     }
 
-    /// The provider token to send (made anew when it is older than ``tokenLifetime``, or when it is `refused`).
-    package func providerToken(refused: String? = nil) async throws -> String {
-        try await token.value(refused: refused) { try await self.makeToken() }
-    }
-
     private func makeToken() async throws -> (token: String, until: ContinuousClock.Instant) {
         let now = ContinuousClock.now
         // (Made every 40 minutes at most: a key collection of its own each time costs nothing that matters.)
@@ -76,40 +71,29 @@ package final class APNsSender: PushProvider {
     )
         async -> PushOutcome
     {
-        var refused: String?
-        for _ in 0..<2 {
-            let outcome: PushOutcome
-            let provider: String
-            do {
-                provider = try await providerToken(refused: refused)
-                var request = HTTPClientRequest(url: baseURL + "/3/device/" + device)
-                request.method = .POST
-                request.tlsConfiguration = tls
-                request.headers.add(name: "authorization", value: "bearer " + provider)
-                request.headers.add(name: "apns-topic", value: spec.topic)
-                request.headers.add(name: "apns-push-type", value: spec.pushType)
-                request.headers.add(name: "apns-priority", value: String(spec.priority))
-                request.headers.add(name: "apns-id", value: id)
-                request.headers.add(
-                    name: "apns-expiration",
-                    value: String(spec.expirationSeconds.map { Int64(Date().timeIntervalSince1970) + $0 } ?? 0))
-                request.headers.add(name: "content-type", value: "application/json")
-                request.body = .bytes(ByteBuffer(bytes: payload))
-                let response = try await client.execute(request, timeout: .milliseconds(timeoutMs))
-                let body = try await response.body.collect(upTo: 16 * 1024)
-                outcome = Self.outcome(
-                    status: Int(response.status.code), body: Array(body.readableBytesView),
-                    retryAfter: response.headers.first(name: "retry-after"))
-            } catch {
-                return .retry(Deliverer.describe(error), after: nil)
-            }
-            if outcome == .refused("403 ExpiredProviderToken") && refused == nil {
-                refused = provider
-                continue
-            }
-            return outcome
+        await token.sending(
+            make: { try await self.makeToken() }, isRefusal: { $0 == .refused("403 ExpiredProviderToken") },
+            refusedAgain: "403 ExpiredProviderToken after a new provider token"
+        ) { provider in
+            var request = HTTPClientRequest(url: baseURL + "/3/device/" + device)
+            request.method = .POST
+            request.tlsConfiguration = tls
+            request.headers.add(name: "authorization", value: "bearer " + provider)
+            request.headers.add(name: "apns-topic", value: spec.topic)
+            request.headers.add(name: "apns-push-type", value: spec.pushType)
+            request.headers.add(name: "apns-priority", value: String(spec.priority))
+            request.headers.add(name: "apns-id", value: id)
+            request.headers.add(
+                name: "apns-expiration",
+                value: String(spec.expirationSeconds.map { Int64(Date().timeIntervalSince1970) + $0 } ?? 0))
+            request.headers.add(name: "content-type", value: "application/json")
+            request.body = .bytes(ByteBuffer(bytes: payload))
+            let response = try await client.execute(request, timeout: .milliseconds(timeoutMs))
+            let body = try await response.body.collect(upTo: 16 * 1024)
+            return Self.outcome(
+                status: Int(response.status.code), body: Array(body.readableBytesView),
+                retryAfter: response.headers.first(name: "retry-after"))
         }
-        return .refused("403 ExpiredProviderToken after a new provider token")
     }
 
     /// The outcome of an APNs answer: its status and `{"reason": …}`.

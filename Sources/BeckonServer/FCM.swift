@@ -74,12 +74,7 @@ package final class FCMSender: PushProvider {
         var description: String
     }
 
-    /// The access token to send: the one kept, or a new one from the token endpoint (`refused`: the one FCM
-    /// refused).
-    func accessToken(_ client: HTTPClient, refused: String?, timeoutMs: Int64) async throws -> String {
-        try await token.value(refused: refused) { try await self.fetchToken(client, timeoutMs: timeoutMs) }
-    }
-
+    /// A new access token from the token endpoint (kept in ``token`` and shared until a minute before it expires).
     private func fetchToken(
         _ client: HTTPClient, timeoutMs: Int64
     ) async throws -> (
@@ -117,33 +112,23 @@ package final class FCMSender: PushProvider {
         -> PushOutcome
     {
         guard let payload = Self.payload(push, to: device) else { return .refused("the push cannot be encoded") }
-        var refused: String?
-        for _ in 0..<2 {
-            let outcome: PushOutcome
-            let access: String
-            do {
-                access = try await accessToken(client, refused: refused, timeoutMs: destination.timeoutMs)
-                var request = HTTPClientRequest(url: destination.url + "/v1/projects/\(project)/messages:send")
-                request.method = .POST
-                request.tlsConfiguration = tls
-                request.headers.add(name: "authorization", value: "Bearer " + access)
-                request.headers.add(name: "content-type", value: "application/json")
-                request.body = .bytes(ByteBuffer(bytes: payload))
-                let response = try await client.execute(request, timeout: .milliseconds(destination.timeoutMs))
-                let body = try await response.body.collect(upTo: 64 * 1024)
-                outcome = Self.outcome(
-                    status: Int(response.status.code), body: Array(body.readableBytesView),
-                    retryAfter: response.headers.first(name: "retry-after"))
-            } catch {
-                return .retry(Deliverer.describe(error), after: nil)
-            }
-            if case .refused(let why) = outcome, why.hasPrefix("401"), refused == nil {
-                refused = access
-                continue
-            }
-            return outcome
+        return await token.sending(
+            make: { try await self.fetchToken(client, timeoutMs: destination.timeoutMs) },
+            isRefusal: { if case .refused(let why) = $0 { why.hasPrefix("401") } else { false } },
+            refusedAgain: "401 after a new access token"
+        ) { access in
+            var request = HTTPClientRequest(url: destination.url + "/v1/projects/\(project)/messages:send")
+            request.method = .POST
+            request.tlsConfiguration = tls
+            request.headers.add(name: "authorization", value: "Bearer " + access)
+            request.headers.add(name: "content-type", value: "application/json")
+            request.body = .bytes(ByteBuffer(bytes: payload))
+            let response = try await client.execute(request, timeout: .milliseconds(destination.timeoutMs))
+            let body = try await response.body.collect(upTo: 64 * 1024)
+            return Self.outcome(
+                status: Int(response.status.code), body: Array(body.readableBytesView),
+                retryAfter: response.headers.first(name: "retry-after"))
         }
-        return .refused("401 after a new access token")
     }
 
     struct ErrorAnswer: Decodable {

@@ -146,10 +146,13 @@ package final class ServingRules: @unchecked Sendable {
                 if let f = d.fcm, let json = try secret(file: f.serviceAccountFile, variable: f.serviceAccountVariable) {
                     sender = try FCMSender(f, serviceAccount: json)
                 }
-                if let e = d.email, let key = try secret(file: nil, variable: e.apiKeyVariable),
+                if let e = d.email {
+                    // (Both read, so that a pause names every variable that is unset.)
+                    let key = try secret(file: nil, variable: e.apiKeyVariable)
                     let linkSecret = try secret(file: nil, variable: e.linkSecretVariable)
-                {
-                    emailSender = try EmailSender(e, destination: d.name, apiKey: key, linkSecret: linkSecret)
+                    if let key, let linkSecret {
+                        emailSender = try EmailSender(e, destination: d.name, apiKey: key, linkSecret: linkSecret)
+                    }
                 }
             } catch let refused as Refused {
                 throw refused

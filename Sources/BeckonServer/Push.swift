@@ -99,6 +99,32 @@ package final class SharedCredential: Sendable {
     }
 }
 
+extension SharedCredential {
+    /// One request with the shared credential; when the provider answers that the credential itself was refused
+    /// (`isRefusal`: APNs' 403 `ExpiredProviderToken`, FCM's 401), one more with a new one. A connection error is a
+    /// retry. `make` makes a new credential; `send` sends with one.
+    package func sending(
+        make: @escaping @Sendable () async throws -> (token: String, until: ContinuousClock.Instant),
+        isRefusal: (PushOutcome) -> Bool, refusedAgain: String,
+        _ send: (String) async throws -> PushOutcome
+    ) async -> PushOutcome {
+        var refused: String?
+        for _ in 0..<2 {
+            let credential: String
+            let outcome: PushOutcome
+            do {
+                credential = try await value(refused: refused, make: make)
+                outcome = try await send(credential)
+            } catch {
+                return .retry(Deliverer.describe(error), after: nil)
+            }
+            guard isRefusal(outcome), refused == nil else { return outcome }
+            refused = credential
+        }
+        return .refused(refusedAgain)
+    }
+}
+
 /// A push destination's credentials that cannot be used.
 package struct PushCredentialError: Error, CustomStringConvertible {
     package var description: String

@@ -1,4 +1,5 @@
 import BeckonCore
+import BeckonYAML
 import Foundation
 import Testing
 
@@ -108,6 +109,31 @@ struct PushTests {
                 "https://b.example/v1/click?d=mail&u=ann&a=a1&r=c%2Fr&url=https%3A%2F%2Fshop.example%2Fx&s=") == true)
         #expect(data?["n"] as? Int == 1 && data?["unsubscribe_url"] as? String == unsubscribe)
         #expect(sender.body(ofAction: #"{"id":"a2","email":{"template":"d-1","to":""}}"#, user: "ann") == nil, "no address")
+    }
+
+    /// An email destination waits while its variables are unset, and its pause names each one that is.
+    @Test func aPausedEmailDestinationNamesEveryUnsetVariable() throws {
+        let settings = """
+            version: 1
+            settings: mail
+            destinations:
+              - name: mail
+                url: https://api.sendgrid.com
+                email:
+                  from: hi@example.com
+                  api_key_env: MAIL_KEY
+                  link_secret_env: LINK_SECRET
+                  links_base_url: https://beckon.example.com
+            """
+        let rules = "version: 1\ncampaign: c\nrules:\n  - { id: r, on: E, do: [ email: { template: t, to: a@b.c } ] }\n"
+        let loaded = RuleLoader.load(texts: [("rules.yaml", rules), ("settings.yaml", settings)])
+        func missing(_ environment: [String: String]) throws -> [String] {
+            let serving = try ServingRules.make(loaded, environment: environment, at: 0) { _, _ in 1 }
+            return try #require(serving.destinations["mail"]).missing
+        }
+        #expect(try missing([:]) == ["MAIL_KEY", "LINK_SECRET"])
+        #expect(try missing(["MAIL_KEY": "k"]) == ["LINK_SECRET"])
+        #expect(try missing(["MAIL_KEY": "k", "LINK_SECRET": "s"]).isEmpty)
     }
 
     /// Another API's shape from the `body` template: the placeholders filled, `{{data}}` the merge data object
