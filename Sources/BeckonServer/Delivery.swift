@@ -49,6 +49,8 @@ package enum Delivery {
     /// What became of an attempt.
     package enum Outcome: Equatable {
         case delivered
+        /// Delivered, with what became of the rest (a push some of the user's devices did not take).
+        case partlyDelivered(String)
         /// Tried again no sooner than `after` ms (a `Retry-After`), else after the backoff.
         case retry(error: String, after: Int64?)
         /// Not tried again: the receiver refused it for good.
@@ -76,6 +78,8 @@ package enum Delivery {
         switch outcome {
         case .delivered:
             return (OutboxAttempt(id: row.id, state: .delivered, nextAt: now, error: nil), "delivered")
+        case .partlyDelivered(let note):
+            return (OutboxAttempt(id: row.id, state: .delivered, nextAt: now, error: note), "delivered")
         case .dead(let e):
             return (OutboxAttempt(id: row.id, state: .dead, nextAt: now, error: e), "dead")
         case .retry(let e, let after):
@@ -352,7 +356,7 @@ package final class Deliverer: Service, Sendable {
                 outcome = await sender.send(row, destination: d.spec, client: client)
                 messages.count(rule: rule, channel: "email", "sent")
                 switch outcome {
-                case .delivered: messages.count(rule: rule, channel: "email", "delivered")
+                case .delivered, .partlyDelivered: messages.count(rule: rule, channel: "email", "delivered")
                 case .dead: messages.count(rule: rule, channel: "email", "failed")
                 case .retry: break
                 }
@@ -450,31 +454,40 @@ package final class Deliverer: Service, Sendable {
             for await o in group { out.append(o) }
             return out
         }
+        // Each device's outcome, in the order of the user's devices: what the entry records beside its state.
+        let order = Dictionary(tokens.enumerated().map { ($1, $0) }, uniquingKeysWith: { a, _ in a })
         var accepted = 0
-        var retry: (reasons: [String], after: Int64?) = ([], nil)
-        var refused: [String] = []
-        for (token, outcome) in outcomes {
+        var retry: (devices: Int, after: Int64?) = (0, nil)
+        var notes: [String] = []
+        for (token, outcome) in outcomes.sorted(by: { order[$0.0, default: 0] < order[$1.0, default: 0] }) {
+            let device = Self.shortToken(token)
             switch outcome {
             case .accepted: accepted += 1
             case .invalidToken(let why):
-                refused.append(why)
+                notes.append("\(device): \(why) (token removed)")
                 metrics.tokensRemoved.increment()
                 count("token_removed")
                 await devices?.remove(token: token, of: user, seenBy: nil)
             case .retry(let why, let after):
-                retry.reasons.append(why)
+                notes.append("\(device): \(why)")
+                retry.devices += 1
                 if let after { retry.after = max(retry.after ?? 0, after) }
-            case .refused(let why): refused.append(why)
+            case .refused(let why): notes.append("\(device): \(why)")
             }
         }
+        notes += moved.map { "\(Self.shortToken($0.token)): another user reported it since (left out)" }
         if accepted > 0 {
             count("delivered")
-            return .delivered
+            guard !notes.isEmpty else { return .delivered }
+            return .partlyDelivered("\(accepted) of \(tokens.count) devices accepted; " + notes.joined(separator: "; "))
         }
-        if !retry.reasons.isEmpty { return .retry(error: retry.reasons.joined(separator: "; "), after: retry.after) }
+        if retry.devices > 0 { return .retry(error: notes.joined(separator: "; "), after: retry.after) }
         count("failed")
-        return .dead(refused.joined(separator: "; "))
+        return .dead(notes.joined(separator: "; "))
     }
+
+    /// A device token as an outcome names it: its first 8 characters (the rest are in the user's export).
+    static func shortToken(_ token: String) -> String { token.count > 8 ? token.prefix(8) + "…" : token }
 
     /// Writes the outcomes of the attempts that ended, in one transaction, then lets their entries be taken again.
     /// Returns how many.

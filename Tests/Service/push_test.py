@@ -154,7 +154,9 @@ class Push(PushCase):
             phone = self.apns.to("good-ann-phone")[0]
             self.assertEqual(phone[3]["aps"]["alert"], {"title": "Welcome", "body": "Hi ann"})
             self.assertEqual(phone[3]["deep_link"], "stampbook://home")
-            self.assertEqual(self.outbox(server, "ann"), [("ios", "delivered", None)])
+            # Each device's outcome is recorded with the entry: the phone took it, the old one is gone.
+            self.assertEqual(self.outbox(server, "ann"), [
+                ("ios", "delivered", "1 of 2 devices accepted; gone-ann…: 410 Unregistered (token removed)")])
             tokens = sorted(d["token"] for d in self.export(server, "ann")["state"]["devices"])
             self.assertEqual(tokens, ["good-ann-off", "good-ann-phone"], "the Unregistered token is not removed")
             # bob: 429, then the same push with the same apns-id after Retry-After.
@@ -392,7 +394,10 @@ destinations:
             message = self.fcm.to("good-ann-phone")[0][2]
             self.assertEqual(message["notification"], {"title": "Welcome", "body": "Hi ann"})
             self.assertEqual(message["data"]["deep_link"], "stampbook://home")
-            self.assertEqual(self.outbox(server, "ann"), [("android", "delivered", None)])
+            (_, state, note), = self.outbox(server, "ann")
+            self.assertEqual(state, "delivered")
+            self.assertTrue(note.startswith("1 of 2 devices accepted; gone-ann…: 404 UNREGISTERED"), note)
+            self.assertTrue(note.endswith("(token removed)"), note)
             tokens = sorted(d["token"] for d in self.export(server, "ann")["state"]["devices"])
             self.assertEqual(tokens, ["good-ann-iphone", "good-ann-phone"], "the UNREGISTERED token is not removed")
             self.assertEqual([r[3] for r in self.fcm.to("busy-bob")], [429, 200])
