@@ -179,6 +179,21 @@ struct StateTests {
         return next
     }
 
+    /// Events far ahead of the stream's clock wait for another user's to move it, and the waiting ones are saved with
+    /// the stream: a restored engine (another process, whose profile table hashes with another seed) must still see
+    /// that the next event is the same user's. Found by the property below: u2's identify a day later was taken as
+    /// confirmed, moved the clock, and its plan change did not fire.
+    @Test func aRestoredEngineKnowsWhoseEventsWaitToMoveTheClock() throws {
+        let rs = try StateTests.ruleSet()
+        let events = StateTests.stream([1343, 1028, 3194] + Array(repeating: 0, count: 17))
+        let straight = StateTests.run(Engine(ruleSet: rs), events[...], until: StateTests.end(events))
+        let first = Engine(ruleSet: rs)
+        var actions = StateTests.run(first, events[..<1])
+        actions += StateTests.run(try StateTests.reloaded(first, into: rs), events[1...], until: StateTests.end(events))
+        #expect(actions == straight)
+        #expect(straight.contains { $0.contains(#""rule":"plan_changed""#) })
+    }
+
     @Test func aStreamCutAnywhereAndRestoredGivesTheSameActions() async throws {
         let rs = try StateTests.ruleSet()
         let picks = Gen.int(in: 0...10_000).array(of: 20...90)

@@ -127,7 +127,7 @@ extension Engine {
     func processMerged(_ e: BoundEvent, as userID: String, into out: inout EventOutcome) {
         let id = resolve(userID)
         let profile = loadedProfile(id, create: true)!
-        process(e, profile: profile, user: memoryTable?.with { $0.hash(of: id) } ?? ByteHash.hash(id), into: &out)
+        process(e, profile: profile, user: id, into: &out)
         stored(profile)
     }
 }

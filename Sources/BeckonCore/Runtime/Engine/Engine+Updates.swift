@@ -87,7 +87,7 @@ extension Engine {
     }
 
     /// Moves the stream's clock for an event of `user` at `time` (see ``clock``).
-    @inline(__always) func moveClock(_ time: Int64, user: UInt64) {
+    @inline(__always) func moveClock(_ time: Int64, user: String) {
         if time > latestTime { latestTime = time }
         let clock = self.clock
         guard time > clock else { return }
@@ -101,7 +101,10 @@ extension Engine {
 
     /// An event further ahead of the clock than the skew (or the first events of a stream): it moves the clock only
     /// when another user's event within the skew of it confirms it.
-    private func moveClockAhead(_ time: Int64, user: UInt64) {
+    private func moveClockAhead(_ time: Int64, user id: String) {
+        // (The user by a hash without the profile table's seed, which is drawn per process: the entries are saved
+        // with the stream's state and must name the same user in the engine that restores them.)
+        let user = ByteHash.hash(id)
         let skew = ruleSet.settings.clockSkewMs
         if let other = ahead.first(where: { $0.user != user && abs($0.time - time) <= skew }) {
             clock = max(clock, other.time, time)

@@ -270,17 +270,17 @@ public final class Engine {
             // (No closure to make a profile: passing `newProfile` would capture the engine, counted, per event.)
             let profile = t.with { $0.profile(for: e.userID, hash: h) } ?? t.with { $0.insert(newProfile(e.userID), hash: h) }
             if hasMerges, let into = profile.with({ $0.mergedInto }) { return processMerged(e, as: into, into: &out) }
-            profile.with { process(e, profile: $0, user: h, into: &out) }
+            profile.with { process(e, profile: $0, user: e.userID, into: &out) }
         } else {
             let profile = loadedProfile(e.userID, create: true)!
             if hasMerges, let into = profile.mergedInto { return processMerged(e, as: into, into: &out) }
-            process(e, profile: profile, user: ByteHash.hash(e.userID), into: &out)
+            process(e, profile: profile, user: e.userID, into: &out)
             stored(profile)
         }
     }
 
-    /// An event's steps, once the user's profile is found; `user` identifies the user for the stream clock.
-    func process(_ e: BoundEvent, profile: UserProfile, user: UInt64, into out: inout EventOutcome) {
+    /// An event's steps, once the user's profile is found; `user` is the id whose events they are, for the stream clock.
+    func process(_ e: BoundEvent, profile: UserProfile, user: String, into out: inout EventOutcome) {
         let rs = ruleSet
         // A duplicate changes nothing, time included: its outcome is empty.
         if let mid = e.messageID, isDuplicate(profile, mid, e.timestamp) {
