@@ -248,7 +248,70 @@ public enum TestRunner {
                     x.fields.append((key, v))
                 }
             }
-            return x
+            return x.checked(item, into: &problems) ? x : nil
+        }
+
+        /// Whether the expectation names an action kind and fields that can come (an expectation that can never match
+        /// would let `expect_none` pass by accident): `action` is a kind the named rule fires, and every other key is
+        /// a field of that kind (of any kind the rule fires, without `action`), a map's keys among the field's.
+        func checked(_ item: TestItem, into problems: inout DiagnosticBag) -> Bool {
+            var kinds = rule.map { Array($0.firedKinds) } ?? ActionKind.allCases
+            if let (_, v) = fields.first(where: { $0.key == "action" }) {
+                let name = scalarText(v)
+                guard let kind = ActionKind(rawValue: name) else {
+                    let hint = Suggest.nearest(name, in: ActionKind.allCases.map(\.rawValue))
+                    problems.error(
+                        .unknownKey,
+                        "no action kind '\(name)'; the kinds are "
+                            + ActionKind.allCases.map(\.rawValue).joined(separator: ", "),
+                        at: item.valueLocation("action"), suggestion: hint.map { "did you mean '\($0)'?" })
+                    return false
+                }
+                if let rule, !rule.firedKinds.contains(kind) {
+                    problems.error(
+                        .unknownKey,
+                        "rule '\(rule.id)' fires no '\(name)' action; it fires "
+                            + rule.firedKinds.map(\.rawValue).sorted().joined(separator: ", "),
+                        at: item.valueLocation("action"))
+                    return false
+                }
+                kinds = [kind]
+            }
+            // (A field's keys are the union of the kinds'; a field whose keys are free in one kind is free.)
+            var known: [String: [String]?] = [:]
+            for k in kinds {
+                for (field, keys) in k.fields {
+                    switch (known[field], keys) {
+                    case (nil, _): known[field] = keys
+                    case (.some(.some(let had)), .some(let more)): known[field] = had + more
+                    default: known[field] = .some(nil)
+                    }
+                }
+            }
+            let what =
+                kinds.count == 1
+                ? "a '\(kinds[0].rawValue)' action" : rule.map { "an action of rule '\($0.id)'" } ?? "any action"
+            for (key, value) in fields where !ActionKind.envelope.contains(key) {
+                guard let keys = known[key] else {
+                    let hint = Suggest.nearest(key, in: Array(known.keys) + ActionKind.envelope)
+                    problems.error(
+                        .unknownKey,
+                        "'\(key)' is not a field of \(what); its fields are "
+                            + (known.keys.sorted() + ["user", "at"]).joined(separator: ", "),
+                        at: item.keyLocation(key), suggestion: hint.map { "did you mean '\($0)'?" })
+                    return false
+                }
+                guard let keys, case .map(let m) = value else { continue }
+                for case .string(let sub) in m.entries.map(\.key) where !keys.contains(sub) {
+                    let hint = Suggest.nearest(sub, in: keys)
+                    problems.error(
+                        .unknownKey,
+                        "'\(key)' has no key '\(sub)'; its keys are \(Set(keys).sorted().joined(separator: ", "))",
+                        at: item.valueLocation(key), suggestion: hint.map { "did you mean '\($0)'?" })
+                    return false
+                }
+            }
+            return true
         }
 
         func matches(_ a: FiredAction) -> Bool { sameSource(a) && differences(a).isEmpty }

@@ -120,6 +120,39 @@ struct TestRunnerTests {
         #expect(out.contains("3 cases: 1 passed, 2 failed"))
     }
 
+    /// An expectation that can never match is an error, not a pass of `expect_none`: an unknown action kind, a kind the
+    /// rule does not fire, a field no such action has, a key its map does not have; each with the nearest name.
+    @Test func expectationsNameKindsAndFieldsThatCanCome() throws {
+        func errors(_ expectation: String) throws -> String {
+            let test = """
+                version: 1
+                tests: shop
+                cases:
+                  - name: one
+                    events:
+                      - { user: u, event: Signed Up, at: 2026-01-01T00:00:00Z }
+                    expect_none:
+                      - \(expectation)
+                """
+            let (status, out) = try runInline(rules: Self.rules, test: test)
+            return status == 0 ? "" : out
+        }
+        #expect(try errors("{ rule: welcome, action: notfy }").contains("no action kind 'notfy'"))
+        #expect(try errors("{ rule: welcome, action: notfy }").contains("help: did you mean 'notify'?"))
+        #expect(
+            try errors("{ rule: thanks, action: push }").contains(
+                "rule 'thanks' fires no 'push' action; it fires held_back, message"))
+        #expect(try errors("{ rule: welcome, notification: { idd: hi } }").contains("'notification' has no key 'idd'"))
+        #expect(
+            try errors("{ rule: welcome, notificaton: { id: hi } }").contains(
+                "'notificaton' is not a field of an action of rule 'welcome'"))
+        #expect(try errors("{ rule: welcome, notificaton: { id: hi } }").contains("did you mean 'notification'?"))
+        #expect(try errors("{ action: push, push: { titel: Hi } }").contains("'push' has no key 'titel'"))
+        // What can come passes when it does not.
+        #expect(try errors("{ rule: thanks, action: message, message: { title: Nope } }") == "")
+        #expect(try errors("{ rule: welcome, action: notify, notification: { id: bye }, unread: 1 }") == "")
+    }
+
     @Test func repeatAfterAndSegmentEventsBuildTheStream() throws {
         let test = """
             version: 1

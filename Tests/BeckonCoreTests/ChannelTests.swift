@@ -165,3 +165,45 @@ struct ChannelTests {
             .map(\.message).contains("no enabled rule sends on the email channel, so this cap never binds"))
     }
 }
+
+/// `ActionKind.fields` (what campaign tests check expectations against) describes what the engine writes: every
+/// field of every kind fired here, and every key of its maps, is in it.
+struct ActionFieldsTests {
+    @Test func eachKindsFieldsAreThoseItFires() throws {
+        let rules = """
+            version: 1
+            ruleset: all
+            rules:
+              - id: every_kind
+                on: Go
+                do:
+                  - message: { surface: home, template: t, title: Hi, body: B, image: "https://x.example/i.png", buttons: [{ label: A, deep_link: "all://a" }], data: { k: 1 } }
+                  - screen: { id: welcome, params: { back: false } }
+                  - deep_link: "all://home"
+                  - notify: { id: hi, sender: Team, message: Hello, link: "all://inbox", data: { k: 1 } }
+                  - push: { title: T, body: B, deep_link: "all://p", image: "https://x.example/i.png", data: { k: v }, to: tok }
+                  - email: { template: t, to: a@b.example, subject: S, data: { k: 1 } }
+                  - email: { template: t, to: "${user.nobody}" }
+                  - mark_read: hi
+                  - prompt: att
+                  - emit: { event: Sent, payload: { k: 1 } }
+                  - set: { plan: gold }
+                  - unset: plan
+            """
+        let engine = Engine(ruleSet: try load(rules))
+        let out = engine.process(Event(kind: .track, name: "Go", userID: "u", timestamp: t("2026-01-01T00:00:00Z")))
+        let kinds = out.actions.map(\.kind)
+        #expect(Set(kinds).isSuperset(of: ["message", "screen", "deep_link", "notify", "push", "email", "skipped"]))
+        for a in out.actions {
+            let kind = try #require(ActionKind(rawValue: a.kind), "\(a.kind)")
+            for (field, value) in a.fields {
+                let known = kind.fields[field]
+                #expect(known != nil, "\(a.kind) writes '\(field)', which ActionKind.fields leaves out")
+                guard let keys = known ?? nil, case .map(let m) = value else { continue }
+                for case .string(let k) in m.entries.map(\.key) {
+                    #expect(keys.contains(k), "\(a.kind).\(field) writes '\(k)', which ActionKind.fields leaves out")
+                }
+            }
+        }
+    }
+}

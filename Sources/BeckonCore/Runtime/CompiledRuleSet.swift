@@ -418,6 +418,18 @@ public final class CompiledRule: Sendable {
     let surfaceID: Int32
     /// Its A/B test (its own `variants:`, or its file's), `nil` when it has none.
     public let variants: CompiledVariants?
+
+    /// The kinds its fires can come out as: its actions' (a variant's too), a `flow` as a `screen`, a `push` or
+    /// `email` as `skipped`, and any fire as `held_back`.
+    public var firedKinds: Set<ActionKind> {
+        var out: Set<ActionKind> = [.heldBack]
+        for a in actions + (variants?.actions.flatMap { $0 } ?? []) {
+            out.insert(a.kind)
+            if a.kind == .flow { out.insert(.screen) }
+            if a.kind == .push || a.kind == .email { out.insert(.skipped) }
+        }
+        return out
+    }
     /// The channels (``ActionKind/channels``) its actions message the user on, in channel order: a rule with any counts
     /// toward `global_limit`, and toward each of their `channel_limits`.
     let channels: [ActionKind]
