@@ -337,7 +337,8 @@ private struct Builder {
         if let e = g.exposure {
             if let r = rules.first(where: { $0.id == e.value }) {
                 exposure = r.index
-            } else {
+            } else if !file.rules.contains(where: { $0.id.value == e.value }) {
+                // (A rule the file has that did not compile has its own error: one mistake, one error.)
                 diagnostics.error(
                     .unknownIdentifier,
                     "goal '\(g.id.value)' is exposed by rule '\(e.value)', which this file does not have"
