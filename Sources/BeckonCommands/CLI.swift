@@ -7,6 +7,7 @@ public struct BeckonCLI: ParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "beckon",
         abstract: "Rule-based marketing automation: check campaigns and see what they would fire.",
+        version: BeckonRelease.version,
         subcommands: [
             Validate.self, DryRun.self, Explain.self, Test.self, ReportCommand.self, Schema.self, Bench.self, Conformance.self,
             Reference.self,

@@ -83,7 +83,7 @@ public final class BeckonService: Sendable {
     /// Warnings of the loaded rules, as `beckon validate` prints them (empty when there are none).
     public let warnings: String
 
-    public static let version = "0.17.0"
+    public static let version = BeckonRelease.version
 
     public init(_ options: Options, logger: Logger = Logger(label: "beckon")) async throws {
         let loaded = RuleLoader.load(paths: options.paths)

@@ -1,5 +1,6 @@
 import ArgumentParser
 import BeckonCommands
+import BeckonCore
 import Foundation
 
 /// The root command: the commands of ``BeckonCLI`` and `serve` (kept here so that only the executable links the
@@ -8,7 +9,7 @@ import Foundation
 struct Beckon: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "beckon",
-        abstract: BeckonCLI.configuration.abstract,
+        abstract: BeckonCLI.configuration.abstract, version: BeckonRelease.version,
         subcommands: BeckonCLI.configuration.subcommands + [Serve.self, Outbox.self, User.self, Fleet.self])
 }
 

@@ -1,3 +1,4 @@
+import ArgumentParser
 import BeckonCommands
 import BeckonCore
 import BeckonTools
@@ -5,6 +6,16 @@ import Foundation
 import Testing
 
 struct ValidateTests {
+    /// `beckon --version` says the release (the one `beckon_build_info` and the contract's `info.version` say).
+    @Test func versionIsTheRelease() {
+        do {
+            _ = try BeckonCLI.parseAsRoot(["--version"])
+            Issue.record("--version was not understood")
+        } catch {
+            #expect(BeckonCLI.message(for: error) == BeckonRelease.version)
+        }
+    }
+
     static let diagnosticsDir = Snapshot.fixtures.appendingPathComponent("diagnostics")
 
     /// Every class of problem `validate` reports has a fixture that provokes it, with golden output.

@@ -192,6 +192,7 @@ import Testing
             #expect(served.status == .ok)
             let document = try Self.json(served.body)
             #expect(document["openapi"] as? String == "3.1.0")
+            #expect((document["info"] as? [String: Any])?["version"] as? String == BeckonRelease.version)
             let paths = try #require(document["paths"] as? [String: [String: Any]])
             var documented: Set<String> = []
             for (path, item) in paths {
