@@ -35,6 +35,26 @@ struct VariantTests {
 
     func added(_ user: String) -> Event { track("Product Added", user, at: "2026-01-01T10:00:00Z") }
 
+    /// The assignment the guide spells out (with its Python): these indexes were computed by that Python for the test
+    /// `shop/welcome` (a rule's own) with weights 50/30/20.
+    @Test func theAssignmentIsTheOneTheGuideSpellsOut() throws {
+        let rs = try load(
+            """
+            version: 1
+            campaign: shop
+            rules:
+              - id: welcome
+                on: Opened
+                do: [ { message: { surface: home, title: Hi } } ]
+                variants:
+                  - { id: a, weight: 50 }
+                  - { id: b, weight: 30 }
+                  - { id: c, weight: 20 }
+            """)
+        let v = try #require(rs.rules.first?.variants)
+        #expect((0..<12).map { v.index(of: "u\($0)") } == [0, 0, 0, 1, 1, 2, 1, 0, 2, 1, 1, 0])
+    }
+
     @Test func eachUserGetsOneVariantInTheWeightsShares() throws {
         let rs = try load(Self.ruleTest)
         let engine = Engine(ruleSet: rs)
