@@ -1,4 +1,5 @@
 import BeckonCore
+import Foundation
 import Testing
 
 /// `push` and `email` actions, a missing address as a visible skip, and caps per channel (`channel_limits`).
@@ -101,6 +102,31 @@ struct ChannelTests {
         let rs = try load(Self.rules, settings: "version: 1\nsettings: s\nglobal_limit: { per_day: 1 }\n")
         let v = verdicts(rs, [added("2026-01-01T10:00:00Z")])
         #expect(v[0] == ["nudge:fired", "mail:global_limit:per_day", "banner:global_limit:per_day"])
+    }
+
+    /// A `transactional` rule (an order confirmation) is neither held by the caps nor counted toward them: with one
+    /// message a day overall and two pushes a calendar day, the receipt goes every time and the others are unmoved.
+    @Test func aTransactionalRuleIsOutsideTheCaps() throws {
+        let rules =
+            Self.rules + """
+
+                  - id: receipt
+                    on: Product Added
+                    transactional: true
+                    do:
+                      - push: { body: "Receipt for ${event.properties.product}" }
+                """
+        let settings = Self.settings + "\nglobal_limit: { per_day: 1 }\n"
+        let rs = try load(rules, settings: settings)
+        let v = verdicts(rs, ["2026-01-01T10:00:00Z", "2026-01-01T11:00:00Z", "2026-01-01T12:00:00Z"].map { added($0) })
+        #expect(v[0] == ["nudge:fired", "mail:global_limit:per_day", "banner:global_limit:per_day", "receipt:fired"])
+        #expect(
+            v[1] == ["nudge:global_limit:per_day", "mail:global_limit:per_day", "banner:global_limit:per_day", "receipt:fired"])
+        #expect(v[2].last == "receipt:fired")
+        // Without it, the receipt is capped like the others (and its fire counts toward them).
+        let capped = try load(rules.replacingOccurrences(of: "    transactional: true\n", with: ""), settings: settings)
+        #expect(verdicts(capped, [added("2026-01-01T10:00:00Z")])[0].last == "receipt:global_limit:per_day")
+        #expect(diagnostics(rules.replacingOccurrences(of: "true\n", with: "yes please\n")).count == 1)
     }
 
     /// A skipped email leaves the email cap where it was, a sent one uses it; the series survives a state round trip.

@@ -96,5 +96,14 @@ struct ScheduleTriggerTests {
             errors("    if:", "    where: 'true'\n    if:") == [
                 "'where' does not go with `schedule`: it runs at its time, not on an event"
             ])
+        // A misspelt day (and an `at`) gets the schedule it probably meant; what no day is near gets the form.
+        func suggestion(_ schedule: String) -> String? {
+            diagnostics(Self.weekly.replacingOccurrences(of: "every monday 10:00", with: schedule)).first?.suggestion
+        }
+        #expect(suggestion("every fryday at 10:00") == "did you mean 'every friday 10:00'?")
+        #expect(suggestion("every weekdya 09:30") == "did you mean 'every weekday 09:30'?")
+        #expect(suggestion("every someday 10:00")?.hasPrefix("write an RFC 3339 instant") == true)
+        #expect(suggestion("every friday 25:00")?.hasPrefix("write an RFC 3339 instant") == true)
+        #expect(AtSpec.nearest("tusday 10:00", keeping: ["next"]) == "tuesday 10:00")
     }
 }

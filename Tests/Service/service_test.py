@@ -721,7 +721,8 @@ class BadRequests(unittest.TestCase):
         path = "/v1/users/" + urllib.parse.quote(user, safe="") + "/actions"
         status, body = self.server.request("GET", path, headers={"Authorization": "Bearer " + token(user)})
         self.assertEqual(status, 200, body)
-        self.assertEqual([a["userId"] for a in body["actions"]], [user])
+        # (The welcome and its push.)
+        self.assertEqual([(a["userId"], a["action"]) for a in body["actions"]], [(user, "notify"), (user, "push")])
         self.assertEqual(self.server.request("GET", path, headers={"Authorization": "Bearer " + token("ana b")})[0], 403)
 
     def test_canonically_equivalent_ids_are_different_users(self):

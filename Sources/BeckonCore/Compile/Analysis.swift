@@ -58,6 +58,7 @@ struct RuleAnalyzer {
                 variantWeights(spec.variants, into: &found)
                 scheduleOutside(spec, in: file, into: &found)
                 delay(spec, in: file, into: &found)
+                quietHoursInApp(spec, in: file, into: &found)
                 warnings += found.filter { !silenced.contains($0.id.rawValue) }
             }
         }
@@ -358,6 +359,26 @@ struct RuleAnalyzer {
                         + "\(Timestamp(milliseconds: start)) to \(Timestamp(milliseconds: end)), which has no such day: it never runs",
                     at: sched.location, suggestion: "pick a day within the file's dates, or widen them"))
         }
+    }
+
+    // MARK: quiet_hours_in_app
+
+    /// Quiet hours keep pushes and emails from waking people; a rule that inherits the file's default quiet hours but
+    /// sends neither holds (or drops) what the user sees only in the app — an inbox item, an onboarding screen, an
+    /// in-app message — at hours they may well be in it.
+    private func quietHoursInApp(_ spec: RuleSpec, in file: RuleFileSpec, into out: inout [Diagnostic]) {
+        guard let q = file.defaultQuietHours, spec.quietHours == nil, !spec.quietHoursOff,
+            !spec.actions.contains(where: { $0.value.kind == .push || $0.value.kind == .email })
+        else { return }
+        let kinds = Set(spec.actions.map(\.value.kind.rawValue)).sorted().joined(separator: ", ")
+        out.append(
+            Diagnostic(
+                .warning, .quietHoursInApp,
+                "rule '\(spec.id.value)' takes the file's default quiet hours (line \(q.location.position.line)) but sends no "
+                    + "push or email: what it shows in the app (\(kinds)) \(q.hold ? "waits until they end" : "is dropped") "
+                    + "though the user may be in the app then",
+                at: spec.id.location,
+                suggestion: "add `quiet_hours: none` to the rule, or give it quiet hours of its own"))
     }
 
     // MARK: variant_weights

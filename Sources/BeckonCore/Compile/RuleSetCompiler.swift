@@ -485,7 +485,7 @@ private struct Builder {
             priority: spec.priority?.value ?? file.defaultPriority ?? 0, surface: surface,
             surfaceID: surface.map { symbols.surface($0) } ?? -1, actions: actions,
             fireSeries: fireSeries, location: spec.location, timing: timing, reprompt: reprompt(spec.reprompt),
-            variants: variants)
+            variants: variants, transactional: spec.transactional)
     }
 
     /// The rule's A/B test: its own `variants:` (each with its own `do` or the rule's), or its file's (the rule's
@@ -544,7 +544,7 @@ private struct Builder {
         default:
             t.recheck = spec.recheck
         }
-        t.quietHours = spec.quietHours ?? file.defaultQuietHours
+        t.quietHours = spec.quietHoursOff ? nil : spec.quietHours ?? file.defaultQuietHours
         if t.at != nil || t.quietHours != nil { _ = symbols.zoneSlots }
         for u in spec.unless {
             checkEvent(u.event)

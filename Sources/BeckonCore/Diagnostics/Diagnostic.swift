@@ -88,6 +88,7 @@ public enum DiagnosticID: String, CaseIterable, Sendable, CustomStringConvertibl
     case channelLimitNeverBinds = "channel_limit_never_binds"
     case variantWeights = "variant_weights"
     case scheduleOutsideCampaign = "schedule_outside_campaign"
+    case quietHoursInApp = "quiet_hours_in_app"
 
     public var description: String { rawValue }
 
@@ -95,7 +96,7 @@ public enum DiagnosticID: String, CaseIterable, Sendable, CustomStringConvertibl
     /// Tests/BeckonCommandsTests/Fixtures/analysis.
     public static let analysis: [DiagnosticID] = [
         .neverTrue, .shadowedRule, .limitNeverBinds, .limitAlwaysBinds, .deepLinkScheme, .delayOutlivesCampaign,
-        .channelLimitNeverBinds, .variantWeights, .scheduleOutsideCampaign,
+        .channelLimitNeverBinds, .variantWeights, .scheduleOutsideCampaign, .quietHoursInApp,
     ]
 
     /// Every class `validate` reports that is not an analysis warning; each has a fixture under

@@ -475,6 +475,12 @@ public enum DSL {
             KeySchema("if", .expression, doc: "condition on the user", example: "heavy_user && !user.is_default_browser"),
             KeySchema("limit", .object(limits), doc: "how often it may fire", example: "{ per_user: 3, cooldown: 7d }"),
             KeySchema(
+                "transactional", .boolean,
+                doc: """
+                    `true`: a message the user asked for (an order confirmation, a password reset): neither held by \
+                    nor counted toward the settings' `global_limit` and `channel_limits` (its own `limit` applies)
+                    """, example: "true"),
+            KeySchema(
                 "priority", .integer(min: 0),
                 doc: """
                     arbitration among message rules on one surface for one event: the larger number wins
@@ -502,7 +508,8 @@ public enum DSL {
             KeySchema(
                 "recheck", .boolean, doc: "re-evaluate `audience` and `if` when a delayed action comes due (default false)"),
             KeySchema(
-                "quiet_hours", .object(quietHours), doc: "hours in which the actions wait or are dropped",
+                "quiet_hours", .either([.object(quietHours), .enumeration(["none"])]),
+                doc: "hours in which the actions wait or are dropped (`none`: not the file's default quiet hours)",
                 example: "{ from: \"22:00\", to: \"08:00\" }"),
             KeySchema(
                 "reprompt", .object(reprompt), doc: "the re-prompt pattern in one line",

@@ -658,7 +658,9 @@ public struct FileParser {
                 diagnostics.error(
                     .invalidTrigger,
                     "'schedule' expects a time like 2026-03-05T10:00:00Z or every monday 10:00, found '\(text.text)'",
-                    at: text.location, suggestion: "write an RFC 3339 instant, or `every [day|weekday|weekend|monday…] HH:MM`")
+                    at: text.location,
+                    suggestion: ScheduleSpec.suggestion(for: text.text)
+                        ?? "write an RFC 3339 instant, or `every [day|weekday|weekend|monday…] HH:MM`")
             }
             timed("schedule", "it runs at its time, not on an event")
         }
@@ -719,6 +721,7 @@ public struct FileParser {
         timing(&spec, k)
         spec.silence = k["silence"].flatMap { silence($0.value) } ?? []
         if let v = k["variants"] { spec.variants = variants(v.value, ofRule: true) }
+        spec.transactional = k["transactional"].flatMap { boolean($0.value, "transactional")?.value } ?? false
         return spec
     }
 
@@ -803,7 +806,9 @@ public struct FileParser {
             } else {
                 diagnostics.error(
                     .invalidValue, "'at' expects a local time like 10:00, weekday 10:00 or monday 09:30, found '\(s.text)'",
-                    at: s.location, suggestion: "write the time as HH:MM (24-hour), optionally after a day or 'weekday'")
+                    at: s.location,
+                    suggestion: AtSpec.nearest(s.text, keeping: ["next"]).map { "did you mean '\($0)'?" }
+                        ?? "write the time as HH:MM (24-hour), optionally after a day or 'weekday'")
             }
         }
         let delayed = spec.waitMs != nil || spec.at != nil
@@ -824,7 +829,11 @@ public struct FileParser {
             }
         }
         spec.recheck = k["recheck"].flatMap { boolean($0.value, "recheck")?.value } ?? false
-        spec.quietHours = k["quiet_hours"].flatMap { quietHours($0.value) }
+        if case .scalar(let s)? = k["quiet_hours"]?.value, s.text == "none" {
+            spec.quietHoursOff = true
+        } else {
+            spec.quietHours = k["quiet_hours"].flatMap { quietHours($0.value) }
+        }
         let holds = spec.quietHours?.hold == true
         for key in ["unless", "retrigger", "recheck"] where k[key] != nil && !delayed && !(key == "unless" && holds) {
             diagnostics.error(

@@ -147,6 +147,34 @@ public struct AtSpec: Sendable, Hashable {
         return AtSpec(minute: h * 60 + m, days: days, text: text)
     }
 
+    /// The day words a time may follow.
+    static let dayWords = [
+        "day", "daily", "weekday", "weekend", "sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
+    ]
+
+    /// What a time that does not parse probably meant: each word that is not a day word or the time replaced by the
+    /// nearest day word, an `at` left out (`every fryday at 10:00` → `every friday 10:00`); `nil` when that does not
+    /// parse either. `keep` are leading words kept as they are (`every`, `next`).
+    static func nearest(_ text: String, keeping keep: Set<String>) -> String? {
+        var words: [String] = []
+        for w in text.split(separator: " ").map(String.init) {
+            let lower = w.lowercased()
+            if lower == "at" { continue }
+            if keep.contains(lower) || lower.contains(":") || dayWords.contains(lower) {
+                words.append(w)
+            } else if let near = Suggest.nearest(lower, in: dayWords) {
+                words.append(near)
+            } else {
+                return nil
+            }
+        }
+        let fixed = words.joined(separator: " ")
+        guard fixed != text, parse(words.filter { !keep.contains($0.lowercased()) }.joined(separator: " ")) != nil else {
+            return nil
+        }
+        return fixed
+    }
+
     /// The first instant at or after `ms` (UTC) whose local time in `zone` is this time on an allowed day.
     public func next(atOrAfter ms: Int64, zone: Zone) -> Int64 {
         let (secs, _) = Civil.floorDivMod(ms, 1000)
@@ -211,6 +239,11 @@ public enum ScheduleSpec: Sendable, Hashable {
         var words = text.split(separator: " ").map(String.init)
         if words.first?.lowercased() == "every" { words.removeFirst() }
         return AtSpec.parse(words.joined(separator: " ")).map { .every($0) }
+    }
+
+    /// What a schedule that does not parse probably meant (``AtSpec/nearest(_:keeping:)``), as a suggestion.
+    public static func suggestion(for text: String) -> String? {
+        AtSpec.nearest(text, keeping: ["every"]).map { "did you mean '\($0)'?" }
     }
 
     /// The first run at or after `ms` for a user in `zone` (`nil`: a one-off already past).
@@ -278,11 +311,16 @@ public struct RuleSpec: Sendable {
     /// Re-evaluate `audience` and `if` when a delayed action comes due.
     public var recheck = false
     public var quietHours: QuietHoursSpec? = nil
+    /// `quiet_hours: none`: not the file's default quiet hours.
+    public var quietHoursOff = false
     public var reprompt: RepromptSpec? = nil
     /// Analysis warnings not reported for this rule.
     public var silence: [Located<String>] = []
     /// The rule's own A/B test (empty: none).
     public var variants: [VariantSpec] = []
+    /// A message the user asked for (an order confirmation): neither held by nor counted toward `global_limit` and
+    /// `channel_limits`.
+    public var transactional = false
 }
 
 /// One arm of an A/B test (a file's or a rule's `variants:`).

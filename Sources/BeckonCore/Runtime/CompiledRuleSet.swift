@@ -431,7 +431,7 @@ public final class CompiledRule: Sendable {
         return out
     }
     /// The channels (``ActionKind/channels``) its actions message the user on, in channel order: a rule with any counts
-    /// toward `global_limit`, and toward each of their `channel_limits`.
+    /// toward `global_limit`, and toward each of their `channel_limits` (none for a `transactional` rule).
     let channels: [ActionKind]
     /// Whether fires are recorded per user (limits and re-prompts read the record).
     let keepsRecord: Bool
@@ -459,7 +459,7 @@ public final class CompiledRule: Sendable {
         triggerDescription: String, whereExpr: CompiledExpr?, whereTraced: CompiledExpr?, ifExpr: CompiledExpr?,
         ifTraced: CompiledExpr?, limits: CompiledLimits, priority: Int, surface: String?, surfaceID: Int32,
         actions: [ActionTemplate], fireSeries: Int32, location: SourceLocation, timing: CompiledTiming,
-        reprompt: CompiledReprompt?, variants: CompiledVariants? = nil
+        reprompt: CompiledReprompt?, variants: CompiledVariants? = nil, transactional: Bool = false
     ) {
         self.variants = variants
         self.index = index
@@ -490,7 +490,8 @@ public final class CompiledRule: Sendable {
         hasLimits = !limits.isEmpty
         tracksOccurrences = limits.tracksOccurrences
         keepsRecord = !limits.isEmpty || reprompt != nil
-        channels = ActionTemplate.channels(of: actions + (variants?.actions.flatMap { $0 } ?? []))
+        // (A transactional rule messages the user on no capped channel: neither held by the caps nor counted.)
+        channels = transactional ? [] : ActionTemplate.channels(of: actions + (variants?.actions.flatMap { $0 } ?? []))
     }
 
     deinit {

@@ -122,7 +122,7 @@ extension Engine {
             }
         }
         // A channel's cap counts the fires that reached the user on it: not a push or email skipped for no address.
-        if !ruleSet.settings.channelLimits.isEmpty {
+        if !ruleSet.settings.channelLimits.isEmpty && !rule.channels.isEmpty {
             let actions = variantActions ?? rule.actions
             let sent = ActionKind.channels.filter { c in
                 actions.count(where: { $0.kind == c }) > skipped.count(where: { $0 == c })
