@@ -459,3 +459,53 @@ struct TimestampTextTests {
         #expect(try Timestamp(seconds: 0, nanos: 500_000_000).description == "1970-01-01T00:00:00.5Z")
     }
 }
+
+/// A session ends by its timeout with or without an event (docs/time.md, "Sessions"): a delayed action due after it
+/// fires outside any session, so `per_session` caps hold what one visit shows, not what reaches a user who is away.
+struct SessionTimeoutTests {
+    static let rules = """
+        version: 1
+        campaign: app
+        rules:
+          - id: banner
+            on: App Opened
+            do: [ { message: { surface: home, title: Hi } } ]
+          - id: follow_up
+            on: App Opened
+            wait: 5m
+            do: [ { message: { surface: home, title: Still here? } } ]
+          - id: welcome_push
+            on: App Opened
+            wait: 1d
+            limit: { per_user: 1 }
+            do: [ { push: { body: Welcome } } ]
+          - id: win_back
+            on: App Opened
+            wait: 14d
+            limit: { per_session: 1 }
+            do: [ { push: { body: We miss you } } ]
+        """
+    static let settings = "version: 1\nsettings: s\nsessions: { timeout: 30m }\nglobal_limit: { per_session: 1 }\n"
+
+    @Test func delayedActionsAfterTheTimeoutAreOutsideTheSession() throws {
+        let rs = try load(Self.rules, settings: Self.settings)
+        let engine = Engine(ruleSet: rs, options: .init(recordVerdicts: true))
+        var seen: [String] = []
+        func note(_ o: EventOutcome) {
+            seen += o.verdicts.map { "\($0.qualifiedID.split(separator: "/")[1]):\($0.verdict.code)" }
+        }
+        note(engine.process(track("App Opened", at: "2026-03-01T09:00:00Z")))
+        note(engine.advance(to: t("2026-03-16T09:00:00Z")))
+        // The banner uses the visit's one message; the 5-minute follow-up is in the same session and blocked; the
+        // day-later push and the 14-day win-back come while the user is away, each outside any session.
+        #expect(
+            seen == [
+                "follow_up:scheduled", "welcome_push:scheduled", "win_back:scheduled", "banner:fired",
+                "follow_up:global_limit:per_session", "welcome_push:fired", "win_back:fired",
+            ], "\(seen)")
+        // The next event begins a new session: the banner may fire again.
+        seen = []
+        note(engine.process(track("App Opened", at: "2026-03-16T18:00:00Z")))
+        #expect(seen.contains("banner:fired"), "\(seen)")
+    }
+}

@@ -214,6 +214,7 @@ extension Engine {
         let rule = ruleSet.rules[Int(p.rule)]
         let now = max(p.due, profile.clock)
         profile.clock = now
+        endSessionIfTimedOut(profile, now)
         scope.event = p.event
         scope.profile = profile
         scope.now = now

@@ -35,6 +35,18 @@ extension Engine {
         }
     }
 
+    /// A session ends by its timeout whether or not an event comes: a delayed action due after it fires outside any
+    /// session (docs/time.md, "Sessions"), so each such fire counts in a session of its own and per-session caps do
+    /// not hold it; the user's next event begins a new session as usual. (The last activity is left as it was: a
+    /// fire is not the user's.)
+    func endSessionIfTimedOut(_ p: UserProfile, _ now: Int64) {
+        guard p.session.id != 0, p.session.lastActivity != Int64.min,
+            now - p.session.lastActivity >= ruleSet.settings.sessionTimeoutMs
+        else { return }
+        p.session.id &+= 1
+        p.session.start = now
+    }
+
     func updateSession(_ p: UserProfile, startsSession: Bool, _ now: Int64) {
         // (A restored session may have no last activity: it is over.)
         if p.session.id == 0 || p.session.lastActivity == Int64.min
