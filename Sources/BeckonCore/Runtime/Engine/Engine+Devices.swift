@@ -22,8 +22,10 @@ extension Engine {
     /// Keeps `device` among the user's (``Device/reporting(_:in:)``); a device that fails ``check(_:)`` is not kept.
     public func report(_ device: Device, for userID: String) {
         guard (try? Self.check(device)) != nil else { return }
-        withProfile(of: userID, create: true) { $0.devices = Device.reporting(device, in: $0.devices) }
-        claim(device, for: hasMerges ? resolve(userID) : userID)
+        withProfile(of: userID, create: true) { p in
+            p.devices = Device.reporting(device, in: p.devices)
+            claim(device, for: p.userID)
+        }
     }
 
     /// Removes the device with `token` from the user's: returns whether they had it. With `seenBy`, only when the
