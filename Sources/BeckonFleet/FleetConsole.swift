@@ -47,9 +47,7 @@ struct FleetConsoleStore: ConsoleStore {
         }
     }
 
-    func state(of user: String) async throws -> UserState? {
-        try await log.states(of: [user])[user].map { try UserState(decoding: $0) }
-    }
+    func state(of user: String) async throws -> UserState? { try await log.state(of: user) }
 
     func activity(at now: Int64) async -> [String: [Int64: RuleActivity.Counts]] {
         let oldest = (now - Milliseconds.day) / RuleActivity.bucketMs

@@ -39,21 +39,21 @@ struct FleetOutbox: OutboxStore {
     func pendingCounts() async throws -> [String: Int] { try await log.pendingOutboxCounts() }
 }
 
+extension FleetLog {
+    /// A user's state as their partition's owner last wrote it (`nil`: no such user): what the console and the
+    /// deliverer read.
+    func state(of user: String) async throws -> UserState? {
+        try await states(of: [user])[user].map { try UserState(decoding: $0) }
+    }
+}
+
 /// Users' devices as their partitions last wrote them; a removal goes into the user's partition's log, as the app's
 /// own removal does.
 struct FleetDevices: UserDirectory {
     let log: FleetLog
     let appender: Appender
 
-    func devices(of user: String) async throws -> [Device] {
-        guard let bytes = try await log.states(of: [user])[user] else { return [] }
-        return try UserState(decoding: bytes).devices
-    }
-
-    func unsubscribed(_ user: String) async throws -> Bool {
-        guard let bytes = try await log.states(of: [user])[user] else { return false }
-        return try UserState(decoding: bytes).unsubscribed
-    }
+    func state(of user: String) async throws -> UserState? { try await log.state(of: user) }
 
     func holders(of tokens: [String]) async throws -> [String: DeviceClaim] {
         try await log.deviceOwners(tokens).reduce(into: [:]) { out, h in

@@ -22,19 +22,13 @@ package final class APNsSender: PushProvider {
     package let tls: TLSConfiguration?
     package static let tokenLifetime = Duration.seconds(40 * 60)
 
-    package struct BadCredentials: Error, CustomStringConvertible {
-        package var description: String
-    }
-
     /// A sender for `spec`, with its key's PEM text.
     package init(_ spec: Destination.APNs, keyPEM: String) throws {
         self.spec = spec
         do { key = try ES256PrivateKey(pem: keyPEM) } catch {
-            throw BadCredentials(description: "the APNs key is not a P-256 private key in PEM (a .p8 file): \(error)")
+            throw CredentialError(description: "the APNs key is not a P-256 private key in PEM (a .p8 file): \(error)")
         }
-        do { tls = try spec.caFile.map(PushCredentialError.trusting) } catch {
-            throw BadCredentials(description: "\(error)")
-        }
+        tls = try spec.caFile.map(CredentialError.trusting)
     }
 
     struct ProviderClaims: JWTPayload {

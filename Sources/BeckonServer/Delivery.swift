@@ -145,13 +145,18 @@ extension SQLiteStateBackend: OutboxStore {
 /// from email; and the removal of a token a provider called invalid or another user reported since (it goes through
 /// the user's processing, as a registration does).
 package protocol UserDirectory: Sendable {
-    func devices(of user: String) async throws -> [Device]
+    /// The user's state as the store holds it now (`nil`: no such user).
+    func state(of user: String) async throws -> UserState?
     /// The latest claim of each of `tokens` that the store holds (``DeviceClaim``): a token is its latest reporter's.
     func holders(of tokens: [String]) async throws -> [String: DeviceClaim]
     /// Removes the token from the user's devices (with `seenBy`: only if they reported it no later than then).
     func remove(token: String, of user: String, seenBy: Int64?) async
+}
+
+extension UserDirectory {
+    func devices(of user: String) async throws -> [Device] { try await state(of: user)?.devices ?? [] }
     /// Whether the user unsubscribed from email (their `email_unsubscribed` attribute is true).
-    func unsubscribed(_ user: String) async throws -> Bool
+    func unsubscribed(_ user: String) async throws -> Bool { try await state(of: user)?.unsubscribed ?? false }
 }
 
 extension UserState {
@@ -345,37 +350,26 @@ package final class Deliverer: Service, Sendable {
     }
 
     private func attempt(_ row: OutboxRow, _ d: ServingRules.ResolvedDestination, _ client: HTTPClient) async {
-        if let sender = d.email {
-            var outcome: Delivery.Outcome
-            let rule = EmailSender.rule(ofAction: row.entry.body)
-            if (try? await devices?.unsubscribed(row.entry.userID)) == true {
-                outcome = .dead("skipped: the user unsubscribed from email")
-                messages.count(rule: rule, channel: "email", "skipped")
-            } else {
-                await paced(d.spec)
-                outcome = await sender.send(row, destination: d.spec, client: client)
-                messages.count(rule: rule, channel: "email", "sent")
-                switch outcome {
-                case .delivered, .partlyDelivered: messages.count(rule: rule, channel: "email", "delivered")
-                case .dead: messages.count(rule: rule, channel: "email", "failed")
-                case .retry: break
-                }
-            }
-            if Task.isCancelled {
-                _ = busy.withLock { $0.removeValue(forKey: row.id) }
-                return
-            }
-            ended.withLock { $0.append((row, outcome, d.spec)) }
+        guard let outcome = await outcome(of: row, d, client) else {
+            // (Cut short by a stop: not an attempt; the entry is pending and is sent at the next start.)
+            _ = busy.withLock { $0.removeValue(forKey: row.id) }
             return
+        }
+        ended.withLock { $0.append((row, outcome, d.spec)) }
+    }
+
+    /// What sending the entry came to: through the destination's email sender, push provider, or as the action's
+    /// JSON to its URL; `nil` when a stop cut the attempt short.
+    private func outcome(
+        of row: OutboxRow, _ d: ServingRules.ResolvedDestination, _ client: HTTPClient
+    ) async -> Delivery.Outcome? {
+        if let sender = d.email {
+            let outcome = await email(row, d, sender, client)
+            return Task.isCancelled ? nil : outcome
         }
         if let provider = d.push {
             let outcome = await push(row, d, provider, client)
-            if Task.isCancelled {
-                _ = busy.withLock { $0.removeValue(forKey: row.id) }
-                return
-            }
-            ended.withLock { $0.append((row, outcome, d.spec)) }
-            return
+            return Task.isCancelled ? nil : outcome
         }
         await paced(d.spec)
         var request = HTTPClientRequest(url: d.spec.url)
@@ -385,22 +379,38 @@ package final class Deliverer: Service, Sendable {
         request.headers.replaceOrAdd(name: "Idempotency-Key", value: row.entry.actionID)
         request.headers.replaceOrAdd(name: "Beckon-Attempt", value: String(row.attempts + 1))
         request.body = .bytes(ByteBuffer(string: row.entry.body))
-        let outcome: Delivery.Outcome
         do {
             let response = try await client.execute(request, timeout: .milliseconds(d.spec.timeoutMs), logger: logger)
             // (The body is read so that the connection can be used again; what it says is not kept.)
             _ = try? await response.body.collect(upTo: 64 * 1024)
-            outcome = Delivery.outcome(
+            return Delivery.outcome(
                 status: Int(response.status.code), retryAfter: response.headers.first(name: "Retry-After"), now: Date())
         } catch {
-            // (Cut short by a stop: not an attempt; the entry is pending and is sent at the next start.)
-            if Task.isCancelled {
-                _ = busy.withLock { $0.removeValue(forKey: row.id) }
-                return
-            }
-            outcome = .retry(error: Self.describe(error), after: nil)
+            return Task.isCancelled ? nil : .retry(error: Self.describe(error), after: nil)
         }
-        ended.withLock { $0.append((row, outcome, d.spec)) }
+    }
+
+    /// An email through the destination's sender (``EmailSender``): `skipped` when the user unsubscribed.
+    private func email(
+        _ row: OutboxRow, _ d: ServingRules.ResolvedDestination, _ sender: EmailSender, _ client: HTTPClient
+    ) async -> Delivery.Outcome {
+        guard let action = EmailSender.Action(json: row.entry.body) else {
+            return .dead("skipped: not an email with an address")
+        }
+        let rule = action.qualifiedRule
+        if (try? await devices?.unsubscribed(row.entry.userID)) == true {
+            messages.count(rule: rule, channel: "email", "skipped")
+            return .dead("skipped: the user unsubscribed from email")
+        }
+        await paced(d.spec)
+        let outcome = await sender.send(action, row: row, destination: d.spec, client: client)
+        messages.count(rule: rule, channel: "email", "sent")
+        switch outcome {
+        case .delivered, .partlyDelivered: messages.count(rule: rule, channel: "email", "delivered")
+        case .dead: messages.count(rule: rule, channel: "email", "failed")
+        case .retry: break
+        }
+        return outcome
     }
 
     /// A push through a provider (``PushProvider``): to the device the action names, else to every device of the

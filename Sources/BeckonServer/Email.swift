@@ -80,11 +80,9 @@ package final class EmailSender: Sendable {
         self.spec = spec
         self.apiKey = apiKey
         links = EmailLinks(destination: destination, base: spec.linksBaseURL, secret: linkSecret)
-        do { tls = try spec.caFile.map(PushCredentialError.trusting) } catch {
-            throw PushCredentialError(description: "\(error)")
-        }
+        tls = try spec.caFile.map(CredentialError.trusting)
         do { template = try spec.bodyTemplate.map(AnyJSON.init(parsing:)) } catch {
-            throw PushCredentialError(description: "the email body template is not JSON: \(error)")
+            throw CredentialError(description: "the email body template is not JSON: \(error)")
         }
     }
 
@@ -114,7 +112,7 @@ package final class EmailSender: Sendable {
     }
 
     /// A fired `email` action as stored.
-    struct Action: Decodable {
+    package struct Action: Decodable {
         var id: String
         var campaign: String?
         var ruleset: String?
@@ -127,13 +125,17 @@ package final class EmailSender: Sendable {
             var subject: String?
             var data: AnyJSON?
         }
+
+        /// The action of its stored JSON (`nil`: not one).
+        package init?(json: String) {
+            guard let a = try? JSONDecoder().decode(Action.self, from: Data(json.utf8)) else { return nil }
+            self = a
+        }
     }
 
-    /// The request body for an action of `user`'s (`nil`: not an email, or no address).
-    package func body(ofAction json: String, user: String) -> (body: [UInt8], unsubscribe: String)? {
-        guard let action = try? JSONDecoder().decode(Action.self, from: Data(json.utf8)), let email = action.email,
-            let to = email.to, !to.isEmpty
-        else { return nil }
+    /// The request body for `action`, an email of `user`'s (`nil`: not an email, or no address).
+    package func body(of action: Action, user: String) -> (body: [UInt8], unsubscribe: String)? {
+        guard let email = action.email, let to = email.to, !to.isEmpty else { return nil }
         let unsubscribe = links.unsubscribe(user: user, action: action.id, rule: action.qualifiedRule)
         var data: [(String, AnyJSON)] = []
         if case .object(let fields)? = email.data {
@@ -183,14 +185,11 @@ package final class EmailSender: Sendable {
         return (Array(bytes), unsubscribe)
     }
 
-    /// The rule (`unit/rule`) of an email action's stored JSON.
-    package static func rule(ofAction json: String) -> String {
-        (try? JSONDecoder().decode(Action.self, from: Data(json.utf8)))?.qualifiedRule ?? "/"
-    }
-
-    /// Sends one email; the outcome as the outbox records it.
-    package func send(_ row: OutboxRow, destination: Destination, client: HTTPClient) async -> Delivery.Outcome {
-        guard let (body, _) = self.body(ofAction: row.entry.body, user: row.entry.userID) else {
+    /// Sends `action` (the entry `row`'s); the outcome as the outbox records it.
+    package func send(
+        _ action: Action, row: OutboxRow, destination: Destination, client: HTTPClient
+    ) async -> Delivery.Outcome {
+        guard let (body, _) = self.body(of: action, user: row.entry.userID) else {
             return .dead("skipped: not an email with an address")
         }
         var request = HTTPClientRequest(url: url(of: destination))

@@ -23,10 +23,6 @@ package final class FCMSender: PushProvider {
     package let tls: TLSConfiguration?
     static let scope = "https://www.googleapis.com/auth/firebase.messaging"
 
-    package struct BadCredentials: Error, CustomStringConvertible {
-        package var description: String
-    }
-
     struct ServiceAccount: Decodable {
         var client_email: String
         var private_key: String
@@ -39,21 +35,19 @@ package final class FCMSender: PushProvider {
     package init(_ spec: Destination.FCM, serviceAccount json: String) throws {
         let account: ServiceAccount
         do { account = try JSONDecoder().decode(ServiceAccount.self, from: Data(json.utf8)) } catch {
-            throw BadCredentials(description: "the FCM service account is not a service account key file: \(error)")
+            throw CredentialError(description: "the FCM service account is not a service account key file: \(error)")
         }
         do { key = try Insecure.RSA.PrivateKey(pem: account.private_key) } catch {
-            throw BadCredentials(description: "the FCM service account's private_key is not an RSA key: \(error)")
+            throw CredentialError(description: "the FCM service account's private_key is not an RSA key: \(error)")
         }
         guard let project = spec.projectID ?? account.project_id else {
-            throw BadCredentials(description: "no project: set fcm.project_id (the service account names none)")
+            throw CredentialError(description: "no project: set fcm.project_id (the service account names none)")
         }
         clientEmail = account.client_email
         keyID = account.private_key_id
         tokenURI = account.token_uri
         self.project = project
-        do { tls = try spec.caFile.map(PushCredentialError.trusting) } catch {
-            throw BadCredentials(description: "\(error)")
-        }
+        tls = try spec.caFile.map(CredentialError.trusting)
     }
 
     struct Assertion: JWTPayload {

@@ -248,6 +248,13 @@ package final class Processor: @unchecked Sendable {
         }
     }
 
+    /// A user's state as the processing thread holds it now (`nil`: no such user): what the console and the
+    /// deliverer read.
+    package func state(of user: String) async throws -> UserState? {
+        guard case .state(let s) = try await submit(.state(userID: user)) else { return nil }
+        return s
+    }
+
     package struct ServiceUnavailable: Error {}
 
     private func setReady(_ ready: Bool) {

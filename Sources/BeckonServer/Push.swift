@@ -125,15 +125,16 @@ extension SharedCredential {
     }
 }
 
-/// A push destination's credentials that cannot be used.
-package struct PushCredentialError: Error, CustomStringConvertible {
+/// A push or email destination's credentials (a key, a service account, a body template, a `ca_file`) that cannot
+/// be used.
+package struct CredentialError: Error, CustomStringConvertible {
     package var description: String
 
     /// TLS trusting only the certificates in `caFile` (a private or test host), for a destination's `ca_file`.
     package static func trusting(_ caFile: String) throws -> TLSConfiguration {
         var c = TLSConfiguration.makeClientConfiguration()
         do { c.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(caFile)) } catch {
-            throw PushCredentialError(description: "\(caFile) holds no certificate: \(error)")
+            throw CredentialError(description: "\(caFile) holds no certificate: \(error)")
         }
         return c
     }

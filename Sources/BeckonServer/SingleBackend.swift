@@ -66,16 +66,9 @@ struct SingleBackend: ServiceBackend {
     struct Devices: UserDirectory {
         let processor: Processor
         let database: SQLiteStateBackend
-        func devices(of user: String) async throws -> [Device] {
-            guard case .state(let s) = try await processor.submit(.state(userID: user)) else { return [] }
-            return s?.devices ?? []
-        }
+        func state(of user: String) async throws -> UserState? { try await processor.state(of: user) }
         func holders(of tokens: [String]) async throws -> [String: DeviceClaim] {
             tokens.isEmpty ? [:] : try database.deviceOwners(tokens)
-        }
-        func unsubscribed(_ user: String) async throws -> Bool {
-            guard case .state(let s) = try await processor.submit(.state(userID: user)) else { return false }
-            return s?.unsubscribed ?? false
         }
         func remove(token: String, of user: String, seenBy: Int64?) async {
             _ = try? await processor.submit(.removeDevice(userID: user, token: token, seenBy: seenBy))

@@ -97,7 +97,8 @@ struct PushTests {
         let action =
             #"{"id":"a1","campaign":"c","rule":"r","email":{"template":"d-1","to":"ann@example.com","#
             + #""data":{"shop":"https://shop.example/x","n":1}}}"#
-        let (body, unsubscribe) = try #require(sender.body(ofAction: action, user: "ann"))
+        let email = try #require(EmailSender.Action(json: action))
+        let (body, unsubscribe) = try #require(sender.body(of: email, user: "ann"))
         let m = try #require(try JSONSerialization.jsonObject(with: Data(body)) as? [String: Any])
         let headers = m["headers"] as? [String: String]
         #expect(headers?["List-Unsubscribe"] == "<\(unsubscribe)>")
@@ -108,7 +109,8 @@ struct PushTests {
             (data?["shop"] as? String)?.hasPrefix(
                 "https://b.example/v1/click?d=mail&u=ann&a=a1&r=c%2Fr&url=https%3A%2F%2Fshop.example%2Fx&s=") == true)
         #expect(data?["n"] as? Int == 1 && data?["unsubscribe_url"] as? String == unsubscribe)
-        #expect(sender.body(ofAction: #"{"id":"a2","email":{"template":"d-1","to":""}}"#, user: "ann") == nil, "no address")
+        let noAddress = try #require(EmailSender.Action(json: #"{"id":"a2","email":{"template":"d-1","to":""}}"#))
+        #expect(sender.body(of: noAddress, user: "ann") == nil, "no address")
     }
 
     /// An email destination waits while its variables are unset, and its pause names each one that is.
@@ -151,7 +153,8 @@ struct PushTests {
         let action =
             #"{"id":"a1","campaign":"c","rule":"r","email":{"template":"welcome","to":"ann\"x@example.com","#
             + #""data":{"shop":"https://shop.example/x","n":1}}}"#
-        let (body, unsubscribe) = try #require(sender.body(ofAction: action, user: "ann"))
+        let email = try #require(EmailSender.Action(json: action))
+        let (body, unsubscribe) = try #require(sender.body(of: email, user: "ann"))
         let m = try #require(try JSONSerialization.jsonObject(with: Data(body)) as? [String: Any])
         #expect(m["From"] as? String == "Shop <hi@example.com>" && m["To"] as? String == #"ann"x@example.com"#)
         #expect(m["Alias"] as? String == "welcome" && m["Tag"] as? String == "a1" && m["Subject"] as? String == "")

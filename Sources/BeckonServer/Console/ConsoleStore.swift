@@ -26,10 +26,7 @@ struct SingleConsoleStore: ConsoleStore {
         try backend.eachInput { _, _, bytes in try body(bytes) }
     }
 
-    func state(of user: String) async throws -> UserState? {
-        guard case .state(let s) = try await processor.submit(.state(userID: user)) else { return nil }
-        return s
-    }
+    func state(of user: String) async throws -> UserState? { try await processor.state(of: user) }
 
     func activity(at now: Int64) async -> [String: [Int64: RuleActivity.Counts]] { processor.activity.buckets() }
 }
