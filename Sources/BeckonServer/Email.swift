@@ -96,15 +96,10 @@ package final class EmailSender: Sendable {
     static func render(_ template: AnyJSON, _ values: [String: String], data: AnyJSON) -> AnyJSON {
         switch template {
         case .string(let s):
-            if s.trimmingCharacters(in: .whitespaces) == "{{data}}" { return data }
-            var out = ""
-            var rest = Substring(s)
-            while let open = rest.range(of: "{{"), let close = rest[open.upperBound...].range(of: "}}") {
-                out += rest[..<open.lowerBound]
-                out += values[rest[open.upperBound..<close.lowerBound].trimmingCharacters(in: .whitespaces)] ?? ""
-                rest = rest[close.upperBound...]
-            }
-            return .string(out + rest)
+            if Destination.Email.isData(s) { return data }
+            // (The rules checked every template text when they loaded: its braces close.)
+            let parts = Destination.Email.parts(of: s) ?? [(Substring(s), nil)]
+            return .string(parts.map { $0.placeholder.map { values[$0] ?? "" } ?? String($0.text) }.joined())
         case .array(let items): return .array(items.map { render($0, values, data: data) })
         case .object(let fields): return .object(fields.map { ($0.0, render($0.1, values, data: data)) })
         case .null, .bool, .int, .double: return template

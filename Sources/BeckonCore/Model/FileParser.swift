@@ -1506,15 +1506,12 @@ public struct FileParser {
             switch n {
             case .scalar(let s):
                 if s.style == .plain, let v = FileParser.plainValue(s) { return v }
-                var rest = Substring(s.text)
-                while let open = rest.range(of: "{{") {
-                    guard let close = rest[open.upperBound...].range(of: "}}") else {
-                        diagnostics.error(.invalidValue, "'{{' without its '}}' in '\(s.text)'", at: s.location)
-                        ok = false
-                        break
-                    }
-                    let name = String(rest[open.upperBound..<close.lowerBound]).trimmingCharacters(in: .whitespaces)
-                    rest = rest[close.upperBound...]
+                guard let parts = Destination.Email.parts(of: s.text) else {
+                    diagnostics.error(.invalidValue, "'{{' without its '}}' in '\(s.text)'", at: s.location)
+                    ok = false
+                    return .string(s.text)
+                }
+                for case (_, let name?) in parts {
                     if !Destination.Email.bodyPlaceholders.contains(name) {
                         let near = Suggest.nearest(name, in: Destination.Email.bodyPlaceholders)
                         diagnostics.error(
@@ -1523,7 +1520,7 @@ public struct FileParser {
                                 + Destination.Email.bodyPlaceholders.map { "{{\($0)}}" }.joined(separator: ", "),
                             at: s.location, suggestion: near.map { "did you mean '{{\($0)}}'?" })
                         ok = false
-                    } else if name == "data" && s.text.trimmingCharacters(in: .whitespaces) != "{{data}}" {
+                    } else if name == "data" && !Destination.Email.isData(s.text) {
                         diagnostics.error(
                             .invalidValue, "'{{data}}' is the merge data object: it must be a whole value, not in a text",
                             at: s.location, suggestion: "write the value as \"{{data}}\" alone")

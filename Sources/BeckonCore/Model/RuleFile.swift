@@ -1,3 +1,5 @@
+import Foundation
+
 /// A value with the place in a file it came from.
 public struct Located<T: Sendable>: Sendable {
     public var value: T
@@ -558,6 +560,25 @@ public struct Destination: Sendable, Hashable {
         public static let bodyPlaceholders = [
             "to", "from", "from_name", "subject", "template", "unsubscribe_url", "action_id", "data",
         ]
+
+        /// A ``bodyTemplate`` text's parts in order: text as written, and `{{ name }}` placeholders by their trimmed
+        /// names; `nil` when a `{{` has no `}}`. The one reading of a placeholder, for the check when the rules load
+        /// and the filling in when an email is sent.
+        public static func parts(of text: String) -> [(text: Substring, placeholder: String?)]? {
+            var out: [(text: Substring, placeholder: String?)] = []
+            var rest = Substring(text)
+            while let open = rest.range(of: "{{") {
+                guard let close = rest[open.upperBound...].range(of: "}}") else { return nil }
+                if open.lowerBound > rest.startIndex { out.append((rest[..<open.lowerBound], nil)) }
+                out.append(("", rest[open.upperBound..<close.lowerBound].trimmingCharacters(in: .whitespaces)))
+                rest = rest[close.upperBound...]
+            }
+            if !rest.isEmpty { out.append((rest, nil)) }
+            return out
+        }
+
+        /// Whether a template text is the merge data placeholder alone (`"{{data}}"`, which stands for the object).
+        public static func isData(_ text: String) -> Bool { text.trimmingCharacters(in: .whitespaces) == "{{data}}" }
         public init(from: String, apiKeyVariable: String, linkSecretVariable: String, linksBaseURL: String) {
             self.from = from
             self.apiKeyVariable = apiKeyVariable
