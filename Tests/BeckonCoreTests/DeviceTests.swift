@@ -73,6 +73,12 @@ struct DeviceTests {
         #expect(throws: Engine.DeviceRefusal.tokenTooLong(Device.maxTokenBytes + 1)) { try Engine.check(device(long, at: 1)) }
         engine.report(device(long, at: 1), for: "ann")
         #expect(engine.state(of: "ann") == nil)
+        // A control character (a NUL from a JSON escape) is refused, in a registration and in an event's context.
+        for token in ["a\u{0}b", "a\nb", "a\u{7F}"] {
+            #expect(throws: Engine.DeviceRefusal.controlCharacter) { try Engine.check(device(token, at: 1)) }
+            engine.report(device(token, at: 1), for: "ann")
+        }
+        #expect(engine.state(of: "ann") == nil)
     }
 
     @Test func aMergeCarriesTheAnonymousDevicesAndAMergedIDsRegistrationIsTheUsers() throws {

@@ -529,7 +529,8 @@ class PushDevices(unittest.TestCase):
                     self.assertEqual(server.request("POST", "/v1/users/zoe/devices", d, auth), (200, {"success": True}))
                 self.assertEqual(devices(), [("a" * 64, "ios", True), ("fcm:token-1", "android", False)])
                 for bad in ({"token": "x"}, {"token": "x", "platform": "web"}, {"token": "", "platform": "ios"},
-                            {"token": "t" * 513, "platform": "ios"}, b"not json"):
+                            {"token": "t" * 513, "platform": "ios"}, {"token": "a\u0000b", "platform": "ios"},
+                            {"token": "a\nb", "platform": "ios"}, b"not json"):
                     status, body = server.request("POST", "/v1/users/zoe/devices", bad, auth)
                     self.assertEqual(status, 400, (bad, body))
                 status, _ = server.request("POST", "/v1/users/zoe/devices", b"{" + b" " * 5000 + b"}", auth)

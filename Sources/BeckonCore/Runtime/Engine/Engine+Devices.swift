@@ -5,10 +5,12 @@ extension Engine {
     public enum DeviceRefusal: Error, Equatable, CustomStringConvertible {
         case emptyToken
         case tokenTooLong(Int)
+        case controlCharacter
         public var description: String {
             switch self {
             case .emptyToken: "the token is empty"
             case .tokenTooLong(let n): "the token is \(n) bytes long; the limit is \(Device.maxTokenBytes)"
+            case .controlCharacter: "the token holds a control character (providers' tokens are printable text)"
             }
         }
     }
@@ -17,6 +19,9 @@ extension Engine {
     public static func check(_ device: Device) throws(DeviceRefusal) {
         if device.token.isEmpty { throw .emptyToken }
         if device.token.utf8.count > Device.maxTokenBytes { throw .tokenTooLong(device.token.utf8.count) }
+        // (A NUL would also be refused by PostgreSQL's text, where a fleet records the token's holder: a commit that
+        // could never be written would stop the user's partition.)
+        if device.token.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) { throw .controlCharacter }
     }
 
     /// Keeps `device` among the user's (``Device/reporting(_:in:)``); a device that fails ``check(_:)`` is not kept.
