@@ -35,6 +35,8 @@ public final class CompiledRuleSet: Sendable {
     let inactivityRules: [Int32]
     /// `schedule` rules (enabled), whose timers each user's events set when missing.
     let scheduleRules: [Int32]
+    /// Some enabled rule is a `schedule`: the stored users must be reached (``Engine/reach(_:)``).
+    public var hasSchedules: Bool { !scheduleRules.isEmpty }
     /// Some rule is `inactive_for` or `schedule` (a flag the engine reads per event without touching the lists).
     let hasTimedRules: Bool
     let memoSlots: Int

@@ -48,4 +48,8 @@ public final class InMemoryStateStore: StateStore {
 
     /// Makes room for `n` users without growing again.
     public func reserveCapacity(_ n: Int) { table.reserveCapacity(n) }
+
+    /// Lets `userID`'s profile go; whether it was held.
+    @discardableResult
+    public func remove(_ userID: String) -> Bool { table.remove(userID) }
 }

@@ -160,6 +160,11 @@ public final class Engine {
     var deviceClaims: [String: DeviceClaim] = [:]
     /// Whether reports of push devices are collected as ``DeviceClaim``s (a service's store keeps who holds each token).
     public var collectsDeviceClaims = false
+    /// Users a timer loaded from their saved state since ``takeColdLoads()`` (noted when ``notesColdLoads``).
+    var coldLoads: [String] = []
+    /// Whether users loaded by a timer rather than an event are noted, so that a service can let them go once their
+    /// state is written (``takeColdLoads()``, ``evict(_:)``).
+    public var notesColdLoads = false
     /// The latest event time seen (whoever sent it): `dry-run --until +7d` counts from it.
     public var latestEventTime: Int64 { max(latestTime, clock) }
     var nextTimerID: UInt64 = 1

@@ -195,11 +195,22 @@ extension Engine {
         if !s.devices.isEmpty { p.devices = s.devices }
         for a in s.pending {
             guard let r = names.rules[a.rule] else { continue }
+            var (due, suffix, trigger) = (a.due, a.keySuffix, a.trigger)
+            // A schedule's next run set under another schedule (the rule's time was edited) moves to the new one's
+            // next run from when it was set, or from now if that is later (a one-off now past is dropped).
+            let rule = rs.rules[Int(r)]
+            if case .schedule(let sched) = rule.trigger, !a.held, a.keyMessageID == "schedule",
+                a.trigger != rule.triggerDescription
+            {
+                let zone = UserProfile.userZone(p, nil, zoneSlots)
+                guard let next = sched.next(atOrAfter: max(a.scheduledAt, clock), zone: zone) else { continue }
+                (due, suffix, trigger) = (next, "|\(next)", rule.triggerDescription)
+            }
             p.pending.append(
                 PendingAction(
-                    id: a.id, rule: r, due: a.due, scheduledAt: a.scheduledAt, held: a.held,
-                    triggerKey: TriggerKey(messageID: a.keyMessageID, eventCount: a.keyEventCount, suffix: a.keySuffix),
-                    trigger: a.trigger, event: a.event.map { rs.bind($0) }, change: a.change))
+                    id: a.id, rule: r, due: due, scheduledAt: a.scheduledAt, held: a.held,
+                    triggerKey: TriggerKey(messageID: a.keyMessageID, eventCount: a.keyEventCount, suffix: suffix),
+                    trigger: trigger, event: a.event.map { rs.bind($0) }, change: a.change))
         }
         for q in s.sequences {
             guard let r = names.rules[q.rule], case .sequence(let seq) = rs.rules[Int(r)].trigger,

@@ -71,6 +71,21 @@ public final class SavedStateStore: StateStore {
     /// Users changed since their state was last taken.
     public var changedCount: Int { changed.count }
 
+    /// Lets go of the live profiles of `userIDs` whose state is saved as it stands (not changed since it was last
+    /// taken): they are read from the backend again when they are next needed. The caller must know that what was
+    /// taken has been written (a service evicts only after the commit that holds them). Returns how many went.
+    @discardableResult
+    public func evict(_ userIDs: some Sequence<String>) -> Int {
+        var n = 0
+        for id in userIDs {
+            let held = live.profile(for: id, create: false) { UserProfile(userID: id, attributeCount: 0, contextCount: 0) }
+            guard let p = held, changed[ObjectIdentifier(p)] == nil
+            else { continue }
+            if live.remove(id) { n += 1 }
+        }
+        return n
+    }
+
     /// The users changed since the last call, by id, forgotten as changed (``Engine/takeChangedStates()``).
     func takeChanged() -> [UserProfile] {
         defer { changed = [:] }

@@ -87,6 +87,40 @@ final class ProfileTable {
         return p
     }
 
+    /// Takes `userID`'s profile out of the table (backward-shift deletion: the entries after it in its run move up, so
+    /// no search ever stops early and no tombstone is left). Returns whether it was there.
+    @discardableResult
+    func remove(_ userID: String) -> Bool {
+        let h = hash(of: userID)
+        let mask = capacity - 1
+        var i = home(h)
+        while slots[i].hash != 0 {
+            let stored = slots[i].hash
+            if stored & ~Self.asciiFlag == h, let p = slots[i].profile, p.with({ $0.userID == userID }) {
+                let object = p.object
+                Borrowed.reclaim(object)
+                Unmanaged.passUnretained(object).release()
+                var hole = i
+                var j = (i + 1) & mask
+                while slots[j].hash != 0 {
+                    // An entry may fill the hole when its first slot is not in the (cyclic) range after the hole up to it.
+                    let first = home(slots[j].hash)
+                    let stays = hole <= j ? (hole < first && first <= j) : (hole < first || first <= j)
+                    if !stays {
+                        slots[hole] = slots[j]
+                        hole = j
+                    }
+                    j = (j + 1) & mask
+                }
+                slots[hole] = Slot(hash: 0, profile: nil)
+                count -= 1
+                return true
+            }
+            i = (i + 1) & mask
+        }
+        return false
+    }
+
     /// Every profile, in no particular order.
     var profiles: [UserProfile] { (0..<capacity).compactMap { slots[$0].profile?.object } }
 
