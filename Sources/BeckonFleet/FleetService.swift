@@ -310,6 +310,10 @@ public final class FleetService: ServiceBackend {
         }
     }
 
+    package func storedStates(after: String?, limit: Int) async throws -> [(userID: String, bytes: [UInt8])] {
+        try await log.states(after: after, limit: limit)
+    }
+
     /// A user's inbox as last written by the partition's owner (`nil`: no such user).
     package func inbox(of user: String) async throws -> [InboxItem]? {
         let bytes: [UInt8]?

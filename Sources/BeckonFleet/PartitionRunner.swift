@@ -112,6 +112,10 @@ final class PartitionRunner {
     private let processedEvents: Counter
     /// Entries read in one batch at most (one transaction).
     static let batchLimit = 2000
+    /// How far the schedules have reached the partition's stored users since the engine was opened.
+    private var reached: (after: String?, done: Bool) = (nil, false)
+    /// Stored users made known to the schedules in one batch.
+    static let reachPage = 500
 
     var partition: Int { handle.lease.partition }
 
@@ -195,6 +199,7 @@ final class PartitionRunner {
         serving = rules
         let pending = try await log.pendingStates(partition: partition)
         states = PartitionStates(pending: pending)
+        reached = (nil, false)
         // A partition holds only its own users, and a sign-in's earlier id may be another partition's: merges are the
         // runner's, through the log (``takeOver(_:)``, docs/fleet.md "Identity merge"), not the engine's own.
         let engine = Engine(
@@ -228,7 +233,7 @@ final class PartitionRunner {
         blocked = false
         let now = Processor.nowMs()
         let timersDue = clock == .wall && (engine.nextTimerDue.map { $0 <= now } ?? false)
-        guard !entries.isEmpty || timersDue else { return false }
+        guard !entries.isEmpty || timersDue else { return try await reach(engine, rules) }
         let users = states.unknown(entries.map(\.userID))
         if !users.isEmpty { states.add(try await log.states(of: users), for: users) }
         // Entries of ids merged into another partition's user are sent on to it: at the head of a batch, as many as
@@ -291,6 +296,31 @@ final class PartitionRunner {
         if !fired.isEmpty { feed.notify(Set(fired.map(\.0.userID))) }
         processedEvents.increment(by: Int64(entries.count))
         step.count(in: metrics.service)
+        return true
+    }
+
+    /// With nothing else to do, one page of the partition's stored users made known to the rule set's schedules
+    /// (``Engine/reach(_:)``: a broadcast reaches who sends nothing), written like a batch. It starts again from the
+    /// first user whenever the engine is opened (a start, a failover, a new rule set); reaching a user twice sets
+    /// nothing twice. Returns whether there was a page.
+    private func reach(_ engine: Engine, _ rules: ServingRules) async throws -> Bool {
+        guard rules.ruleSet.hasSchedules, !reached.done else { return false }
+        let page = try await log.states(after: reached.after, limit: Self.reachPage, partition: partition)
+        guard let last = page.last?.userID else {
+            reached.done = true
+            return false
+        }
+        let ids = page.map(\.userID)
+        let unknown = Set(states.unknown(ids))
+        states.add(Dictionary(page.filter { unknown.contains($0.userID) }, uniquingKeysWith: { a, _ in a }), for: Array(unknown))
+        let loaded = engine.reach(ids)
+        guard states.missed.isEmpty else { throw Missed(users: states.missed.count) }
+        var commit = FleetLog.PartitionCommit(processed: processed, rulesVersion: rules.version)
+        commit.states = changedStates(engine)
+        commit.stream = engine.streamState.encoded()
+        guard try await committer.submit((handle.lease, commit)) != nil else { throw FleetLog.Fenced(partition: partition) }
+        metrics.service.reachedUsers.increment(by: Int64(loaded.count))
+        reached.after = last
         return true
     }
 

@@ -19,6 +19,30 @@ extension FleetLog {
         }
     }
 
+    /// A page of stored states in user id order (every partition's, or `partition`'s): the first `limit` after
+    /// `after`.
+    public func states(after: String?, limit: Int, partition: Int? = nil) async throws -> [(userID: String, bytes: [UInt8])] {
+        try await timed("statesPage", nil) { [self] in
+            var out: [(userID: String, bytes: [UInt8])] = []
+            let rows =
+                if let partition {
+                    try await client.query(
+                        """
+                        SELECT user_id, bytes FROM beckon_user_state WHERE partition = \(partition) AND user_id > \(after ?? "")
+                        ORDER BY user_id LIMIT \(limit)
+                        """, logger: logger)
+                } else {
+                    try await client.query(
+                        """
+                        SELECT user_id, bytes FROM beckon_user_state WHERE user_id > \(after ?? "") ORDER BY user_id
+                        LIMIT \(limit)
+                        """, logger: logger)
+                }
+            for try await (u, b) in rows.decode((String, ByteBuffer).self) { out.append((u, Array(b.readableBytesView))) }
+            return out
+        }
+    }
+
     /// The users of `partition` whose states hold delayed actions: their soonest due time and their state.
     public func pendingStates(partition: Int) async throws -> [(userID: String, due: Int64, bytes: [UInt8])] {
         try await timed("pendingStates", nil) { [self] in

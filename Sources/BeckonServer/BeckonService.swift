@@ -145,6 +145,9 @@ public final class BeckonService: Sendable {
             configuration: .init(
                 services: [
                     .init(service: ProcessorService(processor: processor)),
+                    .init(
+                        service: ScheduleReach(
+                            processor: processor, backend: backend, current: current, metrics: metrics, logger: logger)),
                     .init(service: single.deliverer),
                     .init(
                         service: Maintenance(

@@ -23,12 +23,25 @@ public final class ServiceMetrics: Sendable {
 
     /// Push tokens a provider called invalid, removed from their users.
     package let tokensRemoved: Counter
+    /// Stored users a schedule's broadcast made known, and users let go from memory once their state was written.
+    package let reachedUsers: Counter
+    package let evictedUsers: Counter
 
     package init(version: String) {
         tokensRemoved = registry.makeCounter(
             descriptor: .init(
                 metricName: "beckon_push_tokens_removed", unitName: "total",
                 helpText: "Push tokens APNs called invalid (Unregistered, BadDeviceToken), removed from their users."),
+            labels: [])
+        reachedUsers = registry.makeCounter(
+            descriptor: .init(
+                metricName: "beckon_schedule_reached_users", unitName: "total",
+                helpText: "Stored users loaded to have the schedules' runs set (a broadcast reaching who sends nothing)."),
+            labels: [])
+        evictedUsers = registry.makeCounter(
+            descriptor: .init(
+                metricName: "beckon_users_evicted", unitName: "total",
+                helpText: "Users loaded by a timer or a broadcast, let go from memory once their state was written."),
             labels: [])
         commitSeconds = registry.makeDurationHistogram(
             descriptor: .init(

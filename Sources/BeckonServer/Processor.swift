@@ -33,12 +33,17 @@ package enum Job {
     case reload(ServingRules)
     /// Forget a user (a barrier).
     case forget(userID: String)
+    /// Make these stored users known to the schedules (``Engine/reach(_:)``); the round writes a checkpoint, so the
+    /// runs set are durable when it is answered.
+    case reach([String])
+    /// Let go of these users' profiles if their state is written as it stands (``Engine/evict(_:)``).
+    case evict([String])
 
     /// Whether the job checkpoints and reopens the engine, between the jobs before it and those after.
     package var isBarrier: Bool {
         switch self {
         case .reload, .forget: true
-        case .events, .markRead, .device, .removeDevice, .inbox, .state, .privacy: false
+        case .events, .markRead, .device, .removeDevice, .inbox, .state, .privacy, .reach, .evict: false
         }
     }
 }
@@ -56,6 +61,9 @@ package enum JobResult: Sendable {
     case reloaded
     /// Whether the service held anything of the user, and the ids forgotten (the user's and those merged into them).
     case forgotten(Bool, ids: [String])
+    /// The users a reach loaded from the database (the others were held already or are not stored).
+    case reached(loaded: [String])
+    case evicted(Int)
 }
 
 /// The one thread that runs the engine: it takes every job queued since its last commit, processes them in order
@@ -111,6 +119,8 @@ package final class Processor: @unchecked Sendable {
     private var loggedClock: Int64
     /// The engine must be opened again from the database before more jobs run (a reopen failed).
     private var needsReopen = false
+    /// Users a timer loaded whose checkpoint is written: the next round lets them go (under `lock`).
+    private var evictable: [String] = []
 
     package init(
         current: CurrentRules, backend: SQLiteStateBackend, clock: ClockMode, metrics: ServiceMetrics,
@@ -166,6 +176,7 @@ package final class Processor: @unchecked Sendable {
     ) throws -> (Engine, Int) {
         let engine = Engine(ruleSet: ruleSet, store: SavedStateStore(backend: backend))
         engine.collectsDeviceClaims = true
+        engine.notesColdLoads = true
         if let s = try backend.readStream() { engine.restore(stream: try StreamState(decoding: s)) }
         engine.rebuildTimers()
         var records = 0
@@ -434,13 +445,19 @@ package final class Processor: @unchecked Sendable {
 
     /// One group: the jobs in order, then the clock, then one commit.
     private func round(_ jobs: [(Job, CheckedContinuation<JobResult, any Error>)], checkpoint force: Bool) {
+        lock.lock()
+        let evicting = evictable
+        evictable = []
+        lock.unlock()
+        if !evicting.isEmpty { metrics.evictedUsers.increment(by: Int64(engine.evict(evicting))) }
         var input = InputLog()
         let logsInput = jobs.contains { job, _ in
             switch job {
             case .events, .markRead, .device, .removeDevice: true
-            case .inbox, .state, .privacy, .reload, .forget: false
+            case .inbox, .state, .privacy, .reload, .forget, .reach, .evict: false
             }
         }
+        var reached = false
         if logsInput && engine.clock != loggedClock { input.tick(engine.clock) }
         var results: [JobResult] = []
         var step = Processing()
@@ -493,6 +510,11 @@ package final class Processor: @unchecked Sendable {
             case .privacy(let user, let candidates):
                 let merged = Privacy.merged(into: user, engine: engine, candidates: candidates)
                 results.append(.privacy(engine.state(of: user), merged: merged))
+            case .reach(let users):
+                results.append(.reached(loaded: engine.reach(users)))
+                reached = true
+            case .evict(let users):
+                results.append(.evicted(engine.evict(users)))
             case .reload, .forget:
                 preconditionFailure("a barrier is not part of a round")
             }
@@ -507,11 +529,13 @@ package final class Processor: @unchecked Sendable {
         let fired = step.fired
         if !input.isEmpty { loggedClock = engine.clock }
         let gained = !input.isEmpty || !step.dues.isEmpty ? activity.take(engine.stats, names: ruleNames) : [:]
-        let checkpoint = force || ContinuousClock.now - lastCheckpoint >= .seconds(Self.checkpointSeconds)
+        let checkpoint = force || reached || ContinuousClock.now - lastCheckpoint >= .seconds(Self.checkpointSeconds)
         var commit = ServiceCommit()
         if !input.isEmpty { commit.input = (input.bytes, Self.nowMs(), input.events) }
         commit.deviceClaims = engine.takeDeviceClaims()
         let states = checkpoint ? engine.takeChangedStates() : []
+        // Users a timer loaded are let go once the checkpoint that holds them is written (the next round evicts them).
+        let cold = checkpoint ? engine.takeColdLoads() : []
         if checkpoint && (!states.isEmpty || commit.input != nil) {
             commit.checkpoint = (states, engine.streamState.encoded(), rules.version)
         }
@@ -533,6 +557,7 @@ package final class Processor: @unchecked Sendable {
                 commit: commit, fired: fired, destinations: destinations, waiting: jobs.map(\.1), results: results,
                 written: { [weak self] in
                     if wrote { self?.setWritable(true) }
+                    if !cold.isEmpty { self?.evictLater(cold) }
                     metrics.commitEvents.record(Double(events))
                     if checkpointed { metrics.checkpoints.increment() }
                     metrics.ingest(.accepted).increment(by: Int64(tally.accepted))
@@ -546,6 +571,13 @@ package final class Processor: @unchecked Sendable {
                     }
                     if !users.isEmpty { feed.notify(users) }
                 }))
+    }
+
+    /// Notes users whose state a written checkpoint holds, to be let go by the next round (the committer's thread).
+    private func evictLater(_ users: [String]) {
+        lock.lock()
+        evictable += users
+        lock.unlock()
     }
 
     /// An accepted event that the rules now served cannot decode: never expected (a line's validity does not depend

@@ -123,6 +123,10 @@ struct SingleBackend: ServiceBackend {
         }
     }
 
+    func storedStates(after: String?, limit: Int) async throws -> [(userID: String, bytes: [UInt8])] {
+        try database.states(after: after, limit: limit)
+    }
+
     func reload(by who: String) async throws -> Reloaded { try Reloader.answer(await reloader.reload(by: who)) }
 
     func notReady() -> String? { processor.ready ? nil : "the database cannot be written" }

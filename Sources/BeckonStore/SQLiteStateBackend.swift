@@ -158,6 +158,17 @@ public final class SQLiteStateBackend: StateBackend, Sendable {
                     CREATE INDEX device_owner_user ON device_owner(user_id);
                     """)
         }
+        m.registerMigration("v6: how far schedules have reached the stored users") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE reach_progress (
+                        id INTEGER PRIMARY KEY CHECK (id = 1),
+                        rules_version INTEGER NOT NULL,
+                        after_user TEXT,
+                        done INTEGER NOT NULL
+                    );
+                    """)
+        }
         return m
     }
 
@@ -230,6 +241,47 @@ public final class SQLiteStateBackend: StateBackend, Sendable {
     public func writeStream(_ bytes: [UInt8]) throws {
         try pool.write { db in
             try db.execute(sql: "INSERT OR REPLACE INTO stream_state (id, bytes) VALUES (1, ?)", arguments: [Data(bytes)])
+        }
+    }
+
+    /// A page of stored states in user id order: the first `limit` after `after` (from the first with `nil`).
+    public func states(after: String?, limit: Int) throws -> [(userID: String, bytes: [UInt8])] {
+        try pool.read { db in
+            try Row.fetchAll(
+                db, sql: "SELECT user_id, bytes FROM user_state WHERE user_id > ? ORDER BY user_id LIMIT ?",
+                arguments: [after ?? "", limit]
+            ).map { (userID: $0["user_id"], bytes: [UInt8]($0["bytes"] as Data)) }
+        }
+    }
+
+    /// A page of stored user ids in order: the first `limit` after `after` (from the first with `nil`).
+    public func userIDs(after: String?, limit: Int) throws -> [String] {
+        try pool.read { db in
+            try String.fetchAll(
+                db, sql: "SELECT user_id FROM user_state WHERE user_id > ? ORDER BY user_id LIMIT ?",
+                arguments: [after ?? "", limit])
+        }
+    }
+
+    /// How far the schedules of rule set `version` have reached the stored users: the last user id reached (`nil`:
+    /// none yet), and whether every stored user has been. A rule set with no record has reached nobody.
+    public func reachProgress(version: Int64) throws -> (after: String?, done: Bool) {
+        try pool.read { db in
+            guard
+                let row = try Row.fetchOne(
+                    db, sql: "SELECT after_user, done FROM reach_progress WHERE id = 1 AND rules_version = ?",
+                    arguments: [version])
+            else { return (nil, false) }
+            return (row["after_user"], (row["done"] as Int) != 0)
+        }
+    }
+
+    /// Records how far the schedules of rule set `version` have reached (see ``reachProgress(version:)``).
+    public func recordReach(version: Int64, after: String?, done: Bool) throws {
+        try pool.write { db in
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO reach_progress (id, rules_version, after_user, done) VALUES (1, ?, ?, ?)",
+                arguments: [version, after, done ? 1 : 0])
         }
     }
 

@@ -642,6 +642,103 @@ rules:
             self.assertEqual(server.stop(), 0)
 
 
+BROADCAST_BASE = """version: 1
+campaign: app
+rules:
+  - id: hello
+    on: Opened
+    do:
+      - message: { surface: home, title: Hello }
+"""
+
+
+def broadcast_rules(at):
+    return f"""version: 1
+campaign: digest
+rules:
+  - id: news
+    schedule: {at}
+    if: default(user.plan, "") != "pro"
+    do:
+      - message: {{ surface: home, title: News }}
+"""
+
+
+class Broadcast(WallClockRules):
+    """A schedule deployed by a reload reaches every stored user, including those who send nothing after it, and
+    `GET /admin/audience` sizes it first (docs/time.md, "Schedules")."""
+    RULES = BROADCAST_BASE
+    USERS = [f"u{i:02}" for i in range(30)]
+
+    def store_users(self, server):
+        batch = [{"type": "identify", "userId": u, "messageId": f"id-{u}",
+                  "traits": {"plan": "pro" if i % 3 == 0 else "free"}} for i, u in enumerate(self.USERS)]
+        self.assertEqual(server.post("/v1/batch", {"batch": batch})[0], 200)
+
+    def deploy(self, server, at):
+        with open(f"{self.tmp.name}/rules/digest.yaml", "w") as f:
+            f.write(broadcast_rules(at))
+        got, body = server.request("POST", "/admin/reload", headers={"Authorization": f"Bearer {ADMIN_KEY}"})
+        self.assertEqual(got, 200, body)
+
+    def audience(self, server, rule, key=ADMIN_KEY):
+        got, body = server.request("GET", "/admin/audience?rule=" + urllib.parse.quote(rule, safe=""),
+                                   headers={"Authorization": f"Bearer {key}"})
+        return got, body
+
+    def test_audience_size_before_a_send(self):
+        server = self.server()
+        try:
+            self.store_users(server)
+            self.deploy(server, "every monday 10:00")
+            deadline = time.time() + 20
+            while True:
+                got, body = self.audience(server, "digest/news")
+                self.assertEqual(got, 200, body)
+                if body["stored"] == 30 or time.time() > deadline:
+                    break
+                time.sleep(0.5)
+            self.assertEqual((body["rule"], body["users"], body["stored"], body["undecodable"]),
+                             ("digest/news", 20, 30, 0), body)
+            self.assertEqual(self.audience(server, "news")[1]["users"], 20)
+            got, body = self.audience(server, "digest/nws")
+            self.assertEqual(got, 404, body)
+            self.assertIn("did you mean 'digest/news'?", body["error"])
+            self.assertEqual(server.request("GET", "/admin/audience", headers={"Authorization": f"Bearer {ADMIN_KEY}"})[0], 400)
+            self.assertEqual(self.audience(server, "digest/news", key="wrong")[0], 401)
+            self.assertEqual(server.all_actions("u01"), [], "sizing an audience fired something")
+        finally:
+            self.assertEqual(server.stop(), 0)
+
+    def test_a_schedule_reaches_stored_users_who_send_nothing_across_a_kill(self):
+        server = self.server()
+        self.store_users(server)
+        at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 8))
+        self.deploy(server, at)
+        # Killed while the broadcast may be reaching the stored users: it goes on after the restart.
+        server.kill()
+        server = self.server()
+        try:
+            chosen = [u for i, u in enumerate(self.USERS) if i % 3 != 0]
+            deadline = time.time() + 30
+            while time.time() < deadline and sum(len(server.all_actions(u)) for u in chosen) < len(chosen):
+                time.sleep(0.3)
+            for u in self.USERS:
+                got = server.all_actions(u)
+                if u in chosen:
+                    self.assertEqual([(a["rule"], a["time"]) for a in got], [("news", at)], u)
+                else:
+                    self.assertEqual(got, [], u)
+        finally:
+            self.assertEqual(server.stop(), 0)
+        server = self.server()
+        try:
+            time.sleep(1)
+            self.assertEqual(sum(len(server.all_actions(u)) for u in self.USERS), 20, "a run reached a user twice")
+        finally:
+            self.assertEqual(server.stop(), 0)
+
+
 class Shutdown(unittest.TestCase):
     def test_sigterm_answers_long_polls_and_stops_promptly(self):
         with tempfile.TemporaryDirectory() as tmp:

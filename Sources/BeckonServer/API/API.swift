@@ -81,6 +81,7 @@ package struct API: Sendable {
             let r = try await backend.reload(by: "POST /admin/reload, \(who)")
             return RulesPage(r.rules, changed: r.changed)
         }
+        admin.get("/admin/audience") { request, _ in try await self.audience(request) }
         admin.delete("/v1/users/:userId") { _, context in
             let id = try Self.parameter(context, "userId")
             return Forgotten(userId: id, forgotten: try await backend.forget(id))
@@ -126,6 +127,49 @@ package struct API: Sendable {
     package static func parameter(_ context: BeckonContext, _ name: String) throws -> String {
         let raw = try context.parameters.require(name)
         return raw.removingPercentEncoding ?? raw
+    }
+
+    // MARK: Audience
+
+    /// `GET /admin/audience?rule=CAMPAIGN/RULE`: how many stored users the rule's `audience` and `if` select now
+    /// (``AudienceCounter``), counted a page at a time on the blocking pool, one count at a time (the heavy-work slots).
+    func audience(_ request: Request) async throws -> AudienceAnswer {
+        guard let name = request.uri.queryParameters.get("rule").map({ String($0) }), !name.isEmpty else {
+            throw APIError(.badRequest, "name the rule: ?rule=CAMPAIGN/RULE")
+        }
+        let rules = backend.rules.ruleSet
+        let now = Processor.nowMs()
+        guard var counter = AudienceCounter(ruleSet: rules, rule: name, now: now) else {
+            let names = rules.rules.map(\.qualifiedID)
+            let hint = Suggest.nearest(name, in: names).map { "; did you mean '\($0)'?" } ?? ""
+            throw APIError(.notFound, "no rule '\(name)' in the rules served\(hint)")
+        }
+        if let console = backend.console {
+            guard console.runs.take() else { throw APIError.busy }
+            defer { console.runs.give() }
+            try await count(&counter)
+        } else {
+            try await count(&counter)
+        }
+        return AudienceAnswer(rule: counter.rule.qualifiedID, counter.size, at: Timestamp(milliseconds: now).description)
+    }
+
+    private func count(_ counter: inout AudienceCounter) async throws {
+        var after: String?
+        while true {
+            let page: [(userID: String, bytes: [UInt8])]
+            do { page = try await backend.storedStates(after: after, limit: AudienceCounter.pageSize) } catch {
+                throw APIError.unavailable("the stored users cannot be read now; ask again")
+            }
+            guard let last = page.last else { return }
+            let before = counter
+            counter = try await Blocking.run {
+                var c = before
+                c.add(page)
+                return c
+            }
+            after = last.userID
+        }
     }
 
     // MARK: Email links

@@ -118,6 +118,23 @@ package struct Forgotten: ResponseEncodable {
     package var forgotten: Bool
 }
 
+/// `GET /admin/audience`: how many stored users a rule selects now, of how many stored.
+package struct AudienceAnswer: ResponseEncodable {
+    package var rule: String
+    package var users: Int
+    package var stored: Int
+    package var undecodable: Int
+    package var at: String
+
+    package init(rule: String, _ size: AudienceSize, at: String) {
+        self.rule = rule
+        users = size.users
+        stored = size.stored
+        undecodable = size.undecodable
+        self.at = at
+    }
+}
+
 /// `GET /admin/rules` (`changed` absent) and `POST /admin/reload`: the files served, their rule sets and
 /// destinations.
 package struct RulesPage: ResponseEncodable {

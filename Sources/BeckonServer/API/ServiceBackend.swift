@@ -44,6 +44,10 @@ package protocol ServiceBackend: Sendable {
     /// which holds the stored states and events as they were stored).
     func export(_ user: String) async throws -> StoredJSON
 
+    /// A page of stored users' states in id order, the first `limit` after `after` (`GET /admin/audience` reads them):
+    /// as last written (a single service's checkpoint, a fleet partition's commit).
+    func storedStates(after: String?, limit: Int) async throws -> [(userID: String, bytes: [UInt8])]
+
     /// Loads the rule files again and serves them if they compile.
     func reload(by who: String) async throws -> Reloaded
 
