@@ -113,7 +113,9 @@ final class PartitionRunner {
     /// Entries read in one batch at most (one transaction).
     static let batchLimit = 2000
     /// How far the schedules have reached the partition's stored users since the engine was opened.
-    private var reached: (after: String?, done: Bool) = (nil, false)
+    private var reached: (after: String?, done: Bool, last: ContinuousClock.Instant) = (nil, false, .now)
+    /// At most this long between two pages of reaching while entries keep coming.
+    static let reachEvery: Duration = .milliseconds(100)
     /// Stored users made known to the schedules in one batch.
     static let reachPage = 500
 
@@ -199,7 +201,7 @@ final class PartitionRunner {
         serving = rules
         let pending = try await log.pendingStates(partition: partition)
         states = PartitionStates(pending: pending)
-        reached = (nil, false)
+        reached = (nil, false, .now)
         // A partition holds only its own users, and a sign-in's earlier id may be another partition's: merges are the
         // runner's, through the log (``takeOver(_:)``, docs/fleet.md "Identity merge"), not the engine's own.
         let engine = Engine(
@@ -216,6 +218,10 @@ final class PartitionRunner {
     /// and written. Returns whether there was anything to do.
     private func step() async throws -> Bool {
         guard let engine, let rules = serving else { return false }
+        // A busy partition still reaches its stored users: a page at least every ``reachEvery`` between batches.
+        if rules.ruleSet.hasSchedules && !reached.done && ContinuousClock.now - reached.last >= Self.reachEvery {
+            if try await reach(engine, rules) { return true }
+        }
         var entries: [FleetLog.Entry] = []
         if appended.value(of: partition) > processed {
             entries = try await log.read(partition: partition, after: processed, limit: Self.batchLimit)
@@ -305,6 +311,7 @@ final class PartitionRunner {
     /// nothing twice. Returns whether there was a page.
     private func reach(_ engine: Engine, _ rules: ServingRules) async throws -> Bool {
         guard rules.ruleSet.hasSchedules, !reached.done else { return false }
+        reached.last = .now
         let page = try await log.states(after: reached.after, limit: Self.reachPage, partition: partition)
         guard let last = page.last?.userID else {
             reached.done = true
