@@ -36,7 +36,8 @@ package enum Job {
     /// Make these stored users known to the schedules (``Engine/reach(_:)``); the round writes a checkpoint, so the
     /// runs set are durable when it is answered.
     case reach([String])
-    /// Let go of these users' profiles if their state is written as it stands (``Engine/evict(_:)``).
+    /// Let go of these users' profiles if their state is written as it stands (``Engine/evict(_:)``): at the start of
+    /// the first round with no checkpoint in flight.
     case evict([String])
 
     /// Whether the job checkpoints and reopens the engine, between the jobs before it and those after.
@@ -63,6 +64,7 @@ package enum JobResult: Sendable {
     case forgotten(Bool, ids: [String])
     /// The users a reach loaded from the database (the others were held already or are not stored).
     case reached(loaded: [String])
+    /// How many users an evict queued to be let go.
     case evicted(Int)
 }
 
@@ -119,8 +121,12 @@ package final class Processor: @unchecked Sendable {
     private var loggedClock: Int64
     /// The engine must be opened again from the database before more jobs run (a reopen failed).
     private var needsReopen = false
-    /// Users a timer loaded whose checkpoint is written: the next round lets them go (under `lock`).
+    /// Users to let go (loaded by a timer or a broadcast) once their state is written: a round lets them go only
+    /// while every checkpoint taken is written, so no newer state of theirs is in flight (under `lock`).
     private var evictable: [String] = []
+    /// Checkpoints handed to the committer (the processing thread's), and those written (under `lock`).
+    private var checkpointsTaken = 0
+    private var checkpointsWritten = 0
 
     package init(
         current: CurrentRules, backend: SQLiteStateBackend, clock: ClockMode, metrics: ServiceMetrics,
@@ -428,6 +434,11 @@ package final class Processor: @unchecked Sendable {
     /// The engine opened again over the database (nothing to replay after a checkpoint); on failure the loop tries
     /// again before it takes more jobs.
     private func reopen() {
+        // (Nothing is in flight: the committer is idle. What was to be let go was the old engine's.)
+        lock.lock()
+        checkpointsTaken = checkpointsWritten
+        evictable = []
+        lock.unlock()
         do {
             (engine, _) = try Self.open(rules, backend, logger: logger)
             ruleNames = rules.ruleSet.rules.map(\.qualifiedID)
@@ -446,8 +457,8 @@ package final class Processor: @unchecked Sendable {
     /// One group: the jobs in order, then the clock, then one commit.
     private func round(_ jobs: [(Job, CheckedContinuation<JobResult, any Error>)], checkpoint force: Bool) {
         lock.lock()
-        let evicting = evictable
-        evictable = []
+        var evicting: [String] = []
+        if checkpointsWritten == checkpointsTaken { swap(&evicting, &evictable) }
         lock.unlock()
         if !evicting.isEmpty { metrics.evictedUsers.increment(by: Int64(engine.evict(evicting))) }
         var input = InputLog()
@@ -514,7 +525,8 @@ package final class Processor: @unchecked Sendable {
                 results.append(.reached(loaded: engine.reach(users)))
                 reached = true
             case .evict(let users):
-                results.append(.evicted(engine.evict(users)))
+                evictLater(users)
+                results.append(.evicted(users.count))
             case .reload, .forget:
                 preconditionFailure("a barrier is not part of a round")
             }
@@ -551,13 +563,14 @@ package final class Processor: @unchecked Sendable {
         )
         let activity = activity
         let checkpointed = commit.checkpoint != nil
+        if checkpointed { checkpointsTaken += 1 }
         let wrote = !commit.isEmpty || !fired.isEmpty
         committer.enqueue(
             Committer.Group(
                 commit: commit, fired: fired, destinations: destinations, waiting: jobs.map(\.1), results: results,
                 written: { [weak self] in
                     if wrote { self?.setWritable(true) }
-                    if !cold.isEmpty { self?.evictLater(cold) }
+                    if checkpointed { self?.checkpointWritten(cold) }
                     metrics.commitEvents.record(Double(events))
                     if checkpointed { metrics.checkpoints.increment() }
                     metrics.ingest(.accepted).increment(by: Int64(tally.accepted))
@@ -573,10 +586,18 @@ package final class Processor: @unchecked Sendable {
                 }))
     }
 
-    /// Notes users whose state a written checkpoint holds, to be let go by the next round (the committer's thread).
+    /// Notes users to let go once every checkpoint taken is written.
     private func evictLater(_ users: [String]) {
         lock.lock()
         evictable += users
+        lock.unlock()
+    }
+
+    /// A checkpoint is written, holding the states of `cold` (users a timer loaded): the committer's thread.
+    private func checkpointWritten(_ cold: [String]) {
+        lock.lock()
+        checkpointsWritten += 1
+        evictable += cold
         lock.unlock()
     }
 

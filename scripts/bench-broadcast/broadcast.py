@@ -54,6 +54,13 @@ class Server:
         c.close()
         assert r.status == 200, r.status
 
+    def metric(self, name):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        c.request("GET", "/metrics")
+        text = c.getresponse().read().decode()
+        c.close()
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + " "))
+
     def peak_mb(self):
         with open(f"/proc/{self.proc.pid}/status") as f:
             for line in f:
@@ -109,12 +116,15 @@ def run(size):
             time.sleep(0.2)
         finished = time.time()
         peak = s.peak_mb()
+        time.sleep(6)  # (a checkpoint after the run, then the users it loaded are let go)
+        evicted = s.metric("beckon_users_evicted_total")
         s.stop()
         stored = query(db, "SELECT count(*) FROM action_log")[0]
         assert stored == chosen, (stored, chosen)
         assert reached is not None and reached < lead, f"the reach took {reached} s, longer than the lead"
         print(f"{size:>8,} stored users: reached all in {reached:.2f} s ({size / reached:,.0f} users/s); "
-              f"{chosen:,} actions stored {finished - at:.2f} s after the run's time; peak RSS {peak:.0f} MB",
+              f"{chosen:,} actions stored {finished - at:.2f} s after the run's time; peak RSS {peak:.0f} MB; "
+              f"{evicted:,.0f} users let go from memory",
               flush=True)
 
 
