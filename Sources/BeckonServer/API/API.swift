@@ -144,13 +144,10 @@ package struct API: Sendable {
             let hint = Suggest.nearest(name, in: names).map { "; did you mean '\($0)'?" } ?? ""
             throw APIError(.notFound, "no rule '\(name)' in the rules served\(hint)")
         }
-        if let console = backend.console {
-            guard console.runs.take() else { throw APIError.busy }
-            defer { console.runs.give() }
-            try await count(&counter)
-        } else {
-            try await count(&counter)
-        }
+        let runs = backend.console?.runs
+        if let runs, !runs.take() { throw APIError.busy }
+        defer { runs?.give() }
+        try await count(&counter)
         return AudienceAnswer(rule: counter.rule.qualifiedID, counter.size, at: Timestamp(milliseconds: now).description)
     }
 

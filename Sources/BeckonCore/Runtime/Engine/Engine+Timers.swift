@@ -31,9 +31,7 @@ extension Engine {
         defer { (scope.event, scope.profile, scope.now, scope.change) = saved }
         while let top = timers.min, top.due <= time {
             timers.removeMin()
-            if notesColdLoads && store.profile(for: top.userID, create: false, make: { newProfile(top.userID) }) == nil {
-                coldLoads.append(top.userID)
-            }
+            if notesColdLoads && !holds(top.userID) { coldLoads.append(top.userID) }
             // (A saved user's placeholder, id 0, loads them: restoring puts their own timers in the queue.)
             guard let profile = profile(of: top.userID), let i = profile.pending.firstIndex(where: { $0.id == top.id })
             else { continue }

@@ -4,20 +4,22 @@ extension Engine {
     /// Makes stored users known to this rule set's schedules, as their next event would: each of `userIDs` that has a
     /// saved state (and is not merged into another id) is loaded, and every `schedule` rule sets its next run for
     /// them. A user whose runs are set already is left as they are; a user loaded here is noted as changed (their
-    /// state is written at the next checkpoint). The runs are set from the stream's clock. Returns the ids loaded from their saved state by this call (the
-    /// others were held already, or are not stored), which a service lets go once that checkpoint is written.
+    /// state is written at the next checkpoint). The runs are set from the stream's clock. Returns the ids loaded from
+    /// their saved state by this call (the others were held already, or are not stored), which a service lets go once
+    /// that checkpoint is written.
     ///
     /// This is how a broadcast reaches everyone stored: a service pages through its stored users with this
     /// (docs/time.md#schedules-schedule). The runs then come due by the clock like any other user's.
     @discardableResult
     public func reach(_ userIDs: some Sequence<String>) -> [String] {
         var loaded: [String] = []
+        // (An engine that has seen no time yet has no "next run" to set: its first event or tick sets one.)
+        let arms = ruleSet.hasSchedules && clock > 0
         for id in userIDs {
-            let held = store.profile(for: id, create: false, make: { newProfile(id) }) != nil
+            let held = holds(id)
             guard let p = profile(of: id) else { continue }
             if !held { loaded.append(id) }
-            // (An engine that has seen no time yet has no "next run" to set: its first event or tick sets one.)
-            guard p.mergedInto == nil, !ruleSet.scheduleRules.isEmpty, clock > 0 else { continue }
+            guard arms, p.mergedInto == nil else { continue }
             let before = p.pending.count
             armSchedules(p, now: clock)
             if p.pending.count != before { stored(p) }
@@ -42,6 +44,9 @@ extension Engine {
         if let c = rule.ifExpr, !c.evaluate(scope).isTrue { return false }
         return true
     }
+
+    /// Whether the user's profile is in memory now (not to be loaded from a saved state).
+    func holds(_ userID: String) -> Bool { store.profile(for: userID, create: false) { newProfile(userID) } != nil }
 
     /// The users a timer loaded from their saved state since the last call (noted when ``notesColdLoads``).
     public func takeColdLoads() -> [String] {
