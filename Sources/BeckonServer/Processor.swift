@@ -112,6 +112,11 @@ package final class Processor: @unchecked Sendable {
     package static let lateAfterMs: Int64 = 1000
     /// How often users' states are written.
     package static let checkpointSeconds = 5.0
+    /// How many users timers may load from the database between checkpoints (``Engine/maxColdLoads``,
+    /// ``ServiceLimits/coldLoadsPerRound`` unless a test sets a smaller bound): when more are due at once, a round
+    /// fires what this allows, writes a checkpoint, and the next round lets those users go and goes on, so memory does
+    /// not grow with the users a run reaches.
+    private let coldLoads: Int
 
     private var engine: Engine
     private let committer: Committer
@@ -127,12 +132,16 @@ package final class Processor: @unchecked Sendable {
     /// Checkpoints handed to the committer (the processing thread's), and those written (under `lock`).
     private var checkpointsTaken = 0
     private var checkpointsWritten = 0
+    /// The last round stopped at ``coldLoads`` with more due: the next goes on at once, once that round is
+    /// written (so the users it loaded can go first).
+    private var overdue = false
 
     package init(
         current: CurrentRules, backend: SQLiteStateBackend, clock: ClockMode, metrics: ServiceMetrics,
-        feed: ActionFeed, logger: Logger
+        feed: ActionFeed, logger: Logger, coldLoadsPerRound: Int = ServiceLimits.coldLoadsPerRound
     ) throws {
         self.current = current
+        coldLoads = coldLoadsPerRound
         rules = current.value
         self.backend = backend
         self.clock = clock
@@ -141,6 +150,8 @@ package final class Processor: @unchecked Sendable {
         self.logger = logger
         let replayed: Int
         (engine, replayed) = try Self.open(rules, backend, logger: logger)
+        // (A replay fires all that its ticks had due, as they fired live: the bound holds from here on.)
+        engine.maxColdLoads = coldLoads
         ruleNames = rules.ruleSet.rules.map(\.qualifiedID)
         activity.restart(from: engine.stats)
         // A checkpoint at start: what the replay rebuilt is not replayed again, and the rule set the inputs logged from
@@ -285,11 +296,12 @@ package final class Processor: @unchecked Sendable {
         // In wall mode the first round fires what came due while the service was down.
         while true {
             lock.lock()
-            if queue.isEmpty && !stopping { _ = lock.wait(until: Date(timeIntervalSinceNow: Self.tick)) }
+            if queue.isEmpty && !stopping && !overdue { _ = lock.wait(until: Date(timeIntervalSinceNow: Self.tick)) }
             var jobs = queue
             queue = []
             let last = stopping
             lock.unlock()
+            if overdue { committer.waitIdle() }
             if jobs.contains(where: { if case .forget = $0.0 { true } else { false } }) {
                 jobs = zip(droppingForgotten(jobs.map(\.0)), jobs.map(\.1)).map { ($0, $1) }
             }
@@ -441,6 +453,7 @@ package final class Processor: @unchecked Sendable {
         lock.unlock()
         do {
             (engine, _) = try Self.open(rules, backend, logger: logger)
+            engine.maxColdLoads = coldLoads
             ruleNames = rules.ruleSet.rules.map(\.qualifiedID)
             activity.restart(from: engine.stats)
             loggedClock = engine.clock
@@ -522,6 +535,9 @@ package final class Processor: @unchecked Sendable {
                 let merged = Privacy.merged(into: user, engine: engine, candidates: candidates)
                 results.append(.privacy(engine.state(of: user), merged: merged))
             case .reach(let users):
+                // (A schedule's next run is set from the clock: an engine that has seen no time yet takes the wall's,
+                // which has nothing due before it.)
+                if clock == .wall && engine.clock <= 0 { step.advance(engine, to: Self.nowMs()) }
                 results.append(.reached(loaded: engine.reach(users)))
                 reached = true
             case .evict(let users):
@@ -541,7 +557,11 @@ package final class Processor: @unchecked Sendable {
         let fired = step.fired
         if !input.isEmpty { loggedClock = engine.clock }
         let gained = !input.isEmpty || !step.dues.isEmpty ? activity.take(engine.stats, names: ruleNames) : [:]
-        let checkpoint = force || reached || ContinuousClock.now - lastCheckpoint >= .seconds(Self.checkpointSeconds)
+        // A round that stopped at the bound on users loaded writes a checkpoint with its tick: the tick is never
+        // replayed (a replay would fire all that was due at it, and drop as stored the actions not yet fired).
+        overdue = engine.hasOverdue
+        let checkpoint =
+            force || reached || overdue || ContinuousClock.now - lastCheckpoint >= .seconds(Self.checkpointSeconds)
         var commit = ServiceCommit()
         if !input.isEmpty { commit.input = (input.bytes, Self.nowMs(), input.events) }
         commit.deviceClaims = engine.takeDeviceClaims()
@@ -552,6 +572,8 @@ package final class Processor: @unchecked Sendable {
             commit.checkpoint = (states, engine.streamState.encoded(), rules.version)
         }
         if checkpoint { lastCheckpoint = ContinuousClock.now }
+        // (Users loaded whose state did not change are saved as they stand: they can go without a checkpoint.)
+        if checkpoint && commit.checkpoint == nil && !cold.isEmpty { evictLater(cold) }
         // (A group with nothing to write still goes through the committer: its answers wait for the groups before it.)
         guard !commit.isEmpty || !fired.isEmpty || !jobs.isEmpty else { return }
         let counters = fired.map { self.metrics.action($0.0) }

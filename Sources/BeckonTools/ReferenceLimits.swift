@@ -192,6 +192,14 @@ extension ReferenceDocs {
                         beyond: "503 (`busy`, `Retry-After: 1`)",
                         tests: ["hostile_test.test_08_concurrent_exports_are_bounded"]),
                     Limit(
+                        what: "users a single service's timers load from the database between two checkpoints",
+                        limit: number(ServiceLimits.coldLoadsPerRound),
+                        beyond: """
+                            the round stops, writes a checkpoint and lets them go; the next round goes on with the rest \
+                            (a broadcast's run keeps memory flat)
+                            """,
+                        tests: ["BoundedRunTests.aRunDueForMoreUsersThanTheBoundGoesInRounds"]),
+                    Limit(
                         what: "delivery attempts in flight",
                         limit: """
                             \(ServiceLimits.maxDeliveriesInFlight), an equal share to each destination (at most \

@@ -32,7 +32,7 @@ struct ReferenceDocsTests {
     @Test func everyLimitNamesATestThatExists() throws {
         let tests = Snapshot.testsDirectory.deletingLastPathComponent()
         var sources: [String: String] = [:]
-        for dir in ["BeckonCoreTests", "BeckonYAMLTests", "BeckonCommandsTests"] {
+        for dir in ["BeckonCoreTests", "BeckonYAMLTests", "BeckonCommandsTests", "BeckonServerTests"] {
             let folder = tests.appendingPathComponent(dir)
             for f in try FileManager.default.contentsOfDirectory(atPath: folder.path) where f.hasSuffix(".swift") {
                 let text = try String(contentsOf: folder.appendingPathComponent(f), encoding: .utf8)

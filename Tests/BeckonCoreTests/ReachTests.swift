@@ -87,6 +87,44 @@ struct ReachTests {
         #expect(next.allSatisfy { $0.time == t("2026-03-09T10:00:00Z") })
     }
 
+    /// With a bound on users loaded, a run due for more users stops at the bound, says something is overdue, and goes
+    /// on once those are written and let go: every user fires once, and no more than the bound are held at a time.
+    @Test func aRunLoadsAtMostTheBoundBeforeTheyAreLetGo() throws {
+        let backend = try Self.storedUsers(30)
+        let live = Engine(ruleSet: try load(Self.weekly()), store: SavedStateStore(backend: backend))
+        live.restore(stream: StreamState(clock: t("2026-02-28T00:00:00Z"), latestTime: 0, nextTimerID: 1, ahead: []))
+        live.rebuildTimers()
+        live.notesColdLoads = true
+        let loaded = live.reach((0..<30).map { "u\($0)" })
+        try live.saveStates()
+        live.evict(loaded)
+        #expect(live.residentUsers == 0)
+        live.maxColdLoads = 7
+        var fired: [String] = []
+        var rounds = 0
+        var mostHeld = 0
+        repeat {
+            fired += live.advance(to: t("2026-03-03T00:00:00Z")).actions.map(\.userID)
+            mostHeld = max(mostHeld, live.residentUsers)
+            try live.saveStates()
+            live.evict(live.takeColdLoads())
+            rounds += 1
+        } while live.hasOverdue && rounds < 20
+        #expect(rounds == 5)
+        #expect(mostHeld == 7)
+        #expect(fired.count == 20)
+        #expect(Set(fired).count == 20)
+        #expect(!live.hasOverdue)
+        // Without a bound one call fires them all.
+        let backend2 = try Self.storedUsers(30)
+        let all = Engine(ruleSet: try load(Self.weekly()), store: SavedStateStore(backend: backend2))
+        all.restore(stream: StreamState(clock: t("2026-02-28T00:00:00Z"), latestTime: 0, nextTimerID: 1, ahead: []))
+        all.notesColdLoads = true
+        all.reach((0..<30).map { "u\($0)" })
+        #expect(all.advance(to: t("2026-03-03T00:00:00Z")).actions.count == 20)
+        #expect(!all.hasOverdue)
+    }
+
     /// A user changed since their state was taken is not let go (their newer state would be lost).
     @Test func aChangedUserIsNotEvicted() throws {
         let backend = try Self.storedUsers(2)

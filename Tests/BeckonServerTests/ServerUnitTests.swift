@@ -3,6 +3,7 @@ import BeckonStore
 import BeckonYAML
 import Foundation
 import JWTKit
+import Logging
 import Testing
 
 @testable import BeckonServer
@@ -192,5 +193,81 @@ struct ActionFeedTests {
         #expect(ContinuousClock.now - start < .seconds(60))
         await feed.wait(for: "v", seen: feed.version(of: "v"), seconds: 0.1)
         #expect(ContinuousClock.now - start >= .milliseconds(100))
+    }
+}
+
+/// A run due for more stored users than ``ServiceLimits/coldLoadsPerRound`` goes in rounds: each loads at most the bound,
+/// writes a checkpoint with its tick and lets those users go before the next (docs/time.md#schedules-schedule).
+struct BoundedRunTests {
+    static let users = (0..<30).map { "u\($0)" }
+
+    /// The processor's counters as the metrics page shows them.
+    static func counter(_ name: String, _ metrics: ServiceMetrics) -> Double {
+        let line = metrics.text().split(separator: "\n").first { $0.hasPrefix(name + " ") }
+        return line.flatMap { Double($0.split(separator: " ")[1]) } ?? 0
+    }
+
+    @Test func aRunDueForMoreUsersThanTheBoundGoesInRounds() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("beckon-run-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let backend = try SQLiteStateBackend(path: dir.appendingPathComponent("db.sqlite").path)
+        // Users stored under rules with no schedule; every third on "pro".
+        let plain = try #require(
+            RuleLoader.load(texts: [
+                (
+                    "a.yaml",
+                    "version: 1\ncampaign: app\nrules:\n  - id: hi\n    on: Opened\n"
+                        + "    do: [{ message: { surface: home, title: Hi } }]\n"
+                )
+            ]).ruleSet)
+        let storing = Engine(ruleSet: plain, store: SavedStateStore(backend: backend))
+        let decoder = SegmentDecoder(ruleSet: plain)
+        for (i, u) in Self.users.enumerated() {
+            storing.process(
+                try decoder.decode(
+                    #"{"type":"identify","userId":"\#(u)","timestamp":"2026-02-20T08:00:00Z","traits":{"plan":"\#(i % 3 == 0 ? "pro" : "free")"}}"#
+                ))
+        }
+        try storing.saveStates()
+
+        let at = Date(timeIntervalSince1970: Double(Processor.nowMs() / 1000 + 2))
+        let schedule = at.formatted(.iso8601)
+        let loaded = RuleLoader.load(texts: [
+            (
+                "d.yaml",
+                "version: 1\ncampaign: digest\nrules:\n  - id: news\n    schedule: \(schedule)\n"
+                    + "    if: default(user.plan, \"\") != \"pro\"\n    do: [{ message: { surface: home, title: News } }]\n"
+            )
+        ])
+        #expect(loaded.diagnostics.isEmpty, "\(loaded.diagnostics)")
+        let rules = try ServingRules.make(loaded, environment: [:], at: Processor.nowMs()) { _, _ in 1 }
+        let metrics = ServiceMetrics(version: "test")
+        let processor = try Processor(
+            current: CurrentRules(rules), backend: backend, clock: .wall, metrics: metrics, feed: ActionFeed(),
+            logger: Logger(label: "test"), coldLoadsPerRound: 7)
+        processor.start()
+        defer { processor.stop() }
+        guard case .reached(let reached) = try await processor.submit(.reach(Self.users)) else {
+            Issue.record("not reached")
+            return
+        }
+        #expect(reached.count == 30)
+        _ = try await processor.submit(.evict(reached))
+        let before = Self.counter("beckon_checkpoints_total", metrics)
+
+        let chosen = Self.users.enumerated().filter { $0.offset % 3 != 0 }.map(\.element)
+        var got: [String: Int] = [:]
+        for _ in 0..<100 {
+            for u in Self.users { got[u] = try await backend.actions(of: u, after: 0, limit: 10).count }
+            if chosen.allSatisfy({ got[$0] == 1 }) { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(chosen.allSatisfy { got[$0] == 1 }, "\(got)")
+        #expect(Self.users.filter { !chosen.contains($0) }.allSatisfy { got[$0] == 0 }, "\(got)")
+        // 30 users at 7 a round: five rounds, the first four each with a checkpoint of their own, and each round's
+        // users let go before the next loads more (the 30 reached went first).
+        #expect(Self.counter("beckon_checkpoints_total", metrics) - before >= 4)
+        #expect(Self.counter("beckon_users_evicted_total", metrics) >= 30 + 21)
     }
 }

@@ -23,6 +23,9 @@ public enum ServiceLimits {
     /// Heavy work at once, each on a thread of its own: privacy exports and forgets (which read the whole input log),
     /// the console's playground runs, timelines and reports. One more gets 503.
     public static let heavyWorkSlots = 2
+    /// Users timers may load from the database between two checkpoints of a single service: when a run is due for
+    /// more at once (a broadcast's), a round fires this many, writes a checkpoint, and the next lets them go first.
+    public static let coldLoadsPerRound = 5_000
     /// Delivery attempts in flight at once, and to one destination at most (each destination gets an equal share of
     /// the first, up to the second).
     public static let maxDeliveriesInFlight = 64

@@ -11,7 +11,8 @@ struct TimerRef: Comparable, Sendable {
 }
 
 extension Engine {
-    /// Fires every delayed action due at or before `time`, in due order, and returns what happened.
+    /// Fires every delayed action due at or before `time`, in due order, and returns what happened (with a bound on
+    /// users loaded, ``maxColdLoads``, it may stop short: ``hasOverdue`` then says so).
     ///
     /// `process` calls this with each event's time; call it yourself to let time pass without events
     /// (a service's clock, or `beckon dry-run --until`).
@@ -30,8 +31,12 @@ extension Engine {
         let saved = (scope.event, scope.profile, scope.now, scope.change)
         defer { (scope.event, scope.profile, scope.now, scope.change) = saved }
         while let top = timers.min, top.due <= time {
+            if notesColdLoads && !holds(top.userID) {
+                // (At the bound the rest stay queued, due: the next call goes on once these users are let go.)
+                if coldLoads.count >= maxColdLoads { break }
+                coldLoads.append(top.userID)
+            }
             timers.removeMin()
-            if notesColdLoads && !holds(top.userID) { coldLoads.append(top.userID) }
             // (A saved user's placeholder, id 0, loads them: restoring puts their own timers in the queue.)
             guard let profile = profile(of: top.userID), let i = profile.pending.firstIndex(where: { $0.id == top.id })
             else { continue }
@@ -65,6 +70,10 @@ extension Engine {
     /// When the soonest delayed action in the queue is due (`nil`: none): a live clock that lets time pass only when
     /// something is due asks this.
     public var nextTimerDue: Int64? { timers.min?.due }
+
+    /// Whether something is due at the engine's clock and not fired yet: ``advance(to:)`` stopped at
+    /// ``maxColdLoads``.
+    public var hasOverdue: Bool { timers.min.map { $0.due <= clock } ?? false }
 
     /// Entries in the timer queue (moved and spent ones included until they come up).
     var timerCount: Int { timers.count }

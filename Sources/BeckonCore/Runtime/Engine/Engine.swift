@@ -165,6 +165,11 @@ public final class Engine {
     /// Whether users loaded by a timer rather than an event are noted, so that a service can let them go once their
     /// state is written (``takeColdLoads()``, ``evict(_:)``).
     public var notesColdLoads = false
+    /// While ``notesColdLoads``: how many users timers may load from their saved state before ``takeColdLoads()``
+    /// takes them. ``advance(to:)`` stops short of the next such user at this bound, leaving what is due queued (its
+    /// clock moved all the same), so a service that writes and lets go of those users between calls holds at most
+    /// this many of them, however many are due at once (a broadcast's run).
+    public var maxColdLoads = Int.max
     /// The latest event time seen (whoever sent it): `dry-run --until +7d` counts from it.
     public var latestEventTime: Int64 { max(latestTime, clock) }
     var nextTimerID: UInt64 = 1
