@@ -207,6 +207,8 @@ final class PartitionRunner {
         let engine = Engine(
             ruleSet: rules.ruleSet, store: SavedStateStore(backend: states), options: .init(mergesIdentities: false))
         engine.collectsDeviceClaims = true
+        // (Each partition paces its share of a schedule's `rate:`.)
+        engine.rateShares = FleetLog.partitionCount
         if let s = try await log.streamState(partition: partition) { engine.restore(stream: try StreamState(decoding: s)) }
         engine.rebuildTimers()
         tracker.restart(from: engine.stats)

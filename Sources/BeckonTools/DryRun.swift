@@ -118,7 +118,7 @@ public struct DryRunRow: Sendable {
             } else if !firedOnly {
                 let result: Result
                 switch v.verdict {
-                case .scheduled, .quietHours(heldUntil: .some): result = .waiting
+                case .scheduled, .quietHours(heldUntil: .some), .rateHeld: result = .waiting
                 default: result = .notFired
                 }
                 rows.append(

@@ -137,7 +137,7 @@ public enum ExplainRunner {
     static func glyph(_ v: Verdict) -> String {
         switch v {
         case .fired: "✓"
-        case .scheduled, .quietHours(heldUntil: .some): "⏲"
+        case .scheduled, .quietHours(heldUntil: .some), .rateHeld: "⏲"
         case .heldBack: "◌"
         default: "✗"
         }

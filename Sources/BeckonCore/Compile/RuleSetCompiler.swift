@@ -545,6 +545,7 @@ private struct Builder {
             t.recheck = spec.recheck
         }
         t.quietHours = spec.quietHoursOff ? nil : spec.quietHours ?? file.defaultQuietHours
+        t.rate = spec.rate?.value
         if t.at != nil || t.quietHours != nil { _ = symbols.zoneSlots }
         for u in spec.unless {
             checkEvent(u.event)

@@ -481,6 +481,12 @@ public enum DSL {
                     nor counted toward the settings' `global_limit` and `channel_limits` (its own `limit` applies)
                     """, example: "true"),
             KeySchema(
+                "rate", .text,
+                doc: """
+                    with `schedule`: a run fires for at most this many users per second, minute, hour or day \
+                    (windows aligned in UTC); the others wait for the next window, in order, their run's id unchanged
+                    """, example: "10000/min"),
+            KeySchema(
                 "priority", .integer(min: 0),
                 doc: """
                     arbitration among message rules on one surface for one event: the larger number wins

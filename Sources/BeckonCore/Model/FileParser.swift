@@ -722,6 +722,22 @@ public struct FileParser {
         spec.silence = k["silence"].flatMap { silence($0.value) } ?? []
         if let v = k["variants"] { spec.variants = variants(v.value, ofRule: true) }
         spec.transactional = k["transactional"].flatMap { boolean($0.value, "transactional")?.value } ?? false
+        if let r = k["rate"], let s = scalar(r.value, "rate", .text) {
+            if case .schedule = spec.trigger {
+                if let rate = SendRate.parse(s.text) {
+                    spec.rate = Located(rate, s.location)
+                } else {
+                    diagnostics.error(
+                        .invalidValue, "'rate' expects a count per second, minute, hour or day, found '\(s.text)'",
+                        at: s.location, suggestion: "write it like 10000/min (or 50/s, 100000/h, 1000000/day)")
+                }
+            } else {
+                diagnostics.error(
+                    .invalidTrigger, "'rate' paces a `schedule`'s runs, and this rule has no `schedule`",
+                    at: r.key.location,
+                    suggestion: "remove 'rate'; to cap how often one user gets this rule, use `limit:`")
+            }
+        }
         return spec
     }
 

@@ -323,6 +323,35 @@ public struct RuleSpec: Sendable {
     /// A message the user asked for (an order confirmation): neither held by nor counted toward `global_limit` and
     /// `channel_limits`.
     public var transactional = false
+    /// `rate: 10000/min`: a schedule's runs fire for at most this many users per window.
+    public var rate: Located<SendRate>? = nil
+}
+
+/// A schedule's send rate (`rate: 10000/min`): at most `count` users' runs fire in each window of `perMs`, the
+/// windows aligned to the epoch in UTC; the runs beyond it wait for the next window (docs/time.md).
+public struct SendRate: Sendable, Hashable, CustomStringConvertible {
+    public var count: Int
+    public var perMs: Int64
+
+    /// The units a rate is written in, with their windows.
+    static let units: [(names: [String], ms: Int64)] = [
+        (["s", "sec", "second"], 1_000), (["min", "minute"], 60_000), (["h", "hour"], 3_600_000),
+        (["d", "day"], 86_400_000),
+    ]
+
+    /// `N/UNIT` (`10000/min`, `50/s`, `100000/h`, `1000000/day`); `nil` when it is not one.
+    public static func parse(_ text: String) -> SendRate? {
+        let parts = text.replacingOccurrences(of: " ", with: "").replacingOccurrences(of: "_", with: "")
+            .split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 2, let n = Int(parts[0]), n >= 1,
+            let unit = units.first(where: { $0.names.contains(parts[1].lowercased()) })
+        else { return nil }
+        return SendRate(count: n, perMs: unit.ms)
+    }
+
+    public var description: String {
+        "\(count)/" + (Self.units.first { $0.ms == perMs }?.names[1] ?? "\(perMs)ms")
+    }
 }
 
 /// One arm of an A/B test (a file's or a rule's `variants:`).

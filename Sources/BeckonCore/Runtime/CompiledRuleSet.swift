@@ -377,6 +377,8 @@ public struct CompiledTiming: Sendable {
     public var retrigger: RetriggerPolicy = .keep
     public var recheck = false
     public var quietHours: QuietHoursSpec?
+    /// A schedule's send rate (`rate:`).
+    public var rate: SendRate?
     var unless: [CompiledStep] = []
 
     public var isDelayed: Bool { waitMs != nil || at != nil }

@@ -22,6 +22,8 @@ public enum Verdict: Sendable {
     case cancelled(by: String, due: Int64)
     /// Quiet hours: held until `heldUntil`, or dropped (`nil`).
     case quietHours(heldUntil: Int64?)
+    /// A schedule's send rate (`rate:`) is reached in this window: the run waits for the next, `until`.
+    case rateHeld(until: Int64)
     /// The user is in the file's holdout: the fire is recorded (`held_back`), the actions are not sent.
     case heldBack
 
@@ -48,6 +50,7 @@ public enum Verdict: Sendable {
         case .cancelled(let by, let due): return "cancelled by \(by) (was due at \(Timestamp(milliseconds: due)))"
         case .quietHours(let until):
             return until.map { "quiet hours: held until \(Timestamp(milliseconds: $0))" } ?? "quiet hours: dropped"
+        case .rateHeld(let until): return "send rate reached: held until \(Timestamp(milliseconds: until))"
         case .heldBack: return "held back (holdout group)"
         }
     }
@@ -66,6 +69,7 @@ public enum Verdict: Sendable {
         case .alreadyPending: "pending"
         case .cancelled: "cancelled"
         case .quietHours(let until): until == nil ? "quiet_hours" : "held"
+        case .rateHeld: "rate"
         case .heldBack: "held_back"
         }
     }
@@ -84,6 +88,7 @@ extension Verdict {
     /// The codes of verdicts that are neither fires nor limits, in the order of their counters.
     enum BlockCode: Int, CaseIterable {
         case notLive, whereClause, ifClause, audience, reprompt, lost, cascadeLimit, pending, cancelled, quietHours, held
+        case rate
 
         var rawName: String {
             switch self {
@@ -98,6 +103,7 @@ extension Verdict {
             case .cancelled: "cancelled"
             case .quietHours: "quiet_hours"
             case .held: "held"
+            case .rate: "rate"
             }
         }
     }
@@ -110,7 +116,7 @@ extension Verdict {
         + limitKeys.map { "channel_limit:" + $0 }
     /// How many ``blockCodes`` there are (a literal, checked by `literalIndexesNameTheirCodes`: the engine's counters
     /// read it per verdict).
-    static let blockCodeCount = 50
+    static let blockCodeCount = 51
 
     /// Places in ``limitKeys`` of the kinds the fast path blocks on: their ``LimitKind`` raw values, as literals (the
     /// engine reads them per rule; `literalIndexesNameTheirCodes` checks each against ``LimitKind``).
@@ -126,9 +132,9 @@ extension Verdict {
     enum BlockIndex {
         static let whereClause = 1
         static let ifClause = 2
-        static let perUser = 11 + LimitIndex.perUser
-        static let perSession = 11 + LimitIndex.perSession
-        static let cooldown = 11 + LimitIndex.cooldown
+        static let perUser = 12 + LimitIndex.perUser
+        static let perSession = 12 + LimitIndex.perSession
+        static let cooldown = 12 + LimitIndex.cooldown
     }
 
     /// The index of ``code`` in ``blockCodes`` (`nil` for fires, and for a code not in the table).
@@ -150,6 +156,7 @@ extension Verdict {
         case .alreadyPending: return BlockCode.pending.rawValue
         case .cancelled: return BlockCode.cancelled.rawValue
         case .quietHours(let until): return (until == nil ? BlockCode.quietHours : BlockCode.held).rawValue
+        case .rateHeld: return BlockCode.rate.rawValue
         case .limited(let hit): return (hit.keyIndex >= 0 ? hit.keyIndex : limit(hit.key)).map { n + $0 }
         case .globalLimited(let hit):
             let group = hit.channel == nil ? 1 : 2

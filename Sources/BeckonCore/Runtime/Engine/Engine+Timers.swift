@@ -278,9 +278,28 @@ extension Engine {
             return
         }
         if let hit = globalBlock(rule, profile: profile, now: now) { return block(.globalLimited(hit)) }
+        // A paced schedule whose window is full: the run waits for the next window, the same run (its id unchanged).
+        if let rate = rule.timing.rate, let until = rateHold(rule.index, rate, now: now) {
+            var later = p
+            later.due = until
+            later.held = true
+            profile.pending.append(later)
+            timers.insert(TimerRef(due: until, id: later.id, userID: profile.userID))
+            return block(.rateHeld(until: until))
+        }
         let sent = fire(rule, profile: profile, now: now, triggerKey: p.triggerKey, trigger: p.trigger, round: &round, out: &out)
+        if sent, rule.timing.rate != nil { rateWindows[rule.index]?.fired += 1 }
         block(sent ? .fired : .heldBack)
         cascade(profile: profile, now: now, triggerKey: p.triggerKey, round: &round, out: &out)
+    }
+
+    /// When a run of `rule` may fire next if its window at `now` is full (`nil`: it may fire now). Windows are aligned to
+    /// the epoch; a new window starts counting from 0.
+    func rateHold(_ rule: Int32, _ rate: SendRate, now: Int64) -> Int64? {
+        let start = now - ((now % rate.perMs) + rate.perMs) % rate.perMs
+        if rateWindows[rule]?.start != start { rateWindows[rule] = (start, 0) }
+        let share = (rate.count + rateShares - 1) / max(1, rateShares)
+        return rateWindows[rule]!.fired >= share ? start + rate.perMs : nil
     }
 
     /// Advances the user's partial matches of the sequence rules that have a step on this event; returns the rules

@@ -170,6 +170,11 @@ public final class Engine {
     /// clock moved all the same), so a service that writes and lets go of those users between calls holds at most
     /// this many of them, however many are due at once (a broadcast's run).
     public var maxColdLoads = Int.max
+    /// Per `rate:` rule, its current window's start and how many runs fired in it (kept in ``StreamState``).
+    var rateWindows: [Int32: (start: Int64, fired: Int)] = [:]
+    /// How many engines share each `rate:` (a fleet's partitions, each with an engine of its own): each fires at most
+    /// its share of the rate, rounded up.
+    public var rateShares = 1
     /// The latest event time seen (whoever sent it): `dry-run --until +7d` counts from it.
     public var latestEventTime: Int64 { max(latestTime, clock) }
     var nextTimerID: UInt64 = 1

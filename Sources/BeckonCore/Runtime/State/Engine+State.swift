@@ -56,7 +56,10 @@ extension Engine {
     public var streamState: StreamState {
         StreamState(
             clock: clock, latestTime: latestTime, nextTimerID: nextTimerID,
-            ahead: ahead.map { StreamState.Ahead(time: $0.time, user: $0.user) })
+            ahead: ahead.map { StreamState.Ahead(time: $0.time, user: $0.user) },
+            rates: rateWindows.sorted { $0.key < $1.key }.map { r, w in
+                StreamState.Rate(rule: ruleSet.rules[Int(r)].qualifiedID, start: w.start, fired: UInt64(w.fired))
+            })
     }
 
     /// `p`'s state, named by stable ids.
@@ -226,6 +229,11 @@ extension Engine {
         latestTime = max(latestTime, s.latestTime)
         nextTimerID = max(nextTimerID, s.nextTimerID)
         ahead = s.ahead.suffix(Engine.maxAhead).map { ($0.time, $0.user) }
+        // (By the rule's name: a reload keeps a run's window; a rule gone or no longer paced leaves its own.)
+        for r in s.rates {
+            guard let rule = ruleSet.rules.first(where: { $0.qualifiedID == r.rule }), rule.timing.rate != nil else { continue }
+            rateWindows[rule.index] = (r.start, Int(clamping: r.fired))
+        }
     }
 
     /// An engine for `ruleSet` holding every user's state from `old`, restored under the new rule set as

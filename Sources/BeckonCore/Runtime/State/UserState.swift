@@ -80,10 +80,19 @@ public struct StreamState: Sendable, Hashable {
     public var latestTime: Int64
     public var nextTimerID: UInt64
     public var ahead: [Ahead]
+    /// Each `rate:` rule's current window (format version 2).
+    public var rates: [Rate] = []
 
     public struct Ahead: Sendable, Hashable {
         public var time: Int64
         public var user: UInt64
+    }
+
+    /// A paced schedule's window: the rule's qualified id, when its window started and how many runs fired in it.
+    public struct Rate: Sendable, Hashable {
+        public var rule: String
+        public var start: Int64
+        public var fired: UInt64
     }
 }
 
@@ -384,8 +393,9 @@ extension UserState {
 }
 
 extension StreamState {
-    /// The stream state's own format version (it did not change when the users' did).
-    public static let formatVersion: UInt8 = 1
+    /// The stream state's own format version (it did not change when the users' did). 2 adds ``rates`` at the end;
+    /// version 1 is still read.
+    public static let formatVersion: UInt8 = 2
 
     /// The stream's state as bytes ("BKC", version, then the fields; docs/state.md).
     public func encoded() -> [UInt8] {
@@ -400,6 +410,12 @@ extension StreamState {
             w.time(a.time, from: 0)
             w.fixed64(a.user)
         }
+        w.uint(UInt64(rates.count))
+        for r in rates {
+            w.string(r.rule)
+            w.time(r.start, from: 0)
+            w.uint(r.fired)
+        }
         return w.bytes
     }
 
@@ -407,7 +423,7 @@ extension StreamState {
         var r = StateReader(bytes)
         for b in "BKC".utf8 where try r.byte() != b { throw r.error("it does not start with \"BKC\"") }
         let version = try r.byte()
-        guard version == StreamState.formatVersion else {
+        guard version == 1 || version == StreamState.formatVersion else {
             throw r.error("format version \(version); this build reads version \(StreamState.formatVersion)")
         }
         clock = try r.time(from: 0)
@@ -415,6 +431,12 @@ extension StreamState {
         nextTimerID = try r.uint()
         ahead = []
         for _ in 0..<(try r.count(minBytes: 9)) { ahead.append(Ahead(time: try r.time(from: 0), user: try r.fixed64())) }
+        rates = []
+        if version >= 2 {
+            for _ in 0..<(try r.count(minBytes: 3)) {
+                rates.append(Rate(rule: try r.string(), start: try r.time(from: 0), fired: try r.uint()))
+            }
+        }
         guard r.isAtEnd else { throw r.error("bytes after the end of the stream state") }
     }
 }
