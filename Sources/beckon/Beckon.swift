@@ -10,7 +10,9 @@ struct Beckon: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "beckon",
         abstract: BeckonCLI.configuration.abstract, version: BeckonRelease.version,
-        subcommands: BeckonCLI.configuration.subcommands + [Serve.self, Outbox.self, User.self, Fleet.self])
+        subcommands: BeckonCLI.configuration.subcommands + [
+            Serve.self, Outbox.self, User.self, Audience.self, Fleet.self,
+        ])
 }
 
 /// Writes `error: MESSAGE` to standard error and gives the exit status 1, for `throw fail(…)`: the commands kept

@@ -2,6 +2,7 @@ import ArgumentParser
 import BeckonCore
 import BeckonServer
 import BeckonStore
+import BeckonYAML
 import Foundation
 
 /// `beckon outbox --db FILE`: the actions waiting for, or given up on by, the destinations (docs/operations.md).
@@ -109,5 +110,76 @@ struct User: ParsableCommand {
         } catch let e as DatabaseCommands.Failure {
             throw fail("\(e)")
         }
+    }
+}
+
+/// `beckon audience --db FILE RULE`: how many stored users a rule's `audience` and `if` select now, as
+/// `GET /admin/audience` answers, from the command line (docs/operations.md).
+struct Audience: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Count the stored users a rule would reach now, firing nothing (also while a service runs).")
+
+    @Option(help: "The service's SQLite database.")
+    var db: String
+
+    @Option(
+        name: .customLong("rules"),
+        help: "Judge these rule files or folders instead of the rule set the database serves: what an edit would reach.")
+    var rulePaths: [String] = []
+
+    @Option(help: "Judge at this time (RFC 3339) instead of now.")
+    var at: String?
+
+    @Flag(help: "One JSON object, as GET /admin/audience answers.")
+    var json = false
+
+    @Argument(help: "The rule: CAMPAIGN/RULE, or its id alone when no other rule has it.")
+    var rule: String
+
+    func run() throws {
+        guard FileManager.default.fileExists(atPath: db) else { throw fail("no database at \(db)") }
+        var now = Processor.nowMs()
+        if let at {
+            guard let t = Timestamp.parse(at) else { throw fail("--at expects an RFC 3339 time, found '\(at)'") }
+            now = t.milliseconds
+        }
+        let backend = try SQLiteStateBackend(path: db)
+        let loaded: LoadResult
+        if rulePaths.isEmpty {
+            // The rule set served: the last checkpoint's (a service that has not checkpointed yet: the newest stored).
+            guard let version = try backend.checkpoint().rulesVersion ?? backend.latestRuleVersion() else {
+                throw fail("the database holds no rule set yet; name the rules with --rules PATH")
+            }
+            loaded = RuleLoader.load(texts: try backend.ruleFiles(version: version))
+        } else {
+            loaded = RuleLoader.load(paths: rulePaths)
+        }
+        guard let ruleSet = loaded.ruleSet else {
+            FileHandle.standardError.write(Data(loaded.rendered().utf8))
+            throw fail("the rules do not load")
+        }
+        guard var counter = AudienceCounter(ruleSet: ruleSet, rule: rule, now: now) else {
+            let hint = Suggest.nearest(rule, in: ruleSet.rules.map(\.qualifiedID)).map { "; did you mean '\($0)'?" } ?? ""
+            throw fail("no rule '\(rule)' in the rules\(hint)")
+        }
+        var after: String?
+        while true {
+            let page = try backend.states(after: after, limit: AudienceCounter.pageSize)
+            guard let last = page.last else { break }
+            counter.add(page)
+            after = last.userID
+        }
+        let when = Timestamp(milliseconds: now).description
+        let size = counter.size
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            let answer = AudienceAnswer(rule: counter.rule.qualifiedID, size, at: when)
+            print(String(decoding: try encoder.encode(answer), as: UTF8.self))
+            return
+        }
+        var line = "\(counter.rule.qualifiedID): \(size.users) of \(size.stored) stored users selected at \(when)"
+        if size.undecodable > 0 { line += " (\(size.undecodable) saved states did not decode)" }
+        print(line)
     }
 }

@@ -710,6 +710,46 @@ class Broadcast(WallClockRules):
         finally:
             self.assertEqual(server.stop(), 0)
 
+    @unittest.skipIf(STORE != "sqlite", "beckon audience reads a single service's SQLite database")
+    def test_audience_size_from_the_command_line(self):
+        server = self.server()
+        try:
+            self.store_users(server)
+            self.deploy(server, "every monday 10:00")
+        finally:
+            self.assertEqual(server.stop(), 0)
+
+        def audience(*args):
+            return subprocess.run([BECKON, "audience", "--db", self.db, *args], capture_output=True, text=True,
+                                  timeout=60)
+
+        r = audience("digest/news")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"^digest/news: 20 of 30 stored users selected at \S+Z\n$")
+        r = audience("--json", "news")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        body = json.loads(r.stdout)
+        self.assertEqual((body["rule"], body["users"], body["stored"], body["undecodable"]), ("digest/news", 20, 30, 0))
+        # An edit before it is deployed: with no `if`, all 30 would be reached.
+        edited = f"{self.tmp.name}/edited"
+        os.makedirs(edited)
+        with open(f"{edited}/digest.yaml", "w") as f:
+            f.write(broadcast_rules("every monday 10:00").replace(
+                'if: default(user.plan, "") != "pro"', 'if: true'))
+        r = audience("--rules", edited, "--json", "digest/news")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["users"], 30)
+        r = audience("digest/nws")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("did you mean 'digest/news'?", r.stderr)
+        self.assertEqual(audience("--at", "yesterday", "digest/news").returncode, 1)
+        # Sizing fired nothing: a server started again has no action for anyone.
+        server = self.server()
+        try:
+            self.assertEqual(server.all_actions("u01"), [])
+        finally:
+            self.assertEqual(server.stop(), 0)
+
     def test_a_schedule_reaches_stored_users_who_send_nothing_across_a_kill(self):
         server = self.server()
         self.store_users(server)
