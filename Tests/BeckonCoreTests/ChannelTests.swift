@@ -157,10 +157,54 @@ struct ChannelTests {
             ])
         #expect(
             errors("push: { body: Hi }", settings: "version: 1\nsettings: s\nchannel_limits: { push: { per_user: 1 } }\n")
-                .first?.hasPrefix("unknown key 'per_user' in channel_limits.push") == true)
+                .isEmpty)
+        #expect(
+            errors("push: { body: Hi }", settings: "version: 1\nsettings: s\nchannel_limits: { push: { cooldown: 1h } }\n")
+                .first?.hasPrefix("unknown key 'cooldown' in channel_limits.push") == true)
         #expect(
             errors("push: { body: Hi }", settings: "version: 1\nsettings: s\nchannel_limits: { sms: { per_day: 1 } }\n")
                 .first?.hasPrefix("unknown key 'sms' in channel_limits") == true)
+    }
+
+    /// "At most one in-app message per session" and "at most 3 pushes ever": `per_session` counts the channel's fires
+    /// since the session began (a new session after the timeout starts again from 0), `per_user` all of them.
+    @Test func perSessionAndPerUserCapsCountTheChannel() throws {
+        let settings = """
+            version: 1
+            settings: shop
+            sessions: { timeout: 30m }
+            channel_limits:
+              message: { per_session: 1 }
+              push: { per_user: 3 }
+            """
+        let rs = try load(Self.rules, settings: settings)
+        let times = [
+            "2026-01-01T10:00:00Z", "2026-01-01T10:10:00Z",  // one session
+            "2026-01-01T12:00:00Z", "2026-01-01T12:05:00Z",  // the next, after the timeout
+            "2026-01-02T09:00:00Z",
+        ]
+        let v = verdicts(rs, times.map { added($0) })
+        #expect(
+            v.map { $0.first { $0.hasPrefix("banner:") } } == [
+                "banner:fired", "banner:channel_limit:per_session", "banner:fired", "banner:channel_limit:per_session",
+                "banner:fired",
+            ])
+        #expect(
+            v.map { $0.first { $0.hasPrefix("nudge:") } } == [
+                "nudge:fired", "nudge:fired", "nudge:fired", "nudge:channel_limit:per_user", "nudge:channel_limit:per_user",
+            ])
+        // The words of explain, and the lifetime count kept in saved state.
+        let engine = Engine(ruleSet: rs, options: .init(recordVerdicts: true))
+        for e in times.prefix(3) { engine.process(added(e)) }
+        let again = Engine(ruleSet: rs, options: .init(recordVerdicts: true))
+        try again.restore(try #require(engine.state(of: "u1")))
+        let out = again.process(added("2026-01-03T09:00:00Z")).verdicts
+        #expect(
+            out.first { $0.qualifiedID == "cart/nudge" }?.verdict.summary
+                == "push channel limit per_user reached (3 of 3 fires used)")
+        #expect(out.first { $0.qualifiedID == "cart/banner" }?.verdict.code == "fired")
+        // Without the caps every one fires.
+        #expect(verdicts(try load(Self.rules), times.map { added($0) }).allSatisfy { !$0.joined().contains("limit") })
     }
 
     /// `channel_limit_never_binds`: a channel no rule sends on, or a global cap that always blocks first.
@@ -180,6 +224,12 @@ struct ChannelTests {
         #expect(warnings("global_limit: { per_day: 2 }\nchannel_limits: { push: { per_calendar_day: 2 } }").isEmpty)
         #expect(warnings("global_limit: { per_calendar_month: 2 }\nchannel_limits: { push: { per_calendar_week: 2 } }").isEmpty)
         #expect(warnings("global_limit: { per_user: 5 }\nchannel_limits: { email: { per_week: 5 } }").count == 1)
+        #expect(
+            warnings("global_limit: { per_session: 1 }\nchannel_limits: { message: { per_session: 1 } }") == [
+                "message per_session: 1 never binds: global_limit per_session: 1 counts every channel and blocks first"
+            ])
+        #expect(warnings("global_limit: { per_session: 2 }\nchannel_limits: { message: { per_session: 1 } }").isEmpty)
+        #expect(warnings("global_limit: { per_user: 3 }\nchannel_limits: { push: { per_user: 4 } }").count == 1)
         #expect(
             warnings("channel_limits: { message: { per_day: 1 }, email: { per_day: 1 } }").isEmpty,
             "every channel is used by a rule")

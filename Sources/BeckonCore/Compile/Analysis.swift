@@ -410,14 +410,24 @@ struct RuleAnalyzer {
                         at: channel.location, suggestion: "remove it, or check the rules that should send one"))
                 continue
             }
-            for (kind, max) in spec.rolling {
-                guard let window = kind.window else { continue }
-                // The global limit counts every channel's fires, so in a window that always contains this one it has
-                // counted at least as many; with a cap no higher it blocks first.
-                var global: [(key: String, max: Int)] = s.globalLimits.rolling.compactMap { g in
+            // Each cap beside the global caps that count at least as much: the global limit counts every channel's
+            // fires, so one over a span that always contains this one's (a window, the session, the lifetime) has
+            // counted at least as many; with a cap no higher it blocks first.
+            let lifetime = s.globalLimits.perUser.map { [(LimitKind.perUser.key, $0.value)] } ?? []
+            var caps: [(kind: LimitKind, max: Located<Int>, global: [(key: String, max: Int)])] = spec.rolling.compactMap {
+                kind, max in
+                guard let window = kind.window else { return nil }
+                let windows = s.globalLimits.rolling.compactMap { g in
                     g.kind.window.map { window.alwaysWithin($0) } == true ? (g.kind.key, g.max.value) : nil
                 }
-                if let u = s.globalLimits.perUser { global.append((LimitKind.perUser.key, u.value)) }
+                return (kind, max, windows + lifetime)
+            }
+            if let own = spec.perSession {
+                let session = s.globalLimits.perSession.map { [(LimitKind.perSession.key, $0.value)] } ?? []
+                caps.append((.perSession, own, session + lifetime))
+            }
+            if let own = spec.perUser { caps.append((.perUser, own, lifetime)) }
+            for (kind, max, global) in caps {
                 guard let g = global.first(where: { $0.max <= max.value }) else { continue }
                 out.append(
                     Diagnostic(

@@ -79,9 +79,10 @@ private struct Builder {
             for (channel, spec) in s.channelLimits {
                 let l = CompiledLimits(spec)
                 if l.needsZone { _ = symbols.zoneSlots }
+                let retention = l.perSession == nil ? l.retentionMs : max(l.retentionMs, ChannelLimit.sessionSpanMs)
                 let series = symbols.upsertSeries(
                     "channel:" + channel.value.rawValue,
-                    SeriesSpec(source: .channel(channel.value), retentionMs: l.retentionMs, keepsLifetime: false))
+                    SeriesSpec(source: .channel(channel.value), retentionMs: retention, keepsLifetime: l.perUser != nil))
                 settings.channelLimits.append(ChannelLimit(channel: channel.value, limits: l, series: series))
             }
         }

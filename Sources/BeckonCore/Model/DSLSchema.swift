@@ -817,8 +817,14 @@ public enum DSL {
     /// The limits a channel cap takes: the windowed kinds.
     static let windowLimits = ObjectSchema(
         "channel limit",
-        doc: "Fires of one channel across all rules, counted in windows as a rule's limits are.",
-        keys: limits.keys.filter { k in LimitKind.rolling.contains { $0.key == k.name } })
+        doc: """
+            Fires of one channel across all rules, counted in windows as a rule's limits are, in the user's session \
+            (`per_session`) or ever (`per_user`).
+            """,
+        keys: limits.keys.filter { k in
+            LimitKind.rolling.contains { $0.key == k.name } || k.name == LimitKind.perUser.key
+                || k.name == LimitKind.perSession.key
+        })
 
     static let channelLimits = ObjectSchema(
         "channel limits",

@@ -1232,8 +1232,8 @@ public struct FileParser {
         return spec
     }
 
-    /// `channel_limits: { push: { per_calendar_day: 2 } }`: caps per channel, counted in windows only (a fire record
-    /// per channel would be state kept for every user; a window's count is read from the fires' history).
+    /// `channel_limits: { push: { per_calendar_day: 2 }, message: { per_session: 1 } }`: caps per channel, counted from
+    /// the channel's fires' history (windows, the session's, the lifetime count), not a fire record per channel.
     mutating func channelLimits(_ node: SourceNode) -> [(channel: Located<ActionKind>, limits: LimitSpec)] {
         guard let k = keys(of: node, DSL.channelLimits, context: "channel_limits") else { return [] }
         var out: [(channel: Located<ActionKind>, limits: LimitSpec)] = []

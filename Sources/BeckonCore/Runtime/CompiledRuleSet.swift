@@ -654,8 +654,13 @@ public final class CompiledVariants: Sendable {
 public struct ChannelLimit: Sendable {
     public var channel: ActionKind
     public var limits: CompiledLimits
-    /// The series of the fires whose action on this channel went out (a `skipped` one does not count).
+    /// The series of the fires whose action on this channel went out (a `skipped` one does not count): its windows
+    /// count the rolling caps, its lifetime count `per_user`, and its times since the session began `per_session`.
     var series: Int32
+
+    /// How far back the series keeps times for `per_session`: a session that has gone on longer counts this much of
+    /// it (docs/guide.md, channel_limits).
+    public static let sessionSpanMs: Int64 = 7 * 86_400_000
 }
 
 /// The event, screen and trait names of the loaded tracking plans.

@@ -40,7 +40,9 @@ extension Engine {
         // (A test's variants may message on different channels: the user's own variant's count.)
         let channels = rule.variants.map { $0.channels[$0.index(of: profile.userID)] } ?? rule.channels
         for c in ruleSet.settings.channelLimits where channels.contains(c.channel) {
-            if var hit = check(c.limits, record: profile.messages, series: c.series, profile: profile, now: now, occurrence: nil)
+            if var hit = check(
+                c.limits, record: profile.messages, series: c.series, profile: profile, now: now, occurrence: nil,
+                perChannel: true)
             {
                 hit.channel = c.channel.rawValue
                 return hit
@@ -136,8 +138,9 @@ extension Engine {
     func recordChannels(_ channels: [ActionKind], profile: UserProfile, now: Int64) {
         guard !ruleSet.settings.channelLimits.isEmpty else { return }
         for c in ruleSet.settings.channelLimits where channels.contains(c.channel) {
+            let s = ruleSet.seriesTable[c.series]
             profile.history.record(
-                series: c.series, at: now, now: now, retentionMs: ruleSet.seriesTable[c.series].retentionMs, keepsLifetime: false)
+                series: c.series, at: now, now: now, retentionMs: s.retentionMs, keepsLifetime: s.keepsLifetime)
         }
     }
 

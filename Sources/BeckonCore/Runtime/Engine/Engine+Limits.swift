@@ -4,12 +4,16 @@
 extension Engine {
     /// The first limit that blocks a fire now, if any, in ``CompiledLimits/kinds`` order.
     /// With `occurrence` nil (a delayed action coming due) the occurrence limits, decided at trigger time, are skipped.
+    /// `perChannel`: a channel's caps, whose `per_user` and `per_session` count the fires in `series` (a channel keeps no
+    /// fire record of its own).
     func check(
-        _ l: CompiledLimits, record rec: RuleRecord, series: Int32, profile: UserProfile, now: Int64, occurrence: Int?
+        _ l: CompiledLimits, record rec: RuleRecord, series: Int32, profile: UserProfile, now: Int64, occurrence: Int?,
+        perChannel: Bool = false
     ) -> LimitHit? {
         for kind in l.kinds {
-            if let s = standing(kind, l, record: rec, series: series, profile: profile, now: now, occurrence: occurrence),
-                s.blocks
+            if let s = standing(
+                kind, l, record: rec, series: series, profile: profile, now: now, occurrence: occurrence,
+                perChannel: perChannel), s.blocks
             {
                 return s.hit
             }
@@ -21,8 +25,15 @@ extension Engine {
     /// and `occurrence` is nil). The one place each kind of limit is decided.
     func standing(
         _ kind: LimitKind, _ l: CompiledLimits, record rec: RuleRecord, series: Int32, profile: UserProfile, now: Int64,
-        occurrence: Int?
+        occurrence: Int?, perChannel: Bool = false
     ) -> LimitStanding? {
+        if perChannel, kind == .perUser || kind == .perSession, let max = kind == .perUser ? l.perUser : l.perSession {
+            let used =
+                kind == .perUser
+                ? Int(profile.history.lifetimeStat(series: series)?.count ?? 0)
+                : profile.history.count(series: series, from: profile.session.start, to: now)
+            return LimitStanding(kind: kind, used: used, max: max, blocks: used >= max)
+        }
         switch kind {
         case .onOccurrence:
             guard let n = l.onOccurrence, let occurrence else { return nil }
