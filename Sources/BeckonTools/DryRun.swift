@@ -281,7 +281,8 @@ struct Summary {
         func n(_ k: Int, _ word: String) -> String { "\(k) \(word)\(k == 1 ? "" : "s")" }
         let pending = engine.pendingCount
         let users = n(engine.store.userCount - s.merges, "user") + (s.merges > 0 ? " (\(n(s.merges, "id")) merged in)" : "")
-        return "\(n(s.events, "event")), \(users), \(n(s.actions, "action")) fired"
+        let skipped = s.skippedActions > 0 ? " and \(s.skippedActions) skipped (no address)" : ""
+        return "\(n(s.events, "event")), \(users), \(n(s.actions - s.skippedActions, "action")) fired\(skipped)"
             + " (bad lines \(badLines), duplicates \(s.duplicates), late \(s.late)"
             + (s.attributesNotKept > 0 ? ", attributes not kept \(s.attributesNotKept)" : "") + ")"
             + (pending > 0 ? "; \(n(pending, "delayed action")) still pending (use --until to let time pass)" : "")

@@ -4,7 +4,7 @@ import Foundation
 import Testing
 
 struct DryRunTests {
-    static let cases = ["default_browser", "bad_lines", "arbitration", "timers"]
+    static let cases = ["default_browser", "bad_lines", "arbitration", "timers", "skipped"]
 
     func run(_ name: String, _ format: DryRunRunner.Format) -> (Int32, StringConsole) {
         let dir = Snapshot.fixtures.appendingPathComponent("dryrun/\(name)")

@@ -131,6 +131,10 @@ extension Engine {
             }
             recordChannels(sent, profile: profile, now: now)
         }
+        if !skipped.isEmpty {
+            totals.skippedActions += skipped.count
+            if skipped.count == (variantActions ?? rule.actions).count { count(rule.index, RuleCounter.skipped) }
+        }
         return true
     }
 

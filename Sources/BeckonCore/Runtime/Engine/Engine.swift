@@ -44,6 +44,8 @@ public final class Engine {
         public var refused = 0
         public var late = 0
         public var actions = 0
+        /// Of ``actions``, those `skipped` (a push or email with no address: nothing was sent).
+        public var skippedActions = 0
         /// Ids merged into another user (an identify with an anonymous id, an alias): each keeps a pointer.
         public var merges = 0
         /// New attributes no rule reads that a user could not keep (``ValueLimits/maxOtherAttributes``).
@@ -67,11 +69,14 @@ public final class Engine {
         let n = ruleSet.rules.count
         func column(_ k: Int) -> [Int] { (0..<n).map { counts[$0 * RuleCounter.width + k] } }
         s.triggered = column(RuleCounter.triggered)
-        s.fired = column(RuleCounter.fired)
+        let skipped = column(RuleCounter.skipped)
+        // (A fire that reached nobody, every action skipped for want of an address, is counted as `skipped`.)
+        s.fired = zip(column(RuleCounter.fired), skipped).map { $0 - $1 }
         s.scheduled = column(RuleCounter.scheduled)
         s.heldBack = column(RuleCounter.heldBack)
         s.blocked = (0..<n).map { r in
             var m = otherBlocks[r]
+            if skipped[r] > 0 { m[ActionKind.skipped.rawValue] = skipped[r] }
             for (i, code) in Verdict.blockCodes.enumerated() {
                 let c = counts[r * RuleCounter.width + RuleCounter.blocks + i]
                 if c > 0 { m[code, default: 0] += c }
@@ -90,8 +95,10 @@ public final class Engine {
         static let fired = 1
         static let scheduled = 2
         static let heldBack = 3
+        /// Fires whose every action was `skipped` (a push or email with no address): not counted as fired.
+        static let skipped = 4
         /// Then one per entry of ``Verdict/blockCodes``.
-        static let blocks = 4
+        static let blocks = 5
         static let width = blocks + Verdict.blockCodeCount
     }
 
