@@ -72,7 +72,11 @@ public final class ServiceMetrics: Sendable {
     /// Results of events posted: `accepted` (processed), `duplicate` (a `messageId` seen), `refused` (past a bound of
     /// docs/reference/limits.md), `rejected` (a request that got 400; nothing of it stored), `undecodable` (accepted
     /// but not decoded again after a reload: never expected, an error is logged).
-    package enum IngestResult: String, CaseIterable { case accepted, duplicate, refused, rejected, undecodable }
+    package enum IngestResult: String, CaseIterable {
+        case accepted, duplicate, refused, rejected, undecodable
+        /// Accepted events (counted under `accepted` too) that do not fit the tracking plans.
+        case offPlan = "off_plan"
+    }
 
     package func ingest(_ r: IngestResult) -> Counter {
         registry.makeCounter(

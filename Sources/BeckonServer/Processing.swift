@@ -6,9 +6,23 @@ import Prometheus
 /// the timers that came due. The one place "decode, process, count, collect" happens, for the single service's
 /// rounds and replays and a fleet partition's batches.
 package struct Processing {
-    package var accepted = 0
-    package var duplicates = 0
-    package var refused = 0
+    /// Events by what became of them (`beckon_ingest_events_total`).
+    package struct Tally: Sendable {
+        package var accepted = 0
+        package var duplicates = 0
+        package var refused = 0
+        /// Of ``accepted``, those that do not fit the tracking plans (``BoundEvent/offPlan``).
+        package var offPlan = 0
+
+        /// Adds the counts to `beckon_ingest_events_total`.
+        package func count(in metrics: ServiceMetrics) {
+            metrics.ingest(.accepted).increment(by: Int64(accepted))
+            metrics.ingest(.duplicate).increment(by: Int64(duplicates))
+            metrics.ingest(.refused).increment(by: Int64(refused))
+            if offPlan > 0 { metrics.ingest(.offPlan).increment(by: Int64(offPlan)) }
+        }
+    }
+    package var tally = Tally()
     /// Logged events that no longer decode (never expected: whether a line decodes does not depend on the rules).
     package var undecodable = 0
     package var fired: [(FiredAction, late: Bool)] = []
@@ -23,9 +37,11 @@ package struct Processing {
     package mutating func process(_ e: BoundEvent, on engine: Engine) {
         engine.process(e, into: &out)
         switch out.status {
-        case .processed: accepted += 1
-        case .duplicate: duplicates += 1
-        case .refused: refused += 1
+        case .processed:
+            tally.accepted += 1
+            if e.isOffPlan { tally.offPlan += 1 }
+        case .duplicate: tally.duplicates += 1
+        case .refused: tally.refused += 1
         }
         for a in out.actions { fired.append((a, false)) }
         dues += out.dueTimes
@@ -75,9 +91,7 @@ package struct Processing {
     /// actions to `beckon_actions_total`.
     package func count(in metrics: ServiceMetrics) {
         if undecodable > 0 { metrics.ingest(.undecodable).increment(by: Int64(undecodable)) }
-        metrics.ingest(.accepted).increment(by: Int64(accepted))
-        metrics.ingest(.duplicate).increment(by: Int64(duplicates))
-        metrics.ingest(.refused).increment(by: Int64(refused))
+        tally.count(in: metrics)
         for (a, _) in fired { metrics.action(a).increment() }
     }
 }

@@ -488,7 +488,7 @@ package final class Processor: @unchecked Sendable {
         for (job, _) in jobs {
             switch job {
             case .events(let decoded, let log, let under):
-                let before = (accepted: step.accepted, duplicates: step.duplicates, refused: step.refused)
+                let before = step.tally
                 // Events decoded under a rule set that a reload replaced since are decoded again from what arrived.
                 // (Whether a line decodes does not depend on the rule set: what was accepted under one decodes under
                 // any. Should one not, it is said, not skipped in silence.)
@@ -510,8 +510,8 @@ package final class Processor: @unchecked Sendable {
                 input.append(log)
                 results.append(
                     .events(
-                        accepted: step.accepted - before.accepted, duplicates: step.duplicates - before.duplicates,
-                        refused: step.refused - before.refused))
+                        accepted: step.tally.accepted - before.accepted,
+                        duplicates: step.tally.duplicates - before.duplicates, refused: step.tally.refused - before.refused))
             case .markRead(let user, let item):
                 let time = clock == .wall ? max(Self.nowMs(), engine.clock) : max(engine.clock, 0)
                 let found = engine.markRead(userID: user, itemID: item, at: time)
@@ -581,7 +581,7 @@ package final class Processor: @unchecked Sendable {
         let users = Set(fired.map(\.0.userID))
         let (metrics, feed, events, live, tally, dueTimes) = (
             metrics, feed, input.events, clock == .wall,
-            (accepted: step.accepted, duplicates: step.duplicates, refused: step.refused), step.dues
+            step.tally, step.dues
         )
         let activity = activity
         let checkpointed = commit.checkpoint != nil
@@ -595,9 +595,7 @@ package final class Processor: @unchecked Sendable {
                     if checkpointed { self?.checkpointWritten(cold) }
                     metrics.commitEvents.record(Double(events))
                     if checkpointed { metrics.checkpoints.increment() }
-                    metrics.ingest(.accepted).increment(by: Int64(tally.accepted))
-                    metrics.ingest(.duplicate).increment(by: Int64(tally.duplicates))
-                    metrics.ingest(.refused).increment(by: Int64(tally.refused))
+                    tally.count(in: metrics)
                     for c in counters { c.increment() }
                     activity.add(gained, at: Self.nowMs())
                     if live {

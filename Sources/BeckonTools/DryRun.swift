@@ -284,7 +284,8 @@ struct Summary {
         let skipped = s.skippedActions > 0 ? " and \(s.skippedActions) skipped (no address)" : ""
         return "\(n(s.events, "event")), \(users), \(n(s.actions - s.skippedActions, "action")) fired\(skipped)"
             + " (bad lines \(badLines), duplicates \(s.duplicates), late \(s.late)"
-            + (s.attributesNotKept > 0 ? ", attributes not kept \(s.attributesNotKept)" : "") + ")"
+            + (s.attributesNotKept > 0 ? ", attributes not kept \(s.attributesNotKept)" : "")
+            + (s.offPlan > 0 ? ", off plan \(s.offPlan)" : "") + ")"
             + (pending > 0 ? "; \(n(pending, "delayed action")) still pending (use --until to let time pass)" : "")
     }
 

@@ -4,7 +4,7 @@ import Foundation
 import Testing
 
 struct DryRunTests {
-    static let cases = ["default_browser", "bad_lines", "arbitration", "timers", "skipped"]
+    static let cases = ["default_browser", "bad_lines", "arbitration", "timers", "skipped", "off_plan"]
 
     func run(_ name: String, _ format: DryRunRunner.Format) -> (Int32, StringConsole) {
         let dir = Snapshot.fixtures.appendingPathComponent("dryrun/\(name)")
@@ -12,10 +12,13 @@ struct DryRunTests {
         // A fixture may let time run on after its events (`--until`).
         let until = (try? String(contentsOf: dir.appendingPathComponent("until.txt"), encoding: .utf8))?
             .trimmingCharacters(in: .whitespacesAndNewlines)
+        // (A fixture may have a tracking plan beside its rules.)
+        let plan = dir.appendingPathComponent("plan.yaml").path
         let status = DryRunRunner.run(
             .init(
-                paths: [dir.appendingPathComponent("rules.yaml").path], events: dir.appendingPathComponent("events.jsonl").path,
-                format: format, until: until),
+                paths: [dir.appendingPathComponent("rules.yaml").path]
+                    + (FileManager.default.fileExists(atPath: plan) ? [plan] : []),
+                events: dir.appendingPathComponent("events.jsonl").path, format: format, until: until),
             console: console)
         return (status, console)
     }

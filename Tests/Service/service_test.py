@@ -779,6 +779,50 @@ class Broadcast(WallClockRules):
             self.assertEqual(server.stop(), 0)
 
 
+class OffPlan(WallClockRules):
+    """Events that do not fit the tracking plan are accepted, processed with what converts without loss, and counted
+    (docs/events.md, "Events off the tracking plan")."""
+    RULES = """version: 1
+campaign: shop
+rules:
+  - id: big_order
+    on: Order Completed
+    where: event.properties.revenue > 10
+    do:
+      - message: { surface: home, title: Thanks }
+"""
+    PLAN = """version: 1
+tracking_plan: shop
+events:
+  Order Completed:
+    properties:
+      revenue: { type: number }
+"""
+
+    def test_off_plan_events_are_accepted_converted_and_counted(self):
+        with open(f"{self.tmp.name}/rules/plan.yaml", "w") as f:
+            f.write(self.PLAN)
+        server = self.server()
+        try:
+            def order(user, revenue):
+                return {"type": "track", "event": "Order Completed", "userId": user, "messageId": f"m-{user}",
+                        "properties": {"revenue": revenue}}
+            batch = [order("fits", 20), order("converts", "18.50"), order("off", "lots"),
+                     {"type": "track", "event": "Wishlist Viewed", "userId": "unknown", "messageId": "m-w"}]
+            self.assertEqual(server.post("/v1/batch", {"batch": batch})[0], 200)
+            deadline = time.time() + 10
+            while time.time() < deadline and len(server.all_actions("converts")) < 1:
+                time.sleep(0.1)
+            self.assertEqual(len(server.all_actions("converts")), 1, "the converted order's message")
+            self.assertEqual(len(server.all_actions("fits")), 1)
+            self.assertEqual(server.all_actions("off"), [])
+            text = server.request("GET", "/metrics")[1].decode()
+            self.assertIn('beckon_ingest_events_total{result="off_plan"} 2', text)
+            self.assertIn('beckon_ingest_events_total{result="accepted"} 4', text)
+        finally:
+            self.assertEqual(server.stop(), 0)
+
+
 class Shutdown(unittest.TestCase):
     def test_sigterm_answers_long_polls_and_stops_promptly(self):
         with tempfile.TemporaryDirectory() as tmp:

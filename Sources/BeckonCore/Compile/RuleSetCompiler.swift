@@ -134,9 +134,21 @@ private struct Builder {
             contextNames: symbols.contextNames, attributeNames: symbols.attributeNames,
             rulesByAttribute: byAttribute, series: symbols.series, memoSlots: symbols.memoSlots,
             settings: settings, needsAllProperties: symbols.needsAllProperties, flows: flows,
-            plan: symbols.plan.map {
-                PlanNames(events: Set($0.events.keys), screens: $0.screens, traits: Set($0.traits.keys).union($0.flowAttributes))
-            })
+            plan: symbols.plan.map { planNames($0) })
+    }
+
+    /// The plans' names, and the types of what an event brings that the rules read (``PlanNames/conform``).
+    func planNames(_ index: PlanIndex) -> PlanNames {
+        var names = PlanNames(
+            events: Set(index.events.keys), screens: index.screens, traits: Set(index.traits.keys).union(index.flowAttributes))
+        for (event, fields) in index.events {
+            let typed = fields.compactMap { name, field in
+                symbols.propertySlots[name].map { (slot: $0, name: name, type: field.type) }
+            }
+            if !typed.isEmpty { names.propertyTypes[event] = typed.sorted { $0.slot < $1.slot } }
+        }
+        for (name, field) in index.traits where field.type != .any { names.traitTypes[name] = field.type }
+        return names
     }
 
     // MARK: Tracking plans

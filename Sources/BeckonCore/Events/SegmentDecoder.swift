@@ -293,10 +293,13 @@ public struct SegmentDecoder {
         var eventName = kind == .identify ? "" : (name?.text ?? "")
         let table = kind == .screen || kind == .page ? screenIDs : trackIDs
         let id = eventName.withUTF8 { table.lookup($0) }.map(Int32.init) ?? -1
+        // (With a tracking plan: what converts without loss is converted, what does not fit is named.)
+        let offPlan = ruleSet.plan?.conform(kind: kind, name: eventName, properties: props, traits: &traits) ?? []
         return BoundEvent(
             kind: kind, nameID: id, name: eventName, userID: user, timestamp: time, messageID: messageID,
             propertySlots: props, contextSlots: ctx, traits: traits, allProperties: allProps, previousID: before,
-            device: contextWithDevice == nil ? nil : Self.device(deviceValue, os: osValue, app: appValue, at: time))
+            device: contextWithDevice == nil ? nil : Self.device(deviceValue, os: osValue, app: appValue, at: time),
+            offPlan: offPlan)
     }
 
     /// The error for a line longer than ``maxLineBytes`` (the column where it passed the limit).

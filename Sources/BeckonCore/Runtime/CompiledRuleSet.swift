@@ -670,6 +670,11 @@ public struct PlanNames: Sendable {
     public var screens: Set<String>
     /// Traits, with the attributes flows keep their state in.
     public var traits: Set<String>
+    /// Per event, the plan's type of each of its properties the rules read (by ``CompiledRuleSet/propertySlots``):
+    /// what ``conform(kind:name:properties:traits:)`` checks and converts.
+    var propertyTypes: [String: [(slot: Int, name: String, type: PlanType)]] = [:]
+    /// The plan's type of each trait.
+    var traitTypes: [String: PlanType] = [:]
 
     /// Whether an event key (`Name` or `screen:Name`) is declared.
     public func has(event key: String) -> Bool {

@@ -89,12 +89,22 @@ public final class BoundEvent: @unchecked Sendable {
     /// The id the user was known by before (see ``Event/previousID``); `nil` when none, or the same as ``userID``.
     public let previousID: String?
     /// The push device the event's `context.device.token` reports (read only when the rule set has a push
-    /// destination: docs/push.md). Boxed: the event stays within the lines the engine prefetches.
-    private let reported: Box?
-    public var device: Device? { reported?.device }
+    /// destination: docs/push.md), and what of it does not fit the tracking plan. Boxed: the event stays within the
+    /// lines the engine prefetches.
+    private let extra: Box?
+    public var device: Device? { extra?.device }
+    /// What does not fit the loaded tracking plans, one line each (``PlanNames/conform(kind:name:properties:traits:)``);
+    /// empty when it fits, or no plan is loaded.
+    public var offPlan: [String] { extra?.offPlan ?? [] }
+    /// Whether ``offPlan`` names anything.
+    @inline(__always) public var isOffPlan: Bool { extra.map { !$0.offPlan.isEmpty } ?? false }
     final class Box: Sendable {
-        let device: Device
-        init(_ d: Device) { device = d }
+        let device: Device?
+        let offPlan: [String]
+        init(_ d: Device?, offPlan: [String]) {
+            device = d
+            self.offPlan = offPlan
+        }
     }
 
     /// The property in `slot` (by ``CompiledRuleSet/propertySlots``).
@@ -119,9 +129,9 @@ public final class BoundEvent: @unchecked Sendable {
     init(
         kind: Event.Kind, nameID: Int32, name: String, userID: String, timestamp: Int64, messageID: String?,
         propertySlots: consuming SlotRow, contextSlots: consuming SlotRow, traits: [(name: String, value: Value)],
-        allProperties: ValueMap?, previousID: String? = nil, device: Device? = nil
+        allProperties: ValueMap?, previousID: String? = nil, device: Device? = nil, offPlan: [String] = []
     ) {
-        reported = device.map(Box.init)
+        extra = device == nil && offPlan.isEmpty ? nil : Box(device, offPlan: offPlan)
         self.previousID = previousID?.isEmpty == false && previousID != userID ? previousID : nil
         self.kind = kind
         self.nameID = nameID

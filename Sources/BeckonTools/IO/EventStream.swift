@@ -22,6 +22,9 @@ struct BadLines {
     /// The file as reports name it.
     let file: String
     private(set) var count = 0
+    /// Lines whose event does not fit the tracking plans (processed all the same; ``BadLinePolicy/strict`` stops at the
+    /// first).
+    private(set) var offPlan = 0
     /// The bad line the stream stopped at (``BadLinePolicy/strict``): its line, column and what is wrong.
     private(set) var stoppedAt: (line: Int, column: Int, message: String)?
 
@@ -43,15 +46,39 @@ struct BadLines {
         return true
     }
 
-    /// Says how many bad lines were not reported one by one, or that the stream stopped at one. Returns whether the
-    /// command must fail (it stopped).
+    /// Counts a line whose event does not fit the tracking plans, reports it when it is among the first (each thing
+    /// that does not fit), and says whether to go on: the event is processed either way, but ``BadLinePolicy/strict``
+    /// stops after it.
+    mutating func noteOffPlan(line: Int, _ messages: [String], console: any Console) -> Bool {
+        offPlan += 1
+        if offPlan <= BadLinePolicy.reportedLines {
+            for m in messages { console.err(Terminal.safe("\(file):\(line): off plan: \(m)") + "\n") }
+        }
+        guard policy == .goOn else {
+            stoppedAt = (line, 1, messages.joined(separator: "; "))
+            stoppedOffPlan = true
+            return false
+        }
+        return true
+    }
+
+    /// The line stopped at was off the plan (not a bad line).
+    private var stoppedOffPlan = false
+
+    /// Says how many bad lines (and lines off the plan) were not reported one by one, or that the stream stopped at
+    /// one. Returns whether the command must fail (it stopped).
     func finish(console: any Console) -> Bool {
         if stoppedAt != nil {
-            console.err("stopped at the first bad line (--strict); without it bad lines are counted and skipped\n")
+            console.err(
+                stoppedOffPlan
+                    ? "stopped at the first event off the tracking plan (--strict); without it they are counted and processed\n"
+                    : "stopped at the first bad line (--strict); without it bad lines are counted and skipped\n")
             return true
         }
         let more = count - BadLinePolicy.reportedLines
         if more > 0 { console.err("… and \(more) more bad line\(more == 1 ? "" : "s")\n") }
+        let moreOff = offPlan - BadLinePolicy.reportedLines
+        if moreOff > 0 { console.err("… and \(moreOff) more line\(moreOff == 1 ? "" : "s") off the tracking plan\n") }
         return false
     }
 }
@@ -91,7 +118,7 @@ package final class EventStream {
                 body(event)
                 events += 1
                 progress.tick(events: events, bytes: reader.bytesRead)
-                return true
+                return !event.isOffPlan || bad.noteOffPlan(line: reader.lineNumber, event.offPlan, console: console)
             case .failure(let error)?:
                 return badLine(error, console: console)
             }

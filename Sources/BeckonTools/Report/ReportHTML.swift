@@ -37,7 +37,7 @@ enum ReportHTML {
         body += "\(r.events) events, \(r.users) users"
         if let f = r.first, let l = r.last { body += ", \(Timestamp(milliseconds: f)) to \(Timestamp(milliseconds: l))" }
         if let e = r.end, e != r.last { body += ", observed until \(Timestamp(milliseconds: e))" }
-        body += " · bad lines \(r.badLines), duplicates \(r.duplicates)</p>\n"
+        body += " · bad lines \(r.badLines), duplicates \(r.duplicates)\(r.offPlan > 0 ? ", off plan \(r.offPlan)" : "")</p>\n"
         for u in r.units { body += unit(u) }
         body += "</div>\n"
         return body

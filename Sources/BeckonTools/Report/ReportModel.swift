@@ -9,6 +9,8 @@ struct Report {
     var users = 0
     var badLines = 0
     var duplicates = 0
+    /// Events that do not fit the tracking plans (processed all the same).
+    var offPlan = 0
     /// First and last event time, and the end of observation (the last event, or `--until`).
     var first: Int64?
     var last: Int64?
@@ -156,6 +158,7 @@ final class ReportBuilder {
         report.users = users.count
         report.badLines = badLines
         report.duplicates = s.duplicates
+        report.offPlan = s.offPlan
         report.first = first
         report.last = last
         report.end = end

@@ -80,7 +80,7 @@ public enum ReportRunner {
         out += "\(r.events) events, \(r.users) users"
         if let f = r.first, let l = r.last { out += ", \(Timestamp(milliseconds: f)) to \(Timestamp(milliseconds: l))" }
         if let e = r.end, e != r.last { out += ", observed until \(Timestamp(milliseconds: e))" }
-        out += " (bad lines \(r.badLines), duplicates \(r.duplicates))\n"
+        out += " (bad lines \(r.badLines), duplicates \(r.duplicates)\(r.offPlan > 0 ? ", off plan \(r.offPlan)" : ""))\n"
         for u in r.units {
             let holdout = u.holdout > 0 ? "holdout \(percent(u.holdout))" : "no holdout"
             out += "\n\(u.kind) \(u.name) (\(holdout)): \(u.usersTriggered) users triggered a rule, "
@@ -294,7 +294,8 @@ public enum ReportRunner {
             ValueMap([
                 ("rules", .list(r.paths.map { .string($0) })), ("events_file", .string(r.eventsFile)),
                 ("events", .int(Int64(r.events))), ("users", .int(Int64(r.users))), ("bad_lines", .int(Int64(r.badLines))),
-                ("duplicates", .int(Int64(r.duplicates))), ("first", time(r.first)), ("last", time(r.last)),
+                ("duplicates", .int(Int64(r.duplicates))), ("off_plan", .int(Int64(r.offPlan))), ("first", time(r.first)),
+                ("last", time(r.last)),
                 ("observed_until", time(r.end)), ("units", .list(units)),
             ]))
     }

@@ -46,6 +46,8 @@ public final class Engine {
         public var actions = 0
         /// Of ``actions``, those `skipped` (a push or email with no address: nothing was sent).
         public var skippedActions = 0
+        /// Events that do not fit the loaded tracking plans (``BoundEvent/offPlan``), processed all the same.
+        public var offPlan = 0
         /// Ids merged into another user (an identify with an anonymous id, an alias): each keeps a pointer.
         public var merges = 0
         /// New attributes no rule reads that a user could not keep (``ValueLimits/maxOtherAttributes``).
@@ -275,6 +277,7 @@ public final class Engine {
         if !out.goalHits.isEmpty { out.goalHits.removeAll(keepingCapacity: true) }
         if !out.dueTimes.isEmpty { out.dueTimes.removeAll(keepingCapacity: true) }
         totals.events += 1
+        if e.isOffPlan { totals.offPlan += 1 }
         guard e.isWithinBounds else {
             totals.refused += 1
             out.status = .refused

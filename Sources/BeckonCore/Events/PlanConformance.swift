@@ -1,0 +1,89 @@
+/// Whether an event fits the loaded tracking plans (docs/events.md#events-off-the-tracking-plan): a value whose type
+/// differs from the plan's is converted when nothing is lost (`"18.50"` for a `number`, `"true"` for a `bool`, `3` for
+/// a `string`), and what still does not fit — an event the plans do not list, a value that does not convert — is
+/// named, so the event is counted as off the plan. The event is processed either way.
+extension PlanNames {
+    /// Converts the properties the rules read (by slot) and the traits where the plan's type asks it, and returns one
+    /// line for each thing that does not fit (none: the event fits).
+    func conform(
+        kind: Event.Kind, name: String, properties: borrowing SlotRow, traits: inout [(name: String, value: Value)]
+    ) -> [String] {
+        var off: [String] = []
+        switch kind {
+        case .track:
+            guard events.contains(name) else { return ["event '\(name)' is not in the tracking plan"] }
+            for p in propertyTypes[name] ?? [] where p.slot < properties.count {
+                guard let v = properties[p.slot] else { continue }
+                switch Self.fit(v, p.type) {
+                case .fits: break
+                case .converted(let c): properties[p.slot] = c
+                case .offPlan(let found): off.append("property '\(p.name)' of '\(name)' is \(found), the plan says \(p.type)")
+                }
+            }
+        case .screen, .page:
+            if !screens.isEmpty && !screens.contains(name) { off.append("screen '\(name)' is not in the tracking plan") }
+        case .identify:
+            for i in traits.indices {
+                guard let type = traitTypes[traits[i].name] else { continue }
+                switch Self.fit(traits[i].value, type) {
+                case .fits: break
+                case .converted(let c): traits[i].value = c
+                case .offPlan(let found): off.append("trait '\(traits[i].name)' is \(found), the plan says \(type)")
+                }
+            }
+        case .group, .alias:
+            break
+        }
+        return off
+    }
+
+    enum Fit {
+        case fits
+        case converted(Value)
+        /// Of this kind (`a string`, `a list`…).
+        case offPlan(String)
+    }
+
+    /// How `v` fits `type`: as it is, converted without loss, or not at all. `null` fits anything (no value).
+    static func fit(_ v: Value, _ type: PlanType) -> Fit {
+        switch (type, v) {
+        case (.any, _), (_, .null): return .fits
+        case (.string, .string), (.bool, .bool), (.int, .int), (.int, .uint), (.number, .int), (.number, .uint),
+            (.number, .double), (.object, .map), (.list, .list), (.timestamp, .timestamp):
+            return .fits
+        case (.int, .double(let d)):
+            // (JSON has one kind of number: 3.0 is an int.)
+            if d.rounded() == d, let i = Int64(exactly: d) { return .converted(.int(i)) }
+        case (.timestamp, .string(let s)):
+            if Timestamp.parse(s) != nil { return .fits }
+        case (.number, .string(let s)):
+            if let d = Double(s), d.isFinite { return .converted(.double(d)) }
+        case (.int, .string(let s)):
+            if let i = Int64(s) { return .converted(.int(i)) }
+        case (.bool, .string(let s)):
+            if s == "true" { return .converted(.bool(true)) }
+            if s == "false" { return .converted(.bool(false)) }
+        case (.string, .int(let i)): return .converted(.string(String(i)))
+        case (.string, .uint(let i)): return .converted(.string(String(i)))
+        case (.string, .bool(let b)): return .converted(.string(b ? "true" : "false"))
+        default: break
+        }
+        return .offPlan(kindName(v))
+    }
+
+    static func kindName(_ v: Value) -> String {
+        switch v {
+        case .null: "null"
+        case .bool: "a bool"
+        case .int, .uint: "an int"
+        case .double: "a number"
+        case .string: "a string"
+        case .bytes: "bytes"
+        case .list: "a list"
+        case .map: "an object"
+        case .timestamp: "a timestamp"
+        case .duration: "a duration"
+        default: "a value of another kind"
+        }
+    }
+}
