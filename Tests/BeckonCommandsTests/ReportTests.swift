@@ -84,6 +84,55 @@ struct ReportTests {
         #expect(abs((vd["estimate"] as? Double ?? 0) - (22.5 - 10.0 / 3)) < 1e-5)
     }
 
+    /// The abandoned-cart example, where 799 anonymous ids sign in, a later add to cart replaces the waiting push,
+    /// quiet hours hold some, and the push is an A/B test with a control.
+    func cartJSON() throws -> [String: Any] {
+        let dir = Self.root.appendingPathComponent("examples/abandoned_cart")
+        let (status, out) = run([dir.path], events: dir.appendingPathComponent("week.jsonl").path, format: .json)
+        #expect(status == 0)
+        return try #require(try JSONSerialization.jsonObject(with: Data(out.utf8)) as? [String: Any])
+    }
+
+    /// People are counted once: an anonymous id merged into a known one is that user (as dry-run counts them).
+    @Test func peopleAreCountedOnceWhateverTheirIDs() throws {
+        let report = try cartJSON()
+        #expect(report["users"] as? Int == 2000)
+        #expect(report["merged_ids"] as? Int == 799)
+        let unit = try #require((report["units"] as? [[String: Any]])?.first)
+        #expect(unit["users_triggered"] as? Int == 2000)
+    }
+
+    /// Every trigger ends in one column: fired, held back, still pending, or a reason (a push replaced by a later add
+    /// to cart is `replaced`); quiet hours' holds are told apart, not counted as an end.
+    @Test func aRulesFunnelAddsUp() throws {
+        for report in [try cartJSON(), try smallJSON()] {
+            for unit in try #require(report["units"] as? [[String: Any]]) {
+                for row in try #require(unit["rules"] as? [[String: Any]]) {
+                    let ended = try #require(row["not_fired"] as? [String: Int]).values.reduce(0, +)
+                    let sum = (row["fired"] as? Int ?? -1) + (row["held_back"] as? Int ?? -1) + (row["pending"] as? Int ?? -1)
+                    #expect(row["triggered"] as? Int == sum + ended, "\(row)")
+                }
+            }
+        }
+        let unit = try #require((try cartJSON()["units"] as? [[String: Any]])?.first)
+        let push = try #require((unit["rules"] as? [[String: Any]])?.first)
+        #expect(push["not_fired"] as? [String: Int] == ["replaced": 2024, "cancelled": 480])
+        #expect(push["deferred"] as? [String: Int] == ["held": 772])
+    }
+
+    /// With no holdout, a goal exposed by a rule with a control variant compares with the control: the control's
+    /// users are not the treatment.
+    @Test func aTestsControlIsNotTheTreatment() throws {
+        let unit = try #require((try cartJSON()["units"] as? [[String: Any]])?.first)
+        let g = try #require((unit["goals"] as? [[String: Any]])?.first)
+        #expect(g["comparison"] as? String == "control")
+        #expect((g["treatment"] as? [String: Any])?["exposed"] as? Int == 1372)
+        #expect((g["holdout"] as? [String: Any])?["exposed"] as? Int == 148)
+        #expect(g["difference"] is [String: Any])
+        // A file with a holdout still compares with it.
+        #expect(try goal(try smallJSON())["comparison"] as? String == "holdout")
+    }
+
     @Test func untilClosesMoreWindows() throws {
         let t = try #require(try goal(try smallJSON(until: "+1d"))["treatment"] as? [String: Any])
         #expect(t["full_window"] as? Int == 4)

@@ -55,6 +55,10 @@ public enum Verdict: Sendable {
         }
     }
 
+    /// The codes of verdicts that put an action off rather than end its trigger (quiet hours' hold, a send rate): what
+    /// becomes of it is counted again when it comes due, so a rule's outcomes add up without them.
+    public static let deferringCodes: Set<String> = ["held", "rate"]
+
     /// A short machine-readable reason: `fired`, `where`, `if`, `audience`, `limit:per_day`, `lost`, `not_live`…
     public var code: String {
         switch self {

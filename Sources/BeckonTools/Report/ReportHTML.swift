@@ -63,12 +63,12 @@ enum ReportHTML {
         s += " · \(u.usersTriggered) users triggered a rule · \(u.exposed.treatment) exposed"
         if u.holdout > 0 { s += " · \(u.exposed.holdout) held back" }
         s +=
-            "</p>\n<table><tr><th>rule</th><th>triggered</th><th>fired</th><th>held back</th><th>scheduled</th><th>not fired</th></tr>\n"
+            "</p>\n<table><tr><th>rule</th><th>triggered</th><th>fired</th><th>held back</th><th>pending</th><th>not fired</th></tr>\n"
         for row in u.rules {
             let not = row.suppressed.map { "\($0.reason) \($0.count)" }.joined(separator: ", ")
             s +=
                 "<tr><td>\(escape(row.id))</td><td>\(row.triggered)</td><td>\(row.fired)</td><td>\(row.heldBack)</td>"
-                + "<td>\(row.scheduled)</td><td>\(escape(not.isEmpty ? "-" : not))</td></tr>\n"
+                + "<td>\(row.pending)</td><td>\(escape(not.isEmpty ? "-" : not))</td></tr>\n"
         }
         s += "</table>\n"
         var stages: [(String, Int, Int)] = [
@@ -133,16 +133,16 @@ enum ReportHTML {
                 + "<td>\(ReportRunner.time(x.p90))</td></tr>\n"
         }
         s += row("treatment", g.treatment, treatmentColor)
-        if let h = g.holdout { s += row("holdout", h, holdoutColor) }
+        if let h = g.holdout { s += row(g.comparison, h, holdoutColor) }
         s += "</table>\n"
         if let d = g.difference {
             let cls = d.low > 0 ? "good" : d.high < 0 ? "bad" : ""
             s +=
-                "<p class=\"\(cls)\">Treatment − holdout: <b>\(ReportRunner.points(d.estimate)) points</b>, 95% CI "
+                "<p class=\"\(cls)\">Treatment − \(g.comparison): <b>\(ReportRunner.points(d.estimate)) points</b>, 95% CI "
                 + "[\(ReportRunner.points(d.low)), \(ReportRunner.points(d.high))]</p>\n"
         }
         var series = [("treatment", treatmentColor, g.treatment)]
-        if let h = g.holdout { series.append(("holdout", holdoutColor, h)) }
+        if let h = g.holdout { series.append((g.comparison, holdoutColor, h)) }
         s += "<div class=\"charts\">"
         s += "<figure><figcaption>Conversion by day of exposure</figcaption>\(overTime(series))</figure>"
         s +=

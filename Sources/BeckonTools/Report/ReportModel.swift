@@ -6,7 +6,10 @@ struct Report {
     var paths: [String]
     var eventsFile: String
     var events = 0
+    /// People: ids merged into another (an anonymous visitor who signed in) are counted once, as that user.
     var users = 0
+    /// Ids seen that were merged into another.
+    var mergedIDs = 0
     var badLines = 0
     var duplicates = 0
     /// Events that do not fit the tracking plans (processed all the same).
@@ -58,14 +61,21 @@ struct Groups<T> {
     var holdout: T
 }
 
+/// One rule's funnel: every trigger ends in exactly one of fired, held back, still pending at the end, or a reason it
+/// did not fire, so `triggered = fired + heldBack + pending + sum(suppressed)`.
 struct RuleRow {
     var id: String
     var triggered: Int
     var fired: Int
     var heldBack: Int
+    /// Delayed actions that went into a wait (`wait`, `at`, a schedule's run): each also ends in one of the others.
     var scheduled: Int
-    /// Why triggers did not fire, most frequent first: `limit:per_day`, `lost`, `if`, `global_limit:per_session`…
+    /// Still waiting for their time at the end of observation.
+    var pending: Int
+    /// Why triggers did not fire, most frequent first: `limit:per_day`, `lost`, `if`, `replaced`, `cancelled`…
     var suppressed: [(reason: String, count: Int)]
+    /// Times an action was put off on its way (quiet hours' `held`, a send `rate`), not where it ended.
+    var deferred: [(reason: String, count: Int)]
 }
 
 struct GoalReport {
@@ -76,8 +86,11 @@ struct GoalReport {
     /// The rule whose first fire exposes a user, or `nil` for any rule of the file.
     var exposureRule: String?
     var treatment: GroupResult
-    /// `nil` when the file has no holdout.
+    /// The comparison group: the file's holdout, or when it has none the control variant of the exposing rule's A/B
+    /// test (`nil`: neither).
     var holdout: GroupResult?
+    /// What ``holdout`` is: `holdout` or `control`.
+    var comparison = "holdout"
     /// Treatment rate minus holdout rate, with a 95% interval.
     var difference: (estimate: Double, low: Double, high: Double)?
     /// The property summed as the goal's value, when it has one.
@@ -151,11 +164,15 @@ final class ReportBuilder {
         for h in o.goalHits { hits[Int(h.unit)][h.goal][h.userID, default: []].append((h.time, h.value)) }
     }
 
+    /// The person an id is: the user it was merged into, or itself.
+    private func person(_ id: String) -> String { engine.mergedTarget(of: id) ?? id }
+
     func report(paths: [String], eventsFile: String, badLines: Int, end: Int64?) -> Report {
         var report = Report(paths: paths, eventsFile: eventsFile)
         let s = engine.stats
         report.events = s.events
-        report.users = users.count
+        report.users = Set(users.map(person)).count
+        report.mergedIDs = users.count - report.users
         report.badLines = badLines
         report.duplicates = s.duplicates
         report.offPlan = s.offPlan
@@ -165,36 +182,47 @@ final class ReportBuilder {
         for (u, unit) in ruleSet.units.enumerated() {
             let rules = ruleSet.rules.filter { Int($0.unit) == u }
             var ur = UnitReport(name: unit.name, kind: unit.kind.rawValue, holdout: unit.holdout)
-            ur.usersTriggered = triggered[u].count
+            ur.usersTriggered = Set(triggered[u].map(person)).count
+            let pending = engine.pendingByRule
             ur.rules = rules.map { r in
                 let i = Int(r.index)
+                let reasons = RuleCount.reasons(s.blocked[i])
                 return RuleRow(
                     id: r.id, triggered: s.triggered[i], fired: s.fired[i], heldBack: s.heldBack[i], scheduled: s.scheduled[i],
-                    suppressed: RuleCount.reasons(s.blocked[i]))
+                    pending: pending[i], suppressed: reasons.filter { !Verdict.deferringCodes.contains($0.reason) },
+                    deferred: reasons.filter { Verdict.deferringCodes.contains($0.reason) })
             }
             let exposedAny = exposure(rules.map(\.index))
-            for user in exposedAny.keys {
-                if unit.isHeldOut(user) { ur.exposed.holdout += 1 } else { ur.exposed.treatment += 1 }
+            for first in exposedAny.values {
+                if unit.isHeldOut(first.id) { ur.exposed.holdout += 1 } else { ur.exposed.treatment += 1 }
             }
+            let goalHits = hitsByPerson(unit: u)
             for (g, goal) in unit.goals.enumerated() {
                 let exposed = goal.exposureRule.map { exposure([$0]) } ?? exposedAny
+                // Without a holdout, the control variant of the exposing rule's test is the comparison group (its
+                // users are exposed through their `held_back`: they are not the treatment).
+                let test = unit.holdout > 0 ? nil : controlledTest(goal.exposureRule, of: rules)
                 var t = GroupResult()
                 var h = GroupResult()
-                for (user, at) in exposed {
+                for (user, first) in exposed {
+                    let control =
+                        unit.isHeldOut(first.id) || test.map { $0.index(of: first.id) == $0.controlIndex } == true
                     let valued = goal.valueProperty != nil
-                    if unit.isHeldOut(user) {
-                        count(at: at, hits: hits[u][g][user], within: goal.withinMs, end: end, valued: valued, into: &h)
+                    if control {
+                        count(at: first.time, hits: goalHits[g][user], within: goal.withinMs, end: end, valued: valued, into: &h)
                     } else {
-                        count(at: at, hits: hits[u][g][user], within: goal.withinMs, end: end, valued: valued, into: &t)
+                        count(at: first.time, hits: goalHits[g][user], within: goal.withinMs, end: end, valued: valued, into: &t)
                     }
                 }
                 t.times.sort()
                 h.times.sort()
+                let compared = unit.holdout > 0 || test != nil
                 var gr = GoalReport(
                     id: goal.id, description: goal.description, event: goal.event, withinMs: goal.withinMs,
                     exposureRule: goal.exposureRule.map { ruleSet.rules[Int($0)].id }, treatment: t,
-                    holdout: unit.holdout > 0 ? h : nil, value: goal.valueProperty)
-                if unit.holdout > 0 { gr.difference = Statistics.difference(t.converted, t.complete, h.converted, h.complete) }
+                    holdout: compared ? h : nil, comparison: unit.holdout > 0 ? "holdout" : "control",
+                    value: goal.valueProperty)
+                if compared { gr.difference = Statistics.difference(t.converted, t.complete, h.converted, h.complete) }
                 ur.goals.append(gr)
             }
             ur.tests = tests(unit: u, rules: rules, exposedAny: exposedAny, end: end)
@@ -205,7 +233,9 @@ final class ReportBuilder {
 
     /// The unit's A/B tests: the file's (every rule shares its variants, hashed with the file's name), then each rule's
     /// own. Users are grouped by their variant; each variant's goal results are compared with the control's.
-    private func tests(unit u: Int, rules: [CompiledRule], exposedAny: [String: Int64], end: Int64?) -> [TestReport] {
+    private func tests(
+        unit u: Int, rules: [CompiledRule], exposedAny: [String: (time: Int64, id: String)], end: Int64?
+    ) -> [TestReport] {
         let unit = ruleSet.units[u]
         var out: [TestReport] = []
         var seen = Set<String>()
@@ -213,14 +243,16 @@ final class ReportBuilder {
             guard let v = rule.variants, seen.insert(v.salt).inserted else { continue }
             let fileTest = v.salt == unit.name
             var groups = Array(repeating: Array(repeating: GroupResult(), count: unit.goals.count), count: v.ids.count)
+            let goalHits = hitsByPerson(unit: u)
             for (g, goal) in unit.goals.enumerated() {
                 let exposed =
                     fileTest ? (goal.exposureRule.map { exposure([$0]) } ?? exposedAny) : exposure([rule.index])
-                // (A file's holdout never reaches a rule's test: its users are in neither arm.)
-                for (user, at) in exposed where !unit.isHeldOut(user) {
+                // (A file's holdout never reaches a rule's test: its users are in neither arm. A person's variant is
+                // their first exposed id's.)
+                for (user, first) in exposed where !unit.isHeldOut(first.id) {
                     count(
-                        at: at, hits: hits[u][g][user], within: goal.withinMs, end: end, valued: goal.valueProperty != nil,
-                        into: &groups[v.index(of: user)][g])
+                        at: first.time, hits: goalHits[g][user], within: goal.withinMs, end: end,
+                        valued: goal.valueProperty != nil, into: &groups[v.index(of: first.id)][g])
                 }
             }
             let control = v.controlIndex
@@ -249,13 +281,35 @@ final class ReportBuilder {
         return out
     }
 
-    /// The first exposure time per user among these rules.
-    private func exposure(_ rules: [Int32]) -> [String: Int64] {
-        var out: [String: Int64] = [:]
+    /// Per person, the first exposure among these rules: its time and the id it was under (which decides the holdout
+    /// and the variant). Ids merged into one user are one person.
+    private func exposure(_ rules: [Int32]) -> [String: (time: Int64, id: String)] {
+        var out: [String: (time: Int64, id: String)] = [:]
         for r in rules {
-            for (user, t) in firstByRule[Int(r)] { out[user] = min(out[user] ?? t, t) }
+            for (id, t) in firstByRule[Int(r)] {
+                let p = person(id)
+                if let seen = out[p], (seen.time, seen.id) <= (t, id) { continue }
+                out[p] = (t, id)
+            }
         }
         return out
+    }
+
+    /// The unit's goal events per person (each goal's), whichever of their ids sent them.
+    private func hitsByPerson(unit u: Int) -> [[String: [(time: Int64, value: Double?)]]] {
+        hits[u].map { byID in
+            var out: [String: [(time: Int64, value: Double?)]] = [:]
+            for (id, h) in byID { out[person(id), default: []] += h }
+            return out
+        }
+    }
+
+    /// The A/B test with a control that exposes users to a goal: the exposing rule's, or with none named the file's
+    /// (its rules share it).
+    private func controlledTest(_ exposure: Int32?, of rules: [CompiledRule]) -> CompiledVariants? {
+        if let exposure { return ruleSet.rules[Int(exposure)].variants.flatMap { $0.controlIndex == nil ? nil : $0 } }
+        guard let unit = rules.first.map({ ruleSet.units[Int($0.unit)].name }) else { return nil }
+        return rules.lazy.compactMap(\.variants).first { $0.controlIndex != nil && $0.salt == unit }
     }
 
     /// Counts one exposed user at `at` with their goal events `hits`: converted when one comes within the window, and

@@ -77,7 +77,7 @@ public enum ReportRunner {
 
     static func text(_ r: Report) -> String {
         var out = "report: \(r.paths.joined(separator: " ")) on \(r.eventsFile)\n"
-        out += "\(r.events) events, \(r.users) users"
+        out += "\(r.events) events, \(r.users) users" + (r.mergedIDs > 0 ? " (\(r.mergedIDs) ids merged in)" : "")
         if let f = r.first, let l = r.last { out += ", \(Timestamp(milliseconds: f)) to \(Timestamp(milliseconds: l))" }
         if let e = r.end, e != r.last { out += ", observed until \(Timestamp(milliseconds: e))" }
         out += " (bad lines \(r.badLines), duplicates \(r.duplicates)\(r.offPlan > 0 ? ", off plan \(r.offPlan)" : ""))\n"
@@ -88,14 +88,21 @@ public enum ReportRunner {
                 u.holdout > 0
                 ? "\(u.exposed.treatment) exposed, \(u.exposed.holdout) held back\n" : "\(u.exposed.treatment) exposed\n"
             let width = max(4, u.rules.map(\.id.count).max() ?? 4)
-            out += "  " + "rule".padding(width) + "  triggered  fired  held back  scheduled  not fired\n"
+            out += "  " + "rule".padding(width) + "  triggered  fired  held back  pending  not fired\n"
             for row in u.rules {
                 let not = row.suppressed.map { "\($0.reason) \($0.count)" }.joined(separator: ", ")
                 out +=
                     "  " + row.id.padding(width) + "  " + String(row.triggered).leftPadding(9) + "  "
                     + String(row.fired).leftPadding(5)
-                    + "  " + String(row.heldBack).leftPadding(9) + "  " + String(row.scheduled).leftPadding(9) + "  "
+                    + "  " + String(row.heldBack).leftPadding(9) + "  " + String(row.pending).leftPadding(7) + "  "
                     + (not.isEmpty ? "-" : not) + "\n"
+            }
+            // What waited on the way is told apart: each of those ended in one of the columns above.
+            for row in u.rules where row.scheduled > 0 || !row.deferred.isEmpty {
+                let ways =
+                    (row.scheduled > 0 ? ["\(row.scheduled) waited for their time"] : [])
+                    + row.deferred.map { "\($0.count) \($0.reason == "held" ? "held by quiet hours" : "held by the send rate")" }
+                out += "  (\(row.id): \(ways.joined(separator: ", ")); each counted once above, where it ended)\n"
             }
             for g in u.goals {
                 out += "\n  goal \(g.id)" + (g.description.map { ": \($0)" } ?? "") + "\n"
@@ -110,10 +117,10 @@ public enum ReportRunner {
                         + time(x.median).padding(8) + "  " + time(x.p90) + "\n"
                 }
                 out += line("treatment", g.treatment)
-                if let h = g.holdout { out += line("holdout", h) }
+                if let h = g.holdout { out += line(g.comparison, h) }
                 if let v = g.value {
                     out += "    \(v) per exposed user: treatment \(money(g.treatment.meanValue, g.treatment.valueInterval))"
-                    if let h = g.holdout { out += ", holdout \(money(h.meanValue, h.valueInterval))" }
+                    if let h = g.holdout { out += ", \(g.comparison) \(money(h.meanValue, h.valueInterval))" }
                     out += "\n"
                 }
                 if let d = g.difference {
@@ -227,8 +234,9 @@ public enum ReportRunner {
                                     ValueMap([
                                         ("rule", .string(row.id)), ("triggered", .int(Int64(row.triggered))),
                                         ("fired", .int(Int64(row.fired))), ("held_back", .int(Int64(row.heldBack))),
-                                        ("scheduled", .int(Int64(row.scheduled))),
+                                        ("scheduled", .int(Int64(row.scheduled))), ("pending", .int(Int64(row.pending))),
                                         ("not_fired", .map(ValueMap(row.suppressed.map { ($0.reason, .int(Int64($0.count))) }))),
+                                        ("deferred", .map(ValueMap(row.deferred.map { ($0.reason, .int(Int64($0.count))) }))),
                                     ]))
                             })
                     ),
@@ -240,6 +248,7 @@ public enum ReportRunner {
                                     ("goal", .string(g.id)), ("event", .string(g.event)), ("within_ms", .int(g.withinMs)),
                                     ("exposure", g.exposureRule.map { .string($0) } ?? .null), ("treatment", group(g.treatment)),
                                     ("holdout", g.holdout.map(group) ?? .null),
+                                    ("comparison", g.holdout == nil ? .null : .string(g.comparison)),
                                 ])
                                 if let d = g.difference {
                                     m[string: "difference"] = .map(
@@ -293,7 +302,8 @@ public enum ReportRunner {
         return .map(
             ValueMap([
                 ("rules", .list(r.paths.map { .string($0) })), ("events_file", .string(r.eventsFile)),
-                ("events", .int(Int64(r.events))), ("users", .int(Int64(r.users))), ("bad_lines", .int(Int64(r.badLines))),
+                ("events", .int(Int64(r.events))), ("users", .int(Int64(r.users))),
+                ("merged_ids", .int(Int64(r.mergedIDs))), ("bad_lines", .int(Int64(r.badLines))),
                 ("duplicates", .int(Int64(r.duplicates))), ("off_plan", .int(Int64(r.offPlan))), ("first", time(r.first)),
                 ("last", time(r.last)),
                 ("observed_until", time(r.end)), ("units", .list(units)),

@@ -81,6 +81,13 @@ extension Engine {
     /// Pending delayed actions of every user, soonest first.
     public var pendingCount: Int { store.allProfiles().reduce(0) { $0 + $1.pending.count } }
 
+    /// Pending delayed actions by rule index (of the users held): the triggers still waiting for their time.
+    public var pendingByRule: [Int] {
+        var out = Array(repeating: 0, count: ruleSet.rules.count)
+        for p in store.allProfiles() { for a in p.pending { out[Int(a.rule)] += 1 } }
+        return out
+    }
+
     /// Re-reads pending actions from the store into the queue: those of the profiles it holds, and for each user whose
     /// saved state holds some (``StateStore/usersWithPendingActions()``), a placeholder due with their soonest, which
     /// loads them when it comes due.
@@ -123,6 +130,8 @@ extension Engine {
                 note(rule.index, .alreadyPending(due: first.due), now: now, userID: profile.userID, trigger: trigger, out: &out)
                 return
             case .restart:
+                // (Each action replaced ends its trigger there: counted, so that a rule's outcomes add up.)
+                count(rule.index, RuleCounter.replaced, by: existing.count)
                 profile.pending.removeAll { $0.rule == rule.index }
             case .add:
                 if existing.count >= Engine.maxPendingPerRule {

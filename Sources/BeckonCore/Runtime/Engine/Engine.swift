@@ -79,6 +79,8 @@ public final class Engine {
         s.blocked = (0..<n).map { r in
             var m = otherBlocks[r]
             if skipped[r] > 0 { m[ActionKind.skipped.rawValue] = skipped[r] }
+            let replaced = counts[r * RuleCounter.width + RuleCounter.replaced]
+            if replaced > 0 { m["replaced"] = replaced }
             for (i, code) in Verdict.blockCodes.enumerated() {
                 let c = counts[r * RuleCounter.width + RuleCounter.blocks + i]
                 if c > 0 { m[code, default: 0] += c }
@@ -99,8 +101,10 @@ public final class Engine {
         static let heldBack = 3
         /// Fires whose every action was `skipped` (a push or email with no address): not counted as fired.
         static let skipped = 4
+        /// Delayed actions dropped for a later trigger of their rule (`retrigger: restart`).
+        static let replaced = 5
         /// Then one per entry of ``Verdict/blockCodes``.
-        static let blocks = 5
+        static let blocks = 6
         static let width = blocks + Verdict.blockCodeCount
     }
 
