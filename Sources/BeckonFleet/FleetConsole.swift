@@ -49,6 +49,10 @@ struct FleetConsoleStore: ConsoleStore {
 
     func state(of user: String) async throws -> UserState? { try await log.state(of: user) }
 
+    func storedStates(after: String?, limit: Int) async throws -> [(userID: String, bytes: [UInt8])] {
+        try await log.states(after: after, limit: limit)
+    }
+
     func activity(at now: Int64) async -> [String: [Int64: RuleActivity.Counts]] {
         let oldest = (now - Milliseconds.day) / RuleActivity.bucketMs
         var out = activity.buckets(since: oldest)

@@ -47,6 +47,8 @@ public enum Playground {
         public var badLines: [String] = []
         /// Why the input was refused or the run stopped early, in words.
         public var stopped: String?
+        /// The rules as edited, when they compiled (what a service sizes an edited schedule's audience with).
+        public var ruleSet: CompiledRuleSet?
     }
 
     /// Loads `files` with `edited`'s text in place of the file at `path` (or added, when the set has no such file),
@@ -79,6 +81,7 @@ public enum Playground {
         }
         result.errors = loaded.errorCount
         guard let ruleSet = loaded.ruleSet else { return result }
+        result.ruleSet = ruleSet
 
         let lines = Self.lines(events)
         if lines.count(where: { !$0.isEmpty }) > limits.eventLines {

@@ -706,6 +706,17 @@ class Broadcast(WallClockRules):
             self.assertIn("did you mean 'digest/news'?", body["error"])
             self.assertEqual(server.request("GET", "/admin/audience", headers={"Authorization": f"Bearer {ADMIN_KEY}"})[0], 400)
             self.assertEqual(self.audience(server, "digest/news", key="wrong")[0], 401)
+            # The console: beside the scheduled rule on the overview, and an edit's reach in the playground.
+            c = HTTP(server.port)
+            c.login()
+            _, _, overview, _ = c.request("GET", "/console")
+            self.assertRegex(overview, r"<th scope=\"row\">digest/news</th><td>every monday 10:00</td><td>20 of 30 stored users</td>")
+            rules_path = f"{self.tmp.name}/rules/digest.yaml"
+            edited = broadcast_rules("every monday 10:00").replace('if: default(user.plan, "") != "pro"', "if: true")
+            status, _, page, _ = c.request("POST", "/console/playground", form={
+                "csrf": c.csrf(), "path": rules_path, "rules": edited, "events": ""})
+            self.assertEqual(status, 200, page[:300])
+            self.assertIn("digest/news: this edit would reach 30 of 30 stored users now", page)
             self.assertEqual(server.all_actions("u01"), [], "sizing an audience fired something")
         finally:
             self.assertEqual(server.stop(), 0)

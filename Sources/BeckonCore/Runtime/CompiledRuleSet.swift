@@ -37,6 +37,8 @@ public final class CompiledRuleSet: Sendable {
     let scheduleRules: [Int32]
     /// Some enabled rule is a `schedule`: the stored users must be reached (``Engine/reach(_:)``).
     public var hasSchedules: Bool { !scheduleRules.isEmpty }
+    /// The enabled `schedule` rules (the broadcasts), in load order.
+    public var schedules: [CompiledRule] { scheduleRules.map { rules[Int($0)] } }
     /// Some rule is `inactive_for` or `schedule` (a flag the engine reads per event without touching the lists).
     let hasTimedRules: Bool
     let memoSlots: Int

@@ -147,26 +147,14 @@ package struct API: Sendable {
         let runs = backend.console?.runs
         if let runs, !runs.take() { throw APIError.busy }
         defer { runs?.give() }
-        try await count(&counter)
-        return AudienceAnswer(rule: counter.rule.qualifiedID, counter.size, at: Timestamp(milliseconds: now).description)
-    }
-
-    private func count(_ counter: inout AudienceCounter) async throws {
-        var after: String?
-        while true {
-            let page: [(userID: String, bytes: [UInt8])]
-            do { page = try await backend.storedStates(after: after, limit: AudienceCounter.pageSize) } catch {
+        let backend = backend
+        let counted = try await AudienceCount.count([counter]) { after, limit in
+            do { return try await backend.storedStates(after: after, limit: limit) } catch {
                 throw APIError.unavailable("the stored users cannot be read now; ask again")
             }
-            guard let last = page.last else { return }
-            let before = counter
-            counter = try await Blocking.run {
-                var c = before
-                c.add(page)
-                return c
-            }
-            after = last.userID
         }
+        counter = counted[0]
+        return AudienceAnswer(rule: counter.rule.qualifiedID, counter.size, at: Timestamp(milliseconds: now).description)
     }
 
     // MARK: Email links

@@ -77,6 +77,20 @@ struct OverviewPage {
     var refused: Refused?
     var files: [File] = []
     var rules: [RuleRow] = []
+    /// The `schedule` rules, each with who it reaches now.
+    struct Broadcast {
+        var id: String
+        var schedule: String
+        /// "20 of 30 stored users" (or why it is not counted now).
+        var reach: String
+    }
+    var broadcasts: [Broadcast] = [] {
+        didSet { hasBroadcasts = !broadcasts.isEmpty }
+    }
+    /// (Stored: the templates read stored properties only.)
+    var hasBroadcasts = false
+    /// When the sizes were counted.
+    var reachAt = ""
 }
 
 struct UserPage {
@@ -209,6 +223,11 @@ struct PlaygroundPage {
     var events = ""
     var until = ""
     var result: ResultView?
+    /// With an edited `schedule` in the file: "digest/news: this edit would reach 20 of 30 stored users now".
+    var reach: [String] = [] {
+        didSet { hasReach = !reach.isEmpty }
+    }
+    var hasReach = false
 }
 
 struct ReportPage {

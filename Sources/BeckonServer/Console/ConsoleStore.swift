@@ -15,6 +15,8 @@ package protocol ConsoleStore: Sendable {
     func state(of user: String) async throws -> UserState?
     /// Each rule's counts of the last day by 5-minute bucket (``RuleActivity``), of every process.
     func activity(at now: Int64) async -> [String: [Int64: RuleActivity.Counts]]
+    /// Saved states by user id after `after`, at most `limit` (an audience's size, ``AudienceCount``).
+    func storedStates(after: String?, limit: Int) async throws -> [(userID: String, bytes: [UInt8])]
 }
 
 /// The single service's: its SQLite input log, the processing thread's states and counts.
@@ -29,6 +31,10 @@ struct SingleConsoleStore: ConsoleStore {
     func state(of user: String) async throws -> UserState? { try await processor.state(of: user) }
 
     func activity(at now: Int64) async -> [String: [Int64: RuleActivity.Counts]] { processor.activity.buckets() }
+
+    func storedStates(after: String?, limit: Int) async throws -> [(userID: String, bytes: [UInt8])] {
+        try backend.states(after: after, limit: limit)
+    }
 }
 
 extension Blocking {

@@ -90,6 +90,22 @@ enum ConsoleTemplates {
         </table>
         </div>
         </section>
+        {{#hasBroadcasts}}
+        <section aria-labelledby="broadcasts">
+        <h2 id="broadcasts">Broadcasts</h2>
+        <p class="note">Each <code>schedule</code> rule reaches every stored user its audience and <code>if</code> select
+        when its run comes. Who they select now, counted at {{reachAt}} (at most once a minute).</p>
+        <div class="scroll" tabindex="0" role="region" aria-label="Broadcasts">
+        <table>
+        <thead><tr><th scope="col">Rule</th><th scope="col">Schedule</th><th scope="col">Reaches now</th></tr></thead>
+        <tbody>
+        {{#broadcasts}}<tr><th scope="row">{{id}}</th><td>{{schedule}}</td><td>{{reach}}</td></tr>
+        {{/broadcasts}}
+        </tbody>
+        </table>
+        </div>
+        </section>
+        {{/hasBroadcasts}}
         <section aria-labelledby="live">
         <h2 id="live">Rules, live</h2>
         <p class="note">What became of each rule's trigger matches in the last hour and the last 24 hours (wall clock, counted
@@ -201,6 +217,11 @@ enum ConsoleTemplates {
         {{^problems}}<p>No problems.</p>{{/problems}}
         </section>
         {{#stopped}}<p class="alert" role="alert">{{.}}</p>{{/stopped}}
+        {{#hasReach}}<section aria-labelledby="reach">
+        <h2 id="reach">Reach</h2>
+        {{#reach}}<p>{{.}}</p>
+        {{/reach}}
+        </section>{{/hasReach}}
         {{#ran}}
         <section aria-labelledby="dryrun">
         <h2 id="dryrun">Dry run</h2>

@@ -34,6 +34,10 @@ package struct WebConsole: Sendable {
     /// Heavy work under way: playground runs, the console's whole-log reads, and privacy exports and forgets (at most
     /// ``maxRuns`` at once: each takes a thread for as long as it reads).
     let runs = Slots(WebConsole.maxRuns)
+    /// The last audience sizes of the schedules counted for the overview: the rule set's digest, when, the sizes.
+    let audienceCache = AudienceCache()
+    /// How long the overview shows an audience count before counting again.
+    static let audienceMs: Int64 = 60_000
 
     /// Heavy work at once: playground runs and reads of the whole input log (timelines, "the last N events",
     /// reports), each on a thread of its own.
@@ -226,7 +230,51 @@ package struct WebConsole: Sendable {
                 id: rule.qualifiedID, anchor: Self.anchor(rule.qualifiedID), hour: .init(s.hour), day: .init(s.day),
                 chart: Self.chart(triggered: s.triggeredByHour, fired: s.firedByHour))
         }
+        let schedules = rules.ruleSet.schedules
+        if !schedules.isEmpty {
+            let (sizes, at) = await audiences(of: rules, now: now)
+            page.reachAt = Timestamp(milliseconds: at).description
+            page.broadcasts = schedules.map { r in
+                OverviewPage.Broadcast(
+                    id: r.qualifiedID,
+                    schedule: r.triggerDescription.hasPrefix("schedule:")
+                        ? String(r.triggerDescription.dropFirst(9)) : r.triggerDescription,
+                    reach: sizes.map { Self.reach($0[r.qualifiedID]) } ?? "not counted now (other heavy work is under way)")
+            }
+        }
         return Self.html(.ok, ConsoleTemplates.render(page, "overview"))
+    }
+
+    // MARK: Audiences
+
+    /// "20 of 30 stored users".
+    static func reach(_ size: AudienceSize?) -> String {
+        guard let size else { return "-" }
+        return "\(size.users) of \(size.stored) stored users"
+            + (size.undecodable > 0 ? " (\(size.undecodable) states did not decode)" : "")
+    }
+
+    /// The audience sizes of `rules`' schedules by qualified id and when they were counted: the last count if it is of
+    /// this rule set and under ``audienceMs`` old, else a new one in a heavy-work slot (`nil`: no slot free).
+    func audiences(of rules: ServingRules, now: Int64) async -> ([String: AudienceSize]?, Int64) {
+        if let last = audienceCache.value.withLock({ $0 }), last.digest == rules.digest, now - last.at < Self.audienceMs {
+            return (last.sizes, last.at)
+        }
+        guard runs.take() else { return (nil, now) }
+        defer { runs.give() }
+        let counters = rules.ruleSet.schedules.compactMap {
+            AudienceCounter(ruleSet: rules.ruleSet, rule: $0.qualifiedID, now: now)
+        }
+        let store = store
+        do {
+            let counted = try await AudienceCount.count(counters) { try await store.storedStates(after: $0, limit: $1) }
+            let sizes = Dictionary(counted.map { ($0.rule.qualifiedID, $0.size) }, uniquingKeysWith: { a, _ in a })
+            audienceCache.value.withLock { $0 = (rules.digest, now, sizes) }
+            return (sizes, now)
+        } catch {
+            logger.warning("the stored users could not be read for the audiences", metadata: ["error": "\(error)"])
+            return (nil, now)
+        }
     }
 
     /// An id made of letters, digits and `-` (for an element id).
@@ -401,6 +449,22 @@ package struct WebConsole: Sendable {
             Playground.run(files: files, path: path, edited: rules, events: events, until: until.isEmpty ? nil : until)
         }
         page.result = .init(result)
+        // An edited schedule: who it would reach now among the stored users (one pass for the file's schedules).
+        if let edited = result.ruleSet {
+            let now = Processor.nowMs()
+            let counters = edited.schedules.filter { $0.location.file == path }.compactMap {
+                AudienceCounter(ruleSet: edited, rule: $0.qualifiedID, now: now)
+            }
+            if !counters.isEmpty {
+                let store = store
+                let counted = try? await AudienceCount.count(counters) {
+                    try await store.storedStates(after: $0, limit: $1)
+                }
+                page.reach =
+                    counted?.map { "\($0.rule.qualifiedID): this edit would reach \(Self.reach($0.size)) now" }
+                    ?? ["The stored users could not be read now; run it again."]
+            }
+        }
         return Self.html(.ok, ConsoleTemplates.render(page, "playground"))
     }
 
@@ -498,4 +562,9 @@ final class Slots: Sendable {
         }
     }
     func give() { used.withLock { $0 -= 1 } }
+}
+
+/// The overview's last count of the schedules' audiences: of which rule set (its digest), when, and the sizes.
+final class AudienceCache: Sendable {
+    let value = Mutex<(digest: String, at: Int64, sizes: [String: AudienceSize])?>(nil)
 }
