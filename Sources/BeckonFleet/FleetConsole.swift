@@ -53,6 +53,8 @@ struct FleetConsoleStore: ConsoleStore {
         try await log.states(after: after, limit: limit)
     }
 
+    var logsTicks: Bool { false }
+
     func activity(at now: Int64) async -> [String: [Int64: RuleActivity.Counts]] {
         let oldest = (now - Milliseconds.day) / RuleActivity.bucketMs
         var out = activity.buckets(since: oldest)

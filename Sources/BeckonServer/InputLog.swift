@@ -239,13 +239,18 @@ package struct InputLog: Sendable {
     /// Calls `body` with each event of a record that decodes under `decoder`, with its JSON as it arrived, in order:
     /// the readers of stored events (privacy exports, the console). Events that do not decode and the rest of a
     /// damaged record are passed over; what `body` throws stops the record and is thrown.
+    /// With `tick`, the clock's ticks of the record too, in their place (what a replay moves the clock by); with
+    /// `arrivals`, each event's arrival as one, before it (a store that logs no ticks: a fleet's).
     package static func events(
-        in record: [UInt8], decoder: SegmentDecoder, _ body: (BoundEvent, ArraySlice<UInt8>) throws -> Void
+        in record: [UInt8], decoder: SegmentDecoder, tick: ((Int64) -> Void)? = nil, arrivals: Bool = false,
+        _ body: (BoundEvent, ArraySlice<UInt8>) throws -> Void
     ) throws {
         var thrown: (any Error)?
         try? read(record) { input in
-            guard thrown == nil, case .event(let json, let arrival) = input, let e = try? decoder.decode(json, arrival: arrival)
-            else { return }
+            guard thrown == nil else { return }
+            if case .tick(let t) = input { tick?(t) }
+            if arrivals, case .event(_, let arrival) = input, let t = arrival.receivedAt { tick?(t) }
+            guard case .event(let json, let arrival) = input, let e = try? decoder.decode(json, arrival: arrival) else { return }
             do { try body(e, json) } catch { thrown = error }
         }
         if let thrown { throw thrown }

@@ -75,6 +75,7 @@ public enum ExplainRunner {
         }
 
         /// Lets time run to `end` so that delayed actions due by then fire.
+        /// Lets time pass to `end`: what comes due fires (a step when anything did).
         mutating func finish(at end: Int64) {
             guard end != Int64.min else { return }
             let due = engine.advance(to: end)
@@ -208,11 +209,17 @@ public enum ExplainRunner {
 
     /// `beckon explain`'s steps for `user` over `events` (a fresh engine: the events in order, other users' skipped),
     /// then time run on to `until` if given; with the pending delayed actions' lines at the end.
+    ///
+    /// `clocks` (by event, when given): the clock a service had moved to when it processed the event, time let pass to
+    /// first, so a replay judges a late event as the service did (docs/events.md#events-out-of-time-order).
     public static func timeline(
-        ruleSet: CompiledRuleSet, events: [BoundEvent], user: String, until: Int64? = nil
+        ruleSet: CompiledRuleSet, events: [BoundEvent], clocks: [Int64?] = [], user: String, until: Int64? = nil
     ) -> (steps: [TimelineStep], pending: [String]) {
         var tracer = Tracer(ruleSet: ruleSet, user: user, rule: nil)
-        for e in events { tracer.feed(e) }
+        for (i, e) in events.enumerated() {
+            if i < clocks.count, let clock = clocks[i] { tracer.finish(at: clock) }
+            tracer.feed(e)
+        }
         if let until { tracer.finish(at: max(until, tracer.streamEnd)) }
         let steps = tracer.steps.map { s in
             TimelineStep(time: s.time, title: s.title, isEvent: s.event != nil, lines: lines(of: s, rule: nil) ?? [])

@@ -13,6 +13,7 @@ import base64
 import glob
 import hashlib
 import hmac
+import html
 import http.client
 import json
 import os
@@ -830,6 +831,42 @@ events:
             text = server.request("GET", "/metrics")[1].decode()
             self.assertIn('beckon_ingest_events_total{result="off_plan"} 2', text)
             self.assertIn('beckon_ingest_events_total{result="accepted"} 4', text)
+        finally:
+            self.assertEqual(server.stop(), 0)
+
+
+class LateEventsReplay(WallClockRules):
+    """Late events are judged as they arrived, live and in the console's timeline alike (docs/events.md, "Events out of
+    time order"): a run that came due before a batch of late events arrived fired without them, and the timeline's
+    replay lets time pass to the service's clock before each event, so it says the same."""
+    RULES = BROADCAST_BASE
+
+    def test_a_run_before_late_events_is_judged_without_them_in_the_timeline_too(self):
+        server = self.server()
+        try:
+            self.assertEqual(server.post("/v1/batch", {"batch": [
+                {"type": "identify", "userId": "u", "messageId": "i-u", "traits": {"plan": "free"}}]})[0], 200)
+            at = time.time() + 4
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
+            with open(f"{self.tmp.name}/rules/digest.yaml", "w") as f:
+                f.write(broadcast_rules(stamp).replace('if: default(user.plan, "") != "pro"',
+                                                       'if: count("Opened", "lifetime") == 0'))
+            got, body = server.request("POST", "/admin/reload", headers={"Authorization": f"Bearer {ADMIN_KEY}"})
+            self.assertEqual(got, 200, body)
+            # The run comes due (nothing was opened yet), then an Opened stamped before it arrives, late.
+            deadline = time.time() + 20
+            while time.time() < deadline and not server.all_actions("u"):
+                time.sleep(0.2)
+            self.assertEqual([a["rule"] for a in server.all_actions("u")], ["news"])
+            before = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at - 2))
+            self.assertEqual(server.post("/v1/batch", {"batch": [
+                {"type": "track", "event": "Opened", "userId": "u", "messageId": "o-u", "timestamp": before}]})[0], 200)
+            c = HTTP(server.port)
+            c.login()
+            _, _, page, _ = c.request("GET", "/console/user?id=u")
+            steps = html.unescape(page)
+            self.assertIn("✓ digest/news", steps, "the timeline fired the run as the service did")
+            self.assertNotIn("✗ digest/news", steps)
         finally:
             self.assertEqual(server.stop(), 0)
 

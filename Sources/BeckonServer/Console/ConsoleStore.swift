@@ -17,6 +17,9 @@ package protocol ConsoleStore: Sendable {
     func activity(at now: Int64) async -> [String: [Int64: RuleActivity.Counts]]
     /// Saved states by user id after `after`, at most `limit` (an audience's size, ``AudienceCount``).
     func storedStates(after: String?, limit: Int) async throws -> [(userID: String, bytes: [UInt8])]
+    /// Whether the records hold the clock's ticks (a single service's input log); else a timeline takes each event's
+    /// arrival as the clock it was processed at (a fleet's log: docs/events.md#events-out-of-time-order).
+    var logsTicks: Bool { get }
 }
 
 /// The single service's: its SQLite input log, the processing thread's states and counts.
@@ -35,6 +38,8 @@ struct SingleConsoleStore: ConsoleStore {
     func storedStates(after: String?, limit: Int) async throws -> [(userID: String, bytes: [UInt8])] {
         try backend.states(after: after, limit: limit)
     }
+
+    var logsTicks: Bool { true }
 }
 
 extension Blocking {

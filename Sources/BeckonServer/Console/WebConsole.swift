@@ -307,28 +307,38 @@ package struct WebConsole: Sendable {
 
     /// The latest (at most `limit`) events of `user` in the input log, decoded as the service decoded them, and how
     /// many there are; with `lines`, each also as a line `dry-run` reads the same (``replayLine(_:json:)``).
+    ///
+    /// Each event comes with the service's clock when it was processed, when that clock had moved since the user's
+    /// previous event (`clocks`, by event): a replay lets time pass to it first, so that what came due for the user
+    /// before a late event had come due before it there too (docs/events.md#events-out-of-time-order).
     func events(
         of user: String, limit: Int, lines wanted: Bool
     ) throws -> (
-        events: [BoundEvent], lines: [String], total: Int
+        events: [BoundEvent], clocks: [Int64?], lines: [String], total: Int
     ) {
         var events: [BoundEvent] = []
+        var clocks: [Int64?] = []
         var lines: [String] = []
         var total = 0
+        var clock = Int64.min
+        var passed = Int64.min
         func trim(to n: Int) {
             guard events.count > n else { return }
             events.removeFirst(events.count - n)
+            clocks.removeFirst(clocks.count - n)
             if wanted { lines.removeFirst(lines.count - n) }
         }
-        try Self.eachStoredEvent(store, naming: user, current.value.decoder) { e, json in
+        try Self.eachStoredEvent(store, naming: user, current.value.decoder, tick: { clock = max(clock, $0) }) { e, json in
             guard e.userID == user else { return }
             total += 1
             events.append(e)
+            clocks.append(clock > passed ? clock : nil)
+            passed = max(passed, clock)
             if wanted { lines.append(Self.replayLine(e, json: json)) }
             if events.count > 2 * limit { trim(to: limit) }
         }
         trim(to: limit)
-        return (events, lines, total)
+        return (events, clocks, lines, total)
     }
 
     /// A stored event as a line that reads back as the event the service processed: its `type` and `timestamp` as
@@ -352,10 +362,13 @@ package struct WebConsole: Sendable {
     /// Each event of the input log in order, decoded as the service decoded it (`decoder`: the rules served), with
     /// its JSON as it arrived. Records or events that do not decode are passed over.
     static func eachStoredEvent(
-        _ store: any ConsoleStore, naming user: String? = nil, _ decoder: SegmentDecoder,
+        _ store: any ConsoleStore, naming user: String? = nil, _ decoder: SegmentDecoder, tick: ((Int64) -> Void)? = nil,
         _ body: (BoundEvent, ArraySlice<UInt8>) throws -> Void
     ) throws {
-        try store.eachRecord(naming: user) { bytes in try InputLog.events(in: bytes, decoder: decoder, body) }
+        let arrivals = tick != nil && !store.logsTicks
+        try store.eachRecord(naming: user) { bytes in
+            try InputLog.events(in: bytes, decoder: decoder, tick: tick, arrivals: arrivals, body)
+        }
     }
 
     func timeline(_ session: ConsoleSessions.Session, query: FormData) async throws -> Response {
@@ -377,7 +390,9 @@ package struct WebConsole: Sendable {
             let (trace, total) = try await heavy({
                 let found = try console.events(of: user, limit: Self.maxUserEvents, lines: false)
                 return (
-                    ExplainRunner.timeline(ruleSet: rules.ruleSet, events: found.events, user: user, until: until), found.total
+                    ExplainRunner.timeline(
+                        ruleSet: rules.ruleSet, events: found.events, clocks: found.clocks, user: user, until: until),
+                    found.total
                 )
             })
         else { return busy(session) }
