@@ -43,6 +43,29 @@ struct IdentityTests {
         Event(kind: .identify, userID: user, timestamp: t(time), traits: ValueMap(traits), previousID: anonymousID)
     }
 
+    /// What came due before a sign-in fires before the merge, for the id it was set for: the same whether or not
+    /// another user's event moved the stream's clock past it first (as the wall clock had, live).
+    @Test func whatCameDueBeforeASignInFiresForItsOwnIDWhateverOtherUsersSent() throws {
+        let rs = try load(Self.rules)
+        func pushes(_ events: [Event]) -> [String] {
+            let engine = Engine(ruleSet: rs)
+            return events.flatMap { engine.process($0).actions }.filter { $0.rule == "abandoned" }.map {
+                "\($0.userID) \(Timestamp(milliseconds: $0.time))"
+            }
+        }
+        let added = anon("Product Added", at: "2026-03-01T09:00:00Z", [("product", .string("shoes"))])
+        let signedIn = signIn(at: "2026-03-01T11:30:00Z")
+        let other = track("Opened", "zed", at: "2026-03-01T11:10:00Z")
+        let alone = pushes([added, signedIn])
+        #expect(alone == ["anon-1 2026-03-01T11:00:00Z"])
+        #expect(pushes([added, other, signedIn]) == alone)
+        // Not due yet at the sign-in: it moves with the merge and fires for the known user.
+        #expect(
+            pushes([added, signIn(at: "2026-03-01T10:30:00Z"), track("Opened", "zed", at: "2026-03-01T12:00:00Z")]) == [
+                "ann 2026-03-01T11:00:00Z"
+            ])
+    }
+
     func lines(_ rs: CompiledRuleSet, _ events: [Event], until: String? = nil) -> [String] {
         let engine = Engine(ruleSet: rs)
         var out = events.flatMap { engine.process($0).actions.map { "\($0.userID) \($0.rule) \($0.kind)" } }

@@ -289,7 +289,19 @@ public final class Engine {
         }
         // An identify with an anonymous id, or an alias: the earlier id's user is merged into this one first.
         // (Not for a copy of an event already processed: a duplicate changes nothing, identities included.)
-        if let before = e.previousID, options.mergesIdentities, !alreadySeen(e) { merge(before, into: e.userID) }
+        if let before = e.previousID, options.mergesIdentities, !alreadySeen(e) {
+            // Time passes first, as it did live: what came due by the sign-in's time fires before the merge, for the
+            // id it was set for, whatever other users' events moved the stream's clock to (docs/events.md).
+            moveClock(e.timestamp, user: e.userID)
+            if let due = timers.min, due.due <= clock { advance(to: clock, into: &out) }
+            for id in [before, e.userID] {
+                if let p = loadedProfile(id, create: false), p.mergedInto == nil, !p.pending.isEmpty {
+                    fireOwnDue(p, upTo: max(e.timestamp, p.clock), into: &out)
+                    if memoryTable == nil { stored(p) }
+                }
+            }
+            merge(before, into: e.userID)
+        }
         // A push device the event reports (its context's token) is kept with the user (docs/push.md).
         if let d = e.device { report(d, for: e.userID) }
         // The in-memory store's profile is borrowed from its table for the event (no reference counted); another
