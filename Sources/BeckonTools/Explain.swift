@@ -171,6 +171,7 @@ public enum ExplainRunner {
         var out: [String] = []
         if step.outcome.status == .duplicate { out.append("  duplicate messageId: dropped") }
         if step.outcome.late { out.append("  late: evaluated at the user's clock") }
+        for m in step.event?.offPlan ?? [] { out.append("  off plan: \(m)") }
         if let n = step.notTriggered { out.append("  \(n)") }
         if rule == nil && verdicts.isEmpty && step.outcome.status != .duplicate {
             out.append("  no rule is triggered by this event")
@@ -243,6 +244,7 @@ public enum ExplainRunner {
             }
             if step.outcome.status == .duplicate { m[string: "duplicate"] = .bool(true) }
             if step.outcome.late { m[string: "late"] = .bool(true) }
+            if let off = step.event?.offPlan, !off.isEmpty { m[string: "off_plan"] = .list(off.map { .string($0) }) }
             if let n = step.notTriggered { m[string: "not_triggered"] = .string(n) }
             m[string: "verdicts"] = .list(
                 verdicts.map { v in

@@ -28,9 +28,14 @@ struct ExplainTests {
             name: "bossup_reprompt", rules: "rules/bossup", events: "samples/bossup/ios_facebook_denied_reprompt.jsonl",
             user: "ben",
             rule: "reprompt_tracking"),
+        // Events off the tracking plan: each says what does not fit; the converted values show as the rule saw them.
+        Case(
+            name: "off_plan_a", rules: "Tests/BeckonCommandsTests/Fixtures/dryrun/off_plan",
+            events: "Tests/BeckonCommandsTests/Fixtures/dryrun/off_plan/events.jsonl", user: "a"),
     ]
 
-    func run(_ c: Case, _ format: ExplainRunner.Format) -> (Int32, String) {
+    /// The status, and standard output then standard error (its paths relative to the project).
+    func run(_ c: Case, _ format: ExplainRunner.Format) -> (Int32, String, stdout: String) {
         let root = SeedRuleSetTests.root
         let console = StringConsole()
         let status = ExplainRunner.run(
@@ -39,21 +44,21 @@ struct ExplainTests {
                 user: c.user,
                 rule: c.rule, format: format, until: c.until),
             console: console)
-        return (status, console.stdout + console.stderr)
+        return (status, console.stdout + Snapshot.relative(console.stderr), console.stdout)
     }
 
     @Test(arguments: cases)
     func text(_ c: Case) {
-        let (status, out) = run(c, .text)
+        let (status, out, _) = run(c, .text)
         #expect(status == 0)
         Snapshot.assert(out, named: "explain/\(c.name).txt")
     }
 
     @Test(arguments: cases)
     func json(_ c: Case) throws {
-        let (status, out) = run(c, .json)
+        let (status, out, stdout) = run(c, .json)
         #expect(status == 0)
-        #expect((try? JSONSerialization.jsonObject(with: Data(out.utf8))) != nil)
+        #expect((try? JSONSerialization.jsonObject(with: Data(stdout.utf8))) != nil)
         Snapshot.assert(out, named: "explain/\(c.name).json")
     }
 
