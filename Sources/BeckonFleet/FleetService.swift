@@ -9,6 +9,7 @@ import Logging
 import NIOCore
 import Prometheus
 import ServiceLifecycle
+import Synchronization
 import UnixSignals
 
 /// `beckon serve --postgres URL`: one process of a fleet that shares a PostgreSQL database (docs/fleet.md). The same
@@ -124,6 +125,8 @@ public final class FleetService: ServiceBackend {
                 .init(service: Pool(log: log)), .init(service: worker),
                 .init(service: AfterReady(worker: worker, service: deliverer)),
                 .init(service: HangupReloads(reloader: reloader)),
+                .init(service: ActionNotices(log: log, feed: worker.feed, listening: listening)),
+                .init(service: worker.notices),
                 .init(
                     service: AfterReady(
                         worker: worker,
@@ -231,9 +234,14 @@ public final class FleetService: ServiceBackend {
     /// lease may move).
     package func actionsMark(of user: String) -> UInt64 { worker.feed.version(of: user) }
     package func waitForActions(of user: String, seen: UInt64, seconds: Double) async {
-        let local = worker.holds(FleetLog.partition(of: user))
-        await worker.feed.wait(for: user, seen: seen, seconds: min(seconds, local ? 1 : 0.1))
+        // Notices wake the poll when any process stores actions for the user; it looks again each second all the
+        // same (its partition may move), and every 100 ms while this process cannot listen for the notices.
+        let told = worker.holds(FleetLog.partition(of: user)) || listening.value.load(ordering: .relaxed)
+        await worker.feed.wait(for: user, seen: seen, seconds: min(seconds, told ? 1 : 0.1))
     }
+
+    /// Whether this process listens for other processes' notices of new actions (``ActionNotices``).
+    let listening = ActionNotices.Listening()
 
     /// Waits until `partition` has processed up to `seq` (at most `seconds`); returns whether it has.
     package func waitProcessed(_ partition: Int, _ seq: Int64, seconds: Int64 = 10) async throws -> Bool {

@@ -123,6 +123,8 @@ final class FleetWorker: Service, Sendable {
     let committer: BatchCommitter
     /// Wakes the long polls of users whose actions this process's runners stored.
     let feed = ActionFeed()
+    /// The notices of this process's new actions to the others (run as a service of the fleet's own).
+    let notices: ActionNoticer
     let logger: Logger
     let faults: FaultLog
     private let readyState = Mutex(false)
@@ -144,6 +146,7 @@ final class FleetWorker: Service, Sendable {
         self.logger = logger
         faults = FaultLog(logger: logger)
         committer = BatchCommitter(log: log)
+        notices = ActionNoticer(log: log, logger: logger)
     }
 
     /// Whether this process holds `partition` now.
@@ -280,7 +283,8 @@ final class FleetWorker: Service, Sendable {
                     held[p] = handle
                     let runner = PartitionRunner(
                         handle: handle, log: log, rules: rules, clock: clock, metrics: metrics, appended: poller,
-                        committer: committer, feed: feed, activity: activity, faults: faults, logger: logger)
+                        committer: committer, feed: feed, notices: notices, activity: activity, faults: faults,
+                        logger: logger)
                     group.addTask { await runner.run() }
                 }
             }

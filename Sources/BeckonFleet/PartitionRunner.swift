@@ -100,6 +100,7 @@ final class PartitionRunner {
     let appended: Poller
     let committer: BatchCommitter
     let feed: ActionFeed
+    let notices: ActionNoticer
     let logger: Logger
     let faults: FaultLog
     private var engine: Engine?
@@ -123,10 +124,11 @@ final class PartitionRunner {
 
     init(
         handle: PartitionHandle, log: FleetLog, rules: FleetRules, clock: ClockMode, metrics: FleetMetrics,
-        appended: Poller, committer: BatchCommitter, feed: ActionFeed, activity: RuleActivity, faults: FaultLog,
-        logger: Logger
+        appended: Poller, committer: BatchCommitter, feed: ActionFeed, notices: ActionNoticer, activity: RuleActivity,
+        faults: FaultLog, logger: Logger
     ) {
         self.feed = feed
+        self.notices = notices
         self.activity = activity
         self.faults = faults
         self.handle = handle
@@ -301,7 +303,12 @@ final class PartitionRunner {
         metrics.commitSeconds.record(ContinuousClock.now - started)
         activity.add(tracker.take(engine.stats, names: ruleNames), at: now)
         processed = commit.processed
-        if !fired.isEmpty { feed.notify(Set(fired.map(\.0.userID))) }
+        if !fired.isEmpty {
+            let users = Set(fired.map(\.0.userID))
+            feed.notify(users)
+            // (Other processes' polls are told through PostgreSQL.)
+            notices.add(users)
+        }
         processedEvents.increment(by: Int64(entries.count))
         step.count(in: metrics.service)
         return true

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import Synchronization
 import Testing
 
 @testable import BeckonPostgres
@@ -127,6 +128,38 @@ struct FleetLogTests {
             #expect((p.owner, p.epoch, p.appended, p.processed, p.lag) == ("host-a:1", 1, 3, 1, 2))
             #expect((25_000...30_000).contains(p.leaseLeftMs ?? 0))
             #expect(status[8].owner == nil && status[8].leaseLeftMs == nil && status[8].lag == 0)
+        }
+    }
+}
+
+/// The notices of new actions (docs/fleet.md, "Pulls"): what one process sends, every listener gets, in as many
+/// notices as the payload limit needs.
+@Suite(.enabled(if: postgresURL != nil, "needs BECKON_TEST_POSTGRES (scripts/test.sh starts one)"))
+struct ActionNoticeTests {
+    final class Heard: Sendable {
+        let users = Mutex<[String]>([])
+        let listening = Mutex(false)
+    }
+
+    @Test func everyListenerHearsWhoGotActions() async throws {
+        try await withFleet { log in
+            let heard = Heard()
+            let listener = Task {
+                await log.listenForActions(listening: { l in heard.listening.withLock { $0 = l } }) { users in
+                    heard.users.withLock { $0 += users }
+                }
+            }
+            defer { listener.cancel() }
+            for _ in 0..<100 where !heard.listening.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(50)) }
+            #expect(heard.listening.withLock { $0 })
+            // 2,000 ids of 20 bytes: over the payload limit, so several notices.
+            let many = (0..<2000).map { String(format: "user-%015d", $0) }
+            try await log.noticeActions(for: ["ann", "bob"])
+            try await log.noticeActions(for: many)
+            for _ in 0..<100 where heard.users.withLock({ $0.count }) < 2002 {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            #expect(heard.users.withLock { Set($0) } == Set(["ann", "bob"] + many))
         }
     }
 }
