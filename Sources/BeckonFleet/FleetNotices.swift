@@ -12,6 +12,7 @@ final class ActionNoticer: Service, Sendable {
     private struct State {
         var users: Set<String> = []
         var waiting: CheckedContinuation<Void, Never>?
+        var stopped = false
     }
     private let state = Mutex(State())
     let log: FleetLog
@@ -32,27 +33,44 @@ final class ActionNoticer: Service, Sendable {
         waiting?.resume()
     }
 
+    /// Sends until a graceful shutdown; then stops at once (a notice under way is left to end by itself).
     func run() async throws {
-        try? await cancelWhenGracefulShutdown { [self] in
-            while !Task.isCancelled {
-                await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-                    let now = state.withLock { s -> Bool in
-                        if !s.users.isEmpty { return true }
-                        s.waiting = c
-                        return false
-                    }
-                    if now { c.resume() }
+        let sender = Task { [self] in await send() }
+        try? await gracefulShutdown()
+        sender.cancel()
+        wake()
+    }
+
+    private func send() async {
+        while !Task.isCancelled {
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { s -> Bool in
+                    if !s.users.isEmpty || s.stopped { return true }
+                    s.waiting = c
+                    return false
                 }
-                let users = state.withLock { s -> Set<String> in
-                    defer { s.users = [] }
-                    return s.users
-                }
-                // (A notice lost delays the other processes' polls to their next look, nothing more.)
-                do { try await log.noticeActions(for: users) } catch {
-                    logger.debug("a notice of new actions was not sent", metadata: ["error": "\(error)"])
-                }
+                if now { c.resume() }
+            }
+            let users = state.withLock { s -> Set<String> in
+                defer { s.users = [] }
+                return s.users
+            }
+            guard !users.isEmpty, !Task.isCancelled else { continue }
+            // (A notice lost delays the other processes' polls to their next look, nothing more.)
+            do { try await log.noticeActions(for: users) } catch {
+                logger.debug("a notice of new actions was not sent", metadata: ["error": "\(error)"])
             }
         }
+    }
+
+    /// Ends a wait for users (the sender is stopping).
+    private func wake() {
+        let waiting = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            s.stopped = true
+            defer { s.waiting = nil }
+            return s.waiting
+        }
+        waiting?.resume()
     }
 }
 
@@ -68,13 +86,16 @@ struct ActionNotices: Service {
         let value = Atomic(false)
     }
 
+    /// Listens until a graceful shutdown; then stops at once (a listening connection need not see a cancellation:
+    /// its task is left to end with the process).
     func run() async throws {
-        let listening = listening
-        let feed = feed
-        try? await cancelWhenGracefulShutdown {
+        let (log, listening, feed) = (log, listening, feed)
+        let listener = Task {
             await log.listenForActions(listening: { listening.value.store($0, ordering: .relaxed) }) { users in
                 feed.notify(Set(users))
             }
         }
+        try? await gracefulShutdown()
+        listener.cancel()
     }
 }
