@@ -150,8 +150,9 @@ package final class Processor: @unchecked Sendable {
         self.logger = logger
         let replayed: Int
         (engine, replayed) = try Self.open(rules, backend, logger: logger)
-        // (A replay fires all that its ticks had due, as they fired live: the bound holds from here on.)
-        engine.maxColdLoads = coldLoads
+        // (A replay fires all that its ticks had due, as they fired live: the bound holds from here on. On the events'
+        // clock no tick goes on with what a bound left due: there is none.)
+        engine.maxColdLoads = clock == .wall ? coldLoads : .max
         ruleNames = rules.ruleSet.rules.map(\.qualifiedID)
         activity.restart(from: engine.stats)
         // A checkpoint at start: what the replay rebuilt is not replayed again, and the rule set the inputs logged from
@@ -453,7 +454,7 @@ package final class Processor: @unchecked Sendable {
         lock.unlock()
         do {
             (engine, _) = try Self.open(rules, backend, logger: logger)
-            engine.maxColdLoads = coldLoads
+            engine.maxColdLoads = clock == .wall ? coldLoads : .max
             ruleNames = rules.ruleSet.rules.map(\.qualifiedID)
             activity.restart(from: engine.stats)
             loggedClock = engine.clock

@@ -192,7 +192,10 @@ extension ReferenceDocs {
                         beyond: "503 (`busy`, `Retry-After: 1`)",
                         tests: ["hostile_test.test_08_concurrent_exports_are_bounded"]),
                     Limit(
-                        what: "users a single service's timers load from the database between two checkpoints",
+                        what: """
+                            users a single service's timers load from the database between two checkpoints (on the \
+                            wall clock)
+                            """,
                         limit: number(ServiceLimits.coldLoadsPerRound),
                         beyond: """
                             the round stops, writes a checkpoint and lets them go; the next round goes on with the rest \
