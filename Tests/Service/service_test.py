@@ -828,7 +828,13 @@ events:
             self.assertEqual(len(server.all_actions("converts")), 1, "the converted order's message")
             self.assertEqual(len(server.all_actions("fits")), 1)
             self.assertEqual(server.all_actions("off"), [])
-            text = server.request("GET", "/metrics")[1].decode()
+            # (The counters are added once the commit is written, just after its actions can be read.)
+            deadline = time.time() + 10
+            while True:
+                text = server.request("GET", "/metrics")[1].decode()
+                if 'beckon_ingest_events_total{result="off_plan"} 2' in text or time.time() > deadline:
+                    break
+                time.sleep(0.1)
             self.assertIn('beckon_ingest_events_total{result="off_plan"} 2', text)
             self.assertIn('beckon_ingest_events_total{result="accepted"} 4', text)
         finally:
