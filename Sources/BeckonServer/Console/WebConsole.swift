@@ -237,8 +237,7 @@ package struct WebConsole: Sendable {
             page.broadcasts = schedules.map { r in
                 OverviewPage.Broadcast(
                     id: r.qualifiedID,
-                    schedule: r.triggerDescription.hasPrefix("schedule:")
-                        ? String(r.triggerDescription.dropFirst(9)) : r.triggerDescription,
+                    schedule: { if case .schedule(let s) = r.trigger { s.description } else { r.triggerDescription } }(),
                     reach: sizes.map { Self.reach($0[r.qualifiedID]) } ?? "not counted now (other heavy work is under way)")
             }
         }
@@ -262,18 +261,22 @@ package struct WebConsole: Sendable {
         }
         guard runs.take() else { return (nil, now) }
         defer { runs.give() }
-        let counters = rules.ruleSet.schedules.compactMap {
-            AudienceCounter(ruleSet: rules.ruleSet, rule: $0.qualifiedID, now: now)
-        }
-        let store = store
         do {
-            let counted = try await AudienceCount.count(counters) { try await store.storedStates(after: $0, limit: $1) }
+            let counted = try await audiences(of: rules.ruleSet.schedules, in: rules.ruleSet, now: now)
             let sizes = Dictionary(counted.map { ($0.rule.qualifiedID, $0.size) }, uniquingKeysWith: { a, _ in a })
             audienceCache.value.withLock { $0 = (rules.digest, now, sizes) }
             return (sizes, now)
         } catch {
             logger.warning("the stored users could not be read for the audiences", metadata: ["error": "\(error)"])
             return (nil, now)
+        }
+    }
+
+    /// `rules`' audiences in `ruleSet` at `now`, counted over the store's states in one pass (``AudienceCount``).
+    func audiences(of rules: [CompiledRule], in ruleSet: CompiledRuleSet, now: Int64) async throws -> [AudienceCounter] {
+        let store = store
+        return try await AudienceCount.count(rules.map { AudienceCounter(ruleSet: ruleSet, rule: $0, now: now) }) {
+            try await store.storedStates(after: $0, limit: $1)
         }
     }
 
@@ -466,15 +469,9 @@ package struct WebConsole: Sendable {
         page.result = .init(result)
         // An edited schedule: who it would reach now among the stored users (one pass for the file's schedules).
         if let edited = result.ruleSet {
-            let now = Processor.nowMs()
-            let counters = edited.schedules.filter { $0.location.file == path }.compactMap {
-                AudienceCounter(ruleSet: edited, rule: $0.qualifiedID, now: now)
-            }
-            if !counters.isEmpty {
-                let store = store
-                let counted = try? await AudienceCount.count(counters) {
-                    try await store.storedStates(after: $0, limit: $1)
-                }
+            let schedules = edited.schedules.filter { $0.location.file == path }
+            if !schedules.isEmpty {
+                let counted = try? await audiences(of: schedules, in: edited, now: Processor.nowMs())
                 page.reach =
                     counted?.map { "\($0.rule.qualifiedID): this edit would reach \(Self.reach($0.size)) now" }
                     ?? ["The stored users could not be read now; run it again."]

@@ -225,16 +225,18 @@ final class ReportBuilder {
                 if compared { gr.difference = Statistics.difference(t.converted, t.complete, h.converted, h.complete) }
                 ur.goals.append(gr)
             }
-            ur.tests = tests(unit: u, rules: rules, exposedAny: exposedAny, end: end)
+            ur.tests = tests(unit: u, rules: rules, exposedAny: exposedAny, goalHits: goalHits, end: end)
             report.units.append(ur)
         }
         return report
     }
 
     /// The unit's A/B tests: the file's (every rule shares its variants, hashed with the file's name), then each rule's
-    /// own. Users are grouped by their variant; each variant's goal results are compared with the control's.
+    /// own. Users are grouped by their variant; each variant's goal results are compared with the control's. (`goalHits`:
+    /// ``hitsByPerson(unit:)``.)
     private func tests(
-        unit u: Int, rules: [CompiledRule], exposedAny: [String: (time: Int64, id: String)], end: Int64?
+        unit u: Int, rules: [CompiledRule], exposedAny: [String: (time: Int64, id: String)],
+        goalHits: [[String: [(time: Int64, value: Double?)]]], end: Int64?
     ) -> [TestReport] {
         let unit = ruleSet.units[u]
         var out: [TestReport] = []
@@ -243,7 +245,6 @@ final class ReportBuilder {
             guard let v = rule.variants, seen.insert(v.salt).inserted else { continue }
             let fileTest = v.salt == unit.name
             var groups = Array(repeating: Array(repeating: GroupResult(), count: unit.goals.count), count: v.ids.count)
-            let goalHits = hitsByPerson(unit: u)
             for (g, goal) in unit.goals.enumerated() {
                 let exposed =
                     fileTest ? (goal.exposureRule.map { exposure([$0]) } ?? exposedAny) : exposure([rule.index])

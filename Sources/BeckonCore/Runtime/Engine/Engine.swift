@@ -292,8 +292,7 @@ public final class Engine {
         if let before = e.previousID, options.mergesIdentities, !alreadySeen(e) {
             // Time passes first, as it did live: what came due by the sign-in's time fires before the merge, for the
             // id it was set for, whatever other users' events moved the stream's clock to (docs/events.md).
-            moveClock(e.timestamp, user: e.userID)
-            if let due = timers.min, due.due <= clock { advance(to: clock, into: &out) }
+            passTime(to: e.timestamp, user: e.userID, into: &out)
             for id in [before, e.userID] {
                 if let p = loadedProfile(id, create: false), p.mergedInto == nil, !p.pending.isEmpty {
                     fireOwnDue(p, upTo: max(e.timestamp, p.clock), into: &out)
@@ -320,6 +319,12 @@ public final class Engine {
         }
     }
 
+    /// An event of `user` at `time` moves the stream's clock (``moveClock(_:user:)``), and what is due by it fires.
+    @inline(__always) func passTime(to time: Int64, user: String, into out: inout EventOutcome) {
+        moveClock(time, user: user)
+        if let due = timers.min, due.due <= clock { advance(to: clock, into: &out) }
+    }
+
     /// An event's steps, once the user's profile is found; `user` is the id whose events they are, for the stream clock.
     func process(_ e: BoundEvent, profile: UserProfile, user: String, into out: inout EventOutcome) {
         let rs = ruleSet
@@ -330,8 +335,7 @@ public final class Engine {
             return
         }
         // Time passes: delayed actions due by the stream's clock fire first, then this user's own, due by their time.
-        moveClock(e.timestamp, user: user)
-        if let due = timers.min, due.due <= clock { advance(to: clock, into: &out) }
+        passTime(to: e.timestamp, user: user, into: &out)
         if !profile.pending.isEmpty { fireOwnDue(profile, upTo: max(e.timestamp, profile.clock), into: &out) }
         out.late = e.timestamp < profile.clock
         if out.late { totals.late += 1 }

@@ -30,6 +30,11 @@ public struct AudienceCounter: Sendable {
     /// `nil` when the rule set has no rule `name` (`CAMPAIGN/RULE`, or a rule id alone when it is unique).
     public init?(ruleSet: CompiledRuleSet, rule name: String, now: Int64) {
         guard let rule = ruleSet.rule(named: name) else { return nil }
+        self.init(ruleSet: ruleSet, rule: rule, now: now)
+    }
+
+    /// For a rule of `ruleSet`.
+    public init(ruleSet: CompiledRuleSet, rule: CompiledRule, now: Int64) {
         self.ruleSet = ruleSet
         self.rule = rule
         self.now = now
