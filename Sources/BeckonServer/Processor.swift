@@ -588,23 +588,30 @@ package final class Processor: @unchecked Sendable {
         let checkpointed = commit.checkpoint != nil
         if checkpointed { checkpointsTaken += 1 }
         let wrote = !commit.isEmpty || !fired.isEmpty
-        committer.enqueue(
-            Committer.Group(
-                commit: commit, fired: fired, destinations: destinations, waiting: jobs.map(\.1), results: results,
-                written: { [weak self] in
-                    if wrote { self?.setWritable(true) }
-                    if checkpointed { self?.checkpointWritten(cold) }
-                    metrics.commitEvents.record(Double(events))
-                    if checkpointed { metrics.checkpoints.increment() }
-                    tally.count(in: metrics)
-                    for c in counters { c.increment() }
-                    activity.add(gained, at: Self.nowMs())
-                    if live {
-                        let now = Self.nowMs()
-                        for d in dueTimes { metrics.timerLagSeconds.record(.milliseconds(max(0, now - d))) }
-                    }
-                    if !users.isEmpty { feed.notify(users) }
-                }))
+        let (waiting, answers) = (jobs.map(\.1), results)
+        let written: @Sendable () -> Void = { [weak self] in
+            if wrote { self?.setWritable(true) }
+            if checkpointed { self?.checkpointWritten(cold) }
+            metrics.commitEvents.record(Double(events))
+            if checkpointed { metrics.checkpoints.increment() }
+            tally.count(in: metrics)
+            for c in counters { c.increment() }
+            activity.add(gained, at: Self.nowMs())
+            if live {
+                let now = Self.nowMs()
+                for d in dueTimes { metrics.timerLagSeconds.record(.milliseconds(max(0, now - d))) }
+            }
+            if !users.isEmpty { feed.notify(users) }
+        }
+        committer.enqueue(RoundCommit(commit: commit, fired: fired, destinations: destinations)) { outcome in
+            switch outcome {
+            case .success:
+                written()
+                for (c, r) in zip(waiting, answers) { c.resume(returning: r) }
+            case .failure(let error):
+                for c in waiting { c.resume(throwing: error) }
+            }
+        }
     }
 
     /// Notes users to let go once every checkpoint taken is written.
