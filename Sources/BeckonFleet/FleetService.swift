@@ -160,10 +160,8 @@ public final class FleetService: ServiceBackend {
         let worker: FleetWorker
         let service: S
         func run() async throws {
-            while !worker.ready {
-                if Task.isShuttingDownGracefully || Task.isCancelled { return }
-                try await Task.sleep(for: .milliseconds(50))
-            }
+            try? await cancelWhenGracefulShutdown { await worker.untilReady() }
+            guard worker.ready, !Task.isShuttingDownGracefully, !Task.isCancelled else { return }
             try await service.run()
         }
     }
@@ -243,14 +241,10 @@ public final class FleetService: ServiceBackend {
     /// Whether this process listens for other processes' notices of new actions (``ActionNotices``).
     let listening = ActionNotices.Listening()
 
-    /// Waits until `partition` has processed up to `seq` (at most `seconds`); returns whether it has.
-    package func waitProcessed(_ partition: Int, _ seq: Int64, seconds: Int64 = 10) async throws -> Bool {
-        let deadline = ContinuousClock.now + .seconds(seconds)
-        while try await log.processed(partition: partition) < seq {
-            if ContinuousClock.now >= deadline { return false }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        return true
+    /// Waits until `partition` has processed up to `seq` (at most `seconds`); returns whether it has. (Woken by the
+    /// process's read of the positions, every ``Poller/interval``, and at once by its own runner of the partition.)
+    package func waitProcessed(_ partition: Int, _ seq: Int64, seconds: Int64 = 10) async -> Bool {
+        await worker.poller.waitProcessed(partition, seq, timeout: .seconds(seconds))
     }
 
     /// `DELETE /v1/users/{id}`: a forget entry appended to the partition of the user and of each id merged into them;
@@ -271,7 +265,7 @@ public final class FleetService: ServiceBackend {
                 return (userID: id, body: record.bytes, receivedAt: now)
             }
             for entry in try await appender.submit(forgets) where processed {
-                processed = try await waitProcessed(entry.partition, entry.seq, seconds: 30)
+                processed = await waitProcessed(entry.partition, entry.seq, seconds: 30)
             }
         } catch {
             throw APIError.unavailable("the user could not be forgotten; ask again")
@@ -286,7 +280,7 @@ public final class FleetService: ServiceBackend {
         let failed = APIError.unavailable("the user could not be exported; ask again")
         let p = FleetLog.partition(of: user)
         let caughtUp: Bool
-        do { caughtUp = try await waitProcessed(p, try await log.appended()[p]) } catch { throw failed }
+        do { caughtUp = await waitProcessed(p, try await log.appended()[p]) } catch { throw failed }
         guard caughtUp else { throw APIError.unavailable("the user's events are still being processed; ask again") }
         do {
             let mergedIDs = try await log.mergedIDs(into: user)
@@ -374,7 +368,7 @@ public final class FleetService: ServiceBackend {
         } catch {
             throw APIError.unavailable("the change could not be stored; send it again")
         }
-        _ = try? await waitProcessed(entry.partition, entry.seq)
+        _ = await waitProcessed(entry.partition, entry.seq)
         return true
     }
 

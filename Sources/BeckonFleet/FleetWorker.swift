@@ -157,6 +157,18 @@ final class FleetWorker: Service, Sendable {
     /// Whether the schema is in place and the process is taking part.
     var ready: Bool { readyState.withLock { $0 } }
 
+    /// Wakes ``untilReady()`` (key `ready`).
+    private let readiness = ActionFeed()
+
+    /// Returns once the process is ready, or when its task is cancelled.
+    func untilReady() async {
+        while !Task.isCancelled {
+            let seen = readiness.version(of: "ready")
+            if ready { return }
+            await readiness.wait(for: "ready", seen: seen, seconds: 3600)
+        }
+    }
+
     /// Why the process is not ready to serve, `nil` when it is (docs/fleet.md, "Failure modes"): not set up or
     /// stopping; the positions not read for ``staleAfter`` (the database cannot be reached); the leases not looked
     /// after for two rounds and a second; or a partition held that has made no progress for half a lease.
@@ -186,17 +198,16 @@ final class FleetWorker: Service, Sendable {
         try await Task.sleep(for: .milliseconds(50))
         try await migrate()
         readyState.withLock { $0 = true }
+        readiness.notify(["ready"])
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.poll() }
             var held: [Int: PartitionHandle] = [:]
             while !Task.isShuttingDownGracefully && !Task.isCancelled {
                 await manage(&held, group: &group)
                 await reap(&held)
-                // (Slept in steps, so that a stop is seen at once.)
-                let until = ContinuousClock.now + interval
-                while ContinuousClock.now < until && !Task.isShuttingDownGracefully && !Task.isCancelled {
-                    try? await Task.sleep(for: .milliseconds(50))
-                }
+                // (A stop ends the sleep at once.)
+                let interval = interval
+                try? await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
             }
             // Stopping: each runner finishes the batch in hand, then its lease is released for the others to take.
             // (Within half a lease: a runner stuck on the database is left behind, its lease released all the same;
@@ -310,12 +321,13 @@ final class FleetWorker: Service, Sendable {
         }
     }
 
-    /// Reads every partition's appended position for the runners (which wake when theirs grows).
+    /// Reads every partition's appended and processed positions for the runners (which wake when theirs grows) and
+    /// the requests waiting for an entry to be processed.
     private func poll() async {
         var backoff = Poller.interval
         while !Task.isCancelled {
             do {
-                poller.tick(try await log.appended())
+                poller.tick(try await log.positions())
                 health.withLock { $0.polled = .now }
                 faults.ok("reading positions")
                 backoff = Poller.interval

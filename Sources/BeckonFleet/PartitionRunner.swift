@@ -303,6 +303,7 @@ final class PartitionRunner {
         metrics.commitSeconds.record(ContinuousClock.now - started)
         activity.add(tracker.take(engine.stats, names: ruleNames), at: now)
         processed = commit.processed
+        appended.processed(partition, processed)
         if !fired.isEmpty {
             let users = Set(fired.map(\.0.userID))
             feed.notify(users)
@@ -464,34 +465,73 @@ final class PartitionRunner {
     }
 }
 
-/// Each partition's last appended sequence number, read every ``interval`` by one query for the whole process; a
-/// runner with nothing to do waits here to be woken when its partition grows (rather than each asking the database).
+/// Each partition's last appended and processed sequence numbers, read every ``interval`` by one query for the whole
+/// process: a runner with nothing to do waits here to be woken when its partition grows (rather than each asking the
+/// database), and a request waits here for an entry it appended to be processed.
 final class Poller: Sendable {
     private struct State {
         var appended = [Int64](repeating: 0, count: FleetLog.partitionCount)
+        var processed = [Int64](repeating: 0, count: FleetLog.partitionCount)
         /// A waiting runner's partition, the position it has processed, when its wait ends, and how to wake it.
         var waiting: [Int: (after: Int64, deadline: ContinuousClock.Instant, continuation: CheckedContinuation<Void, Never>)] =
             [:]
     }
     private let state = Mutex(State())
+    /// Wakes the requests waiting for a partition (its key: its number) to process further.
+    private let progress = ActionFeed()
     static let interval = Duration.milliseconds(20)
 
     func value(of partition: Int) -> Int64 { state.withLock { $0.appended[partition] } }
 
     /// Stores the positions read (`nil`: the read failed) and wakes the runners whose partition grew or whose wait is
-    /// over.
-    func tick(_ v: [Int64]?) {
+    /// over, and the requests waiting for a partition that processed further.
+    func tick(_ v: (appended: [Int64], processed: [Int64])?) {
         let now = ContinuousClock.now
-        let woken = state.withLock { s in
-            if let v { s.appended = v }
+        let (woken, moved) = state.withLock { s in
+            var moved: Set<String> = []
+            if let v {
+                s.appended = v.appended
+                for (p, d) in v.processed.enumerated() where d > s.processed[p] {
+                    s.processed[p] = d
+                    moved.insert(String(p))
+                }
+            }
             let appended = s.appended
             let ready = s.waiting.filter { p, w in w.deadline <= now || appended[p] > w.after }
-            return ready.map { p, w in
-                s.waiting[p] = nil
-                return w.continuation
-            }
+            return (
+                ready.map { p, w in
+                    s.waiting[p] = nil
+                    return w.continuation
+                }, moved
+            )
         }
         for c in woken { c.resume() }
+        if !moved.isEmpty { progress.notify(moved) }
+    }
+
+    /// This process's runner of `partition` has processed up to `seq` (requests waiting for it go on at once).
+    func processed(_ partition: Int, _ seq: Int64) {
+        let moved = state.withLock { s in
+            guard seq > s.processed[partition] else { return false }
+            s.processed[partition] = seq
+            return true
+        }
+        if moved { progress.notify([String(partition)]) }
+    }
+
+    /// Returns whether `partition` has processed up to `seq` within `timeout`: woken by the positions read and by
+    /// this process's runner, never asking the database itself.
+    func waitProcessed(_ partition: Int, _ seq: Int64, timeout: Duration) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        let key = String(partition)
+        while true {
+            let seen = progress.version(of: key)
+            if state.withLock({ $0.processed[partition] }) >= seq { return true }
+            let left = deadline - ContinuousClock.now
+            if left <= .zero || Task.isCancelled { return false }
+            let (s, a) = left.components
+            await progress.wait(for: key, seen: seen, seconds: Double(s) + Double(a) / 1e18)
+        }
     }
 
     /// Wakes `partition`'s runner if it waits (it is asked to stop).

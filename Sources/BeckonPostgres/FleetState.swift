@@ -610,15 +610,24 @@ extension FleetLog {
     }
 
     /// Each partition's last appended sequence number, in partition order (what the workers poll for new entries).
-    public func appended() async throws -> [Int64] {
+    public func appended() async throws -> [Int64] { try await positions().appended }
+
+    /// Each partition's last appended and last processed sequence numbers, in partition order, in one read: what a
+    /// process's poller reads for its runners (new entries) and for requests that wait for an entry to be processed.
+    public func positions() async throws -> (appended: [Int64], processed: [Int64]) {
         try await timed("appended", shortDeadline) { [self] in
-            var out = [Int64](repeating: 0, count: Self.partitionCount)
-            for try await (p, s) in try await client.query(
-                "SELECT partition, next_seq - 1 FROM beckon_sequence ORDER BY partition", logger: logger
-            ).decode((Int, Int64).self) where p < out.count {
-                out[p] = s
+            var appended = [Int64](repeating: 0, count: Self.partitionCount)
+            var processed = appended
+            for try await (p, a, d) in try await client.query(
+                """
+                SELECT s.partition, s.next_seq - 1, COALESCE(l.processed_seq, 0)
+                FROM beckon_sequence s LEFT JOIN beckon_lease l USING (partition) ORDER BY s.partition
+                """, logger: logger
+            ).decode((Int, Int64, Int64).self) where p < appended.count {
+                appended[p] = a
+                processed[p] = d
             }
-            return out
+            return (appended, processed)
         }
     }
 }

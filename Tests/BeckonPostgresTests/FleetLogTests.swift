@@ -110,6 +110,11 @@ struct FleetLogTests {
             #expect(try await log.processed(partition: 3) == 10)
             try await setProcessed(11, b)
             #expect(try await log.processed(partition: 3) == 11)
+            // What each process's poller reads: every partition's processed position, in partition order.
+            let positions = try await log.positions()
+            #expect(positions.processed.count == FleetLog.partitionCount)
+            #expect(positions.processed[3] == 11)
+            #expect(positions.appended == (try await log.appended()))
             // Released, it is free at once.
             try await log.release(b)
             #expect(try await log.acquire(partition: 3, owner: "a", ttl: .seconds(30))?.epoch == b.epoch + 1)
