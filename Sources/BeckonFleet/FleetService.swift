@@ -17,27 +17,19 @@ import UnixSignals
 /// committed; each process processes the partitions it holds the lease of (``FleetWorker``); pulls and inboxes read
 /// what any process wrote.
 public final class FleetService: ServiceBackend {
-    public struct Options: Sendable {
-        public var paths: [String]
+    /// What a fleet process is started with: the options every service has (``ServiceOptions``, read and set as its
+    /// own), its database and its lease.
+    public struct Options: StoreOptions {
+        public var common: ServiceOptions
         /// postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE
         public var postgres: String
-        public var host = "127.0.0.1"
-        public var port = 8080
-        public var writeKeys: [String] = []
-        public var adminKeys: [String] = []
-        public var userSecret: String?
-        public var clock: ClockMode = .wall
         /// How long a lease lasts without renewal: how long a dead process's partitions wait before another takes them.
         public var leaseTime: Duration = .seconds(10)
         /// This process's name in the leases (default host:pid).
         public var owner: String?
-        /// Reload when a rule file changes (a fleet-wide reload, as `POST /admin/reload`).
-        public var watch = false
-        /// Days log entries are kept (`nil`: for ever); an entry is deleted only once its partition has processed it.
-        public var retentionDays: Int?
-        public var connections = ConnectionLimits()
-        public init(paths: [String], postgres: String) {
-            self.paths = paths
+        public init(paths: [String], postgres: String) { self.init(ServiceOptions(paths: paths), postgres: postgres) }
+        public init(_ common: ServiceOptions, postgres: String) {
+            self.common = common
             self.postgres = postgres
         }
     }

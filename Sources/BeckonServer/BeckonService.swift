@@ -16,27 +16,17 @@ import UnixSignals
 /// try await service.run()
 /// ```
 public final class BeckonService: Sendable {
-    public struct Options: Sendable {
-        /// Rule set folders or files, as `beckon validate`.
-        public var paths: [String]
+    /// What a single service is started with: the options every service has (``ServiceOptions``, read and set as its
+    /// own), and its SQLite file.
+    public struct Options: StoreOptions {
+        public var common: ServiceOptions
         /// The SQLite file (created on first start).
         public var database: String = "beckon.sqlite"
-        public var host: String = "127.0.0.1"
-        /// 0: any free port (the one chosen is printed).
-        public var port: Int = 8080
-        public var writeKeys: [String] = []
-        /// Keys of the admin endpoints (`Authorization: Bearer KEY`); none: the admin endpoints answer 401.
-        public var adminKeys: [String] = []
-        /// The HS256 secret that signs users' tokens; without it the user endpoints answer 401.
-        public var userSecret: String?
-        public var clock: ClockMode = .wall
-        /// Days input log records are kept (`nil`: for ever); a record is deleted only once a checkpoint includes it.
-        public var retentionDays: Int?
-        /// Reload when a rule file changes.
-        public var watch = false
-        /// Bounds of the clients' connections: time to send a head and a body, keep-alive, how many at once.
-        public var connections = ConnectionLimits()
-        public init(paths: [String]) { self.paths = paths }
+        public init(paths: [String]) { common = ServiceOptions(paths: paths) }
+        public init(_ common: ServiceOptions, database: String) {
+            self.common = common
+            self.database = database
+        }
     }
 
     public enum ServiceError: Error, CustomStringConvertible {
@@ -169,4 +159,40 @@ public final class BeckonService: Sendable {
             try? await Blocking.run { processor.stop() }
         }
     }
+}
+
+/// A store's service options: the common ones read and set as its own (`options.port`).
+@dynamicMemberLookup
+public protocol StoreOptions: Sendable {
+    var common: ServiceOptions { get set }
+}
+
+extension StoreOptions {
+    public subscript<T>(dynamicMember key: WritableKeyPath<ServiceOptions, T>) -> T {
+        get { common[keyPath: key] }
+        set { common[keyPath: key] = newValue }
+    }
+}
+
+/// The options of every service, on either store (the single service's ``BeckonService/Options`` and a fleet
+/// process's add their store's own): one definition, so that a fleet takes each option as a single service does.
+public struct ServiceOptions: Sendable {
+    /// Rule set folders or files, as `beckon validate`.
+    public var paths: [String]
+    public var host: String = "127.0.0.1"
+    /// 0: any free port (the one chosen is printed).
+    public var port: Int = 8080
+    public var writeKeys: [String] = []
+    /// Keys of the admin endpoints (`Authorization: Bearer KEY`); none: the admin endpoints answer 401.
+    public var adminKeys: [String] = []
+    /// The HS256 secret that signs users' tokens; without it the user endpoints answer 401.
+    public var userSecret: String?
+    public var clock: ClockMode = .wall
+    /// Days the input log is kept (`nil`: for ever); what is deleted has been processed and checkpointed.
+    public var retentionDays: Int?
+    /// Reload when a rule file changes.
+    public var watch = false
+    /// Bounds of the clients' connections: time to send a head and a body, keep-alive, how many at once.
+    public var connections = ConnectionLimits()
+    public init(paths: [String]) { self.paths = paths }
 }

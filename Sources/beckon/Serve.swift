@@ -149,18 +149,9 @@ struct Serve: AsyncParsableCommand {
     /// One process of a fleet: the options a fleet has in common with a single service, the database PostgreSQL.
     private func serveFleet(_ single: BeckonService.Options, postgres: String, logger: Logger) async throws {
         guard leaseSeconds >= 1, leaseSeconds <= 600 else { throw fail("--lease-seconds must be between 1 and 600") }
-        var options = FleetService.Options(paths: paths, postgres: postgres)
-        options.host = single.host
-        options.port = single.port
-        options.writeKeys = single.writeKeys
-        options.adminKeys = single.adminKeys
-        options.userSecret = single.userSecret
-        options.clock = single.clock
+        var options = FleetService.Options(single.common, postgres: postgres)
         options.leaseTime = .milliseconds(Int64(leaseSeconds * 1000))
-        options.connections = single.connections
         options.owner = owner
-        options.watch = watch
-        options.retentionDays = retentionDays
         let service = try await Self.starting(
             { try await FleetService(options, logger: logger) }, warnings: \.warnings, oneLine: { _ in true })
         let owner = service.owner
