@@ -91,7 +91,7 @@ scripts/install-chromium.sh > /dev/null
 suite console 600 skips-allowed Tests/Service/console_test.py
 
 echo "== the same service, operations and console tests against a fleet process (beckon serve --postgres): those of"
-echo "   what only a single service has (its SQLite file and CLI, identity merge, one event clock) are skipped"
+echo "   what only a single service has (its SQLite file and its CLI, one event clock) are skipped"
 BECKON_TEST_STORE=postgres suite "service, operations and console (PostgreSQL)" 1200 skips-allowed \
   Tests/Service/service_test.py Tests/Service/operations_test.py Tests/Service/console_test.py
 

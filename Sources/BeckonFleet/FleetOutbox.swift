@@ -39,6 +39,19 @@ struct FleetOutbox: OutboxStore {
     func pendingCounts() async throws -> [String: Int] { try await log.pendingOutboxCounts() }
 }
 
+extension OutboxRow {
+    /// An entry as a fleet stores it.
+    public init(_ r: FleetLog.StoredOutbox) {
+        self.init(
+            id: r.id,
+            entry: OutboxEntry(
+                destination: r.destination, actionID: r.actionID, userID: r.userID,
+                body: String(decoding: r.body, as: UTF8.self), createdAt: r.createdAt),
+            state: State(rawValue: r.state) ?? .dead, attempts: r.attempts, nextAt: r.nextAt, doneAt: r.doneAt,
+            lastError: r.lastError)
+    }
+}
+
 extension FleetLog {
     /// A user's state as their partition's owner last wrote it (`nil`: no such user): what the console and the
     /// deliverer read.

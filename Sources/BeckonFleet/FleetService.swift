@@ -283,15 +283,7 @@ public final class FleetService: ServiceBackend {
             var records: [(receivedAt: Int64, body: [UInt8])] = []
             for id in ids {
                 actions += try await log.actions(of: id, after: 0, limit: Int.max).map(\.json)
-                outbox += try await log.outbox(of: id).map {
-                    OutboxRow(
-                        id: $0.id,
-                        entry: OutboxEntry(
-                            destination: $0.destination, actionID: $0.actionID, userID: id,
-                            body: String(decoding: $0.body, as: UTF8.self), createdAt: $0.createdAt),
-                        state: OutboxRow.State(rawValue: $0.state) ?? .dead, attempts: $0.attempts, nextAt: $0.nextAt,
-                        doneAt: $0.doneAt, lastError: $0.lastError)
-                }
+                outbox += try await log.outbox(of: id).map(OutboxRow.init)
                 records += try await log.entries(of: id)
             }
             return StoredJSON(

@@ -387,29 +387,99 @@ extension FleetLog {
         }
     }
 
-    /// A user's outbox entries, oldest first: id, destination, action id, body, state (0 pending, 1 delivered, 2
-    /// dead), attempts, next attempt, created, done, last error.
-    public func outbox(
-        of user: String
-    ) async throws -> [(
-        id: Int64, destination: String, actionID: String, body: [UInt8], state: Int, attempts: Int, nextAt: Int64,
-        createdAt: Int64, doneAt: Int64?, lastError: String?
-    )] {
+    /// An outbox entry as stored (`state`: 0 pending, 1 delivered, 2 dead).
+    public struct StoredOutbox: Sendable {
+        public var id: Int64
+        public var destination: String
+        public var actionID: String
+        public var userID: String
+        public var body: [UInt8]
+        public var state: Int
+        public var attempts: Int
+        public var nextAt: Int64
+        public var createdAt: Int64
+        public var doneAt: Int64?
+        public var lastError: String?
+    }
+
+    /// A user's outbox entries, oldest first (what an export shows).
+    public func outbox(of user: String) async throws -> [StoredOutbox] {
         try await timed("outbox", nil) { [self] in
-            var out:
-                [(
-                    id: Int64, destination: String, actionID: String, body: [UInt8], state: Int, attempts: Int, nextAt: Int64,
-                    createdAt: Int64, doneAt: Int64?, lastError: String?
-                )] = []
-            for try await (id, d, a, b, s, n, next, c, done, e) in try await client.query(
+            try await Self.outboxRows(
+                client.query(
+                    """
+                    SELECT id, destination, action_id, user_id, body, state, attempts, next_at, created_at, done_at,
+                        last_error
+                    FROM beckon_outbox WHERE user_id = \(user) ORDER BY id
+                    """, logger: logger))
+        }
+    }
+
+    /// The outbox's entries in `states`, oldest first, at most `limit` (what `beckon outbox` lists).
+    public func outbox(states: [Int], limit: Int = 10_000) async throws -> [StoredOutbox] {
+        try await timed("outbox", nil) { [self] in
+            try await Self.outboxRows(
+                client.query(
+                    """
+                    SELECT id, destination, action_id, user_id, body, state, attempts, next_at, created_at, done_at,
+                        last_error
+                    FROM beckon_outbox WHERE state = ANY(\(states)::int[]) ORDER BY id LIMIT \(limit)
+                    """, logger: logger))
+        }
+    }
+
+    private static func outboxRows(_ rows: PostgresRowSequence) async throws -> [StoredOutbox] {
+        var out: [StoredOutbox] = []
+        for try await (id, d, a, u, b, s, n, next, c, done, e) in rows.decode(
+            (Int64, String, String, String, ByteBuffer, Int, Int, Int64, Int64, Int64?, String?).self)
+        {
+            out.append(
+                StoredOutbox(
+                    id: id, destination: d, actionID: a, userID: u, body: Array(b.readableBytesView), state: s,
+                    attempts: n, nextAt: next, createdAt: c, doneAt: done, lastError: e))
+        }
+        return out
+    }
+
+    /// Makes dead entries (those of `actionIDs`, or every dead one when `nil`) pending again, due `now`, their
+    /// attempts counted from zero. Returns how many.
+    public func retryOutbox(actionIDs: [String]?, now: Int64) async throws -> Int {
+        try await timed("retryOutbox", nil) { [self] in
+            let all = actionIDs == nil
+            let ids = actionIDs ?? []
+            var n = 0
+            for try await k in try await client.query(
                 """
-                SELECT id, destination, action_id, body, state, attempts, next_at, created_at, done_at, last_error
-                FROM beckon_outbox WHERE user_id = \(user) ORDER BY id
+                WITH u AS (
+                    UPDATE beckon_outbox SET state = 0, attempts = 0, next_at = \(now), done_at = NULL
+                    WHERE state = 2 AND (\(all) OR action_id = ANY(\(ids)::text[])) RETURNING 1)
+                SELECT count(*) FROM u
                 """, logger: logger
-            ).decode((Int64, String, String, ByteBuffer, Int, Int, Int64, Int64, Int64?, String?).self) {
-                out.append((id, d, a, Array(b.readableBytesView), s, n, next, c, done, e))
+            ).decode(Int.self) {
+                n = k
             }
-            return out
+            return n
+        }
+    }
+
+    /// Deletes undelivered entries (those of `actionIDs`), or every dead one when `nil`. Returns how many.
+    public func dropOutbox(actionIDs: [String]?) async throws -> Int {
+        try await timed("dropOutbox", nil) { [self] in
+            let all = actionIDs == nil
+            let ids = actionIDs ?? []
+            var n = 0
+            for try await k in try await client.query(
+                """
+                WITH d AS (
+                    DELETE FROM beckon_outbox
+                    WHERE CASE WHEN \(all) THEN state = 2 ELSE state <> 1 AND action_id = ANY(\(ids)::text[]) END
+                    RETURNING 1)
+                SELECT count(*) FROM d
+                """, logger: logger
+            ).decode(Int.self) {
+                n = k
+            }
+            return n
         }
     }
 

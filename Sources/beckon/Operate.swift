@@ -1,17 +1,23 @@
 import ArgumentParser
 import BeckonCore
+import BeckonFleet
+import BeckonPostgres
 import BeckonServer
 import BeckonStore
 import BeckonYAML
 import Foundation
 
-/// `beckon outbox --db FILE`: the actions waiting for, or given up on by, the destinations (docs/operations.md).
-struct Outbox: ParsableCommand {
+/// `beckon outbox --db FILE` or `--postgres URL`: the actions waiting for, or given up on by, the destinations
+/// (docs/operations.md), of a single service or of a fleet.
+struct Outbox: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "List the outbox's pending and dead actions; retry or drop them (also while a service runs).")
 
     @Option(help: "The service's SQLite database.")
-    var db: String
+    var db: String?
+
+    @Option(help: "Or the fleet's database, postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE.")
+    var postgres: String?
 
     @Flag(help: "Also list delivered actions.")
     var all = false
@@ -31,21 +37,57 @@ struct Outbox: ParsableCommand {
     @Flag(help: "Delete every dead action.")
     var dropDead = false
 
-    func run() throws {
-        guard FileManager.default.fileExists(atPath: db) else { throw fail("no database at \(db)") }
-        let backend = try SQLiteStateBackend(path: db)
+    /// What the command asks of the outbox, on either store.
+    enum Request: Sendable {
+        case retry([String]?), drop([String]?), list([OutboxRow.State])
+    }
+    enum Answer: Sendable {
+        case count(Int), rows([OutboxRow])
+    }
+
+    func run() async throws {
         let now = Processor.nowMs()
-        if !retry.isEmpty || retryDead {
-            let n = try backend.retryOutbox(actionIDs: retryDead ? nil : retry, now: now)
+        let request: Request =
+            if !retry.isEmpty || retryDead {
+                .retry(retryDead ? nil : retry)
+            } else if !drop.isEmpty || dropDead {
+                .drop(dropDead ? nil : drop)
+            } else {
+                .list(all ? [.pending, .dead, .delivered] : [.pending, .dead])
+            }
+        let answer: Answer
+        switch (db, postgres) {
+        case (let db?, nil):
+            guard FileManager.default.fileExists(atPath: db) else { throw fail("no database at \(db)") }
+            let backend = try SQLiteStateBackend(path: db)
+            answer =
+                switch request {
+                case .retry(let ids): .count(try backend.retryOutbox(actionIDs: ids, now: now))
+                case .drop(let ids): .count(try backend.dropOutbox(actionIDs: ids))
+                case .list(let states): .rows(try backend.outbox(states: states))
+                }
+        case (nil, let url?):
+            answer = try await Fleet.with(url, needsSetUp: true) { log in
+                switch request {
+                case .retry(let ids): .count(try await log.retryOutbox(actionIDs: ids, now: now))
+                case .drop(let ids): .count(try await log.dropOutbox(actionIDs: ids))
+                case .list(let states): .rows(try await log.outbox(states: states.map(\.rawValue)).map(OutboxRow.init))
+                }
+            }
+        default:
+            throw fail("give the service's database: --db FILE, or --postgres URL for a fleet")
+        }
+        let rows: [OutboxRow]
+        switch (request, answer) {
+        case (.retry, .count(let n)):
             print("\(n) action(s) pending again")
             return
-        }
-        if !drop.isEmpty || dropDead {
-            let n = try backend.dropOutbox(actionIDs: dropDead ? nil : drop)
+        case (.drop, .count(let n)):
             print("\(n) action(s) dropped")
             return
+        case (_, .rows(let r)): rows = r
+        default: return
         }
-        let rows = try backend.outbox(states: all ? [.pending, .dead, .delivered] : [.pending, .dead])
         if json {
             for r in rows { print(r.json) }
             return

@@ -49,7 +49,7 @@ from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from service_test import (  # noqa: E402,F401
-    ADMIN_KEY, BECKON, KEY, ROOT, SECRET, STORE, Server, basic, dry_run, sqlite_only, token)
+    ADMIN_KEY, BECKON, KEY, ROOT, SECRET, STORE, Server, basic, dry_run, sqlite_only, store_args, token)
 
 # (What a fleet does differently on purpose, docs/fleet.md.)
 partition_clocks = unittest.skipIf(
@@ -228,8 +228,8 @@ OUTBOX_KEYS = {"actionId", "destination", "userId", "state", "attempts", "nextAt
 
 
 def outbox(db, *extra):
-    """`beckon outbox --db DB --json EXTRA…`, one object a line."""
-    r = cli("outbox", "--db", db, "--json", *extra)
+    """`beckon outbox --db DB --json EXTRA…` (`--postgres URL` on a fleet), one object a line."""
+    r = cli("outbox", *store_args(db), "--json", *extra)
     assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
     rows = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
     for row in rows:
@@ -376,7 +376,6 @@ def destination(name, url, **keys):
     return f"  - name: {name}\n    url: {url}\n" + "".join(f"    {k}: {v}\n" for k, v in keys.items())
 
 
-@sqlite_only  # (`beckon outbox --db` and the SQLite file)
 class Delivery(OpsCase):
     def test_503_twice_then_delivered_with_one_idempotency_key_and_the_headers(self):
         capi = self.receiver(fail_first(2))
@@ -476,7 +475,7 @@ class Delivery(OpsCase):
         self.assertEqual((row["destination"], row["userId"], row["state"], row["attempts"]),
                          ("bad_request", "rex", "dead", 1))
         self.assertIn("400", str(row["lastError"]))
-        table = cli("outbox", "--db", self.db)
+        table = cli("outbox", *store_args(self.db))
         self.assertEqual(table.returncode, 0, table.stderr)
         line = [ln for ln in table.stdout.splitlines() if rex in ln]
         self.assertEqual(len(line), 1, table.stdout)
@@ -484,9 +483,9 @@ class Delivery(OpsCase):
         self.assertIn("dead", line[0])
         self.assertEqual((deliveries(server, "bad_request", "dead"), deliveries(server, "bad_request", "retried")), (2, 0))
         # --drop one; --retry the other: one more attempt (the count reset), dead again; then --drop-dead.
-        self.assertEqual(cli("outbox", "--db", self.db, "--drop", rex).returncode, 0)
+        self.assertEqual(cli("outbox", *store_args(self.db), "--drop", rex).returncode, 0)
         self.assertIsNone(outbox_row(self.db, rex, "--all"))
-        self.assertEqual(cli("outbox", "--db", self.db, "--retry", roy).returncode, 0)
+        self.assertEqual(cli("outbox", *store_args(self.db), "--retry", roy).returncode, 0)
         got = bad.wait_for(2, key=roy)
         self.assertEqual(got[1].attempt, "1")
         wait_until(lambda: (outbox_row(self.db, roy) or {}).get("state") == "dead", what="roy dead again")
@@ -494,7 +493,7 @@ class Delivery(OpsCase):
         time.sleep(0.3)
         self.assertEqual(len(bad.got(roy)), 2)
         self.assertEqual(len(bad.got(rex)), 1, "a dropped action was sent again")
-        self.assertEqual(cli("outbox", "--db", self.db, "--drop-dead").returncode, 0)
+        self.assertEqual(cli("outbox", *store_args(self.db), "--drop-dead").returncode, 0)
         self.assertEqual(outbox(self.db, "--all"), [])
 
     def test_500_until_max_attempts_then_dead_and_retry_dead_delivers(self):
@@ -516,7 +515,7 @@ class Delivery(OpsCase):
         self.assertEqual((deliveries(server, "broken", "retried"), deliveries(server, "broken", "dead"),
                           deliveries(server, "broken", "delivered")), (2, 1, 0))
         broken.policy = always(200)
-        r = cli("outbox", "--db", self.db, "--retry-dead")
+        r = cli("outbox", *store_args(self.db), "--retry-dead")
         self.assertEqual(r.returncode, 0, r.stderr)
         got = broken.wait_for(4)
         self.assertEqual((got[3].key, got[3].attempt), (emit, "1"))
@@ -574,7 +573,6 @@ class Delivery(OpsCase):
         self.assertEqual((got[0].key, got[0].headers.get("authorization")), (emit, SECRET_VALUE))
 
 
-@sqlite_only  # (`beckon outbox --db` and the SQLite file)
 class DeliveryCrash(OpsCase):
     def test_kill_9_between_the_fire_and_the_delivery_delivers_after_the_restart(self):
         port = free_port()

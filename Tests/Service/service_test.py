@@ -68,6 +68,11 @@ def pg_database(db):
     return PG.rsplit("/", 1)[0] + "/" + name
 
 
+def store_args(db):
+    """`beckon serve`'s store standing for the SQLite path `db`: that file, or its fleet database (``pg_database``)."""
+    return ["--postgres", pg_database(db)] if STORE == "postgres" else ["--db", db]
+
+
 def caught_up(url, seconds=30):
     """Until every partition of the fleet at `url` has processed what was appended."""
     deadline = time.monotonic() + seconds
@@ -94,11 +99,11 @@ class Server:
 
     def start(self):
         Server.starts += 1
-        store = ["--db", self.db]
+        store = store_args(self.db)
         self.url = None
         if STORE == "postgres":
-            self.url = pg_database(self.db)
-            store = ["--postgres", self.url, "--lease-seconds", "3", "--owner", f"svc-{os.getpid()}-{Server.starts}"]
+            self.url = store[1]
+            store += ["--lease-seconds", "3", "--owner", f"svc-{os.getpid()}-{Server.starts}"]
         args = [BECKON, "serve", *self.rules, *store, "--port", "0", "--write-key", KEY,
                 "--user-secret", SECRET, "--admin-key", ADMIN_KEY, "--clock", self.clock, *self.extra]
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -998,30 +1003,37 @@ class Admin(unittest.TestCase):
             finally:
                 server.stop()
 
-    @sqlite_only
     def test_an_admin_key_may_not_be_a_write_key(self):
         with tempfile.TemporaryDirectory() as tmp:
-            r = subprocess.run([BECKON, "serve", *app_rules("stampbook"), "--db", f"{tmp}/db.sqlite", "--port", "0",
+            r = subprocess.run([BECKON, "serve", *app_rules("stampbook"), *store_args(f"{tmp}/db.sqlite"), "--port", "0",
                                 "--write-key", KEY, "--admin-key", KEY], capture_output=True, text=True, timeout=30)
             self.assertEqual(r.returncode, 1)
             self.assertIn("admin key", r.stderr)
 
 
-@sqlite_only
 class Startup(unittest.TestCase):
     def test_rules_with_errors_refuse_to_start(self):
         with tempfile.TemporaryDirectory() as tmp:
             with open(f"{tmp}/bad.yaml", "w") as f:
                 f.write("version: 1\ncampaign: x\nrules:\n  - id: r\n    on: A\n    do: [{ mesage: {} }]\n")
-            r = subprocess.run([BECKON, "serve", tmp, "--db", f"{tmp}/db.sqlite", "--port", "0", "--write-key", KEY],
+            r = subprocess.run([BECKON, "serve", tmp, *store_args(f"{tmp}/db.sqlite"), "--port", "0", "--write-key", KEY],
                                capture_output=True, text=True, timeout=30)
             self.assertEqual(r.returncode, 1)
             self.assertIn("bad.yaml:6:", r.stderr)
-            self.assertFalse(os.path.exists(f"{tmp}/db.sqlite"))
+            # (Nothing is created: no SQLite file, no tables in the fleet's database.)
+            if STORE == "postgres":
+                tables = subprocess.run(["psql", pg_database(f"{tmp}/db.sqlite"), "-tAc",
+                                         "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'beckon%'"],
+                                        capture_output=True, text=True, check=True).stdout.strip()
+                self.assertEqual(tables, "0")
+            else:
+                self.assertFalse(os.path.exists(f"{tmp}/db.sqlite"))
 
     def test_no_write_key_refuses_to_start(self):
-        r = subprocess.run([BECKON, "serve", *app_rules("stampbook"), "--port", "0"], capture_output=True, text=True,
-                           timeout=30, env={k: v for k, v in os.environ.items() if k != "BECKON_WRITE_KEYS"})
+        with tempfile.TemporaryDirectory() as tmp:
+            r = subprocess.run([BECKON, "serve", *app_rules("stampbook"), *store_args(f"{tmp}/db.sqlite"), "--port", "0"],
+                               capture_output=True, text=True, timeout=30,
+                               env={k: v for k, v in os.environ.items() if k != "BECKON_WRITE_KEYS"})
         self.assertEqual(r.returncode, 1)
         self.assertIn("write key", r.stderr)
 
