@@ -154,9 +154,10 @@ class Server:
         finally:
             conn.close()
 
-    def post(self, path, body, key=KEY):
+    def post(self, path, body, key=KEY, wait=True):
+        """`wait`: on a fleet, return once it has processed what it accepted (as a single service answers)."""
         answer = self.request("POST", path, body, {"Authorization": basic(key), "Content-Type": "application/json"})
-        if self.url and answer[0] == 200:
+        if self.url and answer[0] == 200 and wait:
             caught_up(self.url)
         return answer
 
