@@ -48,6 +48,8 @@ struct Fleet: AsyncParsableCommand {
             }
         } catch let e as ValidationError {
             throw fail(e.message)
+        } catch let e as ExitCode {
+            throw e  // (said already: `fail`)
         } catch {
             throw fail("cannot use the database: \(String(reflecting: error))")
         }

@@ -157,12 +157,15 @@ struct User: ParsableCommand {
 
 /// `beckon audience --db FILE RULE`: how many stored users a rule's `audience` and `if` select now, as
 /// `GET /admin/audience` answers, from the command line (docs/operations.md).
-struct Audience: ParsableCommand {
+struct Audience: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Count the stored users a rule would reach now, firing nothing (also while a service runs).")
 
     @Option(help: "The service's SQLite database.")
-    var db: String
+    var db: String?
+
+    @Option(help: "Or the fleet's database, postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE.")
+    var postgres: String?
 
     @Option(
         name: .customLong("rules"),
@@ -178,38 +181,34 @@ struct Audience: ParsableCommand {
     @Argument(help: "The rule: CAMPAIGN/RULE, or its id alone when no other rule has it.")
     var rule: String
 
-    func run() throws {
-        guard FileManager.default.fileExists(atPath: db) else { throw fail("no database at \(db)") }
+    func run() async throws {
         var now = Processor.nowMs()
         if let at {
             guard let t = Timestamp.parse(at) else { throw fail("--at expects an RFC 3339 time, found '\(at)'") }
             now = t.milliseconds
         }
-        let backend = try SQLiteStateBackend(path: db)
-        let loaded: LoadResult
-        if rulePaths.isEmpty {
+        let counter: AudienceCounter
+        switch (db, postgres) {
+        case (let db?, nil):
+            guard FileManager.default.fileExists(atPath: db) else { throw fail("no database at \(db)") }
+            let backend = try SQLiteStateBackend(path: db)
             // The rule set served: the last checkpoint's (a service that has not checkpointed yet: the newest stored).
-            guard let version = try backend.checkpoint().rulesVersion ?? backend.latestRuleVersion() else {
-                throw fail("the database holds no rule set yet; name the rules with --rules PATH")
+            counter = try await count(
+                at: now,
+                served: {
+                    guard let v = try backend.checkpoint().rulesVersion ?? backend.latestRuleVersion() else { return nil }
+                    return try backend.ruleFiles(version: v)
+                }, pages: { try backend.states(after: $0, limit: $1) })
+        case (nil, let url?):
+            // The rule set served: the newest stored, which every partition switches to.
+            let now = now
+            counter = try await Fleet.with(url, needsSetUp: true) { log in
+                try await count(
+                    at: now, served: { try await log.rules(version: nil)?.files },
+                    pages: { try await log.states(after: $0, limit: $1) })
             }
-            loaded = RuleLoader.load(texts: try backend.ruleFiles(version: version))
-        } else {
-            loaded = RuleLoader.load(paths: rulePaths)
-        }
-        guard let ruleSet = loaded.ruleSet else {
-            FileHandle.standardError.write(Data(loaded.rendered().utf8))
-            throw fail("the rules do not load")
-        }
-        guard var counter = AudienceCounter(ruleSet: ruleSet, rule: rule, now: now) else {
-            let hint = Suggest.nearest(rule, in: ruleSet.rules.map(\.qualifiedID)).map { "; did you mean '\($0)'?" } ?? ""
-            throw fail("no rule '\(rule)' in the rules\(hint)")
-        }
-        var after: String?
-        while true {
-            let page = try backend.states(after: after, limit: AudienceCounter.pageSize)
-            guard let last = page.last else { break }
-            counter.add(page)
-            after = last.userID
+        default:
+            throw fail("give the service's database: --db FILE, or --postgres URL for a fleet")
         }
         let when = Timestamp(milliseconds: now).description
         let size = counter.size
@@ -223,5 +222,36 @@ struct Audience: ParsableCommand {
         var line = "\(counter.rule.qualifiedID): \(size.users) of \(size.stored) stored users selected at \(when)"
         if size.undecodable > 0 { line += " (\(size.undecodable) saved states did not decode)" }
         print(line)
+    }
+
+    /// The rule's counter over every stored state, a page at a time, under `--rules` or the files the store serves.
+    private func count(
+        at now: Int64, served: () async throws -> [(path: String, text: String)]?,
+        pages: (_ after: String?, _ limit: Int) async throws -> [(userID: String, bytes: [UInt8])]
+    ) async throws -> AudienceCounter {
+        let loaded: LoadResult
+        if rulePaths.isEmpty {
+            guard let files = try await served() else {
+                throw fail("the database holds no rule set yet; name the rules with --rules PATH")
+            }
+            loaded = RuleLoader.load(texts: files)
+        } else {
+            loaded = RuleLoader.load(paths: rulePaths)
+        }
+        guard let ruleSet = loaded.ruleSet else {
+            FileHandle.standardError.write(Data(loaded.rendered().utf8))
+            throw fail("the rules do not load")
+        }
+        guard var counter = AudienceCounter(ruleSet: ruleSet, rule: rule, now: now) else {
+            let hint = Suggest.nearest(rule, in: ruleSet.rules.map(\.qualifiedID)).map { "; did you mean '\($0)'?" } ?? ""
+            throw fail("no rule '\(rule)' in the rules\(hint)")
+        }
+        var after: String?
+        while true {
+            let page = try await pages(after, AudienceCounter.pageSize)
+            guard let last = page.last else { return counter }
+            counter.add(page)
+            after = last.userID
+        }
     }
 }

@@ -728,7 +728,6 @@ class Broadcast(WallClockRules):
         finally:
             self.assertEqual(server.stop(), 0)
 
-    @unittest.skipIf(STORE != "sqlite", "beckon audience reads a single service's SQLite database")
     def test_audience_size_from_the_command_line(self):
         server = self.server()
         try:
@@ -738,7 +737,7 @@ class Broadcast(WallClockRules):
             self.assertEqual(server.stop(), 0)
 
         def audience(*args):
-            return subprocess.run([BECKON, "audience", "--db", self.db, *args], capture_output=True, text=True,
+            return subprocess.run([BECKON, "audience", *store_args(self.db), *args], capture_output=True, text=True,
                                   timeout=60)
 
         r = audience("digest/news")
