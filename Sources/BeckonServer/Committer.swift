@@ -1,7 +1,6 @@
 import BeckonCore
 import BeckonStore
 import Logging
-import NIOPosix
 import Prometheus
 
 /// A processing round's writes: its commit, and the actions it fired (their ids and JSON are made by the committer,
@@ -26,8 +25,8 @@ struct RoundCommit: Sendable {
     }
 }
 
-/// The single service's committer: its rounds written in order on a thread of their own (``Blocking/commits``), so
-/// that the engine works on the next rounds while the database writes and syncs the last ones. A round is processed on
+/// The single service's committer: its rounds written in order on a thread of its own, so that the engine works on the
+/// next rounds while the database writes and syncs the last ones. A round is processed on
 /// top of the rounds before it, so the committer is chained: after a failed write it refuses rounds until the
 /// processor, having rebuilt its engine from the database, calls ``GroupCommit/reset()``.
 typealias Committer = GroupCommit<RoundCommit, Void>
@@ -37,10 +36,11 @@ extension GroupCommit where Item == RoundCommit, Output == Void {
     static var depth: Int { 4 }
 
     convenience init(backend: SQLiteStateBackend, metrics: ServiceMetrics, logger: Logger) {
-        self.init(chained: true, depth: Self.depth, stoppedError: { Processor.ServiceUnavailable() }) { rounds in
-            try await Blocking.commits.runIfActive {
-                let commits = rounds.map { $0.withActions() }.filter { !$0.isEmpty }
-                guard !commits.isEmpty else { return }
+        self.init(thread: "beckon-committer", chained: true, depth: Self.depth, stoppedError: { Processor.ServiceUnavailable() })
+        {
+            rounds in
+            let commits = rounds.map { $0.withActions() }.filter { !$0.isEmpty }
+            if !commits.isEmpty {
                 let started = ContinuousClock.now
                 do {
                     try backend.write(commits)

@@ -32,24 +32,69 @@ package final class GroupCommit<Item: Sendable, Output: Sendable>: @unchecked Se
     private let size: @Sendable (Item) -> Int
     private let stoppedError: @Sendable () -> any Error
     /// Writes items in one transaction; returns each one's output, in order (or throws for all of them).
-    private let write: @Sendable ([Item]) async throws -> [Output]
+    private enum Writer {
+        /// Async (a database client): each run of writes is a task.
+        case task(@Sendable ([Item]) async throws -> [Output])
+        /// Blocking (an embedded database): the writes run on a thread of the committer's own, so that no thread of
+        /// the concurrency pool waits on a sync to disk and a write costs no hop between threads.
+        case thread(@Sendable ([Item]) throws -> [Output])
+    }
+    private let write: Writer
 
     /// - Parameters:
     ///   - chained: a failed write fails every later item until ``reset()``.
     ///   - depth: items queued (not yet being written) before ``enqueue(_:then:)`` waits.
     ///   - maxSize: the most one write takes, by `size` (one item is always taken; the rest wait for the next write).
     ///   - stoppedError: what items queued after ``stop()`` fail with.
-    package init(
+    package convenience init(
         chained: Bool = false, depth: Int = .max, maxSize: Int = .max, size: @escaping @Sendable (Item) -> Int = { _ in 1 },
         stoppedError: @escaping @Sendable () -> any Error = { CancellationError() },
         write: @escaping @Sendable ([Item]) async throws -> [Output]
     ) {
+        self.init(.task(write), chained, depth, maxSize, size, stoppedError)
+    }
+
+    private init(
+        _ write: Writer, _ chained: Bool, _ depth: Int, _ maxSize: Int, _ size: @escaping @Sendable (Item) -> Int,
+        _ stoppedError: @escaping @Sendable () -> any Error
+    ) {
+        self.write = write
         self.chained = chained
         self.depth = depth
         self.maxSize = maxSize
         self.size = size
         self.stoppedError = stoppedError
-        self.write = write
+    }
+
+    /// A committer whose blocking `write` runs on a thread of its own, named `thread` (see the other initializer).
+    package convenience init(
+        thread name: String, chained: Bool = false, depth: Int = .max, maxSize: Int = .max,
+        size: @escaping @Sendable (Item) -> Int = { _ in 1 },
+        stoppedError: @escaping @Sendable () -> any Error = { CancellationError() },
+        write: @escaping @Sendable ([Item]) throws -> [Output]
+    ) {
+        self.init(.thread(write), chained, depth, maxSize, size, stoppedError)
+        let t = Thread { [self] in
+            // Drains whenever items are queued; ends once stopped with nothing queued.
+            while true {
+                lock.lock()
+                while !running && !stopped { lock.wait() }
+                let active = running
+                lock.unlock()
+                guard active else { return }
+                while let (group, earlier) = take() {
+                    var outcome: Result<[Output], any Error>
+                    if let earlier {
+                        outcome = .failure(earlier)
+                    } else {
+                        do { outcome = .success(try write(group.map(\.item))) } catch { outcome = .failure(error) }
+                    }
+                    answer(group, outcome)
+                }
+            }
+        }
+        t.name = name
+        t.start()
     }
 
     /// Writes `item` with the items queued beside it; returns its output.
@@ -71,8 +116,9 @@ package final class GroupCommit<Item: Sendable, Output: Sendable>: @unchecked Se
         queue.append(Waiting(item: item, done: done))
         let start = !running
         running = true
+        lock.broadcast()
         lock.unlock()
-        if start { Task { await drain() } }
+        if start, case .task(let write) = write { Task { await drain(write) } }
     }
 
     /// Whether a write failed and ``reset()`` has not been called since (`chained` only).
@@ -105,7 +151,7 @@ package final class GroupCommit<Item: Sendable, Output: Sendable>: @unchecked Se
         lock.unlock()
     }
 
-    private func drain() async {
+    private func drain(_ write: @Sendable ([Item]) async throws -> [Output]) async {
         while let (group, earlier) = take() {
             var outcome: Result<[Output], any Error>
             if let earlier {
@@ -113,14 +159,19 @@ package final class GroupCommit<Item: Sendable, Output: Sendable>: @unchecked Se
             } else {
                 do { outcome = .success(try await write(group.map(\.item))) } catch { outcome = .failure(error) }
             }
-            switch outcome {
-            case .success(let outputs):
-                for (w, o) in zip(group, outputs) { w.done(.success(o)) }
-            case .failure(let error):
-                for w in group { w.done(.failure(error)) }
-            }
-            finished(outcome)
+            answer(group, outcome)
         }
+    }
+
+    /// Answers each item of a write, then notes its outcome (a chained failure sticks).
+    private func answer(_ group: [Waiting], _ outcome: Result<[Output], any Error>) {
+        switch outcome {
+        case .success(let outputs):
+            for (w, o) in zip(group, outputs) { w.done(.success(o)) }
+        case .failure(let error):
+            for w in group { w.done(.failure(error)) }
+        }
+        finished(outcome)
     }
 
     /// The next items to write, by ``maxSize``, and the failure they inherit (`chained`); `nil` when none is queued

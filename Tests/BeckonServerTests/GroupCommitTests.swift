@@ -147,4 +147,43 @@ import Testing
         #expect(w.calls.withLock { $0.flatMap { $0 } } == [1, 2, 3, 4])
         await #expect(throws: Failed.self) { try await commit.submit(5) }
     }
+
+    /// The single service's kind: a blocking write on the committer's own thread, chained.
+    @Test func aThreadCommitterWritesOnItsOwnThreadInOrderChained() async throws {
+        let calls = Mutex<[[Int]]>([])
+        let inTask = Mutex(false)
+        let gate = DispatchSemaphore(value: 0)
+        defer { gate.signal() }
+        let commit = GroupCommit<Int, Int>(thread: "test-committer", chained: true, stoppedError: { Failed() }) { items in
+            let first = calls.withLock { c in
+                c.append(items)
+                return c.count == 1
+            }
+            // (On the committer's thread: no task runs the write.)
+            if withUnsafeCurrentTask(body: { $0 != nil }) { inTask.withLock { $0 = true } }
+            if first { gate.wait() }  // (the committer's own thread, not the pool's)
+            if items.contains(3) { throw Failed() }
+            return items.map { $0 * 10 }
+        }
+        let answers = Mutex<[Int: Int?]>([:])
+        let record: (Int) -> GroupCommit<Int, Int>.Done = { i in
+            { r in answers.withLock { $0[i] = .some(try? r.get()) } }
+        }
+        commit.enqueue(1, then: record(1))
+        try await Self.until { calls.withLock { $0.count } == 1 }
+        commit.enqueue(2, then: record(2))
+        commit.enqueue(3, then: record(3))
+        gate.signal()
+        await Self.offPool { commit.waitIdle() }
+        #expect(calls.withLock { $0 } == [[1], [2, 3]])
+        #expect(answers.withLock { $0 } == [1: 10, 2: nil, 3: nil])
+        #expect(commit.failed)
+        await #expect(throws: Failed.self) { try await commit.submit(4) }
+        #expect(calls.withLock { $0.count } == 2, "a round after a failed one was written")
+        commit.reset()
+        #expect(try await commit.submit(5) == 50)
+        await Self.offPool { commit.stop() }
+        await #expect(throws: Failed.self) { try await commit.submit(6) }
+        #expect(!inTask.withLock { $0 })
+    }
 }
