@@ -24,7 +24,8 @@ import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from operations_test import Receiver, fail_first  # noqa: E402
-from service_test import ADMIN_KEY, BECKON, HTTP, KEY, ROOT, SECRET, basic, dry_run, read_jsonl, token  # noqa: E402
+from service_test import (  # noqa: E402
+    ADMIN_KEY, BECKON, HTTP, KEY, ROOT, SECRET, basic, dry_run, fleet, partition, read_jsonl, token)
 
 PG = os.environ.get("BECKON_TEST_POSTGRES")
 LEASE = 3  # seconds: short, so that a takeover happens within the test
@@ -35,10 +36,6 @@ def database(name):
     subprocess.run(["psql", PG, "-q", "-c", f"DROP DATABASE IF EXISTS {name} WITH (FORCE)", "-c", f"CREATE DATABASE {name}"],
                    check=True, capture_output=True)
     return PG.rsplit("/", 1)[0] + "/" + name
-
-
-def fleet(url, *args):
-    return subprocess.run([BECKON, "fleet", *args, "--postgres", url], capture_output=True, text=True, check=True).stdout
 
 
 def status(url):
@@ -635,14 +632,6 @@ class Console(unittest.TestCase):
             finally:
                 for p in procs:
                     self.assertEqual(p.stop(), 0)
-
-
-def partition(user):
-    """The fleet's partition of a user id (FNV-1a of its UTF-8, modulo 64: FleetLog.partition(of:))."""
-    h = 0xcbf29ce484222325
-    for b in user.encode():
-        h = ((h ^ b) * 0x100000001b3) % (1 << 64)
-    return h % 64
 
 
 @unittest.skipUnless(PG, "needs BECKON_TEST_POSTGRES (scripts/test.sh sets it)")
