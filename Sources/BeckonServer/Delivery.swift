@@ -253,7 +253,14 @@ package final class Deliverer: Service, Sendable {
                 if mayHaveMore {
                     await Task.yield()
                 } else {
-                    try? await Task.sleep(for: .milliseconds(2))
+                    // Until an attempt ends or the next look at the outbox is due. (The version is read before the
+                    // outcomes are looked at, so an attempt that ends in between wakes the wait at once.)
+                    let seen = wake.version(of: Self.endedKey)
+                    let next = Self.idlePoll - (ContinuousClock.now - lastRead)
+                    if ended.withLock({ $0.isEmpty }) && next > .zero {
+                        let (s, a) = next.components
+                        await wake.wait(for: Self.endedKey, seen: seen, seconds: Double(s) + Double(a) / 1e18)
+                    }
                 }
             }
             // A stop does not wait for slow receivers: attempts in flight are cut short and stay pending.
@@ -356,7 +363,12 @@ package final class Deliverer: Service, Sendable {
             return
         }
         ended.withLock { $0.append((row, outcome, d.spec)) }
+        wake.notify([Self.endedKey])
     }
+
+    /// Wakes the delivery loop when an attempt ends (key ``endedKey``).
+    private let wake = ActionFeed()
+    private static let endedKey = "ended"
 
     /// What sending the entry came to: through the destination's email sender, push provider, or as the action's
     /// JSON to its URL; `nil` when a stop cut the attempt short.
