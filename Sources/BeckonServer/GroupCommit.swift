@@ -22,7 +22,7 @@ package final class GroupCommit<Item: Sendable, Output: Sendable>: @unchecked Se
 
     private let lock = NSCondition()
     private var queue: [Waiting] = []
-    /// A write is in progress (a drain task runs).
+    /// Items are being written: a drain runs (a task, or the committer's own thread), until it finds none queued.
     private var running = false
     private var failure: (any Error)?
     private var stopped = false
