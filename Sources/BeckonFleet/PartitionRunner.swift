@@ -529,8 +529,7 @@ final class Poller: Sendable {
             if state.withLock({ $0.processed[partition] }) >= seq { return true }
             let left = deadline - ContinuousClock.now
             if left <= .zero || Task.isCancelled { return false }
-            let (s, a) = left.components
-            await progress.wait(for: key, seen: seen, seconds: Double(s) + Double(a) / 1e18)
+            await progress.wait(for: key, seen: seen, seconds: left.inSeconds)
         }
     }
 

@@ -444,42 +444,36 @@ extension FleetLog {
     /// Makes dead entries (those of `actionIDs`, or every dead one when `nil`) pending again, due `now`, their
     /// attempts counted from zero. Returns how many.
     public func retryOutbox(actionIDs: [String]?, now: Int64) async throws -> Int {
-        try await timed("retryOutbox", nil) { [self] in
-            let all = actionIDs == nil
-            let ids = actionIDs ?? []
-            var n = 0
-            for try await k in try await client.query(
-                """
-                WITH u AS (
-                    UPDATE beckon_outbox SET state = 0, attempts = 0, next_at = \(now), done_at = NULL
-                    WHERE state = 2 AND (\(all) OR action_id = ANY(\(ids)::text[])) RETURNING 1)
-                SELECT count(*) FROM u
-                """, logger: logger
-            ).decode(Int.self) {
-                n = k
-            }
-            return n
-        }
+        let (all, ids) = (actionIDs == nil, actionIDs ?? [])
+        return try await count(
+            "retryOutbox",
+            """
+            WITH u AS (
+                UPDATE beckon_outbox SET state = 0, attempts = 0, next_at = \(now), done_at = NULL
+                WHERE state = 2 AND (\(all) OR action_id = ANY(\(ids)::text[])) RETURNING 1)
+            SELECT count(*) FROM u
+            """)
     }
 
     /// Deletes undelivered entries (those of `actionIDs`), or every dead one when `nil`. Returns how many.
     public func dropOutbox(actionIDs: [String]?) async throws -> Int {
-        try await timed("dropOutbox", nil) { [self] in
-            let all = actionIDs == nil
-            let ids = actionIDs ?? []
-            var n = 0
-            for try await k in try await client.query(
-                """
-                WITH d AS (
-                    DELETE FROM beckon_outbox
-                    WHERE CASE WHEN \(all) THEN state = 2 ELSE state <> 1 AND action_id = ANY(\(ids)::text[]) END
-                    RETURNING 1)
-                SELECT count(*) FROM d
-                """, logger: logger
-            ).decode(Int.self) {
-                n = k
-            }
-            return n
+        let (all, ids) = (actionIDs == nil, actionIDs ?? [])
+        return try await count(
+            "dropOutbox",
+            """
+            WITH d AS (
+                DELETE FROM beckon_outbox
+                WHERE CASE WHEN \(all) THEN state = 2 ELSE state <> 1 AND action_id = ANY(\(ids)::text[]) END
+                RETURNING 1)
+            SELECT count(*) FROM d
+            """)
+    }
+
+    /// The count a statement that changes rows answers (`… SELECT count(*) FROM` what it returned), timed as `call`.
+    private func count(_ call: String, _ query: PostgresQuery) async throws -> Int {
+        try await timed(call, nil) { [self] in
+            for try await n in try await client.query(query, logger: logger).decode(Int.self) { return n }
+            return 0
         }
     }
 

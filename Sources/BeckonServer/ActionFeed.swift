@@ -91,3 +91,8 @@ package final class ActionFeed: Sendable {
         return c != nil
     }
 }
+
+extension Duration {
+    /// The duration in seconds, as the feed's waits and the services' rates take it.
+    package var inSeconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}

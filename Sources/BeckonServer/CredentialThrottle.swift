@@ -97,8 +97,7 @@ package final class CredentialThrottle: Sendable {
 
     private static func refilled(_ bucket: Bucket, _ now: ContinuousClock.Instant) -> Double {
         let elapsed = now - bucket.at
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        return min(burst, bucket.tokens + seconds / refillSeconds)
+        return min(burst, bucket.tokens + elapsed.inSeconds / refillSeconds)
     }
 }
 

@@ -258,8 +258,7 @@ package final class Deliverer: Service, Sendable {
                     let seen = wake.version(of: Self.endedKey)
                     let next = Self.idlePoll - (ContinuousClock.now - lastRead)
                     if ended.withLock({ $0.isEmpty }) && next > .zero {
-                        let (s, a) = next.components
-                        await wake.wait(for: Self.endedKey, seen: seen, seconds: Double(s) + Double(a) / 1e18)
+                        await wake.wait(for: Self.endedKey, seen: seen, seconds: next.inSeconds)
                     }
                 }
             }

@@ -158,8 +158,7 @@ package final class SendRate: Sendable {
     package func take(now: ContinuousClock.Instant = .now) -> Duration {
         state.withLock { s in
             let elapsed = now - s.at
-            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-            s.tokens = min(capacity, s.tokens + max(0, seconds) * perSecond)
+            s.tokens = min(capacity, s.tokens + max(0, elapsed.inSeconds) * perSecond)
             s.at = now
             s.tokens -= 1
             guard s.tokens < 0 else { return .zero }

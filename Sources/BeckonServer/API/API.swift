@@ -303,7 +303,7 @@ package struct API: Sendable {
                 return ActionsPage(
                     actions: try rows.map { try AnyJSON(parsing: $0.json) }, cursor: String(rows.last?.seq ?? after))
             }
-            let seconds = Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18
+            let seconds = left.inSeconds
             // A graceful shutdown answers the poll at once rather than holding the stop for up to `maxWait`.
             await withGracefulShutdownHandler {
                 await backend.waitForActions(of: user, seen: seen, seconds: seconds)
