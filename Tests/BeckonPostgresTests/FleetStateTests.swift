@@ -55,6 +55,25 @@ struct FleetStateTests {
         }
     }
 
+    /// A stored user's state is written over whole (bytes, due time, merge pointer) and a new user's added, in one
+    /// batch: the update for stored users and the insert for new ones (``FleetLog/commit(_:)``) split them rightly.
+    @Test func storedStatesAreReplacedAndNewOnesAdded() async throws {
+        try await withFleet { log in
+            let p = FleetLog.partition(of: "ana")
+            let lease = try #require(try await log.acquire(partition: p, owner: "a", ttl: .seconds(30)))
+            try await log.commit(Self.batch(processed: 2, actions: []), lease: lease)
+            #expect(try await log.pendingStates(partition: p).map(\.userID) == ["ana"])
+            var next = FleetLog.PartitionCommit(processed: 3)
+            next.states = [("ana", [5], nil, "zed"), ("dee", [6], 2_000, nil)]
+            try await log.commit(next, lease: lease)
+            #expect(try await log.states(of: ["ana", "bo", "dee"]) == ["ana": [5], "bo": [9], "dee": [6]])
+            #expect(try await log.mergedIDs(into: "zed") == ["ana"])
+            let pending = try await log.pendingStates(partition: p).map(\.userID)
+            #expect(!pending.contains("ana"))
+            #expect(try await Self.count(log, "SELECT count(*) FROM beckon_user_state") == 3)
+        }
+    }
+
     /// A process stopped past its lease resumes and tries to write its batch: refused, and nothing of it is stored —
     /// not the states, the actions, the outbox entries nor the position.
     @Test func aStaleOwnersBatchIsRefusedWhole() async throws {
