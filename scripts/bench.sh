@@ -5,7 +5,8 @@
 #      and checks its fires against the reference;
 #   3. one table: events/s of each, and Beckon's ratio to each (in process and end to end).
 # Usage: scripts/bench.sh [--users N] [--events N]     (defaults: the workload's, 100,000 users and 1,000,000 events)
-# Results stay in $BENCH_RESULTS (default /tmp/beckon-bench).
+# Results stay in $BENCH_RESULTS (default /tmp/beckon-bench). BEFORE=PATH also runs that earlier `beckon`'s `bench` on
+# the same files (right after this build's) and prints each figure side by side (scripts/side-by-side.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export BENCH_RESULTS="${BENCH_RESULTS:-/tmp/beckon-bench}"
@@ -13,10 +14,16 @@ shared="$(cd ../shared/bench && pwd)"
 "$shared/run.sh" "$@" >/dev/null
 swift build -c release --product beckon-bench >/dev/null
 .build/release/beckon-bench bench --workload "$BENCH_RESULTS/data" --format json > "$BENCH_RESULTS/beckon.json"
+rm -f "$BENCH_RESULTS/before.json"
+if [ -n "${BEFORE:-}" ]; then
+  "$BEFORE" bench --workload "$BENCH_RESULTS/data" --format json > "$BENCH_RESULTS/before.json"
+fi
 python3 - "$BENCH_RESULTS" <<'PY'
 import glob, json, os, sys
 out = sys.argv[1]
 b = json.load(open(os.path.join(out, "beckon.json")))
+if b["allocations_per_event"] is None:
+    sys.exit("beckon-bench counted no allocations: its malloc shim is not linked in (Sources/BeckonAllocCount)")
 peers = []
 for f in sorted(glob.glob(os.path.join(out, "results", "*.json"))):
     d = json.load(open(f))
@@ -42,4 +49,27 @@ print("state %.0f bytes/user, %.2f allocations/event; %d rules: %s events/s in p
       "%d rules load+compile in %.0f ms" % (b["state_bytes_per_user"], b["allocations_per_event"], b["scale_rules"],
       format(b["events_per_s_in_process_scaled"], ","), ip / max(1, b["events_per_s_in_process_scaled"]), b["rules"],
       b["compile_rules"], b["compile_ms_many"]))
+
+# The figures of the issue's table, for this build and (with BEFORE) the earlier one, on the same files.
+ceiling = next((d["events_per_s"] for d in peers if d["engine"].startswith("cpp_ceiling")), None)
+def figures(run, path):
+    with open(path, "w") as f:
+        def figure(name, value, unit=""):
+            f.write(f"{name}\t{value}\t{unit}\n")
+        figure("in process", run["events_per_s_in_process"], "events/s")
+        figure("end to end (JSON lines to actions)", run["events_per_s_end_to_end"], "events/s")
+        if ceiling:
+            figure("in process ÷ the C++ ceiling", run["events_per_s_in_process"] / ceiling)
+            figure("end to end ÷ the C++ ceiling", run["events_per_s_end_to_end"] / ceiling)
+        figure("decoding alone", run["events_per_s_decode"], "events/s")
+        figure("state per user (engine heap)", run["state_bytes_per_user"], "B")
+        figure(f"{run['compile_rules']:,} rules load + compile", run["compile_ms_many"], "ms")
+        figure("peak RSS", run["peak_rss_kb"] / 1024, "MB")
+figures(b, os.path.join(out, "now.figures"))
+if os.path.exists(os.path.join(out, "before.json")):
+    figures(json.load(open(os.path.join(out, "before.json"))), os.path.join(out, "before.figures"))
 PY
+if [ -n "${BEFORE:-}" ]; then
+  echo
+  python3 scripts/side-by-side.py "$BENCH_RESULTS/before.figures" "$BENCH_RESULTS/now.figures" "$BEFORE"
+fi

@@ -7,6 +7,11 @@
 // the weak ones of BeckonMemory.
 #include "BeckonAllocCount.h"
 #include <stddef.h>
+// (<stddef.h> is the compiler's and does not say which C library this is: glibc's __GLIBC__ comes from <features.h>.
+// Without it the replacement below compiled to nothing and beckon-bench reported "not counted" for a day.)
+#if defined(__linux__) && __has_include(<features.h>)
+#include <features.h>
+#endif
 
 // Under a sanitizer (which must own malloc itself), or built with -DBECKON_NO_ALLOC_COUNT, nothing is replaced and
 // the weak definitions (no counts) stay.
@@ -14,6 +19,10 @@
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
 #define BECKON_NO_ALLOC_COUNT 1
 #endif
+#endif
+
+#if defined(__linux__) && !defined(__GLIBC__) && !defined(BECKON_NO_ALLOC_COUNT)
+#error "beckon-bench counts allocations by replacing glibc's malloc: this Linux C library is not glibc"
 #endif
 
 #if defined(__linux__) && defined(__GLIBC__) && !defined(BECKON_NO_ALLOC_COUNT)
