@@ -1,11 +1,23 @@
 import Synchronization
 
-/// Wakes the long polls of users who got new actions. Each user has a version, bumped after each commit that stored
+/// Wakes the long polls of users who got new actions. Each user has a version, changed after each commit that stored
 /// actions for them; a poll notes the version before it reads the database and waits only while it is unchanged, so
 /// no action committed between the read and the wait is missed.
+///
+/// A version is the feed's sequence number at the user's latest notice. The feed remembers at most ``keptVersions`` of
+/// them beside those of users with a poll waiting: past that it forgets the others, and every user without a
+/// remembered version reads `floor`, the sequence number when it last forgot. So memory does not grow with every user
+/// who ever got an action (it did: a dictionary entry each, for good), and no wake-up is lost — a version noted before
+/// a forgetting is either still remembered or below the new floor, so the wait returns at once and the poll reads
+/// again (a spurious wake, once per forgetting at most).
 package final class ActionFeed: Sendable {
+    /// Versions remembered for users without a waiting poll before the feed forgets them.
+    package static let keptVersions = 65_536
+
     private struct State {
         var versions: [String: UInt64] = [:]
+        var sequence: UInt64 = 0
+        var floor: UInt64 = 0
         var waiters: [String: [UInt64: CheckedContinuation<Void, Never>]] = [:]
         var nextWaiter: UInt64 = 0
         /// Once closed (the service is stopping), waits return at once.
@@ -21,14 +33,23 @@ package final class ActionFeed: Sendable {
 
     package var isClosed: Bool { state.withLock { $0.closed } }
 
-    package func version(of user: String) -> UInt64 { state.withLock { $0.versions[user] ?? 0 } }
+    package func version(of user: String) -> UInt64 { state.withLock { $0.versions[user] ?? $0.floor } }
+
+    /// Versions remembered now (for tests: bounded by ``keptVersions`` plus the users with a poll waiting).
+    package var remembered: Int { state.withLock { $0.versions.count } }
 
     package func notify(_ users: Set<String>) {
         let woken = state.withLock { s -> [CheckedContinuation<Void, Never>] in
             var out: [CheckedContinuation<Void, Never>] = []
             for u in users {
-                s.versions[u, default: 0] += 1
+                s.sequence += 1
+                s.versions[u] = s.sequence
                 if let w = s.waiters.removeValue(forKey: u) { out += w.values }
+            }
+            if s.versions.count > ActionFeed.keptVersions {
+                let waiting = s.waiters
+                s.versions = s.versions.filter { waiting[$0.key] != nil }
+                s.floor = s.sequence
             }
             return out
         }
@@ -44,7 +65,7 @@ package final class ActionFeed: Sendable {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
                 let now = state.withLock { s -> Bool in
-                    if s.closed || (s.versions[user] ?? 0) != seen || s.cancelled.contains(id) { return true }
+                    if s.closed || (s.versions[user] ?? s.floor) != seen || s.cancelled.contains(id) { return true }
                     s.waiters[user, default: [:]][id] = c
                     return false
                 }

@@ -194,6 +194,34 @@ struct ActionFeedTests {
         await feed.wait(for: "v", seen: feed.version(of: "v"), seconds: 0.1)
         #expect(ContinuousClock.now - start >= .milliseconds(100))
     }
+
+    /// The feed remembers a bounded number of versions however many users got actions, and forgetting one loses no
+    /// wake-up: a version noted before the forgetting no longer matches, so the wait returns at once.
+    @Test func versionsAreBoundedAndForgettingLosesNoWakeUp() async {
+        let feed = ActionFeed()
+        let others = Set((0..<(ActionFeed.keptVersions + 10)).map { "o\($0)" })
+        let never = feed.version(of: "u")
+        feed.notify(["u", "w"])
+        let noted = feed.version(of: "w")
+        feed.notify(others)
+        #expect(feed.remembered <= ActionFeed.keptVersions)
+        let start = ContinuousClock.now
+        // "u" got a notice after its version was noted, "w" before a forgetting: neither waits.
+        await feed.wait(for: "u", seen: never, seconds: 120)
+        await feed.wait(for: "w", seen: noted, seconds: 120)
+        #expect(ContinuousClock.now - start < .seconds(60))
+        // A user with nothing new since the forgetting still waits its time out.
+        await feed.wait(for: "v", seen: feed.version(of: "v"), seconds: 0.1)
+        #expect(ContinuousClock.now - start >= .milliseconds(100))
+        // A waiting poll's user is not forgotten: a notice after many others still wakes it.
+        let seen = feed.version(of: "x")
+        async let waited: Void = feed.wait(for: "x", seen: seen, seconds: 120)
+        try? await Task.sleep(for: .milliseconds(50))
+        feed.notify(Set((0..<(ActionFeed.keptVersions + 10)).map { "p\($0)" }))
+        feed.notify(["x"])
+        await waited
+        #expect(ContinuousClock.now - start < .seconds(60))
+    }
 }
 
 /// A run due for more stored users than ``ServiceLimits/coldLoadsPerRound`` goes in rounds: each loads at most the bound,
