@@ -19,7 +19,7 @@ struct MessageIDWindowTests {
 
     @Test func theWindowForgetsWhatLeftItAndCatchesEveryIdInIt() {
         var mix = Mix(state: 9)
-        let window = MessageIDWindow()
+        var window = MessageIDWindow()
         var seen: [UInt64: Int64] = [:]
         var time: Int64 = 0
         for _ in 0..<5_000 {
@@ -32,5 +32,32 @@ struct MessageIDWindowTests {
             if fresh { seen[h] = time }
             #expect(window.count == seen.count)
         }
+    }
+
+    /// A burst's memory goes once its ids leave the window, and what is kept survives a snapshot and a restore: the
+    /// same ids, each still caught, none of the forgotten ones.
+    @Test func aBurstsMemoryGoesAndTheWindowRestores() {
+        var window = MessageIDWindow()
+        var fresh = 0
+        for i in 0..<1_000 where window.insert(UInt64(i), at: Int64(i), forgettingUpTo: -1) { fresh += 1 }
+        let burst = window.bytes
+        #expect(fresh == 1_000 && burst >= 1_000 * 16)
+        // Past the window: each insert forgets, and the storage shrinks to what is left.
+        for i in 1_000..<1_010 where window.insert(UInt64(i), at: 10_000 + Int64(i), forgettingUpTo: 9_999) { fresh += 1 }
+        let (count, bytes) = (window.count, window.bytes)
+        let (old, new) = (window.contains(5), window.contains(1_005))
+        #expect(fresh == 1_010 && count == 10 && bytes < burst / 8 && !old && new)
+        let restored = MessageIDWindow(restoring: window.snapshot)
+        let hashes = restored.snapshot.map(\.hash)
+        let (kept, gone) = (restored.contains(1_009), restored.contains(999))
+        #expect(hashes == Array(1_000..<1_010).map(UInt64.init) && kept && !gone)
+        // Past the index threshold, restored with its index.
+        var many = MessageIDWindow()
+        for i in 0..<100 { _ = many.insert(UInt64(i), at: 0, forgettingUpTo: -1) }
+        var again = MessageIDWindow(restoring: many.snapshot)
+        let duplicate = !again.insert(42, at: 1, forgettingUpTo: -1)
+        let added = again.insert(100, at: 1, forgettingUpTo: -1)
+        let total = again.count
+        #expect(duplicate && added && total == 101)
     }
 }

@@ -6,69 +6,90 @@
 /// probability about n²/2⁶⁵ for n ids in the window (below 10⁻⁹ for 100,000 ids): then the second is taken for a
 /// duplicate.
 ///
-/// A class, allocated on a user's first `messageId`: a profile without ids keeps one word for it.
-final class MessageIDWindow {
-    /// In arrival order, so arrival times never decrease. Entries before `head` are forgotten.
-    private var entries: ContiguousArray<(hash: UInt64, time: Int64)> = []
-    private var head = 0
-    /// The hashes of the entries from `head` on, while there are more than ``indexThreshold`` of them (a scan is
-    /// quicker below that).
-    private var index: Set<UInt64>?
+/// One word in the profile's row (``ProfileRow``); the entries in one allocation (``MessageIDStorage``) made on the
+/// user's first `messageId`.
+struct MessageIDWindow: ~Copyable {
+    struct Entry: BitwiseCopyable {
+        var hash: UInt64
+        var time: Int64
+    }
+    /// In arrival order, so arrival times never decrease.
+    private var storage: MessageIDStorage?
 
     static let indexThreshold = 32
 
+    init() {}
+
+    /// A window holding `ids`, oldest first (as ``snapshot`` gave them).
+    init(restoring ids: [(hash: UInt64, time: Int64)]) {
+        guard !ids.isEmpty else { return }
+        let s = MessageIDStorage.make(capacity: ids.count)
+        for id in ids { s.append(Entry(hash: id.hash, time: id.time)) }
+        if ids.count > MessageIDWindow.indexThreshold { s.header.index = Set(ids.map(\.hash)) }
+        storage = s
+    }
+
     /// Ids in the window.
-    var count: Int { entries.count - head }
+    var count: Int { storage.map { Int($0.header.count - $0.header.head) } ?? 0 }
 
     /// Whether `hash` is in the window (without recording anything).
     func contains(_ hash: UInt64) -> Bool {
-        if let index { return index.contains(hash) }
-        return entries[head...].contains { $0.hash == hash }
+        guard let s = storage else { return false }
+        if let index = s.header.index { return index.contains(hash) }
+        for k in Int(s.header.head)..<Int(s.header.count) where s[k].hash == hash { return true }
+        return false
     }
 
     /// Forgets the ids that arrived at or before `horizon`, then remembers `hash`, arriving at `time`; `false` when it
     /// is already in the window (a duplicate), and then nothing is remembered.
-    func insert(_ hash: UInt64, at time: Int64, forgettingUpTo horizon: Int64) -> Bool {
-        while head < entries.count && entries[head].time <= horizon {
-            index?.remove(entries[head].hash)
-            head += 1
+    mutating func insert(_ hash: UInt64, at time: Int64, forgettingUpTo horizon: Int64) -> Bool {
+        var s = storage ?? MessageIDStorage.make(capacity: 2)
+        var first = Int(s.header.head)
+        var n = Int(s.header.count)
+        while first < n && s[first].time <= horizon {
+            let forgotten = s[first].hash
+            s.header.index?.remove(forgotten)
+            first += 1
         }
+        s.header.head = Int32(first)
         // Compact once half is forgotten: each entry moves at most once on average. Memory is given back once the ids
         // left fill under a quarter of it, so that a burst's memory goes when its ids leave the window.
-        if head > 0 && head * 2 >= entries.count {
-            if count * 4 < entries.capacity && entries.capacity > 16 {
-                entries = ContiguousArray(entries[head...])
+        if first > 0 && first * 2 >= n {
+            if (n - first) * 4 < s.room && s.room > 16 {
+                s = s.moved(from: first, capacity: max(2, (n - first) * 2))
             } else {
-                entries.removeFirst(head)
+                s.dropFirst(first)
             }
-            head = 0
+            first = 0
+            n = Int(s.header.count)
         }
-        if let index {
+        storage = s
+        if let index = s.header.index {
             if index.contains(hash) { return false }
         } else {
-            for k in head..<entries.count where entries[k].hash == hash { return false }
+            for k in first..<n where s[k].hash == hash { return false }
+        }
+        if n == s.room {
+            s = s.moved(from: 0, capacity: n * 2)
+            storage = s
         }
         // Arrival times never decrease (a caller's guarded time may, at a stream's start).
-        entries.append((hash, max(time, entries.last?.time ?? time)))
-        if index != nil {
-            index!.insert(hash)
-            if count < MessageIDWindow.indexThreshold / 2 { index = nil }
-        } else if count > MessageIDWindow.indexThreshold {
-            index = Set(entries[head...].map(\.hash))
+        s.append(Entry(hash: hash, time: n > 0 ? max(time, s[n - 1].time) : time))
+        if s.header.index != nil {
+            s.header.index!.insert(hash)
+            if n + 1 - first < MessageIDWindow.indexThreshold / 2 { s.header.index = nil }
+        } else if n + 1 - first > MessageIDWindow.indexThreshold {
+            s.header.index = Set((first...n).map { s[$0].hash })
         }
         return true
     }
 
-    /// Approximate bytes held (for `beckon bench`'s state per user).
-    var bytes: Int { 48 + entries.capacity * 16 + (index.map { $0.capacity * 16 } ?? 0) }
+    /// Approximate heap bytes held (for `beckon bench`'s state per user).
+    var bytes: Int { storage.map { 32 + $0.room * 16 + ($0.header.index.map { $0.capacity * 16 } ?? 0) } ?? 0 }
 
     /// The ids in the window, oldest first (a user's state, ``UserState/messageIDs``).
-    var snapshot: [(hash: UInt64, time: Int64)] { Array(entries[head...]) }
-
-    /// A window holding `ids`, oldest first (as ``snapshot`` gave them).
-    convenience init(restoring ids: [(hash: UInt64, time: Int64)]) {
-        self.init()
-        entries = ContiguousArray(ids)
-        if count > MessageIDWindow.indexThreshold { index = Set(ids.map(\.hash)) }
+    var snapshot: [(hash: UInt64, time: Int64)] {
+        guard let s = storage else { return [] }
+        return (Int(s.header.head)..<Int(s.header.count)).map { (s[$0].hash, s[$0].time) }
     }
 }

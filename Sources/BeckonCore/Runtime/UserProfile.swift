@@ -10,7 +10,7 @@ struct ProfileRow: ~Copyable {
     /// Fire records of the rules with limits or re-prompts this user has triggered, sorted by rule index.
     var records = RawVector<RuleRecord>()
     /// The messageIds within the de-duplication window, from the user's first one on.
-    var messageIDs: MessageIDWindow?
+    var messageIDs = MessageIDWindow()
 }
 
 /// The rarer part of a profile, made on first use.
@@ -45,9 +45,9 @@ extension UserProfile {
         _modify { yield &row.history }
     }
     /// The messageIds within the de-duplication window.
-    var messageIDs: MessageIDWindow? {
-        get { row.messageIDs }
-        set { row.messageIDs = newValue }
+    var messageIDs: MessageIDWindow {
+        _read { yield row.messageIDs }
+        _modify { yield &row.messageIDs }
     }
 
     private func ensureExtras() -> ProfileExtras {
@@ -128,7 +128,7 @@ extension UserProfile {
         var n = 16 + MemoryLayout<UserProfile>.size
         n += attributes.count * valueStride + context.count * valueStride
         n += history.byteCount + row.records.capacity * MemoryLayout<RuleRecord>.stride
-        n += (messageIDs?.bytes ?? 0) + inbox.count * 96 + (extras == nil ? 0 : 96)
+        n += messageIDs.bytes + inbox.count * 96 + (extras == nil ? 0 : 96)
         for q in sequences { n += 48 + q.key.utf8.count + q.best.count * 8 }
         return n
     }

@@ -109,7 +109,7 @@ extension Engine {
     func alreadySeen(_ e: BoundEvent) -> Bool {
         guard let mid = e.messageID else { return false }
         _ = loadedProfile(e.userID, create: false)
-        return profile(of: resolve(e.userID))?.messageIDs?.contains(ByteHash.hash(mid)) ?? false
+        return profile(of: resolve(e.userID))?.messageIDs.contains(ByteHash.hash(mid)) ?? false
     }
 
     /// The user whose events `userID`'s are: itself, or the end of its chain of merges.

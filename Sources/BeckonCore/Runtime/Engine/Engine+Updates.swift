@@ -94,8 +94,7 @@ extension Engine {
         let clock = self.clock
         let arrival = clock == Int64.min ? now : min(now, clock &+ ruleSet.settings.clockSkewMs)
         let horizon = (clock == Int64.min ? now : min(now, clock)) &- ruleSet.settings.dedupWindowMs
-        if p.messageIDs == nil { p.messageIDs = MessageIDWindow() }
-        return !p.messageIDs!.insert(ByteHash.hash(id), at: arrival, forgettingUpTo: horizon)
+        return !p.messageIDs.insert(ByteHash.hash(id), at: arrival, forgettingUpTo: horizon)
     }
 
     /// Moves the stream's clock for an event of `user` at `time` (see ``clock``).

@@ -102,7 +102,7 @@ extension Engine {
             context: named(rs.contextNames, p.context).sorted { $0.name < $1.name },
             records: p.records.map { record($0, rs.rules[Int($0.rule)].qualifiedID) },
             messages: global.fires == 0 && global.occurrences == 0 ? nil : record(global, ""),
-            series: series, messageIDs: p.messageIDs?.snapshot ?? [], inbox: p.inbox,
+            series: series, messageIDs: p.messageIDs.snapshot, inbox: p.inbox,
             pending: p.pending.map { a in
                 UserState.Pending(
                     id: a.id, rule: rs.rules[Int(a.rule)].qualifiedID, due: a.due, scheduledAt: a.scheduledAt, held: a.held,
