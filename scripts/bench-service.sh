@@ -8,9 +8,11 @@
 #     each was due; and the live clock's timer lag p99 (from /metrics) over that run;
 #  4. operations (bench-service/operations.py): reloads under load with 10,000 users, forget, delivery to a receiver.
 # Usage: scripts/bench-service.sh [SECONDS]   (default 10). Needs wrk (installed with apt-get if missing).
-# BECKON=PATH runs that binary instead of building one (two builds side by side, as docs/bench.md does).
+# BECKON=PATH runs that binary instead of building one; BEFORE=PATH runs the whole benchmark with that binary, then with
+# this checkout's build, and prints each figure side by side (scripts/side-by-side.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/bench-figures.sh
 seconds=${1:-10}
 command -v wrk > /dev/null || apt-get install -y wrk > /dev/null 2>&1 || { apt-get update > /dev/null && apt-get install -y wrk > /dev/null; }
 if [ -z "${BECKON:-}" ]; then
@@ -63,6 +65,8 @@ ingest() {
   durable=$(awk -v r="$rps" 'BEGIN { printf "%.0f", r * 100 }')
   ceiling=$(python3 scripts/bench-service/ceiling.py "$work/db.sqlite" "$commits" "$((checkpoints + 1))")
   echo "durable ingest, /v1/batch of 100, $conns connections, ${seconds} s after 3 s of warm-up: $durable events/s"
+  figure "durable ingest, $conns connections" "$durable" events/s
+  figure "durable ingest, $conns connections ÷ SQLite ceiling" "$(awk -v a="$durable" -v b="$ceiling" 'BEGIN { printf "%.3f", a / b }')"
   echo "  ($accepted events in all, $actions actions stored, $outboxed of them in the outbox for bossup's Meta" \
     "destination, ${non2xx:-0} non-200 in the measured run;" \
     "batch latency $(awk '/Latency/ { print "avg " $2 ", max " $4 }' "$work/wrk"))"
@@ -76,6 +80,7 @@ start_server
 read -r p50 p99 max bad n < <(python3 scripts/bench-service/latency.py "$port" "$key" 1000 "$seconds")
 sleep 3
 echo "single /v1/track at 1,000/s for ${seconds} s: p50 ${p50} ms, p99 ${p99} ms, max ${max} ms ($n requests, $bad not 200)"
+figure "/v1/track at 1,000/s, p99" "$p99" ms
 echo "timer lag p99 (2 s reminders on the live clock): $(lag_p99)"
 stop_server
 

@@ -11,9 +11,11 @@ on this machine. Usage: fleet.py BECKON POSTGRES_URL SECONDS. Each part uses a d
    the time until every partition has processed them (events/s for 64 partitions), and the same for 50,000 events
    of users of one partition (one partition's throughput);
 4. PostgreSQL's work per event over part 1's 1-process run: commits, rows written and WAL bytes (pg_stat_database,
-   pg_stat_wal).
+   pg_stat_wal), and where the WAL goes: pg_waldump over the run's WAL, each record's bytes counted to the table or
+   index its first block belongs to (with BENCH_PG_DATA, the cluster's data folder, which scripts/bench-fleet.sh sets).
 """
 import base64
+import glob
 import json
 import os
 import re
@@ -22,6 +24,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench-service"))
+from figures import figure  # noqa: E402
 
 beckon, base_url, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3])
 root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -118,6 +124,7 @@ def ingest(n):
         [t.join() for t in threads]
         before = [p.metrics() for p in procs]
         stats0 = pg_stats(url)
+        lsn0 = psql(url, "SELECT pg_current_wal_lsn()")
         outs = []
         threads = [threading.Thread(target=wrk, args=(p.port, conns, seconds, outs)) for p in procs]
         [t.start() for t in threads]
@@ -132,6 +139,7 @@ def ingest(n):
             time.sleep(0.1)
         drain = time.time() - stopped
         stats1 = pg_stats(url)
+        lsn1 = psql(url, "SELECT pg_current_wal_lsn()")
         after = [p.metrics() for p in procs]
         rps = sum(float(re.search(r"Requests/sec:\s+([\d.]+)", o).group(1)) for o in outs)
         non2xx = sum(int(m.group(1)) for o in outs for m in [re.search(r"Non-2xx or 3xx responses: (\d+)", o)] if m)
@@ -157,6 +165,10 @@ def ingest(n):
             d = {k: stats1[k] - stats0[k] for k in stats0}
             print(f"  PostgreSQL per event: {d['commits'] / events:.3f} commits, {d['rows'] / events:.2f} rows "
                   f"written, {d['wal_bytes'] / events:.0f} WAL bytes ({d['wal_records'] / events:.1f} records)")
+            wal_by_relation(url, lsn0, lsn1, events)
+            figure("fleet WAL per event", d["wal_bytes"] / events, "B")
+        figure(f"fleet ingest through {n} process(es)", rps * 100, "events/s")
+        figure(f"fleet ingest through {n} process(es), batch p99", p99, "ms")
     finally:
         for p in procs:
             p.stop()
@@ -174,6 +186,7 @@ def latency():
         p50, p99, top, bad, n = out[:5]
         print(f"single /v1/track at 1,000/s through one process for {seconds} s: p50 {p50} ms, p99 {p99} ms, max {top} ms "
               f"({n} requests, {bad} not 200)")
+        figure("fleet /v1/track at 1,000/s, p99", p99, "ms")
     finally:
         proc.stop()
 
@@ -183,6 +196,36 @@ def pg_stats(url):
                     "WHERE datname = current_database()").split("|")
     wal = psql(url, "SELECT wal_records, wal_bytes FROM pg_stat_wal").split("|")
     return {"commits": int(row[0]), "rows": int(row[1]), "wal_records": int(wal[0]), "wal_bytes": int(wal[1])}
+
+
+def wal_by_relation(url, lsn0, lsn1, events):
+    """The WAL between two positions, by the table or index of each record's first block (pg_waldump), per event."""
+    data = os.environ.get("BENCH_PG_DATA")
+    if not data:
+        return
+    names = dict(line.split("|", 1) for line in psql(
+        url, "SELECT pg_relation_filenode(oid), relname FROM pg_class WHERE pg_relation_filenode(oid) IS NOT NULL"
+    ).splitlines())
+    dumps = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_waldump"))
+    if not dumps:
+        return
+    dump = dumps[-1]
+    command = [dump, "-p", os.path.join(data, "pg_wal"), "-s", lsn0, "-e", lsn1]
+    if os.getuid() == 0:
+        command = ["runuser", "-u", "postgres", "--", *command]
+    bytes_by = Counter()
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) as p:
+        for line in p.stdout:
+            m = re.search(r"len \(rec/tot\):\s*\d+/\s*(\d+),.*?desc: (\S+)", line)
+            if not m:
+                continue
+            rel = re.search(r"blkref #0: rel \d+/\d+/(\d+)", line)
+            kind = line.split()[1]
+            bytes_by[(names.get(rel.group(1), "?") if rel else "-", kind + "/" + m.group(2))] += int(m.group(1))
+    total = sum(bytes_by.values())
+    print(f"  WAL by relation and record (pg_waldump, {total / events:.0f} bytes an event in all), bytes an event:")
+    for (relation, record), b in bytes_by.most_common(12):
+        print(f"    {b / events:6.1f}  {relation} {record}")
 
 
 def fnv(user):
@@ -238,5 +281,7 @@ latency()
 t = drain("bench_drain", 200_000, False)
 print(f"processing alone, 200,000 logged events of 10,000 users, one process from start: {200_000 / t:.0f} events/s "
       f"({t:.1f} s, including its start)")
+figure("fleet processing alone, 64 partitions", 200_000 / t, "events/s")
 t = drain("bench_drain_one", 50_000, True)
 print(f"one partition alone, 50,000 logged events of its users: {50_000 / t:.0f} events/s ({t:.1f} s)")
+figure("fleet processing alone, one partition", 50_000 / t, "events/s")

@@ -6,7 +6,9 @@
    before the reloads and during them (p50, p99, max, from the moment each was due);
 2. forget: DELETE /v1/users/{id} with those users' events in the input log: the time of each of 5;
 3. delivery: 50,000 events that each fire an emit for a destination on a local receiver (asyncio, answering 200):
-   deliveries a second from the first post to the last delivery (the receiver shares the 2 cores).
+   deliveries a second from the first post to the last delivery (the receiver shares the 2 cores);
+4. memory: 200,000 events over 100,000 new users (an app open with an attribution link, then a screen, each) into a
+   fresh server on rules/bossup; its resident memory (VmRSS) after them, minus before them, per user.
 
 Usage: python3 scripts/bench-service/operations.py BECKON [SECONDS]."""
 import asyncio
@@ -22,6 +24,7 @@ import tempfile
 import threading
 import time
 
+from figures import figure
 from receiver import receiver
 
 BECKON = sys.argv[1]
@@ -122,6 +125,9 @@ def bench_reload_and_forget(work):
         bad = sum(1 for _, _, s in results if s != 200)
         print(f"reload with 10,000 users: {len(reloads)} reloads, each {statistics.median(reloads):.0f} ms median, "
               f"{max(reloads):.0f} ms max")
+        figure("reload with 10,000 users, median", statistics.median(reloads), "ms")
+        figure("/v1/track at 500/s, p99 before the reloads", pct(before, .99), "ms")
+        figure("/v1/track at 500/s, p99 during a reload a second", pct(during, .99), "ms")
         print(f"  single /v1/track at 500/s: before the reloads p50 {pct(before, .5):.2f} ms, p99 {pct(before, .99):.2f} ms, "
               f"max {max(before):.1f} ms; during them p50 {pct(during, .5):.2f} ms, p99 {pct(during, .99):.2f} ms, "
               f"max {max(during):.1f} ms ({len(results)} requests, {bad} not 200)")
@@ -135,6 +141,7 @@ def bench_reload_and_forget(work):
                                  capture_output=True, text=True).stdout.strip()
         print(f"forget with 10,000 users and {records or '?'} input log records: "
               f"{statistics.median(forgets):.0f} ms median, {max(forgets):.0f} ms max (5 users)")
+        figure("forget with 10,000 users, median", statistics.median(forgets), "ms")
     finally:
         server.stop()
 
@@ -167,10 +174,48 @@ def bench_delivery(work):
         took = time.monotonic() - t0
         print(f"delivery: {n} emits posted in {posted:.1f} s, all {count[0]} delivered {took:.1f} s after the first post: "
               f"{count[0] / took:,.0f} deliveries/s (receiver: Python asyncio on the same cores)")
+        figure("delivery of 50,000 emits", count[0] / took, "/s")
     finally:
         server.stop()
         stop.set()
         t.join()
+
+
+def rss_kb(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError("no VmRSS")
+
+
+def bench_memory(work):
+    server = Server([os.path.join(ROOT, "rules/bossup")], os.path.join(work, "memory.sqlite"))
+    users = 100_000
+    try:
+        server.post([opened("warm", 0)])
+        time.sleep(1)
+        before = rss_kb(server.proc.pid)
+
+        def post(first):
+            for k in range(first, users, 400):
+                batch = []
+                for u in range(k, min(k + 100, users)):
+                    user = f"m{u:06d}"
+                    batch.append({**opened(user, 0), "properties": {
+                        "platform": "ios", "url": f"https://example.com/?utm_source=facebook&fbclid=x{u}"}})
+                    batch.append({"type": "screen", "name": "Home", "userId": user, "messageId": f"{user}-1"})
+                server.post(batch)
+        threads = [threading.Thread(target=post, args=(k,)) for k in range(0, 400, 100)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        time.sleep(6)  # (past the 5-second checkpoint, so its buffers are counted as they stay)
+        after = rss_kb(server.proc.pid)
+        per = (after - before) * 1024 / users
+        print(f"memory: resident {before / 1024:.0f} MB before, {after / 1024:.0f} MB after 200,000 events over "
+              f"100,000 users (rules/bossup): {per:.0f} bytes a user")
+        figure("resident memory per user, 100,000 users", per, "B")
+    finally:
+        server.stop()
 
 
 if __name__ == "__main__":
@@ -178,5 +223,6 @@ if __name__ == "__main__":
     try:
         bench_reload_and_forget(work)
         bench_delivery(work)
+        bench_memory(work)
     finally:
         shutil.rmtree(work)
