@@ -87,7 +87,7 @@ let package = Package(
         .target(
             name: "BeckonServer",
             dependencies: [
-                "BeckonCore", "BeckonYAML", "BeckonStore", "BeckonTools",
+                "BeckonCore", "BeckonYAML", "BeckonStore", "BeckonTools", "BeckonMemory",
                 .product(name: "Mustache", package: "swift-mustache"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),

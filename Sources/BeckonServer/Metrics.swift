@@ -1,4 +1,5 @@
 import BeckonCore
+import BeckonMemory
 import Prometheus
 import Synchronization
 
@@ -17,6 +18,8 @@ public final class ServiceMetrics: Sendable {
     package let timerLagSeconds: DurationHistogram
     package let commitEvents: ValueHistogram
     package let checkpoints: Counter
+    /// Heap bytes in use, set when the page is read.
+    private let heap: Gauge
     /// The counters of ``action(_:)`` by rule set, rule and kind (a registry lookup per fired action is a lock and
     /// a label array; this is one dictionary read).
     private let actionCounters = Mutex<[String: Counter]>([:])
@@ -60,6 +63,11 @@ public final class ServiceMetrics: Sendable {
             descriptor: .init(
                 metricName: "beckon_checkpoints", unitName: "total",
                 helpText: "Checkpoints written: users' states with the input log position they include."),
+            labels: [])
+        heap = registry.makeGauge(
+            descriptor: .init(
+                metricName: "beckon_heap", unitName: "bytes",
+                helpText: "Heap bytes in use (glibc's mallinfo2), read at each scrape: the process's live memory."),
             labels: [])
         registry.makeGauge(
             descriptor: .init(metricName: "beckon_build", unitName: "info", helpText: "The running Beckon's version."),
@@ -144,7 +152,10 @@ public final class ServiceMetrics: Sendable {
             labels: [("result", result)])
     }
 
-    public func text() -> String { registry.emitToString() }
+    public func text() -> String {
+        heap.set(to: Double(beckon_heap_in_use()))
+        return registry.emitToString()
+    }
 }
 
 /// The one place a push or email Beckon sends itself is counted (docs/push.md, "Counting"): in

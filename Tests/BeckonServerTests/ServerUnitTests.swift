@@ -224,6 +224,24 @@ struct ActionFeedTests {
     }
 }
 
+/// `/metrics` says the heap in use, read at each scrape: it grows with what the process holds.
+struct HeapMetricTests {
+    static func heap(_ metrics: ServiceMetrics) -> Double {
+        let line = metrics.text().split(separator: "\n").first { $0.hasPrefix("beckon_heap_bytes ") }
+        return line.flatMap { Double($0.split(separator: " ")[1]) } ?? -1
+    }
+
+    @Test func theHeapGaugeFollowsWhatIsHeld() {
+        let metrics = ServiceMetrics(version: "test")
+        let before = Self.heap(metrics)
+        #expect(before > 0)
+        let held = (0..<16_000).map { _ in [UInt8](repeating: 1, count: 4_096) }
+        let after = Self.heap(metrics)
+        #expect(after - before >= 32_000_000)
+        #expect(held.count == 16_000)
+    }
+}
+
 /// A run due for more stored users than ``ServiceLimits/coldLoadsPerRound`` goes in rounds: each loads at most the bound,
 /// writes a checkpoint with its tick and lets those users go before the next (docs/time.md#schedules-schedule).
 struct BoundedRunTests {

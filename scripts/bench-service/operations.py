@@ -8,7 +8,8 @@
 3. delivery: 50,000 events that each fire an emit for a destination on a local receiver (asyncio, answering 200):
    deliveries a second from the first post to the last delivery (the receiver shares the 2 cores);
 4. memory: 200,000 events over 100,000 new users (an app open with an attribution link, then a screen, each) into a
-   fresh server on rules/bossup; its resident memory (VmRSS) after them, minus before them, per user.
+   fresh server on rules/bossup; its resident memory (VmRSS) after them, minus before them, per user; and its heap
+   in use (`beckon_heap_bytes`, which moves less with the allocator's arenas than the resident memory does).
 
 Usage: python3 scripts/bench-service/operations.py BECKON [SECONDS]."""
 import asyncio
@@ -188,13 +189,22 @@ def rss_kb(pid):
     raise RuntimeError("no VmRSS")
 
 
+def heap_bytes(server):
+    """The service's heap in use (beckon_heap_bytes on /metrics; None from a build without it)."""
+    s, b = server.request("GET", "/metrics")
+    for line in b.decode().splitlines():
+        if line.startswith("beckon_heap_bytes "):
+            return float(line.split()[1])
+    return None
+
+
 def bench_memory(work):
     server = Server([os.path.join(ROOT, "rules/bossup")], os.path.join(work, "memory.sqlite"))
     users = 100_000
     try:
         server.post([opened("warm", 0)])
         time.sleep(1)
-        before = rss_kb(server.proc.pid)
+        before, heap_before = rss_kb(server.proc.pid), heap_bytes(server)
 
         def post(first):
             for k in range(first, users, 400):
@@ -209,11 +219,14 @@ def bench_memory(work):
         [t.start() for t in threads]
         [t.join() for t in threads]
         time.sleep(6)  # (past the 5-second checkpoint, so its buffers are counted as they stay)
-        after = rss_kb(server.proc.pid)
+        after, heap_after = rss_kb(server.proc.pid), heap_bytes(server)
         per = (after - before) * 1024 / users
+        heap = f"; heap in use {(heap_after - heap_before) / users:.0f} bytes a user" if heap_after else ""
         print(f"memory: resident {before / 1024:.0f} MB before, {after / 1024:.0f} MB after 200,000 events over "
-              f"100,000 users (rules/bossup): {per:.0f} bytes a user")
+              f"100,000 users (rules/bossup): {per:.0f} bytes a user{heap}")
         figure("resident memory per user, 100,000 users", per, "B")
+        if heap_after:
+            figure("heap in use per user, 100,000 users", (heap_after - heap_before) / users, "B")
     finally:
         server.stop()
 
