@@ -52,19 +52,20 @@ print("state %.0f bytes/user, %.2f allocations/event; %d rules: %s events/s in p
 
 # The figures of the issue's table, for this build and (with BEFORE) the earlier one, on the same files.
 ceiling = next((d["events_per_s"] for d in peers if d["engine"].startswith("cpp_ceiling")), None)
+sys.path.insert(0, "scripts/bench-service")
+from figures import figure
 def figures(run, path):
-    with open(path, "w") as f:
-        def figure(name, value, unit=""):
-            f.write(f"{name}\t{value}\t{unit}\n")
-        figure("in process", run["events_per_s_in_process"], "events/s")
-        figure("end to end (JSON lines to actions)", run["events_per_s_end_to_end"], "events/s")
-        if ceiling:
-            figure("in process ÷ the C++ ceiling", run["events_per_s_in_process"] / ceiling)
-            figure("end to end ÷ the C++ ceiling", run["events_per_s_end_to_end"] / ceiling)
-        figure("decoding alone", run["events_per_s_decode"], "events/s")
-        figure("state per user (engine heap)", run["state_bytes_per_user"], "B")
-        figure(f"{run['compile_rules']:,} rules load + compile", run["compile_ms_many"], "ms")
-        figure("peak RSS", run["peak_rss_kb"] / 1024, "MB")
+    if os.path.exists(path):
+        os.remove(path)
+    figure("in process", run["events_per_s_in_process"], "events/s", path)
+    figure("end to end (JSON lines to actions)", run["events_per_s_end_to_end"], "events/s", path)
+    if ceiling:
+        figure("in process ÷ the C++ ceiling", run["events_per_s_in_process"] / ceiling, "", path)
+        figure("end to end ÷ the C++ ceiling", run["events_per_s_end_to_end"] / ceiling, "", path)
+    figure("decoding alone", run["events_per_s_decode"], "events/s", path)
+    figure("state per user (engine heap)", run["state_bytes_per_user"], "B", path)
+    figure(f"{run['compile_rules']:,} rules load + compile", run["compile_ms_many"], "ms", path)
+    figure("peak RSS", run["peak_rss_kb"] / 1024, "MB", path)
 figures(b, os.path.join(out, "now.figures"))
 if os.path.exists(os.path.join(out, "before.json")):
     figures(json.load(open(os.path.join(out, "before.json"))), os.path.join(out, "before.figures"))

@@ -26,6 +26,9 @@ package final class ActionFeed: Sendable {
         var timeouts: [UInt64: Task<Void, Never>] = [:]
         /// Waits cancelled before their waiter was registered.
         var cancelled: Set<UInt64> = []
+
+        /// `user`'s version: their latest notice's, or the floor once it is forgotten or for none.
+        func version(of user: String) -> UInt64 { versions[user] ?? floor }
     }
     private let state = Mutex(State())
 
@@ -33,7 +36,7 @@ package final class ActionFeed: Sendable {
 
     package var isClosed: Bool { state.withLock { $0.closed } }
 
-    package func version(of user: String) -> UInt64 { state.withLock { $0.versions[user] ?? $0.floor } }
+    package func version(of user: String) -> UInt64 { state.withLock { $0.version(of: user) } }
 
     /// Versions remembered now (for tests: bounded by ``keptVersions`` plus the users with a poll waiting).
     package var remembered: Int { state.withLock { $0.versions.count } }
@@ -65,7 +68,7 @@ package final class ActionFeed: Sendable {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
                 let now = state.withLock { s -> Bool in
-                    if s.closed || (s.versions[user] ?? s.floor) != seen || s.cancelled.contains(id) { return true }
+                    if s.closed || s.version(of: user) != seen || s.cancelled.contains(id) { return true }
                     s.waiters[user, default: [:]][id] = c
                     return false
                 }

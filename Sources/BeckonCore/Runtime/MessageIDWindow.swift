@@ -64,11 +64,7 @@ struct MessageIDWindow: ~Copyable {
             n = Int(s.header.count)
         }
         storage = s
-        if let index = s.header.index {
-            if index.contains(hash) { return false }
-        } else {
-            for k in first..<n where s[k].hash == hash { return false }
-        }
+        if contains(hash) { return false }
         if n == s.room {
             s = s.moved(from: 0, capacity: n * 2)
             storage = s
