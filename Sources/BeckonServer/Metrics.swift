@@ -18,8 +18,12 @@ public final class ServiceMetrics: Sendable {
     package let timerLagSeconds: DurationHistogram
     package let commitEvents: ValueHistogram
     package let checkpoints: Counter
-    /// Heap bytes in use, set when the page is read.
+    /// Heap bytes in use, set when the page is read, at most once per `heapReadInterval` (a second).
     private let heap: Gauge
+    /// When the heap was last read: glibc's mallinfo2 walks every arena's free lists under its lock, and `/metrics`
+    /// needs no key, so a client asking for the page in a loop must not make the engine's allocations wait on it.
+    private let heapReadAt = Mutex<ContinuousClock.Instant?>(nil)
+    private let heapReadInterval: Duration
     /// The counters of ``action(_:)`` by rule set, rule and kind (a registry lookup per fired action is a lock and
     /// a label array; this is one dictionary read).
     private let actionCounters = Mutex<[String: Counter]>([:])
@@ -30,7 +34,8 @@ public final class ServiceMetrics: Sendable {
     package let reachedUsers: Counter
     package let evictedUsers: Counter
 
-    package init(version: String) {
+    package init(version: String, heapReadInterval: Duration = .seconds(1)) {
+        self.heapReadInterval = heapReadInterval
         tokensRemoved = registry.makeCounter(
             descriptor: .init(
                 metricName: "beckon_push_tokens_removed", unitName: "total",
@@ -153,7 +158,13 @@ public final class ServiceMetrics: Sendable {
     }
 
     public func text() -> String {
-        heap.set(to: Double(beckon_heap_in_use()))
+        let due = heapReadAt.withLock { at in
+            let now = ContinuousClock.now
+            guard at.map({ now - $0 >= heapReadInterval }) ?? true else { return false }
+            at = now
+            return true
+        }
+        if due { heap.set(to: Double(beckon_heap_in_use())) }
         return registry.emitToString()
     }
 }
