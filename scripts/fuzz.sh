@@ -28,8 +28,20 @@ done
 [ ${#targets[@]} -gt 0 ] || targets=(rules expression events textproto state requests http)
 
 echo "== building the fuzz harness (Fuzz/, -sanitize=fuzzer,address)"
-swift build -c release --package-path Fuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -g -Xcc -DBECKON_NO_ALLOC_COUNT > /tmp/beckon-fuzz-build.log 2>&1 \
-  || { tail -n 40 /tmp/beckon-fuzz-build.log; exit 1; }
+build_log=$(mktemp)
+build() {
+  swift build -c release --package-path Fuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -g -Xcc -DBECKON_NO_ALLOC_COUNT \
+    "$@" > "$build_log" 2>&1
+}
+# (On stderr: scripts/test.sh keeps only the summary of stdout.) A build tool that crashed rather than failed, which a
+# CI machine did once ("Aborted", its log unseen), gets one more try with two jobs, its log printed first; a compile
+# error fails both.
+if ! build; then
+  echo "scripts/fuzz.sh: building the fuzz harness failed; the end of its log ($build_log):" >&2
+  tail -n 60 "$build_log" >&2
+  echo "scripts/fuzz.sh: building it once more with -j 2" >&2
+  build -j 2 || { tail -n 60 "$build_log" >&2; exit 1; }
+fi
 bin="Fuzz/.build/release"
 work="Fuzz/.build/fuzz"
 

@@ -152,7 +152,7 @@ public final class FleetService: ServiceBackend {
         let worker: FleetWorker
         let service: S
         func run() async throws {
-            try? await cancelWhenGracefulShutdown { await worker.untilReady() }
+            await cancelWhenGracefulShutdown { await worker.untilReady() }
             guard worker.ready, !Task.isShuttingDownGracefully, !Task.isCancelled else { return }
             try await service.run()
         }
