@@ -9,7 +9,7 @@ let strict: [SwiftSetting] = [
 
 let package = Package(
     name: "Beckon",
-    platforms: [.macOS(.v15)],
+    platforms: [.macOS(.v15), .iOS(.v17)],
     products: [
         // What a service links: the engine and the YAML loader, no CLI.
         .library(name: "Beckon", targets: ["BeckonCore", "BeckonYAML"]),
@@ -26,6 +26,9 @@ let package = Package(
         .library(name: "BeckonTools", targets: ["BeckonTools"]),
         // The commands as a library: for the fuzz harnesses in Fuzz/ (their own package), not for services.
         .library(name: "BeckonCommands", targets: ["BeckonCommands"]),
+        // What an app links (docs/client.md): events queued on disk and sent in batches, the user's actions as an
+        // AsyncSequence, the inbox, push registration. Foundation and swift-log only: an iOS or macOS app links no NIO.
+        .library(name: "BeckonClient", targets: ["BeckonClient"]),
         .executable(name: "beckon", targets: ["beckon"]),
         // The command line with the malloc-counting allocator linked in, for `beckon-bench bench` (scripts/bench.sh).
         .executable(name: "beckon-bench", targets: ["beckon-bench"]),
@@ -125,6 +128,11 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The system's zlib (no package), for BeckonClient's gzip bodies.
+        .systemLibrary(name: "CBeckonZlib"),
+        .target(name: "BeckonClient", dependencies: ["CBeckonZlib", .product(name: "Logging", package: "swift-log")]),
+        // A command-line app over BeckonClient: what BeckonClientTests start and kill -9 mid-batch.
+        .executableTarget(name: "beckon-client-probe", dependencies: ["BeckonClient"], path: "Tests/BeckonClientProbe"),
         .executableTarget(
             name: "beckon",
             dependencies: [
@@ -159,6 +167,12 @@ let package = Package(
             name: "BeckonPostgresTests",
             dependencies: ["BeckonPostgres", .product(name: "PostgresNIO", package: "postgres-nio")]
         ),
+        // Against a real `beckon serve` (and beckon-client-probe) started from the build directory: `swift build` first.
+        .testTarget(
+            name: "BeckonClientTests",
+            dependencies: ["BeckonClient", .product(name: "Crypto", package: "swift-crypto")],
+            exclude: ["Fixtures"]
+        ),
         .testTarget(
             name: "BeckonCommandsTests",
             dependencies: ["BeckonCommands", "BeckonTools", "BeckonCore", "BeckonYAML"],
@@ -167,6 +181,6 @@ let package = Package(
     ]
 )
 
-for target in package.targets where !["BeckonAllocCount", "BeckonMemory", "CBeckon"].contains(target.name) {
+for target in package.targets where !["BeckonAllocCount", "BeckonMemory", "CBeckon", "CBeckonZlib"].contains(target.name) {
     target.swiftSettings = (target.swiftSettings ?? []) + strict
 }

@@ -24,6 +24,8 @@ fi
 grep -E "^✔ Test run|Executed .* tests" "$log" || true
 # (The fleet's tests are skipped without a database: here there is one, so they must have run.)
 grep -q "✔ Suite FleetLogTests passed" "$log" || { echo "the PostgreSQL tests did not run"; exit 1; }
+# (The app client's tests start .build/debug/beckon and beckon-client-probe, built above.)
+grep -q "✔ Suite ClientTests passed" "$log" || { echo "the client tests against beckon serve did not run"; exit 1; }
 echo "== beckon fleet on that database"
 .build/debug/beckon fleet status --postgres "$BECKON_TEST_POSTGRES" 2> /dev/null && { echo "status of a database not set up"; exit 1; }
 .build/debug/beckon fleet migrate --postgres "$BECKON_TEST_POSTGRES"

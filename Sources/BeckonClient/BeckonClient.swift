@@ -1,0 +1,642 @@
+import Foundation
+import Logging
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// What an app links to talk to `beckon serve` (docs/client.md): Segment-shaped events written to a queue on disk
+/// before `track` returns and sent in gzipped batches with retries; the user's actions as an `AsyncSequence` from a
+/// long-poll loop whose cursor is on disk; the inbox; push token registration. One client per app, made at launch:
+///
+/// ```swift
+/// let beckon = try BeckonClient(.init(server: url, writeKey: "…", directory: folder) { userId in
+///     try await backend.beckonToken(for: userId)
+/// })
+/// beckon.track("Signed In")
+/// for try await action in beckon.actions() { … }
+/// ```
+public final class BeckonClient: Sendable {
+    public let configuration: Configuration
+    let transport: Transport
+    let queue: EventQueue
+    let store: ActionStore
+    private let logger: Logger
+    private let identityURL: URL
+    private let state: Locked<State>
+    /// Wakes the uploader: a batch is full, a flush was asked for.
+    private let uploadSignal = Signal()
+    /// Wakes the action stream's reader: actions arrived, or the stream failed.
+    let actionSignal = Signal()
+    /// Wakes the pull loop when the app took actions (it waits while `maxPendingActions` are pending).
+    private let pullSignal = Signal()
+    private let device: DeviceInfo
+
+    private struct State {
+        var identity: Identity
+        var foreground = true
+        var closed = false
+        var uploader: Task<Void, Never>?
+        var puller: Task<Void, Never>?
+        var registrar: Task<Void, Never>?
+        var streamError: BeckonClientError?
+        var flushRequested = 0
+        var flushCompleted = 0
+        var flushWaiters: [(generation: Int, continuation: CheckedContinuation<Bool, Never>)] = []
+        var inboxObservers: [UUID: AsyncStream<Inbox>.Continuation] = [:]
+    }
+
+    /// Who the events are about, the device, and its push token: `identity.json`.
+    struct Identity: Codable {
+        var anonymousId: String
+        var userId: String?
+        var deviceId: String
+        var pushToken: String?
+        var pushEnabled: Bool?
+        /// `user`, `token` and `enabled` of the last registration the service stored.
+        var registered: [String]?
+
+        /// The id the user endpoints are asked for: the known user's, else the anonymous one.
+        var current: String { userId ?? anonymousId }
+    }
+
+    /// Opens (or creates) the client's folder, reads what a previous run left, and starts sending and pulling.
+    public init(_ configuration: Configuration) throws {
+        self.configuration = configuration
+        logger = configuration.logger
+        try Disk.makeDirectory(configuration.directory)
+        identityURL = configuration.directory.appendingPathComponent("identity.json")
+        let identity =
+            Disk.readJSON(Identity.self, from: identityURL)
+            ?? Identity(anonymousId: Self.newID(), deviceId: Self.newID())
+        try Disk.writeJSON(identity, to: identityURL)
+        queue = try EventQueue(
+            folder: configuration.directory.appendingPathComponent("queue"),
+            maxEvents: configuration.maxQueuedEvents, batchEvents: configuration.flushAt, logger: logger)
+        store = try ActionStore(folder: configuration.directory.appendingPathComponent("actions"))
+        transport = Transport(configuration: configuration)
+        device = DeviceInfo.current
+        state = Locked(State(identity: identity))
+        state.withLock { s in
+            s.uploader = Task { [weak self] in await self?.uploadLoop() }
+        }
+        startPulling()
+        registerDevice()
+    }
+
+    deinit {
+        close()
+    }
+
+    /// Stops the client's loops (what is queued stays on disk for the next client on this folder).
+    public func close() {
+        // (Finishing a stream runs its termination handler, which takes the lock: outside it.)
+        let (tasks, waiters, observers) = state.withLock { s in
+            s.closed = true
+            defer {
+                s.flushWaiters = []
+                s.inboxObservers = [:]
+            }
+            return ([s.uploader, s.puller, s.registrar], s.flushWaiters, Array(s.inboxObservers.values))
+        }
+        for w in waiters { w.continuation.resume(returning: false) }
+        for o in observers { o.finish() }
+        for t in tasks { t?.cancel() }
+        actionSignal.notify()
+    }
+
+    static func newID() -> String { UUID().uuidString.lowercased() }
+
+    // MARK: - Identity
+
+    /// The anonymous id: made once, kept across launches until `reset()`.
+    public var anonymousId: String { state.withLock { $0.identity.anonymousId } }
+    /// The signed-in user's id, nil before `identify(userId:)` and after `reset()`.
+    public var userId: String? { state.withLock { $0.identity.userId } }
+
+    private func changeIdentity(_ change: (inout Identity) -> Void) -> (before: Identity, after: Identity) {
+        state.withLock { s in
+            let before = s.identity
+            change(&s.identity)
+            do {
+                try Disk.writeJSON(s.identity, to: identityURL)
+            } catch {
+                logger.error("beckon: the identity could not be saved: \(error)")
+            }
+            return (before, s.identity)
+        }
+    }
+
+    // MARK: - Events
+
+    /// A Segment `track`. Returns its `messageId` once it is on disk, nil when it could not be queued (logged).
+    @discardableResult
+    public func track(_ event: String, properties: [String: JSONValue] = [:]) -> String? {
+        enqueue("track", ["event": .string(event), "properties": .object(properties)])
+    }
+
+    /// A Segment `screen`.
+    @discardableResult
+    public func screen(_ name: String, properties: [String: JSONValue] = [:]) -> String? {
+        enqueue("screen", ["name": .string(name), "properties": .object(properties)])
+    }
+
+    /// A Segment `identify`. With a `userId` (a sign-in), the client keeps it and sends the anonymous id with it, so
+    /// the service merges what the anonymous visitor did into the user; pulls and the inbox then ask for the user.
+    @discardableResult
+    public func identify(userId: String? = nil, traits: [String: JSONValue] = [:]) -> String? {
+        if let userId, !userId.isEmpty {
+            let (before, _) = changeIdentity { $0.userId = userId }
+            if before.userId != userId { identityChanged() }
+        }
+        return enqueue("identify", ["traits": .object(traits)])
+    }
+
+    /// A Segment `alias`: `newId` becomes the user's id, with the current one as `previousId`.
+    @discardableResult
+    public func alias(_ newId: String) -> String? {
+        let previous = state.withLock { $0.identity.current }
+        let id = enqueue("alias", ["previousId": .string(previous)], userId: newId)
+        let (before, _) = changeIdentity { $0.userId = newId }
+        if before.userId != newId { identityChanged() }
+        return id
+    }
+
+    /// A Segment `group`.
+    @discardableResult
+    public func group(_ groupId: String, traits: [String: JSONValue] = [:]) -> String? {
+        enqueue("group", ["groupId": .string(groupId), "traits": .object(traits)])
+    }
+
+    /// Sign-out: a new anonymous id, no user. Pulled actions of the last user that the app did not take are dropped,
+    /// and the device is removed from the last user (best effort), then registered for the new anonymous id.
+    public func reset() {
+        let (before, after) = changeIdentity { identity in
+            identity.anonymousId = Self.newID()
+            identity.userId = nil
+            identity.registered = nil
+        }
+        store.discardPending(except: after.current)
+        if let r = before.registered, r.count == 3 {
+            let transport = transport
+            Task { _ = try? await transport.user(r[0], "DELETE", "/devices/" + Transport.pathSegment(r[1])) }
+        }
+        identityChanged()
+    }
+
+    private func identityChanged() {
+        // Another user, another token: a stream stopped by the last one's refusal starts again.
+        state.withLock { $0.streamError = nil }
+        restartPulling()
+        registerDevice()
+        refreshInbox()
+    }
+
+    /// Builds the event (`messageId`, `timestamp`, ids, `context`) and writes it to the queue.
+    private func enqueue(_ type: String, _ fields: [String: JSONValue], userId: String? = nil) -> String? {
+        let identity = state.withLock { $0.identity }
+        let messageId = Self.newID()
+        var event = fields
+        event["type"] = .string(type)
+        event["messageId"] = .string(messageId)
+        event["timestamp"] = .string(ISOTime.string(Date()))
+        event["anonymousId"] = .string(identity.anonymousId)
+        if let id = userId ?? identity.userId { event["userId"] = .string(id) }
+        event["context"] = device.context(app: configuration.app, identity: identity)
+        do {
+            let line = try JSONEncoder.compact.encode(JSONValue.object(event))
+            switch try queue.append(line) {
+            case .tooLarge:
+                logger.error("beckon: \(type) '\(fields["event"]?.stringValue ?? "")' not queued: over 32 KB")
+                return nil
+            case .queued(let wake):
+                if wake { uploadSignal.notify() }
+                return messageId
+            }
+        } catch {
+            logger.error("beckon: \(type) not queued: \(error)")
+            return nil
+        }
+    }
+
+    /// Events on disk not yet taken by the service.
+    public var queuedEvents: Int { queue.count }
+    /// Events dropped unsent since launch: the queue was full, or the service named them bad (400).
+    public var droppedEvents: Int { queue.dropped + droppedBad.withLock { $0 } }
+    private let droppedBad = Locked(0)
+
+    /// Sends what is queued now, and returns whether everything queued before the call was taken by the service.
+    @discardableResult
+    public func flush() async -> Bool {
+        await withCheckedContinuation { continuation in
+            let closed = state.withLock { s -> Bool in
+                guard !s.closed else { return true }
+                s.flushRequested += 1
+                s.flushWaiters.append((s.flushRequested, continuation))
+                return false
+            }
+            if closed { continuation.resume(returning: false) } else { uploadSignal.notify() }
+        }
+    }
+
+    // MARK: - The uploader
+
+    private enum Drained {
+        case empty
+        case failed(retryAfter: Duration?)
+    }
+
+    private func uploadLoop() async {
+        var failures = 0
+        var retryAt: ContinuousClock.Instant?
+        while !Task.isCancelled {
+            let now = ContinuousClock.now
+            let wake: Duration
+            if let retryAt {
+                wake = retryAt - now
+            } else if queue.oldest() != nil {
+                wake = .zero
+            } else if let since = queue.openSince {
+                wake = since + configuration.flushInterval - now
+            } else {
+                wake = .seconds(3600)
+            }
+            if wake > .zero { await uploadSignal.wait(timeout: wake) }
+            if Task.isCancelled { break }
+            let (target, forced) = state.withLock { ($0.flushRequested, $0.flushRequested > $0.flushCompleted) }
+            if !forced, let r = retryAt, ContinuousClock.now < r { continue }
+            if forced { queue.sealOpen() }
+            if let since = queue.openSince, ContinuousClock.now - since >= configuration.flushInterval { queue.sealOpen() }
+            let outcome = await drain()
+            switch outcome {
+            case .empty:
+                failures = 0
+                retryAt = nil
+            case .failed(let after):
+                failures += 1
+                retryAt = .now + (after ?? configuration.retry.delay(after: failures))
+            }
+            let done = state.withLock { s -> [CheckedContinuation<Bool, Never>] in
+                s.flushCompleted = max(s.flushCompleted, target)
+                let done = s.flushWaiters.filter { $0.generation <= target }.map(\.continuation)
+                s.flushWaiters.removeAll { $0.generation <= target }
+                return done
+            }
+            let emptied: Bool
+            if case .empty = outcome { emptied = true } else { emptied = false }
+            for c in done { c.resume(returning: emptied) }
+        }
+    }
+
+    /// Sends sealed segments oldest first until none is left or one cannot be sent now.
+    private func drain() async -> Drained {
+        var limit: Int?
+        while !Task.isCancelled, let segment = queue.oldest() {
+            let lines = queue.lines(of: segment)
+            if lines.isEmpty {
+                queue.remove(segment)
+                continue
+            }
+            let count = min(limit ?? lines.count, lines.count)
+            var body = Data(#"{"batch":["#.utf8)
+            for (i, line) in lines.prefix(count).enumerated() {
+                if i > 0 { body.append(0x2C) }
+                body.append(line)
+            }
+            body.append(Data(#"],"sentAt":"\#(ISOTime.string(Date()))"}"#.utf8))
+            let answer: Transport.Answer
+            do {
+                answer = try await transport.ingest(body)
+            } catch {
+                logger.info("beckon: \(count) events not sent, will retry: \(error)")
+                return .failed(retryAfter: nil)
+            }
+            switch answer.status {
+            case 200..<300:
+                limit = nil
+                do {
+                    try queue.replace(segment, with: Array(lines.dropFirst(count)))
+                } catch {
+                    logger.error("beckon: a sent batch could not be removed from the queue: \(error)")
+                    return .failed(retryAfter: nil)
+                }
+            case 400:
+                // All or nothing: the service names the first bad event and stored none of the request.
+                if let index = answer.json?["event"]?.intValue.map({ Int($0) }), index >= 0, index < count {
+                    drop([lines[index]], because: answer.message)
+                    var rest = lines
+                    rest.remove(at: index)
+                    guard (try? queue.replace(segment, with: rest)) != nil else { return .failed(retryAfter: nil) }
+                } else {
+                    drop(Array(lines.prefix(count)), because: answer.message)
+                    guard (try? queue.replace(segment, with: Array(lines.dropFirst(count)))) != nil else {
+                        return .failed(retryAfter: nil)
+                    }
+                }
+            case 413 where count > 1:
+                limit = count / 2
+            case 413:
+                drop([lines[0]], because: "too large for the service (413)")
+                guard (try? queue.replace(segment, with: Array(lines.dropFirst()))) != nil else {
+                    return .failed(retryAfter: nil)
+                }
+            case let status where Transport.isTransient(status):
+                logger.info("beckon: the service answered \(status); \(count) events will be sent again")
+                return .failed(retryAfter: answer.retryAfter)
+            default:
+                // 401 (a wrong write key), 404 (a wrong address), 415: the events are not at fault. They stay.
+                logger.error("beckon: the service refused a batch (\(answer.status): \(answer.message)); kept, retrying")
+                return .failed(retryAfter: answer.retryAfter)
+            }
+        }
+        return .empty
+    }
+
+    private func drop(_ lines: [Data], because reason: String) {
+        droppedBad.withLock { $0 += lines.count }
+        for line in lines {
+            let event = try? JSONDecoder().decode(JSONValue.self, from: line)
+            let name = event?["event"]?.stringValue ?? event?["name"]?.stringValue ?? event?["type"]?.stringValue ?? "?"
+            logger.warning(
+                "beckon: event '\(name)' (messageId \(event?["messageId"]?.stringValue ?? "?")) dropped: the service says \(reason)"
+            )
+        }
+    }
+
+    // MARK: - Foreground and background
+
+    /// The app went to the background: the pull loop stops (its open request is cancelled), and what is queued is
+    /// sent once more.
+    public func enterBackground() {
+        let puller = state.withLock { s -> Task<Void, Never>? in
+            s.foreground = false
+            defer { s.puller = nil }
+            return s.puller
+        }
+        puller?.cancel()
+        state.withLock { $0.flushRequested += 1 }
+        uploadSignal.notify()
+    }
+
+    /// The app is in the foreground again: pulling resumes at its cursor. After the stream failed (a refused token),
+    /// this starts it again.
+    public func enterForeground() {
+        state.withLock { s in
+            s.foreground = true
+            s.streamError = nil
+        }
+        startPulling()
+        refreshInbox()
+    }
+
+    // MARK: - The pull loop
+
+    private func startPulling() {
+        state.withLock { s in
+            guard !s.closed, s.foreground, s.puller == nil, s.streamError == nil else { return }
+            s.puller = Task { [weak self] in await self?.pullLoop() }
+        }
+    }
+
+    private func restartPulling() {
+        let old = state.withLock { s -> Task<Void, Never>? in
+            defer { s.puller = nil }
+            return s.puller
+        }
+        old?.cancel()
+        startPulling()
+    }
+
+    private func pullLoop() async {
+        var failures = 0
+        while !Task.isCancelled {
+            if store.pendingCount >= configuration.maxPendingActions {
+                await pullSignal.wait(timeout: .seconds(5))
+                continue
+            }
+            let user = state.withLock { $0.identity.current }
+            let cursor = store.cursor(for: user)
+            let wait = Double(configuration.pollWait.components.seconds)
+            let answer: Transport.Answer
+            let asked = ContinuousClock.now
+            do {
+                answer = try await transport.user(
+                    user, "GET", "/actions",
+                    query: [URLQueryItem(name: "after", value: cursor), URLQueryItem(name: "wait", value: String(Int(wait)))],
+                    timeout: wait + 20)
+            } catch {
+                if Task.isCancelled { return }
+                if case .network = error {
+                    failures += 1
+                    try? await Task.sleep(for: configuration.retry.delay(after: failures))
+                    continue
+                }
+                // A token refused twice, one for another user, or a provider that threw: the stream reports it and
+                // stops until `enterForeground()`.
+                logger.error("beckon: pulling actions stopped: \(error)")
+                state.withLock { s in
+                    s.streamError = error
+                    s.puller = nil
+                }
+                actionSignal.notify()
+                return
+            }
+            if Task.isCancelled { return }
+            guard answer.status == 200, let json = answer.json, case .array(let actions)? = json["actions"],
+                let next = json["cursor"]?.stringValue
+            else {
+                failures += 1
+                logger.info("beckon: pulling actions: the service answered \(answer.status); retrying")
+                try? await Task.sleep(for: answer.retryAfter ?? configuration.retry.delay(after: failures))
+                continue
+            }
+            failures = 0
+            if actions.isEmpty && ContinuousClock.now - asked < .seconds(1) {
+                // An empty page at once (something between the app and the service that does not hold a long
+                // poll): no tighter loop than one pull a second.
+                try? await Task.sleep(for: .seconds(1))
+            }
+            if actions.isEmpty && next == cursor { continue }
+            do {
+                let kept = try store.add(actions, cursor: next, for: user)
+                if !kept.isEmpty { actionSignal.notify() }
+                if kept.contains(where: { BeckonAction.Kind($0).touchesInbox }) { refreshInbox() }
+            } catch {
+                logger.error("beckon: pulled actions could not be saved (\(error)); pulling them again")
+                try? await Task.sleep(for: configuration.retry.delay(after: 1))
+            }
+        }
+    }
+
+    /// The user's actions, oldest first, each handed over once: an action counts as taken when `next()` returns it
+    /// (saved on disk before), so after a restart the stream goes on with the next one. Iterate it from one place at a
+    /// time. It throws when pulling stopped for good (a refused token, `BeckonClientError`), and ends when the client
+    /// is closed or the iterating task cancelled. Pulling runs while the app is in the foreground.
+    public func actions() -> Actions { Actions(client: self) }
+
+    public struct Actions: AsyncSequence, Sendable {
+        public typealias Element = BeckonAction
+        let client: BeckonClient
+
+        public func makeAsyncIterator() -> Iterator { Iterator(client: client) }
+
+        public struct Iterator: AsyncIteratorProtocol {
+            let client: BeckonClient
+
+            public mutating func next() async throws -> BeckonAction? {
+                while !Task.isCancelled {
+                    if let json = client.store.take() {
+                        client.pullSignal.notify()
+                        if let action = BeckonAction(json: json) { return action }
+                        continue
+                    }
+                    let (error, closed) = client.state.withLock { ($0.streamError, $0.closed) }
+                    if closed { return nil }
+                    if let error { throw error }
+                    await client.actionSignal.wait(timeout: .seconds(10))
+                }
+                return nil
+            }
+        }
+    }
+
+    /// Why the action stream stopped, if it did.
+    public var streamError: BeckonClientError? { state.withLock { $0.streamError } }
+
+    // MARK: - Inbox
+
+    /// The user's inbox as the service has it now.
+    public func inbox() async throws(BeckonClientError) -> Inbox {
+        let user = state.withLock { $0.identity.current }
+        let answer = try await transport.user(user, "GET", "/inbox")
+        return try Self.inbox(answer, user: user)
+    }
+
+    /// Marks an item read; returns the inbox after it (observers get it too).
+    @discardableResult
+    public func markRead(_ itemId: String) async throws(BeckonClientError) -> Inbox {
+        let user = state.withLock { $0.identity.current }
+        let answer = try await transport.user(user, "POST", "/inbox/" + Transport.pathSegment(itemId) + "/read")
+        let inbox = try Self.inbox(answer, user: user)
+        publish(inbox)
+        return inbox
+    }
+
+    private static func inbox(_ answer: Transport.Answer, user: String) throws(BeckonClientError) -> Inbox {
+        if answer.status == 404 && answer.json?["items"] == nil {
+            throw .server(status: 404, message: answer.message)
+        }
+        guard answer.status == 200, let json = answer.json else {
+            throw .server(status: answer.status, message: answer.message)
+        }
+        return Inbox(json: json, userId: user)
+    }
+
+    /// The inbox now, and again whenever it changes: a `notify` or `mark_read` action pulled, `markRead`, a sign-in.
+    public func inboxUpdates() -> AsyncStream<Inbox> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Inbox.self, bufferingPolicy: .bufferingNewest(1))
+        let id = UUID()
+        let added = state.withLock { s -> Bool in
+            guard !s.closed else { return false }
+            s.inboxObservers[id] = continuation
+            return true
+        }
+        guard added else {
+            continuation.finish()
+            return stream
+        }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { $0.inboxObservers.removeValue(forKey: id) }
+        }
+        refreshInbox()
+        return stream
+    }
+
+    private func refreshInbox() {
+        guard state.withLock({ !$0.inboxObservers.isEmpty }) else { return }
+        Task { [weak self] in
+            guard let self else { return }
+            do {
+                publish(try await inbox())
+            } catch {
+                logger.info("beckon: the inbox could not be read: \(error)")
+            }
+        }
+    }
+
+    private func publish(_ inbox: Inbox) {
+        let observers = state.withLock { s in s.identity.current == inbox.userId ? Array(s.inboxObservers.values) : [] }
+        for o in observers { o.yield(inbox) }
+    }
+
+    // MARK: - Push
+
+    /// The device's push token (APNs' or FCM's), with whether the user allows notifications. It goes in
+    /// `context.device` of every event, and the device is registered for the current user
+    /// (`POST /v1/users/{id}/devices`), again after a sign-in or a change, retried until the service stores it.
+    public func setPushToken(_ token: String, enabled: Bool = true) {
+        _ = changeIdentity { identity in
+            identity.pushToken = token
+            identity.pushEnabled = enabled
+        }
+        registerDevice()
+    }
+
+    /// APNs' token as the app gets it (`didRegisterForRemoteNotificationsWithDeviceToken`): sent as hex.
+    public func setPushToken(_ token: Data, enabled: Bool = true) {
+        setPushToken(token.map { String(format: "%02x", $0) }.joined(), enabled: enabled)
+    }
+
+    /// Whether the service has the device for the current user.
+    public var deviceRegistered: Bool {
+        state.withLock { s in
+            guard let token = s.identity.pushToken else { return false }
+            return s.identity.registered == [s.identity.current, token, String(s.identity.pushEnabled ?? true)]
+        }
+    }
+
+    private func registerDevice() {
+        guard let platform = configuration.pushPlatform else { return }
+        state.withLock { s in
+            guard !s.closed, s.identity.pushToken != nil else { return }
+            s.registrar?.cancel()
+            s.registrar = Task { [weak self] in await self?.registerLoop(platform: platform) }
+        }
+    }
+
+    private func registerLoop(platform: String) async {
+        var failures = 0
+        while !Task.isCancelled {
+            let identity = state.withLock { $0.identity }
+            guard let token = identity.pushToken else { return }
+            let want = [identity.current, token, String(identity.pushEnabled ?? true)]
+            if identity.registered == want { return }
+            var body: [String: JSONValue] = [
+                "token": .string(token), "platform": .string(platform), "pushEnabled": .bool(identity.pushEnabled ?? true),
+            ]
+            if let app = configuration.app.namespace { body["app"] = .string(app) }
+            let encoded = (try? JSONEncoder.compact.encode(JSONValue.object(body))) ?? Data()
+            do {
+                let answer = try await transport.user(identity.current, "POST", "/devices", body: encoded)
+                if answer.status == 200 {
+                    _ = changeIdentity { i in
+                        if [i.current, i.pushToken ?? "", String(i.pushEnabled ?? true)] == want { i.registered = want }
+                    }
+                    continue
+                }
+                if !Transport.isTransient(answer.status) {
+                    logger.error("beckon: the device was not registered: \(answer.status) \(answer.message)")
+                    return
+                }
+                failures += 1
+                try? await Task.sleep(for: answer.retryAfter ?? configuration.retry.delay(after: failures))
+            } catch .network {
+                failures += 1
+                try? await Task.sleep(for: configuration.retry.delay(after: failures))
+            } catch {
+                logger.error("beckon: the device was not registered: \(error)")
+                return
+            }
+        }
+    }
+}

@@ -1,0 +1,44 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The client's files: written whole to a temporary name and renamed, so a kill at any moment leaves the old file or the
+/// new one, never half of one.
+enum Disk {
+    static func write(_ data: Data, to url: URL) throws {
+        let temporary = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).tmp")
+        try data.write(to: temporary)
+        guard rename(temporary.path, url.path) == 0 else {
+            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: url.path, "errno": errno])
+        }
+    }
+
+    static func writeJSON<T: Encodable>(_ value: T, to url: URL) throws {
+        try write(JSONEncoder.compact.encode(value), to: url)
+    }
+
+    static func readJSON<T: Decodable>(_ type: T.Type, from url: URL) -> T? {
+        guard let data = try? Data(contentsOf: url) else { return nil }
+        return try? JSONDecoder().decode(type, from: data)
+    }
+
+    static func makeDirectory(_ url: URL) throws {
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+
+    /// A file name for any user id (ids may hold any character and be long): FNV-1a 64 of its UTF-8 bytes, in hex.
+    /// The file keeps the id too, and a reader checks it.
+    static func fileName(for id: String) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in id.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x100_0000_01b3
+        }
+        let hex = String(hash, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
+    }
+}

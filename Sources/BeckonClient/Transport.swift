@@ -1,0 +1,161 @@
+import Foundation
+import Logging
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// The client's requests: ingest with the write key, the user endpoints with the user's token from the app's
+/// provider (asked once more after a 401), and what an answer says about retrying.
+final class Transport: Sendable {
+    struct Answer: Sendable {
+        let status: Int
+        let body: Data
+        /// `Retry-After`, in seconds or as an HTTP date.
+        let retryAfter: Duration?
+
+        var json: JSONValue? { try? JSONDecoder().decode(JSONValue.self, from: body) }
+        var message: String {
+            json?["error"]?.stringValue ?? json?["reason"]?.stringValue ?? String(decoding: body.prefix(300), as: UTF8.self)
+        }
+    }
+
+    let configuration: BeckonClient.Configuration
+    private let tokens = Locked([String: String]())
+
+    init(configuration: BeckonClient.Configuration) {
+        self.configuration = configuration
+    }
+
+    func url(_ path: String, query: [URLQueryItem] = []) -> URL {
+        var text = configuration.server.absoluteString
+        while text.hasSuffix("/") { text.removeLast() }
+        var components = URLComponents(string: text + path)!
+        if !query.isEmpty { components.queryItems = query }
+        return components.url!
+    }
+
+    /// `/v1/users/{id}` with the id percent-encoded (an id may hold any character, `/` included).
+    func userPath(_ userId: String, _ rest: String = "") -> String {
+        "/v1/users/" + Self.pathSegment(userId) + rest
+    }
+
+    /// One path segment of any text: percent-encoded, `/` included.
+    static func pathSegment(_ text: String) -> String {
+        var allowed = CharacterSet.urlPathAllowed
+        allowed.remove(charactersIn: "/;?#%")
+        return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
+    }
+
+    /// One request; no answer at all is `.network`. Cancelling the calling task cancels the request.
+    ///
+    /// (Not `URLSession.data(for:)`: on Linux, cancelling a task inside it can deadlock. The task's cancellation
+    /// handler runs under the task's status lock and cancels the request with a `sync` on the session's queue, while
+    /// that queue, finishing the request, waits for the same lock to resume the task. Here the handler hands the
+    /// cancel to another queue and returns.)
+    func send(_ request: URLRequest) async throws(BeckonClientError) -> Answer {
+        let cancel = Locked<(task: URLSessionDataTask?, cancelled: Bool)>((nil, false))
+        let result: Result<Answer, BeckonClientError> = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<Answer, BeckonClientError>, Never>) in
+                let task = configuration.session.dataTask(with: request) { data, response, error in
+                    guard let http = response as? HTTPURLResponse, error == nil else {
+                        continuation.resume(
+                            returning: .failure(.network(error.map { String(describing: $0) } ?? "not an HTTP answer")))
+                        return
+                    }
+                    continuation.resume(
+                        returning: .success(
+                            Answer(
+                                status: http.statusCode, body: data ?? Data(),
+                                retryAfter: http.value(forHTTPHeaderField: "Retry-After").flatMap(Self.retryAfter))))
+                }
+                let cancelled = cancel.withLock { c -> Bool in
+                    c.task = task
+                    return c.cancelled
+                }
+                task.resume()
+                if cancelled { DispatchQueue.global().async { task.cancel() } }
+            }
+        } onCancel: {
+            let task = cancel.withLock { c -> URLSessionDataTask? in
+                c.cancelled = true
+                return c.task
+            }
+            if let task { DispatchQueue.global().async { task.cancel() } }
+        }
+        return try result.get()
+    }
+
+    /// A batch to ingest (`POST /v1/batch`), gzipped when the configuration says so.
+    func ingest(_ body: Data) async throws(BeckonClientError) -> Answer {
+        var request = URLRequest(url: url("/v1/batch"))
+        request.httpMethod = "POST"
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        let credential = Data((configuration.writeKey + ":").utf8).base64EncodedString()
+        request.setValue("Basic \(credential)", forHTTPHeaderField: "Authorization")
+        if configuration.gzip, let compressed = Gzip.compress(body) {
+            request.setValue("gzip", forHTTPHeaderField: "Content-Encoding")
+            request.httpBody = compressed
+        } else {
+            request.httpBody = body
+        }
+        return try await send(request)
+    }
+
+    /// A request to the user's endpoints with their token. A 401 asks the provider for a new token once and sends
+    /// again; a second 401 is `.unauthorized`, a 403 `.forbidden`. Other answers are the caller's.
+    func user(
+        _ userId: String, _ method: String, _ rest: String, query: [URLQueryItem] = [], body: Data? = nil,
+        timeout: TimeInterval = 60
+    ) async throws(BeckonClientError) -> Answer {
+        var renewed = false
+        while true {
+            let token = try await token(for: userId, renew: renewed)
+            var request = URLRequest(url: url(userPath(userId, rest), query: query), timeoutInterval: timeout)
+            request.httpMethod = method
+            request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+            if let body {
+                request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+                request.httpBody = body
+            }
+            let answer = try await send(request)
+            switch answer.status {
+            case 401 where !renewed:
+                configuration.logger.info("beckon: the user's token was refused (401); asking the app for a new one")
+                renewed = true
+            case 401: throw .unauthorized(answer.message)
+            case 403: throw .forbidden(answer.message)
+            default: return answer
+            }
+        }
+    }
+
+    private func token(for userId: String, renew: Bool) async throws(BeckonClientError) -> String {
+        if !renew, let known = tokens.withLock({ $0[userId] }) { return known }
+        let fresh: String
+        do {
+            fresh = try await configuration.tokenProvider(userId)
+        } catch {
+            throw .tokenProvider(String(describing: error))
+        }
+        tokens.withLock { $0 = [userId: fresh] }
+        return fresh
+    }
+
+    /// `Retry-After`: seconds, or an HTTP date (RFC 9110); at most an hour is honoured.
+    static func retryAfter(_ value: String) -> Duration? {
+        let text = value.trimmingCharacters(in: .whitespaces)
+        if let seconds = Double(text), seconds.isFinite, seconds >= 0 { return .seconds(min(seconds, 3600)) }
+        let f = DateFormatter()
+        f.locale = Locale(identifier: "en_US_POSIX")
+        f.timeZone = TimeZone(identifier: "GMT")
+        f.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        guard let date = f.date(from: text) else { return nil }
+        return .seconds(min(max(date.timeIntervalSinceNow, 0), 3600))
+    }
+
+    /// Whether a failed answer is worth sending again later: 5xx, 429 and 408.
+    static func isTransient(_ status: Int) -> Bool {
+        status >= 500 || status == 429 || status == 408
+    }
+}
