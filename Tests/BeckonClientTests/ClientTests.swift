@@ -187,6 +187,28 @@ struct ClientTests {
         #expect(Self.echoes(next) == [30])
     }
 
+    @Test func theActionStreamGoesOnAfterTheClientIsKilled() async throws {
+        let service = try LiveService()
+        try await service.start()
+        let folder = service.folder.appendingPathComponent("probe")
+        let sender = try Probe("send", service: service, directory: folder, user: "tia", ["0", "40"])
+        try await sender.waitFor { $0.contains("done") }
+        let taker = try Probe("take", service: service, directory: folder, user: "tia", ["1000"])
+        try await taker.waitFor { $0.filter { $0.hasPrefix("action ") }.count >= 15 }
+        taker.kill9()
+        let restarted = try Probe("take", service: service, directory: folder, user: "tia", ["1000"])
+        let before = taker.output.all.filter { $0.hasPrefix("action ") }
+        try await restarted.waitFor { $0.filter { $0.hasPrefix("action ") }.count + before.count >= 39 }
+        try await Task.sleep(for: .milliseconds(300))
+        restarted.kill9()
+        let lines = before + restarted.output.all.filter { $0.hasPrefix("action ") }
+        let ids = lines.map { $0.split(separator: " ")[1] }
+        #expect(Set(ids).count == ids.count, "an action was handed over twice")
+        // Each action counts as taken when next() returns it: at most the one in hand at the kill is not printed.
+        #expect(ids.count >= 39)
+        #expect(Set(lines.compactMap { Int($0.split(separator: " ")[2]) }).isSubset(of: Set(0..<40)))
+    }
+
     @Test func theInboxIsObservedAsActionsArriveAndItsReadStateRoundTrips() async throws {
         let service = try LiveService()
         try await service.start()
