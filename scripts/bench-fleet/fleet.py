@@ -12,7 +12,8 @@ on this machine. Usage: fleet.py BECKON POSTGRES_URL SECONDS. Each part uses a d
    of users of one partition (one partition's throughput);
 4. PostgreSQL's work per event over part 1's 1-process run: commits, rows written and WAL bytes (pg_stat_database,
    pg_stat_wal), and where the WAL goes: pg_waldump over the run's WAL, each record's bytes counted to the table or
-   index its first block belongs to (with BENCH_PG_DATA, the cluster's data folder, which scripts/bench-fleet.sh sets).
+   index its first block belongs to (with BENCH_PG_DATA, the cluster's data folder, which scripts/bench-fleet.sh sets),
+   and the share of users' state rewrites that were heap-only (HOT: on the same page, no index entry).
 """
 import base64
 import glob
@@ -166,6 +167,10 @@ def ingest(n):
             print(f"  PostgreSQL per event: {d['commits'] / events:.3f} commits, {d['rows'] / events:.2f} rows "
                   f"written, {d['wal_bytes'] / events:.0f} WAL bytes ({d['wal_records'] / events:.1f} records)")
             wal_by_relation(url, lsn0, lsn1, events)
+            updates, hot = map(int, psql(url, "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables "
+                                              "WHERE relname = 'beckon_user_state'").split("|"))
+            print(f"  users' states: {updates} updates, {100 * hot / max(updates, 1):.0f}% heap-only (HOT)")
+            figure("fleet users' state updates that are heap-only", 100 * hot / max(updates, 1), "%")
             figure("fleet WAL per event", d["wal_bytes"] / events, "B")
         figure(f"fleet ingest through {n} process(es)", rps * 100, "events/s")
         figure(f"fleet ingest through {n} process(es), batch p99", p99, "ms")
