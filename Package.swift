@@ -125,10 +125,11 @@ let package = Package(
         .target(
             name: "BeckonPostgres",
             dependencies: [
-                .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log"),
+                "CBeckonZlib", .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        // The system's zlib (no package), for BeckonClient's gzip bodies.
+        // The system's zlib (no package): BeckonClient's gzip bodies, the fleet log's deflated bodies.
         .systemLibrary(name: "CBeckonZlib"),
         .target(name: "BeckonClient", dependencies: ["CBeckonZlib", .product(name: "Logging", package: "swift-log")]),
         // A command-line app over BeckonClient: what BeckonClientTests start and kill -9 mid-batch.

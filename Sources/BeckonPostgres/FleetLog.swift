@@ -446,7 +446,7 @@ public final class FleetLog: Sendable {
             let seqs = ranks
             let users = events.map(\.userID)
             let times = events.map(\.receivedAt)
-            let bodies = events.map { ByteBuffer(bytes: $0.body) }
+            let bodies = events.map { ByteBuffer(bytes: LogBody.pack($0.body)) }
             // One statement (no transaction left open between statements, so a process stopped mid-append holds no lock):
             // `locked` takes the counter rows in ascending order and, having waited for any append holding them, reads
             // their latest numbers; the update moves each on by its partition's count; the entries take the numbers
@@ -493,7 +493,9 @@ public final class FleetLog: Sendable {
                 ORDER BY seq LIMIT \(limit)
                 """, logger: logger)
             for try await (s, u, r, b) in rows.decode((Int64, String, Int64, ByteBuffer).self) {
-                out.append(Entry(partition: partition, seq: s, userID: u, receivedAt: r, body: Array(b.readableBytesView)))
+                out.append(
+                    Entry(
+                        partition: partition, seq: s, userID: u, receivedAt: r, body: LogBody.unpack(Array(b.readableBytesView))))
             }
             return out
         }

@@ -390,7 +390,7 @@ extension FleetLog {
                 ORDER BY seq
                 """, logger: logger
             ).decode((Int64, ByteBuffer).self) {
-                out.append((r, Array(b.readableBytesView)))
+                out.append((r, LogBody.unpack(Array(b.readableBytesView))))
             }
             return out
         }

@@ -1,0 +1,71 @@
+import Foundation
+import Testing
+
+@testable import BeckonPostgres
+
+/// The log's bodies deflated against the preset dictionary (no database needed).
+struct LogBodyTests {
+    /// A record as the fleet appends it for one event of the benchmark's (scripts/bench-service/batch.lua).
+    static func record(_ n: Int) -> [UInt8] {
+        let json =
+            #"{"type":"track","userId":"u\#(n % 10_000)","event":"Product Viewed","messageId":"w3-\#(n)","properties":{"url":"https://example.com/?utm_source=facebook&fbclid=x\#(n)"},"context":{"os":{"name":"iOS"},"locale":"en_US"}}"#
+        return Array("A - 1764380\(100_000 + n) - -\nE \(json.utf8.count)\n\(json)\n".utf8)
+    }
+
+    @Test func aRecordIsStoredDeflatedAndReadBackWhole() {
+        let record = Self.record(42)
+        let stored = LogBody.pack(record)
+        #expect(stored.first == 0x01)
+        #expect(stored.count * 100 < record.count * 60, "\(record.count) bytes stored as \(stored.count)")
+        #expect(LogBody.unpack(stored) == record)
+    }
+
+    @Test func recordsThatDoNotShrinkAndRowsWrittenBeforeAreKeptAsTheyAre() {
+        var rng = SystemRandomNumberGenerator()
+        let noise = Array("E 64\n".utf8) + (0..<64).map { _ in UInt8.random(in: 0...255, using: &rng) }
+        #expect(LogBody.pack(noise) == noise)
+        #expect(LogBody.pack(Array("T 5\n".utf8)) == Array("T 5\n".utf8))
+        let old = Self.record(7)
+        #expect(LogBody.unpack(old) == old)
+    }
+
+    @Test func aDamagedBodyComesBackAsStoredNeverAsAnotherRecord() {
+        let stored = LogBody.pack(Self.record(9))
+        var flipped = stored
+        flipped[flipped.count / 2] ^= 0x5A
+        var longer = stored
+        longer[1] &+= 1
+        for damaged in [Array(stored.prefix(8)), flipped, longer, stored + [0], [0x01], [0x01, 0xFF, 0xFF, 0xFF, 0x7F, 0]] {
+            let read = LogBody.unpack(damaged)
+            #expect(read == damaged || read == Self.record(9))
+            #expect(read.first != UInt8(ascii: "A") || read == Self.record(9))
+        }
+        // A length past the bound is not allocated.
+        #expect(LogBody.unpack([0x01, 0xFF, 0xFF, 0xFF, 0xFF, 0x03]) == [0x01, 0xFF, 0xFF, 0xFF, 0xFF, 0x03])
+    }
+
+    @Test func threadsPackAtOnceFromTheSharedPrimedStream() {
+        let failures = Failures()
+        DispatchQueue.concurrentPerform(iterations: 8) { t in
+            for n in 0..<500 {
+                let record = Self.record(t * 1_000 + n)
+                if LogBody.unpack(LogBody.pack(record)) != record { failures.add() }
+            }
+        }
+        #expect(failures.count == 0)
+    }
+
+    final class Failures: @unchecked Sendable {
+        private let lock = NSLock()
+        private var n = 0
+        func add() { lock.withLock { n += 1 } }
+        var count: Int { lock.withLock { n } }
+    }
+
+    @Test func aLargeRecordRoundTrips() {
+        let record = (0..<2_000).flatMap(Self.record)
+        let stored = LogBody.pack(record)
+        #expect(stored.count < record.count / 4)
+        #expect(LogBody.unpack(stored) == record)
+    }
+}
