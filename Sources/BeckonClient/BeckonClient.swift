@@ -311,35 +311,28 @@ public final class BeckonClient: Sendable {
                 logger.info("beckon: \(count) events not sent, will retry: \(error)")
                 return .failed(retryAfter: nil)
             }
+            // What the answer takes out of the segment (sent, or refused for good), and why refused.
+            var refused: [Data] = []
+            var reason = answer.message
+            var rest = Array(lines.dropFirst(count))
             switch answer.status {
             case 200..<300:
                 limit = nil
-                do {
-                    try queue.replace(segment, with: Array(lines.dropFirst(count)))
-                } catch {
-                    logger.error("beckon: a sent batch could not be removed from the queue: \(error)")
-                    return .failed(retryAfter: nil)
-                }
             case 400:
                 // All or nothing: the service names the first bad event and stored none of the request.
                 if let index = answer.json?["event"]?.intValue.map({ Int($0) }), index >= 0, index < count {
-                    drop([lines[index]], because: answer.message)
-                    var rest = lines
+                    refused = [lines[index]]
+                    rest = lines
                     rest.remove(at: index)
-                    guard (try? queue.replace(segment, with: rest)) != nil else { return .failed(retryAfter: nil) }
                 } else {
-                    drop(Array(lines.prefix(count)), because: answer.message)
-                    guard (try? queue.replace(segment, with: Array(lines.dropFirst(count)))) != nil else {
-                        return .failed(retryAfter: nil)
-                    }
+                    refused = Array(lines.prefix(count))
                 }
             case 413 where count > 1:
                 limit = count / 2
+                continue
             case 413:
-                drop([lines[0]], because: "too large for the service (413)")
-                guard (try? queue.replace(segment, with: Array(lines.dropFirst()))) != nil else {
-                    return .failed(retryAfter: nil)
-                }
+                refused = [lines[0]]
+                reason = "too large for the service (413)"
             case let status where Transport.isTransient(status):
                 logger.info("beckon: the service answered \(status); \(count) events will be sent again")
                 return .failed(retryAfter: answer.retryAfter)
@@ -347,6 +340,13 @@ public final class BeckonClient: Sendable {
                 // 401 (a wrong write key), 404 (a wrong address), 415: the events are not at fault. They stay.
                 logger.error("beckon: the service refused a batch (\(answer.status): \(answer.message)); kept, retrying")
                 return .failed(retryAfter: answer.retryAfter)
+            }
+            if !refused.isEmpty { drop(refused, because: reason) }
+            do {
+                try queue.replace(segment, with: rest)
+            } catch {
+                logger.error("beckon: the queue could not be rewritten after an answer: \(error)")
+                return .failed(retryAfter: nil)
             }
         }
         return .empty
@@ -368,12 +368,8 @@ public final class BeckonClient: Sendable {
     /// The app went to the background: the pull loop stops (its open request is cancelled), and what is queued is
     /// sent once more.
     public func enterBackground() {
-        let puller = state.withLock { s -> Task<Void, Never>? in
-            s.foreground = false
-            defer { s.puller = nil }
-            return s.puller
-        }
-        puller?.cancel()
+        state.withLock { $0.foreground = false }
+        stopPulling()
         state.withLock { $0.flushRequested += 1 }
         uploadSignal.notify()
     }
@@ -398,12 +394,17 @@ public final class BeckonClient: Sendable {
         }
     }
 
-    private func restartPulling() {
+    /// Cancels the pull loop (its open request with it).
+    private func stopPulling() {
         let old = state.withLock { s -> Task<Void, Never>? in
             defer { s.puller = nil }
             return s.puller
         }
         old?.cancel()
+    }
+
+    private func restartPulling() {
+        stopPulling()
         startPulling()
     }
 
@@ -523,9 +524,6 @@ public final class BeckonClient: Sendable {
     }
 
     private static func inbox(_ answer: Transport.Answer, user: String) throws(BeckonClientError) -> Inbox {
-        if answer.status == 404 && answer.json?["items"] == nil {
-            throw .server(status: 404, message: answer.message)
-        }
         guard answer.status == 200, let json = answer.json else {
             throw .server(status: answer.status, message: answer.message)
         }

@@ -29,16 +29,4 @@ enum Disk {
     static func makeDirectory(_ url: URL) throws {
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
     }
-
-    /// A file name for any user id (ids may hold any character and be long): FNV-1a 64 of its UTF-8 bytes, in hex.
-    /// The file keeps the id too, and a reader checks it.
-    static func fileName(for id: String) -> String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in id.utf8 {
-            hash ^= UInt64(byte)
-            hash = hash &* 0x100_0000_01b3
-        }
-        let hex = String(hash, radix: 16)
-        return String(repeating: "0", count: 16 - hex.count) + hex
-    }
 }

@@ -29,6 +29,9 @@ final class EventQueue: Sendable {
         var sealed: [Segment] = []
         var nextSequence: UInt64 = 1
         var dropped = 0
+
+        /// Events waiting, sealed or not.
+        var count: Int { sealed.reduce(open?.segment.events ?? 0) { $0 + $1.events } }
     }
 
     private let state: Locked<State>
@@ -64,7 +67,7 @@ final class EventQueue: Sendable {
 
     /// Events waiting, sealed or not.
     var count: Int {
-        state.withLock { s in s.sealed.reduce(s.open?.segment.events ?? 0) { $0 + $1.events } }
+        state.withLock { $0.count }
     }
 
     /// Events dropped since the client started: the queue was full.
@@ -132,7 +135,7 @@ final class EventQueue: Sendable {
     }
 
     private func makeRoom(_ s: inout State) {
-        while s.sealed.reduce(s.open?.segment.events ?? 0, { $0 + $1.events }) >= maxEvents {
+        while s.count >= maxEvents {
             if s.sealed.isEmpty { seal(&s) }
             guard !s.sealed.isEmpty else { return }
             let oldest = s.sealed.removeFirst()
