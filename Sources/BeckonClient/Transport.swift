@@ -47,41 +47,68 @@ final class Transport: Sendable {
         return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
     }
 
-    /// One request; no answer at all is `.network`. Cancelling the calling task cancels the request.
+    /// One request; no answer at all is `.network`. Cancelling the calling task answers `.network("cancelled")` at
+    /// once.
     ///
-    /// (Not `URLSession.data(for:)`: on Linux, cancelling a task inside it can deadlock. The task's cancellation
-    /// handler runs under the task's status lock and cancels the request with a `sync` on the session's queue, while
-    /// that queue, finishing the request, waits for the same lock to resume the task. Here the handler hands the
-    /// cancel to another queue and returns.)
+    /// Not `URLSession.data(for:)`, and on Linux no `URLSessionTask.cancel()`: swift-corelibs-foundation has two races
+    /// there. Cancelling inside `data(for:)` can deadlock (the task's cancellation handler, under the task's status
+    /// lock, waits on the session's queue while that queue, finishing the request, waits for the lock). And `cancel()`
+    /// while the answer is arriving can crash the process: it enqueues a failure for a task the session has just
+    /// finished and removed ("Trying to access a behaviour for a task that in not in the registry",
+    /// swift-corelibs-foundation#3292). So on Linux a cancelled request is abandoned: the caller is answered at once
+    /// and the request runs to its end (a long poll's `wait`, at most) with nobody listening. On Apple platforms the
+    /// request is cancelled.
     func send(_ request: URLRequest) async throws(BeckonClientError) -> Answer {
-        let cancel = Locked<(task: URLSessionDataTask?, cancelled: Bool)>((nil, false))
+        typealias Waiter = CheckedContinuation<Result<Answer, BeckonClientError>, Never>
+        let state = Locked<(waiter: Waiter?, task: URLSessionDataTask?, cancelled: Bool)>((nil, nil, false))
+        /// The waiter, once: whoever takes it (the answer or the cancellation) resumes it.
+        let take: @Sendable () -> Waiter? = {
+            state.withLock { s -> Waiter? in
+                defer { s.waiter = nil }
+                return s.waiter
+            }
+        }
         let result: Result<Answer, BeckonClientError> = await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Result<Answer, BeckonClientError>, Never>) in
+            await withCheckedContinuation { (waiter: Waiter) in
                 let task = configuration.session.dataTask(with: request) { data, response, error in
+                    guard let waiter = take() else { return }
                     guard let http = response as? HTTPURLResponse, error == nil else {
-                        continuation.resume(
+                        waiter.resume(
                             returning: .failure(.network(error.map { String(describing: $0) } ?? "not an HTTP answer")))
                         return
                     }
-                    continuation.resume(
+                    waiter.resume(
                         returning: .success(
                             Answer(
                                 status: http.statusCode, body: data ?? Data(),
                                 retryAfter: http.value(forHTTPHeaderField: "Retry-After").flatMap(Self.retryAfter))))
                 }
-                let cancelled = cancel.withLock { c -> Bool in
-                    c.task = task
-                    return c.cancelled
+                let cancelled = state.withLock { s -> Bool in
+                    if !s.cancelled {
+                        s.waiter = waiter
+                        s.task = task
+                    }
+                    return s.cancelled
                 }
-                task.resume()
-                if cancelled { DispatchQueue.global().async { task.cancel() } }
+                if cancelled {
+                    waiter.resume(returning: .failure(.network("cancelled")))
+                } else {
+                    task.resume()
+                }
             }
         } onCancel: {
-            let task = cancel.withLock { c -> URLSessionDataTask? in
-                c.cancelled = true
-                return c.task
+            let (waiter, task) = state.withLock { s -> (Waiter?, URLSessionDataTask?) in
+                s.cancelled = true
+                defer { s.waiter = nil }
+                return (s.waiter, s.task)
             }
-            if let task { DispatchQueue.global().async { task.cancel() } }
+            waiter?.resume(returning: .failure(.network("cancelled")))
+            #if canImport(FoundationNetworking)
+                _ = task
+            #else
+                // Off the cancellation handler: it runs under the task's status lock.
+                if let task { DispatchQueue.global().async { task.cancel() } }
+            #endif
         }
         return try result.get()
     }
