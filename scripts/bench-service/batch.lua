@@ -8,6 +8,9 @@ local names = { "Application Opened", "Product Viewed", "Button Tapped", "Produc
   "Product Viewed", "Button Tapped", "Cart Viewed", "Product Viewed", "Button Tapped" }
 local thread_id = 0
 local counter = 0
+-- Each run's messageIds are its own: a warm-up run and the measured one after it (or two runs at once, against two
+-- ports) would otherwise send the same ids and the same users, and the later run's events would be duplicates.
+local run = os.time() .. "-" .. (wrk.port or "")
 
 function setup(thread)
   thread_id = thread_id + 1
@@ -27,8 +30,8 @@ function request()
     counter = counter + 1
     local u = math.random(users)
     parts[i] = string.format(
-      '{"type":"track","userId":"u%d","event":"%s","messageId":"w%d-%d","properties":{"url":"https://example.com/?utm_source=facebook&fbclid=x%d"},"context":{"os":{"name":"iOS"},"locale":"en_US"}}',
-      u, names[(counter % #names) + 1], tid, counter, counter)
+      '{"type":"track","userId":"u%d","event":"%s","messageId":"w%s-%d-%d","properties":{"url":"https://example.com/?utm_source=facebook&fbclid=x%d"},"context":{"os":{"name":"iOS"},"locale":"en_US"}}',
+      u, names[(counter % #names) + 1], run, tid, counter, counter)
   end
   return wrk.format(nil, "/v1/batch", nil, '{"batch":[' .. table.concat(parts, ",") .. ']}')
 end
