@@ -44,6 +44,7 @@ lag_p99() {
 }
 
 echo "machine: $(nproc) cores; $(date -u +%Y-%m-%dT%H:%MZ)"
+echo "binary: $beckon (sha256 $(sha256sum < "$beckon" | cut -c1-12))"
 auth=$(printf '%s:' "$key" | base64)
 # Durable ingest at a number of connections: a 3-second warm-up (the 10,000 users' first events, the tables' first
 # pages), the measured run, then the SQLite ceiling for the rows that server wrote.

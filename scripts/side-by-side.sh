@@ -15,8 +15,11 @@ trap 'rm -rf "$work"' EXIT
 swift build -c release --product beckon > "$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
 # (A copy: the build folder may change while the benchmark runs.)
 cp .build/release/beckon "$work/beckon"
-echo "== before: $BEFORE"
-BEFORE= BECKON=$BEFORE BENCH_FIGURES=$work/before bash "$script" "$@"
+before=$BEFORE
+echo "== before: $before"
+# (Not `BEFORE= BECKON=$BEFORE`: bash makes those assignments left to right, so BECKON would be empty and the "before"
+# run would build and measure this checkout.)
+BECKON=$before BEFORE= BENCH_FIGURES=$work/before bash "$script" "$@"
 echo
 echo "== now: $(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo ' (with uncommitted changes)')"
 BEFORE= BECKON=$work/beckon BENCH_FIGURES=$work/now bash "$script" "$@"

@@ -17,6 +17,7 @@ on this machine. Usage: fleet.py BECKON POSTGRES_URL SECONDS. Each part uses a d
 """
 import base64
 import glob
+import hashlib
 import json
 import os
 import re
@@ -278,6 +279,7 @@ def drain(name, count, one_partition):
     return took
 
 
+print(f"binary: {beckon} (sha256 {hashlib.sha256(open(beckon, 'rb').read()).hexdigest()[:12]})")
 print(f"machine: {os.cpu_count()} cores, PostgreSQL {psql(base_url, 'SHOW server_version')} on the same machine "
       f"(fsync {psql(base_url, 'SHOW fsync')}, synchronous_commit {psql(base_url, 'SHOW synchronous_commit')})")
 ingest(1)
