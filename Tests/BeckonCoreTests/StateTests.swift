@@ -370,7 +370,7 @@ struct StateTests {
         let bytes = try #require(engine.state(of: "ada")).encoded()
         let hex = bytes.map { String(format: "%02x", $0) }.joined()
         let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
-            "Fixtures/user-state-v3.hex")
+            "Fixtures/user-state-v4.hex")
         if ProcessInfo.processInfo.environment["BECKON_UPDATE_GOLDEN"] != nil {
             try FileManager.default.createDirectory(
                 at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
@@ -414,7 +414,64 @@ struct StateTests {
         #expect(read.encoded() == read2.encoded())
         var withDevice = read2
         withDevice.devices = [Self.pinnedDevice]
-        #expect(withDevice.encoded() == (try bytes("user-state-v3.hex")))
+        // Version 3 (its messageIds after the history, oldest first) reads as that user with the device; the user's
+        // bytes today are version 4's.
+        let v3 = try bytes("user-state-v3.hex")
+        #expect(v3[3] == 3)
+        let read3 = try UserState(decoding: v3)
+        #expect(read3.devices == [Self.pinnedDevice])
+        #expect(read3.messageIDs.map(\.hash) == withDevice.messageIDs.map(\.hash))
+        #expect(read3.expiredMessageIDs.isEmpty)
+        #expect(read3.encoded() == withDevice.encoded())
+        #expect(withDevice.encoded() == (try bytes("user-state-v4.hex")))
+    }
+
+    /// Ids past the dedup window that the engine forgot but still stores are saved as expired, after the ids within
+    /// it, at the end of the bytes: a restored user treats both as the original does, and two saves in a row share
+    /// the older ids' bytes at their end (what keeps PostgreSQL's log of a save small: docs/state.md).
+    @Test func expiredMessageIDsAreSavedLastAndRestoreAsForgotten() throws {
+        let rs = try StateTests.ruleSet()
+        let engine = Engine(ruleSet: rs)
+        // An id every 3 hours; the rule set's window is a day.
+        func at(_ k: Int, minute: Int = 0) -> String {
+            Timestamp(milliseconds: t("2026-03-01T00:00:00Z") + Int64(k) * 3 * 3_600_000 + Int64(minute) * 60_000)
+                .description
+        }
+        for k in 0...10 { engine.process(track("Opened", "ada", at: at(k), id: "m\(k)")) }
+        let saved = try #require(engine.state(of: "ada"))
+        // At hour 30 the window starts after hour 6: m0 to m2 are forgotten, stored until half of what is stored is.
+        #expect(saved.expiredMessageIDs.count == 3)
+        #expect(saved.messageIDs.count == 8)
+        let bytes = saved.encoded()
+        let read = try UserState(decoding: bytes)
+        #expect(read.messageIDs.map(\.hash) == saved.messageIDs.map(\.hash))
+        #expect(read.messageIDs.map(\.time) == saved.messageIDs.map(\.time))
+        #expect(read.expiredMessageIDs.map(\.hash) == saved.expiredMessageIDs.map(\.hash))
+        #expect(read.expiredMessageIDs.map(\.time) == saved.expiredMessageIDs.map(\.time))
+        #expect(read.encoded() == bytes)
+        #expect(try UserState(json: Array(read.json.utf8)).encoded() == bytes)
+
+        let restored = Engine(ruleSet: rs)
+        restored.restore(stream: engine.streamState)
+        try restored.restore(read)
+        #expect(restored.state(of: "ada")!.encoded() == bytes)
+        for (k, duplicate) in [(1, false), (2, false), (3, true), (10, true)] {
+            let again = track("Opened", "ada", at: at(10, minute: 1), id: "m\(k)")
+            let a = engine.process(again)
+            let b = restored.process(again)
+            #expect((a.status == .duplicate) == duplicate, "m\(k)")
+            #expect(b.status == a.status, "m\(k)")
+            #expect(b.actions.map(\.json) == a.actions.map(\.json))
+        }
+
+        // One more event: the ids saved before, but the newest (now relative to a newer one), are the same bytes at
+        // the end of the next save.
+        let before = try #require(engine.state(of: "ada")).encoded()
+        engine.process(track("Opened", "ada", at: at(10, minute: 2), id: "m11"))
+        let after = try #require(engine.state(of: "ada")).encoded()
+        let shared = zip(before.reversed(), after.reversed()).prefix { $0 == $1 }.count
+        let stored = saved.messageIDs.count + saved.expiredMessageIDs.count + 2
+        #expect(shared >= (stored - 1) * 9)
     }
 
     @Test func badBytesAreErrorsNotCrashes() async throws {

@@ -20,11 +20,14 @@ struct MessageIDWindow: ~Copyable {
 
     init() {}
 
-    /// A window holding `ids`, oldest first (as ``snapshot`` gave them).
-    init(restoring ids: [(hash: UInt64, time: Int64)]) {
-        guard !ids.isEmpty else { return }
-        let s = MessageIDStorage.make(capacity: ids.count)
+    /// A window holding `ids`, oldest first, after the `expired` ids it had forgotten but not dropped yet (as
+    /// ``snapshot`` and ``expired`` gave them): the same window as the one saved, down to when it next compacts.
+    init(restoring ids: [(hash: UInt64, time: Int64)], expired: [(hash: UInt64, time: Int64)] = []) {
+        guard !ids.isEmpty || !expired.isEmpty else { return }
+        let s = MessageIDStorage.make(capacity: max(2, expired.count + ids.count))
+        for id in expired { s.append(Entry(hash: id.hash, time: id.time)) }
         for id in ids { s.append(Entry(hash: id.hash, time: id.time)) }
+        s.header.head = Int32(expired.count)
         if ids.count > MessageIDWindow.indexThreshold { s.header.index = Set(ids.map(\.hash)) }
         storage = s
     }
@@ -87,5 +90,13 @@ struct MessageIDWindow: ~Copyable {
     var snapshot: [(hash: UInt64, time: Int64)] {
         guard let s = storage else { return [] }
         return (Int(s.header.head)..<Int(s.header.count)).map { (s[$0].hash, s[$0].time) }
+    }
+
+    /// The ids forgotten but still stored, oldest first (``UserState/expiredMessageIDs``): they go when the window
+    /// compacts, once half of what it stores is forgotten. A saved state keeps them, so that its bytes change at one
+    /// end only from one save to the next (docs/state.md).
+    var expired: [(hash: UInt64, time: Int64)] {
+        guard let s = storage else { return [] }
+        return (0..<Int(s.header.head)).map { (s[$0].hash, s[$0].time) }
     }
 }

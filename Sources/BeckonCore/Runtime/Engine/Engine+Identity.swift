@@ -191,6 +191,8 @@ extension UserState {
         m.series = series
         var seen = Set(messageIDs.map(\.hash))
         m.messageIDs = (messageIDs + other.messageIDs.filter { seen.insert($0.hash).inserted }).sorted { $0.time < $1.time }
+        // (What either had forgotten stays forgotten: the merged window keeps only ids within it.)
+        m.expiredMessageIDs = []
         m.inbox = inbox + other.inbox.filter { item in !inbox.contains { $0.id == item.id } }
         m.devices = Device.merging(devices, other.devices)
         // A rule pending for both: the later-scheduled action (the newer cart, the latest activity) wins.

@@ -102,7 +102,7 @@ extension Engine {
             context: named(rs.contextNames, p.context).sorted { $0.name < $1.name },
             records: p.records.map { record($0, rs.rules[Int($0.rule)].qualifiedID) },
             messages: global.fires == 0 && global.occurrences == 0 ? nil : record(global, ""),
-            series: series, messageIDs: p.messageIDs.snapshot, inbox: p.inbox,
+            series: series, messageIDs: p.messageIDs.snapshot, expiredMessageIDs: p.messageIDs.expired, inbox: p.inbox,
             pending: p.pending.map { a in
                 UserState.Pending(
                     id: a.id, rule: rs.rules[Int(a.rule)].qualifiedID, due: a.due, scheduledAt: a.scheduledAt, held: a.held,
@@ -193,7 +193,9 @@ extension Engine {
             if let l = x.lifetime { p.history.restoreLifetime(series: i, count: l.count, first: l.first, last: l.last) }
             for v in x.values { p.history.restoreValue(series: i, at: v.time, value: v.value) }
         }
-        if !s.messageIDs.isEmpty { p.messageIDs = MessageIDWindow(restoring: s.messageIDs) }
+        if !s.messageIDs.isEmpty || !s.expiredMessageIDs.isEmpty {
+            p.messageIDs = MessageIDWindow(restoring: s.messageIDs, expired: s.expiredMessageIDs)
+        }
         if !s.inbox.isEmpty { p.inbox = s.inbox }
         if !s.devices.isEmpty { p.devices = s.devices }
         for a in s.pending {

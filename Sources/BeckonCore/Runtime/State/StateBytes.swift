@@ -115,6 +115,7 @@ struct StateReader {
     static let maxDepth = SegmentDecoder.maxDepth
 
     var isAtEnd: Bool { at == bytes.count }
+    var remaining: Int { bytes.count - at }
 
     func error(_ reason: String) -> StateDecodingError { StateDecodingError(reason: reason, offset: at) }
 

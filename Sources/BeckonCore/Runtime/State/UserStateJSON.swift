@@ -2,7 +2,7 @@
 /// for ``UserState/init(json:)`` to read back exactly.
 ///
 /// ```json
-/// {"version":2,"userId":"ada","clock":"2026-03-02T09:07:00Z","eventCount":8,
+/// {"version":4,"userId":"ada","clock":"2026-03-02T09:07:00Z","eventCount":8,
 ///  "session":{"id":2,"start":"2026-03-02T09:02:00Z","lastActivity":"2026-03-02T09:07:00Z"},
 ///  "attributes":{"leveled":true,"plan":"gold","timezone":"Europe/Paris","vip":true},"context":{},
 ///  "records":[{"rule":"everything/capped","occurrences":0,"fires":1,"sessionFires":1,"sessionId":1,
@@ -12,7 +12,7 @@
 ///                                                       "last":"2026-03-02T09:05:00Z"},"values":[]},
 ///            {"key":"e:Purchase|sum:price","times":[],"lifetime":null,
 ///             "values":[{"time":"2026-03-02T09:04:00Z","value":12.25}]}],
-///  "messageIds":[{"hash":"12251341931833130398","time":"2026-03-02T09:02:00Z"}],
+///  "messageIds":[{"hash":"12251341931833130398","time":"2026-03-02T09:02:00Z"}],"expiredMessageIds":[],
 ///  "inbox":[{"id":"plan_gold","sender":null,"message":"Now gold","link":null,"createdAt":"2026-03-02T09:07:00Z",
 ///            "read":false,"readAt":null,"rule":"everything/plan_changed"}],
 ///  "pending":[{"id":"1","rule":"everything/remind","due":"2026-03-03T09:02:00Z","scheduledAt":"2026-03-02T09:02:00Z",
@@ -55,8 +55,8 @@
 /// Reading it back gives the same state: `try UserState(json: Array(s.json.utf8)).encoded() == s.encoded()`.
 extension UserState {
     /// The version of the JSON form ``json`` writes and ``init(json:)`` reads (its `"version"` member).
-    /// 2 adds `mergedInto`, 3 `devices`; versions 1 and 2 are still read.
-    public static let jsonFormatVersion = 3
+    /// 2 adds `mergedInto`, 3 `devices`, 4 `expiredMessageIds`; versions 1 to 3 are still read.
+    public static let jsonFormatVersion = 4
 
     /// The state as one line of JSON (see the extension's documentation for the shape and the encodings).
     public var json: String {
@@ -126,17 +126,19 @@ extension UserState {
             w.endObject()
         }
         w.endArray()
-        w.key(static: "messageIds")
-        w.beginArray()
-        for m in messageIDs {
-            w.beginObject()
-            w.key(static: "hash")
-            w.string(String(m.hash))
-            w.key(static: "time")
-            StateJSON.time(m.time, &w)
-            w.endObject()
+        for (key, ids) in [("messageIds", messageIDs), ("expiredMessageIds", expiredMessageIDs)] {
+            w.key(static: key)
+            w.beginArray()
+            for m in ids {
+                w.beginObject()
+                w.key(static: "hash")
+                w.string(String(m.hash))
+                w.key(static: "time")
+                StateJSON.time(m.time, &w)
+                w.endObject()
+            }
+            w.endArray()
         }
-        w.endArray()
         w.key(static: "inbox")
         w.beginArray()
         for item in inbox {
@@ -223,7 +225,8 @@ extension UserState {
             [
                 "version", "userId", "clock", "eventCount", "session", "attributes", "context", "records", "messages",
                 "series", "messageIds", "inbox", "pending", "sequences",
-            ] + (version >= 2 ? ["mergedInto"] : []) + (version >= 3 ? ["devices"] : []))
+            ] + (version >= 2 ? ["mergedInto"] : []) + (version >= 3 ? ["devices"] : [])
+                + (version >= 4 ? ["expiredMessageIds"] : []))
         let userID = try o("userId").string()
         let clock = try o("clock").time()
         let eventCount = try o("eventCount").integer(UInt32.self)
@@ -240,13 +243,19 @@ extension UserState {
         let messages = try messagesField.isNull ? nil : messagesField.record(named: false)
         var series: [Series] = []
         for f in try o("series").array() { series.append(try f.series()) }
-        var messageIDs: [(hash: UInt64, time: Int64)] = []
-        for f in try o("messageIds").array() {
-            let m = try f.object(["hash", "time"])
-            let t = try m("time").time()
-            guard t >= (messageIDs.last?.time ?? Int64.min) else { throw try m("time").error("is before the one before it") }
-            messageIDs.append((try m("hash").decimal(UInt64.self), t))
+        // Expired ids first: both lists are oldest first, and every expired id is older than the kept ones.
+        var ids: [(hash: UInt64, time: Int64)] = []
+        var expiredCount = 0
+        for key in version >= 4 ? ["expiredMessageIds", "messageIds"] : ["messageIds"] {
+            for f in try o(key).array() {
+                let m = try f.object(["hash", "time"])
+                let t = try m("time").time()
+                guard t >= (ids.last?.time ?? Int64.min) else { throw try m("time").error("is before the one before it") }
+                ids.append((try m("hash").decimal(UInt64.self), t))
+            }
+            if key == "expiredMessageIds" { expiredCount = ids.count }
         }
+        let messageIDs = Array(ids[expiredCount...])
         var inbox: [InboxItem] = []
         for f in try o("inbox").array() {
             let m = try f.object(["id", "sender", "message", "link", "createdAt", "read", "readAt", "rule"])
@@ -283,7 +292,8 @@ extension UserState {
         }
         let state = UserState(
             userID: userID, clock: clock, eventCount: eventCount, session: session, attributes: attributes,
-            context: context, records: records, messages: messages, series: series, messageIDs: messageIDs, inbox: inbox,
+            context: context, records: records, messages: messages, series: series, messageIDs: messageIDs,
+            expiredMessageIDs: Array(ids[..<expiredCount]), inbox: inbox,
             pending: pending, sequences: sequences, mergedInto: version >= 2 ? try o("mergedInto").optionalString() : nil,
             devices: devices)
         // What is read here must be what the bytes' decoder accepts (it checks what relates fields, as times relative
