@@ -192,13 +192,15 @@ public final class FleetService: ServiceBackend {
                 if FleetLog.partition(of: before) != FleetLog.partition(of: e.userID) {
                     var handOver = InputLog()
                     handOver.handOver(from: before, to: e.userID)
-                    entries.append((userID: before, body: handOver.bytes, receivedAt: now))
+                    entries.append((userID: before, body: LogBody.pack(handOver.bytes), receivedAt: now))
                 }
                 record.takeOver(from: before, to: e.userID)
             }
             record.arrival(request.arrival)
             record.event(body[r])
-            entries.append((userID: e.userID, body: record.bytes, receivedAt: now))
+            // (Deflated here, on the request's task: in the append, the group commit every request waits for would
+            // deflate all of them one after another.)
+            entries.append((userID: e.userID, body: LogBody.pack(record.bytes), receivedAt: now))
         }
         // (While the database has not answered the position reads for a while, at once: it is down.)
         if worker.databaseStale { throw APIError.unavailable("the database cannot be reached; send the events again") }

@@ -379,7 +379,9 @@ public final class FleetLog: Sendable {
     }
 
     /// Appends events (each a user id, the bytes to keep and when it was received), in one transaction: all of them
-    /// or none. Returns the entries with their partitions and sequence numbers, in the order given. Within a partition
+    /// or none. The bytes are stored as given: a caller packs a record first (``LogBody/pack(_:)``) where it can spend
+    /// the CPU in parallel, as the service does on each request's task, not in the group commit every append waits
+    /// for. Returns the entries with their partitions and sequence numbers, in the order given. Within a partition
     /// the order is the order given.
     ///
     /// One statement whatever the number of events or partitions: the partitions' counter rows are locked in
@@ -446,7 +448,7 @@ public final class FleetLog: Sendable {
             let seqs = ranks
             let users = events.map(\.userID)
             let times = events.map(\.receivedAt)
-            let bodies = events.map { ByteBuffer(bytes: LogBody.pack($0.body)) }
+            let bodies = events.map { ByteBuffer(bytes: $0.body) }
             // One statement (no transaction left open between statements, so a process stopped mid-append holds no lock):
             // `locked` takes the counter rows in ascending order and, having waited for any append holding them, reads
             // their latest numbers; the update moves each on by its partition's count; the entries take the numbers
