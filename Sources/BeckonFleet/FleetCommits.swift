@@ -19,6 +19,12 @@ extension Appender {
             }
         }
     }
+
+    /// Appends input log records (each a user id, the record and when it was received), all or none: each deflated
+    /// first (``LogBody``) on the caller's task, so that the group commit every caller waits for deflates nothing.
+    func append(_ records: [(userID: String, record: [UInt8], receivedAt: Int64)]) async throws -> [FleetLog.Entry] {
+        try await submit(records.map { ($0.userID, LogBody.pack($0.record), $0.receivedAt) })
+    }
 }
 
 /// Partitions' batches, grouped (see ``GroupCommit``): how many of a batch's actions were new, `nil` when its lease had

@@ -23,7 +23,7 @@ public struct UserState: Sendable {
     public var messageIDs: [(hash: UInt64, time: Int64)]
     /// Ids older than the window that the engine has forgotten but not dropped yet, oldest first (all older than
     /// ``messageIDs``): never a duplicate again, kept so that the saved bytes change at one end only until the window
-    /// compacts (docs/state.md). A merge or an export leaves them out.
+    /// compacts (docs/state.md). A merge leaves them out; the JSON form has them as `expiredMessageIds`.
     public var expiredMessageIDs: [(hash: UInt64, time: Int64)] = []
     public var inbox: [InboxItem]
     /// Delayed actions waiting for their due time.
