@@ -380,8 +380,8 @@ public final class FleetLog: Sendable {
 
     /// Appends events (each a user id, the bytes to keep and when it was received), in one transaction: all of them
     /// or none. The bytes are stored as given: a caller packs a record first (``LogBody/pack(_:)``) where it can spend
-    /// the CPU in parallel, as the service does on each request's task, not in the group commit every append waits
-    /// for. Returns the entries with their partitions and sequence numbers, in the order given. Within a partition
+    /// the CPU in parallel, as the fleet's `Appender.append` does on each caller's task, not in the group commit
+    /// every append waits for. Returns the entries with their partitions and sequence numbers, in the order given. Within a partition
     /// the order is the order given.
     ///
     /// One statement whatever the number of events or partitions: the partitions' counter rows are locked in

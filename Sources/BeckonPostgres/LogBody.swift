@@ -1,7 +1,7 @@
 import CBeckonZlib
 
 /// The log's bodies as `beckon_log` stores them. An input log record (BeckonServer's `InputLog`: text headers and each
-/// event's JSON) of ~250 bytes is most of a fleet's WAL per event, and PostgreSQL compresses no value under ~2 KB. So
+/// event's JSON) of ~250 bytes was the largest part of a fleet's WAL per event, and PostgreSQL compresses no value under ~2 KB. So
 /// a record is stored deflated against a preset dictionary of the words Segment's events and the record's headers
 /// are made of, when that is smaller:
 ///
