@@ -32,6 +32,23 @@ struct BytesTests {
         #expect(ExactString("caf\u{e9}") != ExactString("cafe\u{301}"))
     }
 
+    /// The comparison reads words (eight bytes, or two overlapping four-byte halves for four to seven): a difference at
+    /// any one byte of any length is seen, in the decoder's key table too.
+    @Test func aDifferenceAtAnyByteIsSeen() {
+        for length in 1...24 {
+            let base = String(repeating: "k", count: length)
+            let table = KeyTable([base: 1])
+            #expect(Bytes.equal(base, String(repeating: "k", count: length)))
+            #expect(Array(base.utf8).withUnsafeBufferPointer { table.lookup($0) } == 1)
+            for at in 0..<length {
+                var bytes = Array(base.utf8)
+                bytes[at] = UInt8(ascii: "j")
+                #expect(!Bytes.equal(base, String(decoding: bytes, as: UTF8.self)), "\(length) \(at)")
+                #expect(bytes.withUnsafeBufferPointer { table.lookup($0) } == nil, "\(length) \(at)")
+            }
+        }
+    }
+
     @Test func sameBytesAgreesWithTheBytes() {
         let texts = [
             "", "a", "free", "pro", "US", "UK", "fifteen bytes!!", "fifteen bytes!?", "sixteen bytes!!!",

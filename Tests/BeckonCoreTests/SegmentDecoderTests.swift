@@ -261,3 +261,76 @@ struct DecodingDoesNotDependOnRules {
             #"{"type":"track","event":"x","userId":"u","timestamp":"2026-01-05T09:00:00Z","properties":null}"#)
     }
 }
+
+/// The scanner tests a string's bytes eight at a time: a quote, a backslash, a control character or a byte that is not
+/// ASCII must be found at every offset in and across those words, in every kind of string it reads — a value kept
+/// (`event`, `userId`, a property a rule reads), a value skipped (a property no rule reads) and a key.
+struct StringScanAtEveryOffset {
+    let decoder: SegmentDecoder
+    let readSlot: Int
+
+    init() throws {
+        let rs = try load(campaign(on: "on: x", if: #"event.properties.read == "a""#))
+        decoder = SegmentDecoder(ruleSet: rs)
+        readSlot = rs.propertySlots["read"]!
+    }
+
+    enum Place: CaseIterable { case event, userId, readValue, skippedValue, key }
+
+    /// The line with `inner` (raw bytes between quotes) at `place`, and the column of `inner`'s first byte.
+    func line(_ inner: [UInt8], at place: Place) -> ([UInt8], Int) {
+        let (head, tail): (String, String)
+        switch place {
+        case .event: (head, tail) = (#"{"type":"track","userId":"u","event":""#, #"","timestamp":"2026-01-05T09:00:00Z"}"#)
+        case .userId: (head, tail) = (#"{"type":"track","event":"x","userId":""#, #"","timestamp":"2026-01-05T09:00:00Z"}"#)
+        case .readValue, .skippedValue, .key:
+            let key = place == .readValue ? "read" : "other"
+            head =
+                #"{"type":"track","event":"x","userId":"u","timestamp":"2026-01-05T09:00:00Z","properties":{"#
+                + (place == .key ? #"""# : #""\#(key)":""#)
+            tail = place == .key ? #"":1}}"# : #""}}"#
+        }
+        return (Array(head.utf8) + inner + Array(tail.utf8), head.utf8.count + 1)
+    }
+
+    func decode(_ bytes: [UInt8]) -> Result<BoundEvent, DecodeError> {
+        bytes.withUnsafeBufferPointer { b in
+            do throws(DecodeError) { return .success(try decoder.decode(b)) } catch { return .failure(error) }
+        }
+    }
+
+    @Test(arguments: Place.allCases)
+    func everyStopIsFoundWhereItIs(_ place: Place) throws {
+        for length in 1...20 {
+            for at in 0..<length {
+                var plain = [UInt8](repeating: UInt8(ascii: "a"), count: length)
+                // Valid text: an escaped quote and a two-byte letter, at `at`.
+                plain.replaceSubrange(at..<at + 1, with: Array(#"\"é"#.utf8))
+                let text = String(repeating: "a", count: at) + "\"é" + String(repeating: "a", count: length - at - 1)
+                let (ok, _) = line(plain, at: place)
+                switch decode(ok) {
+                case .success(let e):
+                    switch place {
+                    case .event: #expect(e.name == text)
+                    case .userId: #expect(e.userID == text)
+                    case .readValue: #expect(e.properties[readSlot]?.stringValue == text)
+                    case .skippedValue, .key: break
+                    }
+                case .failure(let error): Issue.record("\(place), \(length) bytes, at \(at): \(error)")
+                }
+                // A control character and a byte that is not UTF-8, each refused at its own column.
+                for (bad, what) in [(UInt8(0x01), "control character"), (UInt8(0xFF), "UTF-8")] {
+                    var inner = [UInt8](repeating: UInt8(ascii: "b"), count: length)
+                    inner[at] = bad
+                    let (bytes, column) = line(inner, at: place)
+                    switch decode(bytes) {
+                    case .success: Issue.record("\(place), \(length) bytes: byte \(bad) at \(at) decoded")
+                    case .failure(let error):
+                        #expect(error.message.contains(what), "\(place) \(length) \(at): \(error)")
+                        #expect(error.column == column + at, "\(place) \(length) \(at): \(error)")
+                    }
+                }
+            }
+        }
+    }
+}

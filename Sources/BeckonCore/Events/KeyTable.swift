@@ -1,7 +1,3 @@
-#if canImport(Glibc)
-    import Glibc
-#endif
-
 /// Object keys to small integers, looked up by a key's raw UTF-8 bytes, so a decoder matches keys without making a
 /// `String` of each: open addressing over ``ByteHash``, at most half full. The keys' bytes live in one pool; a slot holds
 /// the value, and the key's offset and length in the pool, so a probe compares a length before any byte.
@@ -41,7 +37,9 @@ struct KeyTable: Sendable {
                 var i = Int(truncatingIfNeeded: ByteHash.hash(key)) & mask
                 while slots[i].value >= 0 {
                     if Int(slots[i].length) == key.count,
-                        key.isEmpty || memcmp(pool.baseAddress! + slots[i].offset, key.baseAddress!, key.count) == 0
+                        Bytes.equal(
+                            UnsafeBufferPointer(start: pool.baseAddress.map { $0 + slots[i].offset }, count: key.count), key,
+                            count: key.count)
                     {
                         return Int(slots[i].value)
                     }

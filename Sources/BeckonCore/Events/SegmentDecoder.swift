@@ -566,7 +566,7 @@ struct JSONScanner {
             return nil
         } else if c == UInt8(ascii: "-") || (c >= 48 && c <= 57) {
             _ = try number()
-            id = String(decoding: UnsafeBufferPointer(rebasing: b[start..<i]), as: UTF8.self)
+            id = String(decoding: bytes(start, i), as: UTF8.self)
         } else {
             throw error("'\(key())' must be a string or a number")
         }
@@ -577,26 +577,59 @@ struct JSONScanner {
         return id
     }
 
+    /// The end of the run of plain string bytes from `k`: the index of the first quote, backslash or control
+    /// character (`b.count` when there is none), and whether every byte of the run is ASCII. Eight bytes are tested
+    /// at a time (SWAR, as simdjson's fallback kernel does): a zero byte of `w ^ c` marks a byte equal to `c`, and
+    /// `(x - 0x01…) & ~x & 0x80…` finds zero bytes, exact up to the lowest one found (a borrow only runs upwards).
+    @inline(__always) func plainRun(from start: Int, ascii: inout Bool) -> Int {
+        var k = start
+        let n = b.count
+        if k + 8 <= n, let base = UnsafeRawPointer(b.baseAddress) {
+            let ones: UInt64 = 0x0101_0101_0101_0101
+            let highs: UInt64 = 0x8080_8080_8080_8080
+            var seen: UInt64 = 0
+            repeat {
+                let w = UInt64(littleEndian: base.loadUnaligned(fromByteOffset: k, as: UInt64.self))
+                let quote = w ^ (ones &* 0x22)
+                let slash = w ^ (ones &* 0x5C)
+                let stop = ((quote &- ones) & ~quote | (slash &- ones) & ~slash | (w &- ones &* 0x20) & ~w) & highs
+                if stop != 0 {
+                    let bits = stop.trailingZeroBitCount & ~7
+                    if bits > 0 { seen |= w & (UInt64.max >> (64 - bits)) }
+                    if seen & highs != 0 { ascii = false }
+                    return k + (bits >> 3)
+                }
+                seen |= w
+                k += 8
+            } while k + 8 <= n
+            if seen & highs != 0 { ascii = false }
+        }
+        while k < n {
+            let c = b[k]
+            if c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") || c < 32 { return k }
+            if c >= 0x80 { ascii = false }
+            k += 1
+        }
+        return k
+    }
+
+    /// `b[from..<to]` in place.
+    @inline(__always) func bytes(_ from: Int, _ to: Int) -> UnsafeBufferPointer<UInt8> {
+        UnsafeBufferPointer(start: b.baseAddress.map { $0 + from }, count: to - from)
+    }
+
     /// The bytes of a string value with no escapes, without making a `String` (`nil`, and nothing consumed, otherwise).
     /// Bytes that are not UTF-8 give `nil` too: ``rawString()`` then reports them.
     mutating func plainStringBytes() -> UnsafeBufferPointer<UInt8>? {
         skipSpace()
         guard peek() == UInt8(ascii: "\"") else { return nil }
-        var k = i + 1
-        var seen: UInt8 = 0
-        while k < b.count {
-            let c = b[k]
-            if c == UInt8(ascii: "\"") {
-                let out = UnsafeBufferPointer(rebasing: b[(i + 1)..<k])
-                if seen >= 0x80, String(validating: out, as: UTF8.self) == nil { return nil }
-                i = k + 1
-                return out
-            }
-            if c == UInt8(ascii: "\\") || c < 32 { return nil }
-            seen |= c
-            k += 1
-        }
-        return nil
+        var ascii = true
+        let end = plainRun(from: i + 1, ascii: &ascii)
+        guard end < b.count, b[end] == UInt8(ascii: "\"") else { return nil }
+        let out = bytes(i + 1, end)
+        if !ascii, String(validating: out, as: UTF8.self) == nil { return nil }
+        i = end + 1
+        return out
     }
 
     /// A string at `i` (which is a quote), unescaped. Its bytes must be valid UTF-8: nothing is replaced.
@@ -605,27 +638,21 @@ struct JSONScanner {
         let start = i
         // Fast path: no escapes. ASCII text (every byte below 0x80, the common case) is valid UTF-8 as it is; only
         // other text is validated (String(validating:) costs a generic call per string).
-        var seen: UInt8 = 0
-        while i < b.count {
-            let c = b[i]
-            if c == UInt8(ascii: "\"") {
-                let bytes = UnsafeBufferPointer(rebasing: b[start..<i])
-                let s: String
-                if seen < 0x80 {
-                    s = String(decoding: bytes, as: UTF8.self)
-                } else {
-                    guard let v = String(validating: bytes, as: UTF8.self) else { throw invalidUTF8(from: start) }
-                    s = v
-                }
-                i += 1
-                return s
+        var ascii = true
+        i = plainRun(from: start, ascii: &ascii)
+        if i < b.count && b[i] == UInt8(ascii: "\"") {
+            let s: String
+            if ascii {
+                s = String(decoding: bytes(start, i), as: UTF8.self)
+            } else {
+                guard let v = String(validating: bytes(start, i), as: UTF8.self) else { throw invalidUTF8(from: start) }
+                s = v
             }
-            seen |= c
-            if c == UInt8(ascii: "\\") { break }
-            if c < 32 { throw error("control character in a string") }
             i += 1
+            return s
         }
-        var out = Array(b[start..<i])
+        if i < b.count && b[i] < 32 { throw error("control character in a string") }
+        var out = Array(bytes(start, i))
         while i < b.count {
             let c = b[i]
             if c == UInt8(ascii: "\"") {
@@ -746,7 +773,7 @@ struct JSONScanner {
             }
             return .int(neg ? -v : v)
         }
-        let text = String(decoding: UnsafeBufferPointer(rebasing: b[start..<i]), as: UTF8.self)
+        let text = String(decoding: bytes(start, i), as: UTF8.self)
         if !isDouble, let v = Int64(text) { return .int(v) }
         guard let d = Double(text) else { throw DecodeError("invalid number '\(text)'", column: start + 1) }
         return .double(d)
@@ -833,26 +860,20 @@ struct JSONScanner {
     mutating func skipString() throws(DecodeError) {
         i += 1
         let start = i
-        var seen: UInt8 = 0
-        while i < b.count {
+        var ascii = true
+        while true {
+            i = plainRun(from: i, ascii: &ascii)
+            guard i < b.count else { throw error("unterminated string") }
             let c = b[i]
             if c == UInt8(ascii: "\"") {
-                if seen >= 0x80, String(validating: UnsafeBufferPointer(rebasing: b[start..<i]), as: UTF8.self) == nil {
-                    throw invalidUTF8(from: start)
-                }
+                if !ascii, String(validating: bytes(start, i), as: UTF8.self) == nil { throw invalidUTF8(from: start) }
                 i += 1
                 return
             }
             if c < 32 { throw error("control character in a string") }
-            seen |= c
-            if c == UInt8(ascii: "\\") {
-                i += 1
-                _ = try escape()
-                continue
-            }
             i += 1
+            _ = try escape()
         }
-        throw error("unterminated string")
     }
 }
 

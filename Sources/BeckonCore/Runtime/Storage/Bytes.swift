@@ -53,17 +53,31 @@ enum Bytes {
         s.withUTF8 { h.combine(bytes: UnsafeRawBufferPointer($0)) }
     }
 
-    @inline(__always) private static func equal(
+    /// Whether the first `n` bytes of `a` and `b` are equal, eight at a time (inlined: for short keys a call to libc's
+    /// `memcmp` costs more than the comparison).
+    @inline(__always) static func equal(
         _ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBufferPointer<UInt8>, count n: Int
     ) -> Bool {
         guard n > 0, let p = UnsafeRawPointer(a.baseAddress), let q = UnsafeRawPointer(b.baseAddress) else { return true }
-        var i = 0
-        while i + 8 <= n {
-            if p.loadUnaligned(fromByteOffset: i, as: UInt64.self) != q.loadUnaligned(fromByteOffset: i, as: UInt64.self) {
-                return false
+        if n >= 8 {
+            var i = 0
+            while i + 8 <= n {
+                if p.loadUnaligned(fromByteOffset: i, as: UInt64.self) != q.loadUnaligned(fromByteOffset: i, as: UInt64.self) {
+                    return false
+                }
+                i += 8
             }
-            i += 8
+            // The last word overlaps the one before.
+            return i == n
+                || p.loadUnaligned(fromByteOffset: n - 8, as: UInt64.self)
+                    == q.loadUnaligned(fromByteOffset: n - 8, as: UInt64.self)
         }
+        if n >= 4 {
+            return p.loadUnaligned(as: UInt32.self) == q.loadUnaligned(as: UInt32.self)
+                && p.loadUnaligned(fromByteOffset: n - 4, as: UInt32.self)
+                    == q.loadUnaligned(fromByteOffset: n - 4, as: UInt32.self)
+        }
+        var i = 0
         while i < n {
             if a[i] != b[i] { return false }
             i += 1
