@@ -147,27 +147,27 @@ public struct FiredAction: Sendable {
         m.removeAll(keepingCapacity: true)
         func decimal(_ n: Int) {
             if n < 0 { m.append(UInt8(ascii: "-")) }
-            var v = n.magnitude
-            let start = m.count
+            let v = n.magnitude
+            var scale: UInt = 1
+            while v / scale >= 10 { scale *= 10 }
             repeat {
-                m.append(UInt8(48 + v % 10))
-                v /= 10
-            } while v > 0
-            m[start...].reverse()
+                m.append(UInt8(48 + v / scale % 10))
+                scale /= 10
+            } while scale > 0
         }
-        m.append(contentsOf: rule.utf8)
+        JSONWriter.appendUTF8(rule, to: &m)
         m.append(0)
         decimal(action)
         m.append(0)
-        m.append(contentsOf: user.utf8)
+        JSONWriter.appendUTF8(user, to: &m)
         m.append(0)
         if let id = trigger.messageID {
-            m.append(contentsOf: id.utf8)
+            JSONWriter.appendUTF8(id, to: &m)
         } else {
             m.append(UInt8(ascii: "#"))
             decimal(Int(trigger.eventCount))
         }
-        m.append(contentsOf: trigger.suffix.utf8)
+        JSONWriter.appendUTF8(trigger.suffix, to: &m)
         m.append(0)
         Bytes.appendHex(first: 16, of: SHA256.hash(data: m), to: &digits)
     }
