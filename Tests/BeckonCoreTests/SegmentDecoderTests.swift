@@ -66,6 +66,43 @@ struct SegmentDecoderTests {
         #expect(e.timestamp == t("2026-01-05T09:00:00Z"))
     }
 
+    /// An event name the rules know is read in place and takes the rule set's text; with escapes, unknown to the rules,
+    /// a screen's (looked up among screens, kept without `screen:`), or given twice (the last of `event` and `name`
+    /// counts), it is the same name either way; over the bound it is refused at its value.
+    @Test func eventNamesWithAndWithoutEscapes() throws {
+        let rs = try load(
+            campaign(on: "on: Order Completed")
+                + "  - id: s\n    on_screen: Home\n    do:\n      - message: { surface: launch, title: Hi }\n")
+        let d = SegmentDecoder(ruleSet: rs)
+        func decode(_ type: String, _ fields: String) throws -> BoundEvent {
+            try d.decode(#"{"type":""# + type + #"","# + fields + #","userId":"u","timestamp":"2026-01-05T09:00:00Z"}"#)
+        }
+        let order = rs.eventIDs["Order Completed"]!
+        for fields in [
+            #""event":"Order Completed""#, #""event":"Order Complet\u0065d""#, #""event":"X","name":"Order Completed""#,
+        ] {
+            let e = try decode("track", fields)
+            #expect(e.name == "Order Completed" && e.nameID == order, "\(fields)")
+        }
+        let unknown = try decode("track", #""event":"Zoë Opened""#)
+        #expect(unknown.name == "Zoë Opened" && unknown.nameID == -1)
+        for fields in [#""name":"Home""#, #""name":"H\u006fme""#] {
+            let e = try decode("screen", fields)
+            #expect(e.name == "Home" && e.nameID == rs.eventIDs["screen:Home"]!, "\(fields)")
+        }
+        // A track named like the screen is not the screen.
+        #expect(try decode("track", #""event":"Home""#).nameID == -1)
+        let long = String(repeating: "n", count: SegmentDecoder.maxIDBytes + 1)
+        for name in [long, long + #"\u0041"#] {
+            let line = #"{"type":"track","userId":"u","event":""# + name + #"","timestamp":"2026-01-05T09:00:00Z"}"#
+            #expect(throws: DecodeError.self) { try d.decode(line) }
+            do { _ = try d.decode(line) } catch {
+                #expect(error.column == #"{"type":"track","userId":"u","event":"#.utf8.count + 1)
+                #expect(error.message.contains("the limit is \(SegmentDecoder.maxIDBytes)"))
+            }
+        }
+    }
+
     /// `type` is read in place when it is plain, and through the general string reader when it has escapes.
     @Test func typeIsReadWithOrWithoutEscapes() throws {
         let d = SegmentDecoder(ruleSet: rs)

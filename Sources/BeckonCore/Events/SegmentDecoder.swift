@@ -36,6 +36,9 @@ public struct SegmentDecoder {
     /// Event ids of track names and of screen names (`screen:NAME` keys without the prefix), looked up by bytes.
     let trackIDs: KeyTable
     let screenIDs: KeyTable
+    /// The text of each event id's name as an event carries it (a screen's without `screen:`): an event whose name the
+    /// rules know takes this string, so no string is made or checked for it.
+    let nameTexts: [String]
     /// With a push destination, the context's keys with `device`, `os` and `app` after the rules' own (their slots
     /// ``deviceSlots``), for the push device an event reports; `nil` otherwise (nothing more is read).
     let contextWithDevice: KeyTable?
@@ -47,9 +50,16 @@ public struct SegmentDecoder {
         contextKeys = KeyTable(ruleSet.contextSlots)
         var track: [String: Int] = [:]
         var screen: [String: Int] = [:]
+        var texts = ruleSet.eventNames
         for (key, id) in ruleSet.eventIDs {
-            if key.hasPrefix("screen:") { screen[String(key.dropFirst(7))] = Int(id) } else { track[key] = Int(id) }
+            if key.hasPrefix("screen:") {
+                texts[Int(id)] = String(key.dropFirst(7))
+                screen[texts[Int(id)]] = Int(id)
+            } else {
+                track[key] = Int(id)
+            }
         }
+        nameTexts = texts
         trackIDs = KeyTable(track)
         screenIDs = KeyTable(screen)
         var slots = ruleSet.contextSlots
@@ -129,6 +139,8 @@ public struct SegmentDecoder {
         var kind: Event.Kind?
         var kindText: (text: String, column: Int)?
         var name: (text: String, column: Int)?
+        // A name without escapes, read in place (then `name` is nil; the last of `event` and `name` counts).
+        var nameBytes: (bytes: UnsafeBufferPointer<UInt8>, column: Int)?
         var userID: (text: String, column: Int)?
         var anonymousID: String?
         var previousID: String?
@@ -159,12 +171,21 @@ public struct SegmentDecoder {
             case .event, .name:
                 if key == .name && p.peek() == UInt8(ascii: "n") { return try p.skipValue(depth: 0) }
                 let start = p.i
-                let n = try p.string(for: "\(key)")
-                if n.utf8.count > SegmentDecoder.maxIDBytes {
-                    throw DecodeError(
-                        "'\(key)' is \(n.utf8.count) bytes long; the limit is \(SegmentDecoder.maxIDBytes)", column: start + 1)
+                let length: Int
+                if let raw = p.plainStringBytes() {
+                    length = raw.count
+                    nameBytes = (raw, start + 1)
+                    name = nil
+                } else {
+                    let n = try p.string(for: "\(key)")
+                    length = n.utf8.count
+                    name = (n, start + 1)
+                    nameBytes = nil
                 }
-                name = (n, start + 1)
+                if length > SegmentDecoder.maxIDBytes {
+                    throw DecodeError(
+                        "'\(key)' is \(length) bytes long; the limit is \(SegmentDecoder.maxIDBytes)", column: start + 1)
+                }
             case .userId:
                 let start = p.i
                 userID = try p.idString(for: "userId").map { ($0, start + 1) }
@@ -264,8 +285,9 @@ public struct SegmentDecoder {
             throw DecodeError("missing 'type' (track, identify, screen or page)", column: objectColumn)
         }
         if kind == .track {
-            guard let n = name, !n.text.isEmpty else {
-                throw DecodeError("a track event needs a non-empty 'event' name", column: name?.column ?? objectColumn)
+            guard name.map({ !$0.text.isEmpty }) ?? nameBytes.map({ $0.bytes.count > 0 }) ?? false else {
+                throw DecodeError(
+                    "a track event needs a non-empty 'event' name", column: name?.column ?? nameBytes?.column ?? objectColumn)
             }
         }
         guard
@@ -290,9 +312,22 @@ public struct SegmentDecoder {
         guard let time = try times.eventTime(column: objectColumn, notAfter: arrival?.latest) else {
             throw DecodeError("missing 'timestamp' (ISO-8601, like 2026-01-05T09:00:00Z)", column: objectColumn)
         }
-        var eventName = kind == .identify ? "" : (name?.text ?? "")
         let table = kind == .screen || kind == .page ? screenIDs : trackIDs
-        let id = eventName.withUTF8 { table.lookup($0) }.map(Int32.init) ?? -1
+        var eventName = ""
+        var id: Int32 = -1
+        if kind != .identify {
+            if let raw = nameBytes?.bytes {
+                if let known = table.lookup(raw) {
+                    id = Int32(known)
+                    eventName = nameTexts[known]
+                } else {
+                    eventName = String(decoding: raw, as: UTF8.self)  // (checked UTF-8 by plainStringBytes)
+                }
+            } else if let text = name?.text {
+                eventName = text
+                id = eventName.withUTF8 { table.lookup($0) }.map(Int32.init) ?? -1
+            }
+        }
         // (With a tracking plan: what converts without loss is converted, what does not fit is named.)
         let offPlan = ruleSet.plan?.conform(kind: kind, name: eventName, properties: props, traits: &traits) ?? []
         return BoundEvent(
