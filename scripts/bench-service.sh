@@ -3,7 +3,8 @@
 #  1. durable ingest throughput: after a 3-second warm-up, wrk posts /v1/batch bodies of 100 new events (one in ten an
 #     app open that the bossup onboarding acts on; the rest screens and taps) from 128, then 512 connections for
 #     SECONDS, against `beckon serve` (wall clock, release build) on rules/bossup + the benchmark's reminder campaign;
-#  2. the raw SQLite ceiling: the same rows that run wrote, copied by a minimal program (bench-service/ceiling.py);
+#  2. the raw SQLite ceiling: the same rows that run wrote, copied by a minimal C program through SQLite's C API, the
+#     library the service links (bench-service/ceiling.c, built here with cc);
 #  3. latency: single /v1/track requests at 1,000 a second for SECONDS against a fresh server, p50/p99 from the moment
 #     each was due; and the live clock's timer lag p99 (from /metrics) over that run;
 #  4. operations (bench-service/operations.py): reloads under load with 10,000 users, forget, delivery to a receiver.
@@ -23,6 +24,7 @@ work=$(mktemp -d)
 key=bench-key
 server_pid=
 trap '[ -n "$server_pid" ] && kill "$server_pid" 2> /dev/null; rm -rf "$work"' EXIT
+cc -O2 -o "$work/ceiling" scripts/bench-service/ceiling.c -lsqlite3
 
 start_server() {
   rm -f "$work"/db.sqlite*
@@ -64,7 +66,7 @@ ingest() {
   non2xx=$(awk '/Non-2xx/ { print $5 }' "$work/wrk")
   stop_server
   durable=$(awk -v r="$rps" 'BEGIN { printf "%.0f", r * 100 }')
-  ceiling=$(python3 scripts/bench-service/ceiling.py "$work/db.sqlite" "$commits" "$((checkpoints + 1))")
+  ceiling=$("$work/ceiling" "$work/db.sqlite" "$commits" "$((checkpoints + 1))")
   echo "durable ingest, /v1/batch of 100, $conns connections, ${seconds} s after 3 s of warm-up: $durable events/s"
   figure "durable ingest, $conns connections" "$durable" events/s
   figure "durable ingest, $conns connections ÷ SQLite ceiling" "$(awk -v a="$durable" -v b="$ceiling" 'BEGIN { printf "%.3f", a / b }')"

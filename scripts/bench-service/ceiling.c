@@ -1,0 +1,173 @@
+// The raw SQLite ceiling for `beckon serve`'s writes, through SQLite's C API: the same rows the service wrote in a run
+// (its input log records, its actions, their outbox entries for destinations, its checkpoints' user states), copied
+// from that run's database into a new one in the same transactions' shape — as many transactions as the service
+// committed, each with its share of the input records and their actions, and every user's state as many times as the
+// service wrote checkpoints, evenly spread — with the service's settings (WAL, synchronous=FULL), as fast as one
+// thread goes: prepared statements, values bound in place (no copies), every row read into memory beforehand.
+// Build: cc -O2 -o ceiling ceiling.c -lsqlite3 (scripts/bench-service.sh does).
+// Usage: ceiling SOURCE_DB COMMITS CHECKPOINTS. Prints events/s.
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct {
+  int columns;
+  size_t count, capacity;
+  sqlite3_value **values;  // count × columns, each a copy made by sqlite3_value_dup
+} Rows;
+
+static void die(sqlite3 *db, const char *what) {
+  fprintf(stderr, "ceiling: %s: %s\n", what, db ? sqlite3_errmsg(db) : "out of memory");
+  exit(1);
+}
+
+static Rows load(sqlite3 *db, const char *sql) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) die(db, sql);
+  Rows r = {sqlite3_column_count(st), 0, 0, NULL};
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    if (r.count == r.capacity) {
+      r.capacity = r.capacity ? r.capacity * 2 : 1024;
+      r.values = realloc(r.values, r.capacity * r.columns * sizeof *r.values);
+      if (!r.values) die(NULL, "rows");
+    }
+    for (int c = 0; c < r.columns; c++) r.values[r.count * r.columns + c] = sqlite3_value_dup(sqlite3_column_value(st, c));
+    r.count++;
+  }
+  sqlite3_finalize(st);
+  return r;
+}
+
+static sqlite3_stmt *prepare(sqlite3 *db, const char *sql) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) die(db, sql);
+  return st;
+}
+
+// Binds row i of r to st's parameters 1…columns (blobs and texts in place: the copies outlive the statement's step).
+static void insert(sqlite3 *db, sqlite3_stmt *st, const Rows *r, size_t i) {
+  for (int c = 0; c < r->columns; c++) {
+    sqlite3_value *v = r->values[i * r->columns + c];
+    int rc;
+    switch (sqlite3_value_type(v)) {
+      case SQLITE_INTEGER: rc = sqlite3_bind_int64(st, c + 1, sqlite3_value_int64(v)); break;
+      case SQLITE_FLOAT: rc = sqlite3_bind_double(st, c + 1, sqlite3_value_double(v)); break;
+      case SQLITE_TEXT:
+        rc = sqlite3_bind_text(st, c + 1, (const char *)sqlite3_value_text(v), sqlite3_value_bytes(v), SQLITE_STATIC);
+        break;
+      case SQLITE_BLOB: rc = sqlite3_bind_blob(st, c + 1, sqlite3_value_blob(v), sqlite3_value_bytes(v), SQLITE_STATIC); break;
+      default: rc = sqlite3_bind_null(st, c + 1); break;
+    }
+    if (rc != SQLITE_OK) die(db, "bind");
+  }
+  if (sqlite3_step(st) != SQLITE_DONE) die(db, "insert");
+  sqlite3_reset(st);
+}
+
+static void exec(sqlite3 *db, const char *sql) {
+  if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK) die(db, sql);
+}
+
+static size_t share(size_t total, size_t i, size_t n) { return (size_t)((double)total * (double)(i + 1) / (double)n + 0.5); }
+
+int main(int argc, char **argv) {
+  if (argc != 4) {
+    fprintf(stderr, "usage: ceiling SOURCE_DB COMMITS CHECKPOINTS\n");
+    return 2;
+  }
+  long commits = atol(argv[2]), checkpoints = atol(argv[3]);
+  sqlite3 *src;
+  if (sqlite3_open_v2(argv[1], &src, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) die(src, argv[1]);
+  Rows inputs = load(src, "SELECT received_at, events, body FROM input_log ORDER BY seq");
+  Rows actions = load(src, "SELECT user_id, action_id, json FROM action_log ORDER BY seq");
+  Rows outbox = load(src, "SELECT destination, action_id, user_id, body, next_at, created_at FROM outbox ORDER BY id");
+  Rows states = load(src, "SELECT user_id, bytes, next_due FROM user_state");
+  sqlite3_close(src);
+  if (inputs.count == 0) {
+    fprintf(stderr, "ceiling: %s has no input records\n", argv[1]);
+    return 1;
+  }
+
+  // A new database beside the source (the same disk).
+  char path[4096];
+  snprintf(path, sizeof path, "%s.ceiling", argv[1]);
+  const char *suffixes[] = {"", "-wal", "-shm"};
+  for (int k = 0; k < 3; k++) {
+    char p[4200];
+    snprintf(p, sizeof p, "%s%s", path, suffixes[k]);
+    remove(p);
+  }
+  sqlite3 *db;
+  if (sqlite3_open(path, &db) != SQLITE_OK) die(db, path);
+  exec(db, "PRAGMA journal_mode=WAL");
+  exec(db, "PRAGMA synchronous=FULL");
+  exec(db,
+       "CREATE TABLE user_state (user_id TEXT PRIMARY KEY NOT NULL, bytes BLOB NOT NULL, next_due INTEGER) WITHOUT ROWID;"
+       "CREATE TABLE stream_state (id INTEGER PRIMARY KEY CHECK (id = 1), bytes BLOB NOT NULL);"
+       "CREATE TABLE input_log (seq INTEGER PRIMARY KEY AUTOINCREMENT, received_at INTEGER NOT NULL,"
+       " events INTEGER NOT NULL, body BLOB NOT NULL);"
+       "CREATE TABLE action_log (seq INTEGER PRIMARY KEY AUTOINCREMENT, user_id TEXT NOT NULL, action_id TEXT NOT NULL,"
+       " json TEXT NOT NULL);"
+       "CREATE INDEX action_log_user ON action_log(user_id, seq);"
+       "CREATE UNIQUE INDEX action_log_id ON action_log(action_id);"
+       "CREATE TABLE outbox (id INTEGER PRIMARY KEY, destination TEXT NOT NULL, action_id TEXT NOT NULL,"
+       " user_id TEXT NOT NULL, body BLOB NOT NULL, state INTEGER NOT NULL DEFAULT 0,"
+       " attempts INTEGER NOT NULL DEFAULT 0, next_at INTEGER NOT NULL, created_at INTEGER NOT NULL, done_at INTEGER,"
+       " last_error TEXT);"
+       "CREATE UNIQUE INDEX outbox_action ON outbox(destination, action_id);"
+       "CREATE INDEX outbox_due ON outbox(next_at) WHERE state = 0;"
+       "CREATE INDEX outbox_user ON outbox(user_id);"
+       "CREATE TABLE checkpoint (id INTEGER PRIMARY KEY CHECK (id = 1), input_seq INTEGER NOT NULL);");
+  sqlite3_stmt *putInput = prepare(db, "INSERT INTO input_log (received_at, events, body) VALUES (?, ?, ?)");
+  sqlite3_stmt *putAction = prepare(db, "INSERT INTO action_log (user_id, action_id, json) VALUES (?, ?, ?)");
+  sqlite3_stmt *putOutbox = prepare(
+      db, "INSERT INTO outbox (destination, action_id, user_id, body, next_at, created_at) VALUES (?, ?, ?, ?, ?, ?)");
+  sqlite3_stmt *putState = prepare(db, "INSERT OR REPLACE INTO user_state (user_id, bytes, next_due) VALUES (?, ?, ?)");
+  sqlite3_stmt *putStream = prepare(db, "INSERT OR REPLACE INTO stream_state (id, bytes) VALUES (1, x'00')");
+  sqlite3_stmt *putCheckpoint = prepare(db, "INSERT OR REPLACE INTO checkpoint (id, input_seq) VALUES (1, ?)");
+
+  long long events = 0;
+  for (size_t i = 0; i < inputs.count; i++) events += sqlite3_value_int64(inputs.values[i * 3 + 1]);
+  size_t n = inputs.count;
+  size_t perCommit = (size_t)((double)n / (double)(commits > 0 ? commits : 1) + 0.5);
+  size_t perCheckpoint = (size_t)((double)n / (double)(checkpoints > 0 ? checkpoints : 1) + 0.5);
+  if (perCommit < 1) perCommit = 1;
+  if (perCheckpoint < 1) perCheckpoint = 1;
+
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  size_t a = 0, o = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (i % perCommit == 0) exec(db, "BEGIN");
+    insert(db, putInput, &inputs, i);
+    for (size_t end = share(actions.count, i, n); a < end; a++) insert(db, putAction, &actions, a);
+    for (size_t end = share(outbox.count, i, n); o < end; o++) insert(db, putOutbox, &outbox, o);
+    if ((i + 1) % perCheckpoint == 0 || i == n - 1) {
+      for (size_t s = 0; s < states.count; s++) insert(db, putState, &states, s);
+      if (sqlite3_step(putStream) != SQLITE_DONE) die(db, "stream_state");
+      sqlite3_reset(putStream);
+      sqlite3_bind_int64(putCheckpoint, 1, (sqlite3_int64)(i + 1));
+      if (sqlite3_step(putCheckpoint) != SQLITE_DONE) die(db, "checkpoint");
+      sqlite3_reset(putCheckpoint);
+    }
+    if ((i + 1) % perCommit == 0 || i == n - 1) exec(db, "COMMIT");
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+  sqlite3_finalize(putInput);
+  sqlite3_finalize(putAction);
+  sqlite3_finalize(putOutbox);
+  sqlite3_finalize(putState);
+  sqlite3_finalize(putStream);
+  sqlite3_finalize(putCheckpoint);
+  sqlite3_close(db);
+  for (int k = 0; k < 3; k++) {
+    char p[4200];
+    snprintf(p, sizeof p, "%s%s", path, suffixes[k]);
+    remove(p);
+  }
+  printf("%.0f\n", (double)events / seconds);
+  return 0;
+}
