@@ -24,7 +24,9 @@ work=$(mktemp -d)
 key=bench-key
 server_pid=
 trap '[ -n "$server_pid" ] && kill "$server_pid" 2> /dev/null; rm -rf "$work"' EXIT
-cc -O2 -o "$work/ceiling" scripts/bench-service/ceiling.c -lsqlite3
+bash scripts/install-sqlite.sh  # (SQLite's headers; the service builds against them too)
+# The C ceiling, built with the system's C compiler or the Swift toolchain's clang.
+"$(command -v cc || command -v clang)" -O2 -o "$work/ceiling" scripts/bench-service/ceiling.c -lsqlite3
 
 start_server() {
   rm -f "$work"/db.sqlite*
