@@ -156,116 +156,136 @@ public struct SegmentDecoder {
         var osValue: Value?
         var appValue: Value?
 
-        try p.members(in: Key.table) { (p, code) throws(DecodeError) in
-            guard let code, let key = Key(rawValue: code) else { return try p.skipValue(depth: 0) }
-            switch key {
-            case .type:
-                // The common case read in place: an unescaped `track` or `identify` makes no string.
-                let start = p.i
-                if let raw = p.plainStringBytes(), let k = Event.Kind(raw) {
-                    kind = k
-                    return
-                }
-                p.i = start
-                kindText = (try p.string(for: "type"), start + 1)
-            case .event, .name:
-                if key == .name && p.peek() == UInt8(ascii: "n") { return try p.skipValue(depth: 0) }
-                let start = p.i
-                let length: Int
-                if let raw = p.plainStringBytes() {
-                    length = raw.count
-                    nameBytes = (raw, start + 1)
-                    name = nil
-                } else {
-                    let n = try p.string(for: "\(key)")
-                    length = n.utf8.count
-                    name = (n, start + 1)
-                    nameBytes = nil
-                }
-                if length > SegmentDecoder.maxIDBytes {
-                    throw DecodeError(
-                        "'\(key)' is \(length) bytes long; the limit is \(SegmentDecoder.maxIDBytes)", column: start + 1)
-                }
-            case .userId:
-                let start = p.i
-                userID = try p.idString(for: "userId").map { ($0, start + 1) }
-            case .anonymousId: anonymousID = try p.idString(for: "anonymousId")
-            case .previousId: previousID = try p.idString(for: "previousId")
-            case .messageId: messageID = try p.idString(for: "messageId")
-            case .timestamp, .originalTimestamp, .sentAt, .receivedAt:
-                if key != .timestamp && p.peek() == UInt8(ascii: "n") { return try p.skipValue(depth: 0) }
-                let start = p.i
-                var ms: Int64
-                if let raw = p.plainStringBytes(), let t = SegmentDecoder.parseTime(bytes: raw) {
-                    ms = t
-                } else {
-                    p.i = start
-                    let t = try p.string(for: "\(key)")
-                    guard let parsed = SegmentDecoder.parseTime(t) else {
-                        if let why = Timestamp.offsetProblem(t) {
-                            throw DecodeError("'\(key)' '\(t)': \(why)", column: start + 1)
-                        }
-                        throw DecodeError(
-                            "'\(key)' is not an ISO-8601 time between 1970 and \(SegmentDecoder.lastYear): '\(t)'",
-                            column: start + 1)
-                    }
-                    ms = parsed
+        // The members one by one, in a loop rather than through closures (the top-level object of every event).
+        if try p.beginMembers() {
+            repeat {
+                let code = try p.key(in: Key.table)
+                guard let code, let key = Key(rawValue: code) else {
+                    try p.skipValue(depth: 0)
+                    continue
                 }
                 switch key {
-                case .timestamp: times.timestamp = ms
-                case .originalTimestamp: times.original = ms
-                case .sentAt: times.sent = ms
-                default: times.received = ms
-                }
-            case .properties:
-                sawProperties = true
-                if ruleSet.needsAllProperties {
-                    // (At the depth of `slots` below, and `null` as there: which lines decode is the same either way.)
-                    if p.peek() == UInt8(ascii: "n") { return try p.skipValue(depth: 0) }
-                    let v = try p.value(depth: 0)
-                    guard case .map(let m) = v else { throw p.error("'properties' must be an object") }
-                    for (k, v) in m.entries {
-                        if case .string(let ks) = k, let slot = ruleSet.propertySlots[ks] { props[slot] = v }
+                case .type:
+                    // The common case read in place: an unescaped `track` or `identify` makes no string.
+                    let start = p.i
+                    if let raw = p.plainStringBytes(), let k = Event.Kind(raw) {
+                        kind = k
+                        continue
                     }
-                    allProps = m
-                } else {
-                    try p.slots(into: props, propertyKeys, what: "properties")
-                }
-            case .context:
-                if let table = contextWithDevice {
-                    try p.slots(into: ctx, table, what: "context") { slot, value in
-                        if slot == deviceSlots.device { deviceValue = value }
-                        if slot == deviceSlots.os { osValue = value }
-                        if slot == deviceSlots.app { appValue = value }
-                        return slot < ruleSet.contextNames.count
+                    p.i = start
+                    kindText = (try p.string(for: "type"), start + 1)
+                case .event, .name:
+                    if key == .name && p.peek() == UInt8(ascii: "n") {
+                        try p.skipValue(depth: 0)
+                        continue
                     }
-                } else {
-                    try p.slots(into: ctx, contextKeys, what: "context")
-                }
-            case .traits:
-                guard p.peek() == UInt8(ascii: "{") else {
-                    if p.peek() == UInt8(ascii: "n") { try p.skipValue(depth: 0); return }
-                    throw p.error("'traits' must be an object")
-                }
-                let start = p.i
-                let v = try p.value(depth: 1)
-                if case .map(let m) = v {
-                    for (k, v) in m.entries {
-                        guard case .string(let ks) = k else { continue }
-                        guard ks.utf8.count <= SegmentDecoder.maxIDBytes else {
+                    let start = p.i
+                    let length: Int
+                    if let raw = p.plainStringBytes() {
+                        length = raw.count
+                        nameBytes = (raw, start + 1)
+                        name = nil
+                    } else {
+                        let n = try p.string(for: "\(key)")
+                        length = n.utf8.count
+                        name = (n, start + 1)
+                        nameBytes = nil
+                    }
+                    if length > SegmentDecoder.maxIDBytes {
+                        throw DecodeError(
+                            "'\(key)' is \(length) bytes long; the limit is \(SegmentDecoder.maxIDBytes)", column: start + 1)
+                    }
+                case .userId:
+                    let start = p.i
+                    userID = try p.idString(for: "userId").map { ($0, start + 1) }
+                case .anonymousId: anonymousID = try p.idString(for: "anonymousId")
+                case .previousId: previousID = try p.idString(for: "previousId")
+                case .messageId: messageID = try p.idString(for: "messageId")
+                case .timestamp, .originalTimestamp, .sentAt, .receivedAt:
+                    if key != .timestamp && p.peek() == UInt8(ascii: "n") {
+                        try p.skipValue(depth: 0)
+                        continue
+                    }
+                    let start = p.i
+                    var ms: Int64
+                    if let raw = p.plainStringBytes(), let t = SegmentDecoder.parseTime(bytes: raw) {
+                        ms = t
+                    } else {
+                        p.i = start
+                        let t = try p.string(for: "\(key)")
+                        guard let parsed = SegmentDecoder.parseTime(t) else {
+                            if let why = Timestamp.offsetProblem(t) {
+                                throw DecodeError("'\(key)' '\(t)': \(why)", column: start + 1)
+                            }
                             throw DecodeError(
-                                "a trait name is over \(SegmentDecoder.maxIDBytes) bytes (the limit of a name)", column: start + 1
-                            )
-                        }
-                        if v.byteSize(upTo: ValueLimits.maxAttributeBytes) > ValueLimits.maxAttributeBytes {
-                            throw DecodeError(
-                                "trait '\(ks)' is over \(ValueLimits.maxAttributeBytes) bytes (the limit of an attribute)",
+                                "'\(key)' is not an ISO-8601 time between 1970 and \(SegmentDecoder.lastYear): '\(t)'",
                                 column: start + 1)
                         }
-                        traits.append((ks, v))
+                        ms = parsed
+                    }
+                    switch key {
+                    case .timestamp: times.timestamp = ms
+                    case .originalTimestamp: times.original = ms
+                    case .sentAt: times.sent = ms
+                    default: times.received = ms
+                    }
+                case .properties:
+                    sawProperties = true
+                    if ruleSet.needsAllProperties {
+                        // (At the depth of `slots` below, and `null` as there: which lines decode is the same either way.)
+                        if p.peek() == UInt8(ascii: "n") {
+                            try p.skipValue(depth: 0)
+                            continue
+                        }
+                        let v = try p.value(depth: 0)
+                        guard case .map(let m) = v else { throw p.error("'properties' must be an object") }
+                        for (k, v) in m.entries {
+                            if case .string(let ks) = k, let slot = ruleSet.propertySlots[ks] { props[slot] = v }
+                        }
+                        allProps = m
+                    } else {
+                        try p.slots(into: props, propertyKeys, what: "properties")
+                    }
+                case .context:
+                    if let table = contextWithDevice {
+                        try p.slots(into: ctx, table, what: "context") { slot, value in
+                            if slot == deviceSlots.device { deviceValue = value }
+                            if slot == deviceSlots.os { osValue = value }
+                            if slot == deviceSlots.app { appValue = value }
+                            return slot < ruleSet.contextNames.count
+                        }
+                    } else {
+                        try p.slots(into: ctx, contextKeys, what: "context")
+                    }
+                case .traits:
+                    guard p.peek() == UInt8(ascii: "{") else {
+                        if p.peek() == UInt8(ascii: "n") {
+                            try p.skipValue(depth: 0)
+                            continue
+                        }
+                        throw p.error("'traits' must be an object")
+                    }
+                    let start = p.i
+                    let v = try p.value(depth: 1)
+                    if case .map(let m) = v {
+                        for (k, v) in m.entries {
+                            guard case .string(let ks) = k else { continue }
+                            guard ks.utf8.count <= SegmentDecoder.maxIDBytes else {
+                                throw DecodeError(
+                                    "a trait name is over \(SegmentDecoder.maxIDBytes) bytes (the limit of a name)",
+                                    column: start + 1
+                                )
+                            }
+                            if v.byteSize(upTo: ValueLimits.maxAttributeBytes) > ValueLimits.maxAttributeBytes {
+                                throw DecodeError(
+                                    "trait '\(ks)' is over \(ValueLimits.maxAttributeBytes) bytes (the limit of an attribute)",
+                                    column: start + 1)
+                            }
+                            traits.append((ks, v))
+                        }
                     }
                 }
-            }
+            } while try p.nextMember()
         }
         p.skipSpace()
         guard p.atEnd else { throw p.error("unexpected text after the JSON object") }
@@ -507,40 +527,61 @@ struct JSONScanner {
 
     /// Calls `body` with each key of an object; `body` must consume the value.
     mutating func members(_ body: (inout JSONScanner, String) throws(DecodeError) -> Void) throws(DecodeError) {
-        try eachMember({ (p: inout JSONScanner) throws(DecodeError) in try p.rawString() }, body)
+        guard try beginMembers() else { return }
+        repeat {
+            try expectKey()
+            let key = try rawString()
+            try endKey()
+            try body(&self, key)
+        } while try nextMember()
     }
 
     /// Like ``members(_:)``, with each key looked up in `table` by its bytes (no `String` is made for a plain key):
     /// `body` gets the key's value in the table, `nil` for a key not in it.
     mutating func members(in table: KeyTable, _ body: (inout JSONScanner, Int?) throws(DecodeError) -> Void) throws(DecodeError) {
-        try eachMember(
-            { (p: inout JSONScanner) throws(DecodeError) -> Int? in
-                if let raw = p.plainStringBytes() { return table.lookup(raw) }
-                return table.byName[try p.rawString()]
-            }, body)
+        guard try beginMembers() else { return }
+        repeat { try body(&self, try key(in: table)) } while try nextMember()
     }
 
-    private mutating func eachMember<Key>(
-        _ readKey: (inout JSONScanner) throws(DecodeError) -> Key, _ body: (inout JSONScanner, Key) throws(DecodeError) -> Void
-    ) throws(DecodeError) {
+    // An object's members, read in a loop: `if try beginMembers() { repeat { key…; value… } while try nextMember() }`.
+
+    /// Just past an object's `{`: false (past the `}`) when it has no member.
+    @inline(__always) mutating func beginMembers() throws(DecodeError) -> Bool {
         skipSpace()
         if peek() == UInt8(ascii: "}") {
             i += 1
-            return
+            return false
         }
-        while true {
-            skipSpace()
-            guard peek() == UInt8(ascii: "\"") else { throw error("expected a key in quotes") }
-            let key = try readKey(&self)
-            try expect(UInt8(ascii: ":"))
-            skipSpace()
-            try body(&self, key)
-            skipSpace()
-            guard let c = peek() else { throw error("the object is not closed ('}' missing)") }
-            i += 1
-            if c == UInt8(ascii: "}") { return }
-            guard c == UInt8(ascii: ",") else { throw DecodeError("expected ',' or '}'", column: i) }
-        }
+        return true
+    }
+
+    /// A member's key looked up in `table` by its bytes (`nil`: not in it), and the `:` after it.
+    @inline(__always) mutating func key(in table: KeyTable) throws(DecodeError) -> Int? {
+        try expectKey()
+        let key: Int?
+        if let raw = plainStringBytes() { key = table.lookup(raw) } else { key = table.byName[try rawString()] }
+        try endKey()
+        return key
+    }
+
+    @inline(__always) private mutating func expectKey() throws(DecodeError) {
+        skipSpace()
+        guard peek() == UInt8(ascii: "\"") else { throw error("expected a key in quotes") }
+    }
+
+    @inline(__always) private mutating func endKey() throws(DecodeError) {
+        try expect(UInt8(ascii: ":"))
+        skipSpace()
+    }
+
+    /// After a member's value: true past a `,` (another member follows), false past the closing `}`.
+    @inline(__always) mutating func nextMember() throws(DecodeError) -> Bool {
+        skipSpace()
+        guard let c = peek() else { throw error("the object is not closed ('}' missing)") }
+        i += 1
+        if c == UInt8(ascii: "}") { return false }
+        guard c == UInt8(ascii: ",") else { throw DecodeError("expected ',' or '}'", column: i) }
+        return true
     }
 
     /// Past the start of a value that must be an object or null: true at the object's first member, false past a
@@ -563,9 +604,10 @@ struct JSONScanner {
             try skipObjectBody(depth: 1)
             return
         }
-        try members(in: table) { (p, slot) throws(DecodeError) in
-            if let slot { out[slot] = try p.value(depth: 1) } else { try p.skipValue(depth: 1) }
-        }
+        guard try beginMembers() else { return }
+        repeat {
+            if let slot = try key(in: table) { out[slot] = try value(depth: 1) } else { try skipValue(depth: 1) }
+        } while try nextMember()
     }
 
     /// ``slots(into:_:what:)`` where `table` may name slots beyond `out`'s: each value read is handed to `seen`, and
