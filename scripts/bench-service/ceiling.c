@@ -1,9 +1,10 @@
 // The raw SQLite ceiling for `beckon serve`'s writes, through SQLite's C API: the same rows the service wrote in a run
 // (its input log records, its actions, their outbox entries for destinations, its checkpoints' user states), copied
-// from that run's database into a new one in the same transactions' shape — as many transactions as the service
-// committed, each with its share of the input records and their actions, and every user's state as many times as the
-// service wrote checkpoints, evenly spread — with the service's settings (WAL, synchronous=FULL), as fast as one
-// thread goes: prepared statements, values bound in place (no copies), every row read into memory beforehand.
+// from that run's database into a new one with the service's tables and the indexes those rows touch, in the same
+// transactions' shape — as many transactions as the service committed, each with its share of the input records and
+// their actions, and every user's state as many times as the service wrote checkpoints, evenly spread — with the
+// service's settings (WAL, synchronous=FULL), as fast as one thread goes: prepared statements, values bound in place
+// (no copies), every row read into memory beforehand.
 // Build: cc -O2 -o ceiling ceiling.c -lsqlite3 (scripts/bench-service.sh does).
 // Usage: ceiling SOURCE_DB COMMITS CHECKPOINTS. Prints events/s.
 #include <sqlite3.h>
@@ -83,7 +84,7 @@ int main(int argc, char **argv) {
   Rows inputs = load(src, "SELECT received_at, events, body FROM input_log ORDER BY seq");
   Rows actions = load(src, "SELECT user_id, action_id, json FROM action_log ORDER BY seq");
   Rows outbox = load(src, "SELECT destination, action_id, user_id, body, next_at, created_at FROM outbox ORDER BY id");
-  Rows states = load(src, "SELECT user_id, bytes, next_due FROM user_state");
+  Rows states = load(src, "SELECT user_id, bytes, next_due, merged_into FROM user_state");
   sqlite3_close(src);
   if (inputs.count == 0) {
     fprintf(stderr, "ceiling: %s has no input records\n", argv[1]);
@@ -104,7 +105,10 @@ int main(int argc, char **argv) {
   exec(db, "PRAGMA journal_mode=WAL");
   exec(db, "PRAGMA synchronous=FULL");
   exec(db,
-       "CREATE TABLE user_state (user_id TEXT PRIMARY KEY NOT NULL, bytes BLOB NOT NULL, next_due INTEGER) WITHOUT ROWID;"
+       "CREATE TABLE user_state (user_id TEXT PRIMARY KEY NOT NULL, bytes BLOB NOT NULL, next_due INTEGER,"
+       " merged_into TEXT) WITHOUT ROWID;"
+       "CREATE INDEX user_state_next_due ON user_state(next_due) WHERE next_due IS NOT NULL;"
+       "CREATE INDEX user_state_merged ON user_state(merged_into) WHERE merged_into IS NOT NULL;"
        "CREATE TABLE stream_state (id INTEGER PRIMARY KEY CHECK (id = 1), bytes BLOB NOT NULL);"
        "CREATE TABLE input_log (seq INTEGER PRIMARY KEY AUTOINCREMENT, received_at INTEGER NOT NULL,"
        " events INTEGER NOT NULL, body BLOB NOT NULL);"
@@ -124,7 +128,7 @@ int main(int argc, char **argv) {
   sqlite3_stmt *putAction = prepare(db, "INSERT INTO action_log (user_id, action_id, json) VALUES (?, ?, ?)");
   sqlite3_stmt *putOutbox = prepare(
       db, "INSERT INTO outbox (destination, action_id, user_id, body, next_at, created_at) VALUES (?, ?, ?, ?, ?, ?)");
-  sqlite3_stmt *putState = prepare(db, "INSERT OR REPLACE INTO user_state (user_id, bytes, next_due) VALUES (?, ?, ?)");
+  sqlite3_stmt *putState = prepare(db, "INSERT OR REPLACE INTO user_state (user_id, bytes, next_due, merged_into) VALUES (?, ?, ?, ?)");
   sqlite3_stmt *putStream = prepare(db, "INSERT OR REPLACE INTO stream_state (id, bytes) VALUES (1, x'00')");
   sqlite3_stmt *putCheckpoint = prepare(db, "INSERT OR REPLACE INTO checkpoint (id, input_seq) VALUES (1, ?)");
 
