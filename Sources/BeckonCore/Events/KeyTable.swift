@@ -31,32 +31,11 @@ struct KeyTable: Sendable {
 
     var isEmpty: Bool { byName.isEmpty }
 
-    /// Where a probe for `key` starts: its length and its words, each folded in with one multiply, the product's high
-    /// half taken (a key is looked up per member of every event, so this is shorter than ``ByteHash``'s finish). Any
+    /// Where a probe for `key` starts: the high half of ``ByteHash/fold(_:seed:)`` (the hash without its finish). Any
     /// start gives the right answer — the table is at most half full and a probe compares bytes — so a poor spread of
     /// the rule set's keys costs probes, never a wrong slot, and a line's bytes only choose where a probe begins.
     @inline(__always) static func start(_ key: UnsafeBufferPointer<UInt8>) -> Int {
-        let k: UInt64 = 0xff51_afd7_ed55_8ccd
-        let n = key.count
-        var h = UInt64(truncatingIfNeeded: n) &* 0x9e37_79b9_7f4a_7c15
-        if n > 0, let p = UnsafeRawPointer(key.baseAddress) {
-            if n >= 8 {
-                var i = 0
-                while i + 8 <= n {
-                    h = (h ^ p.loadUnaligned(fromByteOffset: i, as: UInt64.self)) &* k
-                    i += 8
-                }
-                if i < n { h = (h ^ p.loadUnaligned(fromByteOffset: n - 8, as: UInt64.self)) &* k }
-            } else if n >= 4 {
-                let w =
-                    UInt64(p.loadUnaligned(as: UInt32.self)) | UInt64(p.loadUnaligned(fromByteOffset: n - 4, as: UInt32.self))
-                    << 32
-                h = (h ^ w) &* k
-            } else {
-                h = (h ^ (UInt64(key[0]) | UInt64(key[n / 2]) << 8 | UInt64(key[n - 1]) << 16)) &* k
-            }
-        }
-        return Int(truncatingIfNeeded: h >> 32)
+        Int(truncatingIfNeeded: ByteHash.fold(key) >> 32)
     }
 
     func lookup(_ key: UnsafeBufferPointer<UInt8>) -> Int? {

@@ -100,6 +100,21 @@ enum ByteHash {
     }
 
     @inline(__always) static func hash(_ bytes: UnsafeBufferPointer<UInt8>, seed: UInt64 = 0) -> UInt64 {
+        var h = fold(bytes, seed: seed)
+        // fmix64: every input bit reaches the low bits that tables keep.
+        h ^= h >> 33
+        h = h &* 0xff51_afd7_ed55_8ccd
+        h ^= h >> 33
+        h = h &* 0xc4ce_b9fe_1a85_ec53
+        h ^= h >> 33
+        return h
+    }
+
+    /// The length and the words of `bytes` mixed in, before the finish: ``hash(_:seed:)`` without fmix64. Its high half
+    /// spreads well enough for where a probe starts in a table that compares bytes (the decoder's key table, which looks
+    /// up about a dozen keys an event and so skips the finish's two multiplies); ids that are stored or compared by
+    /// their hash take ``hash(_:seed:)``.
+    @inline(__always) static func fold(_ bytes: UnsafeBufferPointer<UInt8>, seed: UInt64 = 0) -> UInt64 {
         let n = bytes.count
         var h = seed ^ (UInt64(truncatingIfNeeded: n) &* 0x9e37_79b9_7f4a_7c15)
         @inline(__always) func mix(_ w: UInt64) {
@@ -123,12 +138,6 @@ enum ByteHash {
                 mix(UInt64(b[0]) | UInt64(b[n / 2]) << 8 | UInt64(b[n - 1]) << 16)
             }
         }
-        // fmix64: every input bit reaches the low bits that tables keep.
-        h ^= h >> 33
-        h = h &* 0xff51_afd7_ed55_8ccd
-        h ^= h >> 33
-        h = h &* 0xc4ce_b9fe_1a85_ec53
-        h ^= h >> 33
         return h
     }
 }
