@@ -151,10 +151,10 @@ final class Predicate: Sendable {
         switch flat[inRange: i].operand {
         case .attribute(let slot):
             guard let profile else { return false }
-            return profile.with { test(i, $0.attributes, slot) }
+            return profile.with { test(i, $0.attributes.slot(slot)) }
         case .property(let slot):
             guard let event else { return false }
-            return event.with { test(i, $0.propertySlots, slot) }
+            return event.with { test(i, $0.propertySlots.slot(slot)) }
         case .count(let series, let ms):
             let n = profile?.with { $0.history.count(series: series, from: now - ms + 1, to: now) } ?? 0
             return test(i, count: Int64(n))
@@ -173,8 +173,8 @@ final class Predicate: Sendable {
 
     /// Term `t` of a slot's value, read in place. A missing value or an error fails every test, as the error the
     /// closures evaluate to fails the condition.
-    @inline(__always) private func test(_ t: Int, _ row: borrowing SlotRow, _ slot: Int) -> Bool {
-        let v = row.peek(slot)
+    @inline(__always) private func test(_ t: Int, _ slot: SlotRef) -> Bool {
+        let v = slot.peek
         switch flat[inRange: t].op {
         case .orderDouble(let accepts, let c):
             switch v {
@@ -191,7 +191,7 @@ final class Predicate: Sendable {
         case .equalString(let ascii, let negate):
             if case .string = v {
                 let k = Int(flat[inRange: t].constant)
-                return row.withString(slot) { x in
+                return slot.withString { x in
                     constants.withString(k) { ascii ? Bytes.equal(x, ascii: $0) : Bytes.equal(x, $0) } ?? false
                 } != negate
             }
@@ -202,7 +202,7 @@ final class Predicate: Sendable {
         case .isIn:
             switch v {
             case .string:
-                return row.withString(slot) { x in
+                return slot.withString { x in
                     list(t).contains { i in
                         constants.withString(i) { asciiConstants[inRange: i] ? Bytes.equal(x, ascii: $0) : Bytes.equal(x, $0) }
                             == true
@@ -218,7 +218,7 @@ final class Predicate: Sendable {
         }
         switch v {
         case .missing, .error: return false
-        default: return slowTest(t, row, slot)
+        default: return slowTest(t, slot)
         }
     }
 
@@ -230,8 +230,8 @@ final class Predicate: Sendable {
 
     /// A term the fast paths leave (another kind of value than the constant's, unsigned numbers, lists…): the general
     /// comparison of ``Value``, with the slot's value copied out.
-    @inline(never) private func slowTest(_ t: Int, _ row: borrowing SlotRow, _ slot: Int) -> Bool {
-        guard let v = row[slot] else { return false }
+    @inline(never) private func slowTest(_ t: Int, _ slot: SlotRef) -> Bool {
+        guard let v = slot.value else { return false }
         return test(t, v)
     }
 

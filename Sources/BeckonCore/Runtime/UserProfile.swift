@@ -1,5 +1,9 @@
 /// The hot part of a ``UserProfile``: what the engine reads and changes for most events, in the profile's own memory.
 struct ProfileRow: ~Copyable {
+    /// Attributes the loaded rules read, by ``CompiledRuleSet/attributeSlots``.
+    var attributes: SparseRow
+    /// Last value seen of each context field the rules read (server-side events often lack context).
+    var context: SparseRow
     /// The latest time processed for this user; never moves back.
     var clock: Int64 = Int64.min
     var session = UserProfile.Session()
@@ -11,6 +15,11 @@ struct ProfileRow: ~Copyable {
     var records = RawVector<RuleRecord>()
     /// The messageIds within the de-duplication window, from the user's first one on.
     var messageIDs = MessageIDWindow()
+
+    init(attributeCount: Int, contextCount: Int) {
+        attributes = SparseRow(count: attributeCount)
+        context = SparseRow(count: contextCount)
+    }
 }
 
 /// The rarer part of a profile, made on first use.
@@ -25,6 +34,16 @@ final class ProfileExtras {
 }
 
 extension UserProfile {
+    /// Attributes the loaded rules read, by ``CompiledRuleSet/attributeSlots``, read and changed in place.
+    public internal(set) var attributes: SparseRow {
+        _read { yield row.attributes }
+        _modify { yield &row.attributes }
+    }
+    /// Last value seen of each context field the rules read (server-side events often lack context).
+    public internal(set) var context: SparseRow {
+        _read { yield row.context }
+        _modify { yield &row.context }
+    }
     /// The latest time processed for this user; never moves back.
     public internal(set) var clock: Int64 {
         get { row.clock }
@@ -124,9 +143,8 @@ extension UserProfile {
 
     /// An estimate of the heap bytes this profile holds (for `beckon bench`).
     public var approximateBytes: Int {
-        let valueStride = MemoryLayout<Value?>.stride
         var n = 16 + MemoryLayout<UserProfile>.size
-        n += attributes.count * valueStride + context.count * valueStride
+        n += attributes.byteCount + context.byteCount
         n += history.byteCount + row.records.capacity * MemoryLayout<RuleRecord>.stride
         n += messageIDs.bytes + inbox.count * 96 + (extras == nil ? 0 : 96)
         for q in sequences { n += 48 + q.key.utf8.count + q.best.count * 8 }

@@ -215,7 +215,7 @@ extension Engine {
                 return (a.slot, a.name, w.count == warned ? v : nil)
             }
             var m = ValueMap()
-            for (slot, name, value) in values {
+            for (k, (slot, name, value)) in values.enumerated() {
                 guard let v = value else {
                     w.append("'\(name)' not set: its value failed")
                     continue
@@ -225,9 +225,12 @@ extension Engine {
                     w.append("'\(name)' not set: its value is over \(ValueLimits.maxAttributeBytes) bytes (the limit)")
                     continue
                 }
-                applyAttribute(profile, name: name, slot: slot, value: v.isNullValue ? nil : v, changes: &round.changes)
+                applyAttribute(
+                    profile, name: name, slot: slot, value: v.isNullValue ? nil : v, changes: &round.changes,
+                    more: values.count - k - 1)
                 m[string: name] = v
             }
+            profile.attributes.trim()
             fa.fields = [("attributes", .map(m))]
             scope.invalidateMemo()
         case .flow(let verb, let flowT, let stepT):

@@ -2,8 +2,11 @@
 /// sessions, history, attributes.
 extension Engine {
     /// Sets (or with `nil`, removes) an attribute, noting a change for `on_change` rules when the value differs.
+    /// `more`: how many writes of the same batch may follow (the row grows once for them; the batch's writer trims it
+    /// after, with ``SparseRow/trim()``).
     func applyAttribute(
-        _ p: UserProfile, name: String, slot: Int?, value: Value?, changes: inout [(slot: Int, change: AttributeChange)]
+        _ p: UserProfile, name: String, slot: Int?, value: Value?, changes: inout [(slot: Int, change: AttributeChange)],
+        more: Int = 0
     ) {
         guard let slot else {
             if let value {
@@ -18,8 +21,7 @@ extension Engine {
             }
             return
         }
-        let old = p.attributes[slot]
-        p.attributes[slot] = value
+        let old = p.attributes.replace(slot, with: value, roomForMore: more)
         let same: Bool
         switch (old, value) {
         case (nil, nil): same = true

@@ -362,11 +362,12 @@ public final class Engine {
 
         var round = RoundState()
         if e.kind == .identify {
-            for (name, value) in e.traits {
+            for (k, (name, value)) in e.traits.enumerated() {
                 applyAttribute(
                     profile, name: name, slot: rs.attributeSlots[name], value: value.isNullValue ? nil : value,
-                    changes: &round.changes)
+                    changes: &round.changes, more: e.traits.count - k - 1)
             }
+            profile.attributes.trim()
         }
 
         // The scope is lent the event and profile: both live until this call returns, when it lets them go.

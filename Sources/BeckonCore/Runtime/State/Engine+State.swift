@@ -65,7 +65,7 @@ extension Engine {
     /// `p`'s state, named by stable ids.
     public func state(of p: UserProfile) -> UserState {
         let rs = ruleSet
-        func named(_ names: [String], _ slots: borrowing SlotRow) -> [(name: String, value: Value)] {
+        func named(_ names: [String], _ slots: borrowing SparseRow) -> [(name: String, value: Value)] {
             names.indices.compactMap { i in slots[i].map { (names[i], $0) } }
         }
         var attributes = named(rs.attributeNames, p.attributes)

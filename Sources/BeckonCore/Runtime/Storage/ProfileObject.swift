@@ -6,17 +6,13 @@
 /// changes is in `Runtime/UserProfile.swift`.
 public final class UserProfile {
     public let userID: String
-    /// Attributes the loaded rules read, by ``CompiledRuleSet/attributeSlots``.
-    public let attributes: SlotRow
-    /// Last value seen of each context field the rules read (server-side events often lack context).
-    public let context: SlotRow
-    /// What the engine reads and changes for most events: clock, session, event count, history, fire records, recent
-    /// messageIds. Only the engine's thread touches it, one access at a time (folder invariant 5): in release builds
+    /// What the engine reads and changes for most events: attributes, context, clock, session, event count, history,
+    /// fire records, recent messageIds. Only the engine's thread touches it, one access at a time (folder invariant 5): in release builds
     /// without run-time exclusivity checks.
     #if DEBUG
-        var row = ProfileRow()
+        var row: ProfileRow
     #else
-        @exclusivity(unchecked) var row = ProfileRow()
+        @exclusivity(unchecked) var row: ProfileRow
     #endif
     /// What most users never need (an inbox, timers, partial sequences, the global cap's record, attributes no rule
     /// reads), allocated on first use: a profile stays small for the users who need none of it.
@@ -24,23 +20,20 @@ public final class UserProfile {
 
     public init(userID: String, attributeCount: Int, contextCount: Int) {
         self.userID = userID
-        attributes = SlotRow(count: attributeCount)
-        context = SlotRow(count: contextCount)
+        row = ProfileRow(attributeCount: attributeCount, contextCount: contextCount)
     }
 
     /// Empties the profile in place, its id kept (a user merged into another keeps only the pointer): the row is
-    /// replaced whole (the old one's memory freed), the extras dropped, every slot emptied.
+    /// replaced whole (the old one's memory freed, its slots with it), the extras dropped.
     func reset() {
-        row = ProfileRow()
+        row = ProfileRow(attributeCount: row.attributes.count, contextCount: row.context.count)
         extras = nil
-        for i in 0..<attributes.count { attributes[i] = nil }
-        for i in 0..<context.count { context[i] = nil }
     }
 
     /// Asks the CPU for the memory the engine reads for most events: the attribute row, the fire records and the
     /// history (a hint; see ``ProfileTable``'s prefetch steps).
     @inline(__always) func prefetchState() {
-        attributes.prefetch()
+        row.attributes.prefetch()
         row.records.prefetch(maxLines: 2)
         row.history.prefetch()
     }

@@ -50,11 +50,44 @@ public struct SlotRow: ~Copyable {
         }
     }
 
+    /// Slot `i`, read in place (checked: `0 <= i < count`).
+    @inline(__always) public func slot(_ i: Int) -> SlotRef {
+        precondition(UInt(bitPattern: i) < UInt(count), "slot out of range")
+        return SlotRef(base + i)
+    }
+
     /// What slot `i` holds, read in place: a number or a flag with its value, or only the kind of anything else
     /// (reading a string or a list this way counts no reference). Checked: `0 <= i < count`.
-    @inline(__always) public func peek(_ i: Int) -> SlotPeek {
-        precondition(UInt(bitPattern: i) < UInt(count), "slot out of range")
-        switch base[i] {
+    @inline(__always) public func peek(_ i: Int) -> SlotPeek { slot(i).peek }
+
+    /// Runs `body` with the string in slot `i`, read in place; `nil` when the slot holds no string.
+    @inline(__always) public func withString<R>(_ i: Int, _ body: (String) -> R) -> R? { slot(i).withString(body) }
+
+    /// Every value, by slot (a copy).
+    public var values: [Value?] { (0..<count).map { base[$0] } }
+
+    /// Asks the CPU for the row's memory (a hint).
+    @inline(__always) func prefetch() {
+        Prefetch.range(base, bytes: count * MemoryLayout<Value?>.stride, maxLines: 4)
+    }
+}
+
+/// One slot of a row (``SlotRow``, ``SparseRow``), found once and read in place: what a predicate's term tests.
+///
+/// It points into the row's memory, so it is read at once: it is valid until the row is next written or freed (the
+/// engine's thread reads a term's slot and is done with it before anything writes the row).
+public struct SlotRef {
+    private let at: UnsafePointer<Value?>?
+
+    /// `at` is the slot's value, or nil for a slot with none.
+    @inline(__always) init(_ at: UnsafePointer<Value?>?) { self.at = at }
+    @inline(__always) init(_ at: UnsafeMutablePointer<Value?>?) { self.at = at.map { UnsafePointer($0) } }
+
+    /// What the slot holds: a number or a flag with its value, or only the kind of anything else (reading a string or
+    /// a list this way counts no reference).
+    @inline(__always) public var peek: SlotPeek {
+        guard let at else { return .missing }
+        switch at.pointee {
         case nil: return .missing
         case .int(let x)?: return .int(x)
         case .double(let x)?: return .double(x)
@@ -65,20 +98,14 @@ public struct SlotRow: ~Copyable {
         }
     }
 
-    /// Runs `body` with the string in slot `i`, read in place; `nil` when the slot holds no string.
-    @inline(__always) public func withString<R>(_ i: Int, _ body: (String) -> R) -> R? {
-        precondition(UInt(bitPattern: i) < UInt(count), "slot out of range")
-        guard case .string(let s)? = base[i] else { return nil }
+    /// Runs `body` with the slot's string, read in place; `nil` when it holds no string.
+    @inline(__always) public func withString<R>(_ body: (String) -> R) -> R? {
+        guard let at, case .string(let s)? = at.pointee else { return nil }
         return body(s)
     }
 
-    /// Every value, by slot (a copy).
-    public var values: [Value?] { (0..<count).map { base[$0] } }
-
-    /// Asks the CPU for the row's memory (a hint).
-    @inline(__always) func prefetch() {
-        Prefetch.range(base, bytes: count * MemoryLayout<Value?>.stride, maxLines: 4)
-    }
+    /// The slot's value (a copy).
+    public var value: Value? { at?.pointee }
 }
 
 /// What a slot holds, as ``SlotRow/peek(_:)`` reads it in place: plain values whole, the kind of the rest.

@@ -12,11 +12,12 @@
 /// Every type here keeps these; a change to one of them keeps them too.
 ///
 /// 1. **One owner frees.** Each buffer is allocated and freed by exactly one owner: a noncopyable struct
-///    (``FlatTable``, ``SlotRow``, ``RawVector``, ``CounterTable``) frees it in its `deinit`, a final class
+///    (``FlatTable``, ``SlotRow``, ``SparseRow``, ``RawVector``, ``CounterTable``) frees it in its `deinit`, a final class
 ///    (``ProfileTable``) in its own. Nothing is freed by hand elsewhere.
 /// 2. **Plain entries.** Generic storage holds `BitwiseCopyable` entries only, so nothing with a reference count can be
-///    put where it would be copied without being counted. The one exception, ``SlotRow``, holds `Value?` and
-///    initializes, replaces and deinitializes each one as Swift would.
+///    put where it would be copied without being counted. The exceptions, ``SlotRow`` and ``SparseRow``, hold
+///    `Value?` and initialize, move, replace and deinitialize each one as Swift would; a ``SlotRef`` into either is read
+///    at once, before the row is next written.
 /// 3. **Indices are checked where they come in.** An index that comes from outside the engine's own tables — an
 ///    event's name id, a slot of a row a store handed over, anything a library user passes — is checked
 ///    (`precondition`, in release builds too). An index the engine derives from what it built itself — a loop over a
