@@ -14,28 +14,19 @@ public struct HistoryLog: ~Copyable {
 
     /// The entries, sorted.
     private var log = RawVector<UInt64>()
-    /// Lifetime facts and numeric values live in a side object made on first use: most users' logs need neither.
-    private var side: Side?
-
-    final class Side {
-        var lifetime: ContiguousArray<LifetimeStat> = []
-        var values: ContiguousArray<ValuedEntry> = []
-    }
-
-    private mutating func ensureSide() -> Side {
-        if let s = side { return s }
-        let s = Side()
-        side = s
-        return s
-    }
+    /// Lifetime facts by series, and numeric values keyed like `log`: each in memory of its own, made on first use
+    /// (most users' logs need neither, and one stat is one 24-byte allocation).
+    private var stats = RawVector<LifetimeStat>()
+    private var valued = RawVector<ValuedEntry>()
 
     public init() {}
 
     /// The entries, oldest series first (a copy).
     public var entries: [UInt64] { log.elements }
-    public var lifetime: ContiguousArray<LifetimeStat> { side?.lifetime ?? [] }
-    /// Numeric property values of series that `sum` reads, keyed like `entries`.
-    public var values: ContiguousArray<ValuedEntry> { side?.values ?? [] }
+    /// Lifetime facts, by series (a copy).
+    public var lifetime: [LifetimeStat] { stats.elements }
+    /// Numeric property values of series that `sum` reads, keyed like `entries` (a copy).
+    public var values: [ValuedEntry] { valued.elements }
 
     /// Asks the CPU for the entries' memory (a hint).
     @inline(__always) func prefetch() { log.prefetch(maxLines: 8) }
@@ -89,67 +80,52 @@ public struct HistoryLog: ~Copyable {
     }
 
     private mutating func bumpLifetime(_ series: Int32, _ ms: Int64) {
-        let side = ensureSide()
-        var lo = 0
-        var hi = side.lifetime.count
-        while lo < hi {
-            let mid = (lo + hi) >> 1
-            if side.lifetime[mid].series < series { lo = mid + 1 } else { hi = mid }
-        }
-        if lo < side.lifetime.count && side.lifetime[lo].series == series {
-            side.lifetime[lo].count &+= 1
-            side.lifetime[lo].first = min(side.lifetime[lo].first, ms)
-            side.lifetime[lo].last = max(side.lifetime[lo].last, ms)
+        let i = stats.lowerBound { $0.series < series }
+        if i < stats.count && stats[i].series == series {
+            stats[i].count &+= 1
+            stats[i].first = min(stats[i].first, ms)
+            stats[i].last = max(stats[i].last, ms)
         } else {
-            side.lifetime.insert(LifetimeStat(series: series, count: 1, first: ms, last: ms), at: lo)
+            stats.insert(LifetimeStat(series: series, count: 1, first: ms, last: ms), at: i)
         }
     }
 
     /// Records a numeric value at `ms` for `sum`, dropping values no window can reach any more.
     public mutating func recordValue(series: Int32, at ms: Int64, value: Double, now: Int64, retentionMs: Int64) {
         let k = HistoryLog.key(series, ms)
-        let side = ensureSide()
-        if let last = side.values.last, last.key <= k {
-            side.values.append(ValuedEntry(key: k, value: value))
+        if let last = valued.last, last.key <= k {
+            valued.append(ValuedEntry(key: k, value: value))
         } else {
-            side.values.insert(ValuedEntry(key: k, value: value), at: valuesBound(k &+ 1))
+            valued.insert(ValuedEntry(key: k, value: value), at: valuesBound(k &+ 1))
         }
         let cutoff = now - retentionMs
         if cutoff > 0 {
             let start = valuesBound(HistoryLog.key(series, 0))
             let keep = valuesBound(HistoryLog.key(series, cutoff + 1))
-            if keep > start { side.values.removeSubrange(start..<keep) }
+            if keep > start { valued.removeSubrange(start..<keep) }
         }
     }
 
-    private func valuesBound(_ k: UInt64) -> Int {
-        let values = self.values
-        var lo = 0
-        var hi = values.count
-        while lo < hi {
-            let mid = (lo + hi) >> 1
-            if values[mid].key < k { lo = mid + 1 } else { hi = mid }
-        }
-        return lo
-    }
+    private func valuesBound(_ k: UInt64) -> Int { valued.lowerBound { $0.key < k } }
 
     /// The sum of `series`' values with time in `from...to`.
     public func sum(series: Int32, from: Int64, to: Int64) -> Double {
         guard to >= from else { return 0 }
         let a = valuesBound(HistoryLog.key(series, max(0, from)))
         let b = valuesBound(HistoryLog.key(series, to) &+ 1)
-        let values = self.values
         var total = 0.0
         var i = a
         while i < b {
-            total += values[i].value
+            total += valued[i].value
             i += 1
         }
         return total
     }
 
     /// Occurrences of `series` with time in `from...to` (milliseconds, inclusive).
-    public func count(series: Int32, from: Int64, to: Int64) -> Int { entries(series: series, from: from, to: to).count }
+    @inline(__always) public func count(series: Int32, from: Int64, to: Int64) -> Int {
+        entries(series: series, from: from, to: to).count
+    }
 
     /// The times of `series` in `from...to`, oldest first.
     public func times(series: Int32, from: Int64, to: Int64) -> [Int64] {
@@ -173,24 +149,19 @@ public struct HistoryLog: ~Copyable {
     }
 
     public func lifetimeStat(series: Int32) -> LifetimeStat? {
-        let lifetime = self.lifetime
-        var lo = 0
-        var hi = lifetime.count
-        while lo < hi {
-            let mid = (lo + hi) >> 1
-            if lifetime[mid].series < series { lo = mid + 1 } else { hi = mid }
-        }
-        return lo < lifetime.count && lifetime[lo].series == series ? lifetime[lo] : nil
+        let i = stats.lowerBound { $0.series < series }
+        return i < stats.count && stats[i].series == series ? stats[i] : nil
     }
 
     /// Heap bytes this log holds.
     public var byteCount: Int {
-        log.capacity * 8 + (side.map { $0.lifetime.capacity * MemoryLayout<LifetimeStat>.stride + $0.values.capacity * 16 } ?? 0)
+        log.capacity * 8 + stats.capacity * MemoryLayout<LifetimeStat>.stride
+            + valued.capacity * MemoryLayout<ValuedEntry>.stride
     }
 }
 
 /// Lifetime facts of one series for one user.
-public struct LifetimeStat: Sendable, Hashable {
+public struct LifetimeStat: Sendable, Hashable, BitwiseCopyable {
     public var series: Int32
     public var count: UInt32
     public var first: Int64
@@ -198,7 +169,7 @@ public struct LifetimeStat: Sendable, Hashable {
 }
 
 /// A time-keyed numeric value.
-public struct ValuedEntry: Sendable, Hashable {
+public struct ValuedEntry: Sendable, Hashable, BitwiseCopyable {
     public var key: UInt64
     public var value: Double
 }
@@ -206,10 +177,9 @@ public struct ValuedEntry: Sendable, Hashable {
 extension HistoryLog {
     /// Puts back a series' lifetime facts (restoring a ``UserState``).
     mutating func restoreLifetime(series: Int32, count: UInt32, first: Int64, last: Int64) {
-        let side = ensureSide()
-        side.lifetime.removeAll { $0.series == series }
-        let at = side.lifetime.firstIndex { $0.series > series } ?? side.lifetime.count
-        side.lifetime.insert(LifetimeStat(series: series, count: count, first: first, last: last), at: at)
+        let stat = LifetimeStat(series: series, count: count, first: first, last: last)
+        let i = stats.lowerBound { $0.series < series }
+        if i < stats.count && stats[i].series == series { stats[i] = stat } else { stats.insert(stat, at: i) }
     }
 
     /// Puts back an occurrence of `series` at `ms` without dropping any (restoring a ``UserState``: what was recorded

@@ -108,8 +108,9 @@ struct RawVector<Element: BitwiseCopyable>: ~Copyable {
     }
 
     private mutating func grow() {
-        // The first allocation holds about 32 bytes (four history entries, two fire records).
-        let grown = max(max(2, 32 / MemoryLayout<Element>.stride), Int(room) * 2)
+        // The first allocation holds about 32 bytes (four history entries, one fire record or lifetime stat): most
+        // users have one of the larger kinds, if any.
+        let grown = max(max(1, 32 / MemoryLayout<Element>.stride), Int(room) * 2)
         precondition(grown <= Int(Int32.max), "vector too long")
         let new = UnsafeMutablePointer<Element>.allocate(capacity: grown)
         if let base {
