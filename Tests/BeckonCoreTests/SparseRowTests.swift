@@ -156,5 +156,11 @@ struct SparseRowTests {
         _ = engine.process(identify(at: "2026-01-05T09:00:01Z", [("g", .int(1)), ("zz", .int(2)), ("h", .null)]))
         #expect(p.attributes.byteCount == 16 + 4 * stride)
         #expect(p.attributes[rs.attributeSlots["g"]!] != nil && p.attributes[rs.attributeSlots["c"]!] != nil)
+        // A restored state (a restart, a reload, a merge) is one batch too.
+        let restored = Engine(ruleSet: rs)
+        try restored.restore(engine.state(of: p))
+        let q = try #require(restored.profile(of: "u1"))
+        #expect(q.attributes.byteCount == 16 + 4 * stride)
+        #expect(q.attributes.values.map { $0.map(JSONWriter.encode) } == p.attributes.values.map { $0.map(JSONWriter.encode) })
     }
 }

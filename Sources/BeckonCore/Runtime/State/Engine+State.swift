@@ -166,9 +166,10 @@ extension Engine {
         p.clock = s.clock
         p.eventCount = s.eventCount
         p.session = s.session
-        for (name, value) in s.attributes {
+        // One batch of writes: the row grows once and keeps room for what it holds (SparseRow's `trim`).
+        for (k, (name, value)) in s.attributes.enumerated() {
             if let slot = rs.attributeSlots[name] {
-                p.attributes[slot] = value
+                _ = p.attributes.replace(slot, with: value, roomForMore: s.attributes.count - k - 1)
             } else if (p.otherAttributes?.count ?? 0) < ValueLimits.maxOtherAttributes {
                 if p.otherAttributes == nil { p.otherAttributes = ValueMap() }
                 p.otherAttributes![string: name] = value
@@ -176,7 +177,13 @@ extension Engine {
                 totals.attributesNotKept += 1
             }
         }
-        for (name, value) in s.context { if let slot = rs.contextSlots[name] { p.context[slot] = value } }
+        p.attributes.trim()
+        for (k, (name, value)) in s.context.enumerated() {
+            if let slot = rs.contextSlots[name] {
+                _ = p.context.replace(slot, with: value, roomForMore: s.context.count - k - 1)
+            }
+        }
+        p.context.trim()
         func apply(_ from: UserState.Record, to r: inout RuleRecord) {
             r.occurrences = from.occurrences
             r.fires = from.fires

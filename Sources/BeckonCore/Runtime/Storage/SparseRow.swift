@@ -75,9 +75,9 @@ public struct SparseRow: ~Copyable {
     }
 
     /// Gives back the room a batch of writes did not fill (see ``replace(_:with:roomForMore:)``): a sparse row keeps
-    /// room for one value more than it holds at most.
+    /// room for what it holds.
     mutating func trim() {
-        guard isSparse, let old = base, Int(room) > Int(used) + 1 else { return }
+        guard isSparse, let old = base, room > used else { return }
         guard used > 0 else { return removeAll() }
         let b = SparseRow.allocateSparse(placeBytes, room: Int(used))
         b.copyMemory(from: old, byteCount: placeBytes)
