@@ -34,6 +34,36 @@ struct MessageIDWindowTests {
         }
     }
 
+    /// The index of a window of many ids against the model: thousands of ids coming and going, ids whose low bits
+    /// are all alike (every one probing from the same slot, so that removals shift long runs back), and ids spread
+    /// over 64 bits. Every id the model holds is caught, and every one it does not is not.
+    @Test(arguments: [0, 12, 40])
+    func theIndexOfManyIdsAgreesWithTheModel(shift: Int) {
+        var mix = Mix(state: UInt64(shift) + 1)
+        var window = MessageIDWindow()
+        var seen: [UInt64: Int64] = [:]
+        var time: Int64 = 0
+        var horizon: Int64 = -1
+        for step in 0..<20_000 {
+            time += Int64(mix.next() % 3)
+            // The window's span moves from wide to narrow and back, so the live ids grow past 1,000 and shrink.
+            let span: Int64 = (step / 4_000) % 2 == 0 ? 3_000 : 50
+            horizon = max(horizon, time - span)
+            let h = (mix.next() % 5_000) << UInt64(shift)
+            seen = seen.filter { $0.value > horizon }
+            let fresh = window.insert(h, at: time, forgettingUpTo: horizon)
+            #expect(fresh == (seen[h] == nil), "step \(step)")
+            if fresh { seen[h] = time }
+            if step % 97 == 0 {
+                #expect(window.count == seen.count)
+                for _ in 0..<20 {
+                    let probe = (mix.next() % 5_000) << UInt64(shift)
+                    #expect(window.contains(probe) == (seen[probe] != nil))
+                }
+            }
+        }
+    }
+
     /// A burst's memory goes once its ids leave the window, and what is kept survives a snapshot and a restore: the
     /// same ids, each still caught, none of the forgotten ones.
     @Test func aBurstsMemoryGoesAndTheWindowRestores() {

@@ -2,7 +2,7 @@
 /// caught, however many ids the user sent, in memory bounded by the window.
 ///
 /// An id is kept as its 64-bit ``ByteHash`` with the time it arrived (the user's clock then): 16 bytes, plus 8 to 16 in
-/// a hash set once more than ``indexThreshold`` ids are in the window. Two distinct ids of one user collide with
+/// an index of their places once more than ``indexThreshold`` ids are in the window (``MessageIDStorage``). Two distinct ids of one user collide with
 /// probability about n²/2⁶⁵ for n ids in the window (below 10⁻⁹ for 100,000 ids): then the second is taken for a
 /// duplicate.
 ///
@@ -28,7 +28,7 @@ struct MessageIDWindow: ~Copyable {
         for id in expired { s.append(Entry(hash: id.hash, time: id.time)) }
         for id in ids { s.append(Entry(hash: id.hash, time: id.time)) }
         s.header.head = Int32(expired.count)
-        if ids.count > MessageIDWindow.indexThreshold { s.header.index = Set(ids.map(\.hash)) }
+        if ids.count > MessageIDWindow.indexThreshold { s.buildIndex() }
         storage = s
     }
 
@@ -38,7 +38,7 @@ struct MessageIDWindow: ~Copyable {
     /// Whether `hash` is in the window (without recording anything).
     func contains(_ hash: UInt64) -> Bool {
         guard let s = storage else { return false }
-        if let index = s.header.index { return index.contains(hash) }
+        if s.hasIndex { return s.indexContains(hash) }
         for k in Int(s.header.head)..<Int(s.header.count) where s[k].hash == hash { return true }
         return false
     }
@@ -50,8 +50,7 @@ struct MessageIDWindow: ~Copyable {
         var first = Int(s.header.head)
         var n = Int(s.header.count)
         while first < n && s[first].time <= horizon {
-            let forgotten = s[first].hash
-            s.header.index?.remove(forgotten)
+            if s.hasIndex { s.indexRemove(first) }
             first += 1
         }
         s.header.head = Int32(first)
@@ -74,17 +73,16 @@ struct MessageIDWindow: ~Copyable {
         }
         // Arrival times never decrease (a caller's guarded time may, at a stream's start).
         s.append(Entry(hash: hash, time: n > 0 ? max(time, s[n - 1].time) : time))
-        if s.header.index != nil {
-            s.header.index!.insert(hash)
-            if n + 1 - first < MessageIDWindow.indexThreshold / 2 { s.header.index = nil }
+        if s.hasIndex {
+            if n + 1 - first < MessageIDWindow.indexThreshold / 2 { s.dropIndex() } else { s.indexAdd(n) }
         } else if n + 1 - first > MessageIDWindow.indexThreshold {
-            s.header.index = Set((first...n).map { s[$0].hash })
+            s.buildIndex()
         }
         return true
     }
 
     /// Approximate heap bytes held (for `beckon bench`'s state per user).
-    var bytes: Int { storage.map { 32 + $0.room * 16 + ($0.header.index.map { $0.capacity * 16 } ?? 0) } ?? 0 }
+    var bytes: Int { storage.map { 40 + $0.room * 16 + $0.indexBytes } ?? 0 }
 
     /// The ids in the window, oldest first (a user's state, ``UserState/messageIDs``).
     var snapshot: [(hash: UInt64, time: Int64)] {
