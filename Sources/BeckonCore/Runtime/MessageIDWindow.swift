@@ -2,9 +2,9 @@
 /// caught, however many ids the user sent, in memory bounded by the window.
 ///
 /// An id is kept as its 64-bit ``ByteHash`` with the time it arrived (the user's clock then): 16 bytes, plus 8 to 16 in
-/// an index of their places once more than ``indexThreshold`` ids are in the window (``MessageIDStorage``). Two distinct ids of one user collide with
-/// probability about n²/2⁶⁵ for n ids in the window (below 10⁻⁹ for 100,000 ids): then the second is taken for a
-/// duplicate.
+/// an index of their places once more than ``indexThreshold`` ids are in the window (``MessageIDStorage``). Two
+/// distinct ids of one user collide with probability about n²/2⁶⁵ for n ids in the window (below 10⁻⁹ for 100,000
+/// ids): then the second is taken for a duplicate.
 ///
 /// One word in the profile's row (``ProfileRow``); the entries in one allocation (``MessageIDStorage``) made on the
 /// user's first `messageId`.
