@@ -7,8 +7,8 @@
 public final class UserProfile {
     public let userID: String
     /// What the engine reads and changes for most events: attributes, context, clock, session, event count, history,
-    /// fire records, recent messageIds. Only the engine's thread touches it, one access at a time (folder invariant 5): in release builds
-    /// without run-time exclusivity checks.
+    /// fire records, recent messageIds. Only the engine's thread touches it, one access at a time (folder invariant
+    /// 5): in release builds without run-time exclusivity checks.
     #if DEBUG
         var row: ProfileRow
     #else

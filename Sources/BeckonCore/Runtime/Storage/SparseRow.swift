@@ -30,8 +30,11 @@ public struct SparseRow: ~Copyable {
     init(count: Int) {
         precondition(count >= 0 && count <= Int(UInt32.max), "a row's count is out of range")
         slotCount = UInt32(count)
-        room = count < SparseRow.denseFrom ? 0 : SparseRow.dense
+        room = SparseRow.emptyRoom(count)
     }
+
+    /// ``room`` of an empty row of `count` slots: none, or ``dense`` for a row of 255 slots or more.
+    private static func emptyRoom(_ count: Int) -> UInt16 { count < denseFrom ? 0 : dense }
 
     deinit { release() }
 
@@ -104,7 +107,7 @@ public struct SparseRow: ~Copyable {
         release()
         base = nil
         used = 0
-        room = count < SparseRow.denseFrom ? 0 : SparseRow.dense
+        room = SparseRow.emptyRoom(count)
     }
 
     /// Heap bytes the row holds (for estimates).
