@@ -99,6 +99,13 @@ struct ExpressionTests {
         ("url_param('https://x.io/go?q=a+b', 'q')", .string("a b")),
         ("url_param('https://x.io/go?a=1#frag', 'frag')", .null), ("url_param('https://x.io/go', 'a')", .null),
         ("url_param(null, 'a')", .null),
+        ("url_param('https://x.io/go?&&utm%5fsource=fb%2Bx&b', 'utm_source')", .string("fb+x")),
+        ("url_param('https://x.io/go?a=1&b', 'b')", .string("")), ("url_param('https://x.io/go?a=1&b=', 'b')", .string("")),
+        ("url_param('https://x.io/go?a=%zz%4%', 'a')", .string("%zz%4%")),
+        ("url_param('https://x.io/go?a=%+f', 'a')", .string("% f")),
+        ("url_param('https://x.io/go?a=x=y', 'a')", .string("x=y")), ("url_param('https://x.io/go#?a=1', 'a')", .null),
+        ("url_param('https://x.io/go?a=1&a=2', 'a')", .string("1")), ("url_param('https://x.io/go?ab=1', 'a')", .null),
+        ("url_param('https://x.io/go?a=1', 'ab')", .null), ("url_param('https://x.io/go?a=caf%C3%A9', 'a')", .string("café")),
         ("sha256('user@example.com')", .string("b4c9a289323b21a01c3e940f150eb9b8c542587f1abfd8f0e1cc1ffc5e475514")),
     ])
     func beckonFunctions(_ text: String, _ expected: Value) {

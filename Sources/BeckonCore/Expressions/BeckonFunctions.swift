@@ -85,38 +85,81 @@ public enum VersionCompare {
     }
 }
 
-/// Query parameters of a URL or deep link.
+/// Query parameters of a URL or deep link, read from the URL's bytes in place: a look-up allocates nothing but the
+/// value it returns (and a buffer for a value with `%` escapes or `+`).
 public enum URLParams {
-    /// The first value of `name` in the query, percent-decoded (`+` is a space); `""` for a bare `?name`.
+    /// The first value of `name` in the query, percent-decoded (`+` is a space, `%` and two hex digits a byte, any
+    /// other `%` itself); `""` for a bare `?name`.
     public static func value(of name: String, in url: String) -> String? {
-        var s = Substring(url)
-        if let hash = s.firstIndex(of: "#") { s = s[..<hash] }
-        guard let q = s.firstIndex(of: "?") else { return nil }
-        for pair in s[s.index(after: q)...].split(separator: "&", omittingEmptySubsequences: true) {
-            let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            if decode(kv[0]) == name { return kv.count > 1 ? decode(kv[1]) : "" }
+        let u = url.utf8
+        let end = u.firstIndex(of: UInt8(ascii: "#")) ?? u.endIndex
+        guard let q = u[..<end].firstIndex(of: UInt8(ascii: "?")) else { return nil }
+        var i = u.index(after: q)
+        while i < end {
+            let pairEnd = u[i..<end].firstIndex(of: UInt8(ascii: "&")) ?? end
+            let eq = u[i..<pairEnd].firstIndex(of: UInt8(ascii: "="))
+            if i < pairEnd, decoded(u[i..<(eq ?? pairEnd)], equals: name.utf8) {
+                guard let eq else { return "" }
+                return decode(u[u.index(after: eq)..<pairEnd])
+            }
+            i = pairEnd == end ? end : u.index(after: pairEnd)
         }
         return nil
     }
 
-    static func decode(_ s: Substring) -> String {
-        var out: [UInt8] = []
-        let b = Array(s.utf8)
-        var i = 0
-        while i < b.count {
-            if b[i] == UInt8(ascii: "+") {
-                out.append(32)
-            } else if b[i] == UInt8(ascii: "%"), i + 2 < b.count,
-                let v = UInt8(String(decoding: b[(i + 1)...(i + 2)], as: UTF8.self), radix: 16)
-            {
-                out.append(v)
-                i += 2
-            } else {
-                out.append(b[i])
-            }
-            i += 1
+    /// `s` percent-decoded.
+    static func decode(_ s: Substring.UTF8View) -> String {
+        guard s.contains(where: { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "+") }) else {
+            return String(decoding: s, as: UTF8.self)
         }
+        var out: [UInt8] = []
+        out.reserveCapacity(s.count)
+        var bytes = Decoded(s)
+        while let b = bytes.next() { out.append(b) }
         return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Whether `s` percent-decoded is `name`'s bytes.
+    static func decoded(_ s: Substring.UTF8View, equals name: String.UTF8View) -> Bool {
+        var bytes = Decoded(s)
+        var n = name.makeIterator()
+        while true {
+            let a = bytes.next()
+            guard a == n.next() else { return false }
+            if a == nil { return true }
+        }
+    }
+
+    /// The bytes of a percent-encoded query part, decoded one at a time.
+    struct Decoded: IteratorProtocol {
+        private let s: Substring.UTF8View
+        private var i: Substring.UTF8View.Index
+
+        init(_ s: Substring.UTF8View) {
+            self.s = s
+            i = s.startIndex
+        }
+
+        mutating func next() -> UInt8? {
+            guard i < s.endIndex else { return nil }
+            let b = s[i]
+            s.formIndex(after: &i)
+            if b == UInt8(ascii: "+") { return 32 }
+            guard b == UInt8(ascii: "%"), i < s.endIndex else { return b }
+            let j = s.index(after: i)
+            guard j < s.endIndex, let hi = Decoded.hex(s[i]), let lo = Decoded.hex(s[j]) else { return b }
+            i = s.index(after: j)
+            return hi << 4 | lo
+        }
+
+        private static func hex(_ c: UInt8) -> UInt8? {
+            switch c {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+            default: nil
+            }
+        }
     }
 }
 
