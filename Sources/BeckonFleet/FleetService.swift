@@ -117,6 +117,7 @@ public final class FleetService: ServiceBackend {
                 .init(service: Pool(log: log)), .init(service: worker),
                 .init(service: AfterReady(worker: worker, service: deliverer)),
                 .init(service: HangupReloads(reloader: reloader)),
+                .init(service: metrics.memory),
                 .init(service: ActionNotices(log: log, feed: worker.feed, listening: listening)),
                 .init(service: worker.notices),
                 .init(

@@ -159,7 +159,10 @@ final class PartitionRunner {
                 handle.progressed()
                 faults.ok("processing")
                 lag.set(to: Double(max(0, appended.value(of: partition) - processed)))
-                if worked { continue }
+                if worked {
+                    metrics.service.memory.noteWork()
+                    continue
+                }
                 if handle.lost { return }
                 // (A sign-in waits for its earlier id's partition, which may be another process's: looked at again
                 // at the positions' next read.)

@@ -144,6 +144,7 @@ public final class BeckonService: Sendable {
                             backend: backend, current: current,
                             retention: options.retentionDays.map { Retention(days: $0, logger: logger) }, logger: logger)),
                     .init(service: HangupReloads(reloader: single.reloader)),
+                    .init(service: metrics.memory),
                 ] + watcher + [.init(service: application(onRunning: onRunning))],
                 gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()

@@ -18,6 +18,9 @@ public final class ServiceMetrics: Sendable {
     package let timerLagSeconds: DurationHistogram
     package let commitEvents: ValueHistogram
     package let checkpoints: Counter
+    /// Gives free heap pages back once the process settles after writing (counted in
+    /// `beckon_memory_given_back_total`).
+    package let memory: MemorySettler
     /// Heap bytes in use, set when the page is read, at most once per `heapReadInterval` (a second).
     private let heap: Gauge
     /// When the heap was last read: glibc's mallinfo2 walks every arena's free lists under its lock, and `/metrics`
@@ -69,6 +72,12 @@ public final class ServiceMetrics: Sendable {
                 metricName: "beckon_checkpoints", unitName: "total",
                 helpText: "Checkpoints written: users' states with the input log position they include."),
             labels: [])
+        memory = MemorySettler(
+            givenBack: registry.makeCounter(
+                descriptor: .init(
+                    metricName: "beckon_memory_given_back", unitName: "total",
+                    helpText: "Times the process, settled after writing, gave the heap's free pages back to the system."),
+                labels: []))
         heap = registry.makeGauge(
             descriptor: .init(
                 metricName: "beckon_heap", unitName: "bytes",

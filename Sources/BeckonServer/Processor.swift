@@ -602,6 +602,7 @@ package final class Processor: @unchecked Sendable {
                 for d in dueTimes { metrics.timerLagSeconds.record(.milliseconds(max(0, now - d))) }
             }
             if !users.isEmpty { feed.notify(users) }
+            metrics.memory.noteWork()
         }
         committer.enqueue(RoundCommit(commit: commit, fired: fired, destinations: destinations)) { outcome in
             switch outcome {

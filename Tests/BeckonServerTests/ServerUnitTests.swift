@@ -224,6 +224,50 @@ struct ActionFeedTests {
     }
 }
 
+/// Free heap pages go back to the system once the process settles after work (docs/service.md, "Memory"): once a
+/// burst, never while idle with nothing done.
+struct MemorySettlerTests {
+    @Test func freePagesGoBackOnceSettledAfterWork() {
+        let metrics = ServiceMetrics(version: "test")
+        let settler = metrics.memory
+        let given = { BoundedRunTests.counter("beckon_memory_given_back_total", metrics) }
+        let t0 = ContinuousClock.now + .seconds(1)
+        #expect(!settler.giveBackIfSettled(now: t0))
+        settler.noteWork()
+        #expect(!settler.giveBackIfSettled(now: .now))
+        let settled = ContinuousClock.now + MemorySettler.settleTime
+        #expect(settler.giveBackIfSettled(now: settled))
+        #expect(given() == 1)
+        #expect(!settler.giveBackIfSettled(now: settled + .seconds(10)))
+        #expect(given() == 1)
+    }
+
+    /// The single service's processor notes each round written: a burst is followed by one give-back.
+    @Test func theProcessorNotesItsWork() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("beckon-trim-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let backend = try SQLiteStateBackend(path: dir.appendingPathComponent("db.sqlite").path)
+        let loaded = RuleLoader.load(texts: [
+            (
+                "a.yaml",
+                "version: 1\ncampaign: a\nrules:\n  - id: r\n    on: x\n    do: [{ message: { surface: home, title: T } }]\n"
+            )
+        ])
+        let rules = try ServingRules.make(loaded, environment: [:], at: Processor.nowMs()) { _, _ in 1 }
+        let metrics = ServiceMetrics(version: "test")
+        let processor = try Processor(
+            current: CurrentRules(rules), backend: backend, clock: .events, metrics: metrics, feed: ActionFeed(),
+            logger: Logger(label: "test"))
+        processor.start()
+        defer { processor.stop() }
+        let later = { ContinuousClock.now + MemorySettler.settleTime }
+        #expect(!metrics.memory.giveBackIfSettled(now: later()))
+        _ = try await processor.submit(.state(userID: "u"))
+        #expect(metrics.memory.giveBackIfSettled(now: later()))
+    }
+}
+
 /// `/metrics` says the heap in use, read at each scrape: it grows with what the process holds.
 struct HeapMetricTests {
     static func heap(_ metrics: ServiceMetrics) -> Double {

@@ -8,8 +8,8 @@
 3. delivery: 50,000 events that each fire an emit for a destination on a local receiver (asyncio, answering 200):
    deliveries a second from the first post to the last delivery (the receiver shares the 2 cores);
 4. memory: 200,000 events over 100,000 new users (an app open with an attribution link, then a screen, each) into a
-   fresh server on rules/bossup; its resident memory (VmRSS) after them, minus before them, per user; and its heap
-   in use (`beckon_heap_bytes`, which moves less with the allocator's arenas than the resident memory does).
+   fresh server on rules/bossup; its resident memory (VmRSS) once it has settled after them (its last checkpoint
+   written, and its free pages given back), minus before them, per user; and its heap in use (`beckon_heap_bytes`, which moves less with the allocator's arenas than the resident memory does).
 
 Usage: python3 scripts/bench-service/operations.py BECKON [SECONDS]."""
 import asyncio
@@ -198,6 +198,28 @@ def heap_bytes(server):
     return None
 
 
+def counter(server, name):
+    s, b = server.request("GET", "/metrics")
+    for line in b.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return 0.0
+
+
+def settle(server):
+    """Waits past the 5-second checkpoint after the last post, until no checkpoint has been written for 1.5 seconds
+    (then the service has also given its free pages back: docs/service.md, "Memory"); 15 seconds at most."""
+    start = time.monotonic()
+    last, since = counter(server, "beckon_checkpoints_total"), time.monotonic()
+    while time.monotonic() - start < 15:
+        time.sleep(0.25)
+        now = counter(server, "beckon_checkpoints_total")
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - start >= 6 and time.monotonic() - since >= 1.5:
+            return
+
+
 def bench_memory(work):
     server = Server([os.path.join(ROOT, "rules/bossup")], os.path.join(work, "memory.sqlite"))
     users = 100_000
@@ -218,7 +240,7 @@ def bench_memory(work):
         threads = [threading.Thread(target=post, args=(k,)) for k in range(0, 400, 100)]
         [t.start() for t in threads]
         [t.join() for t in threads]
-        time.sleep(6)  # (past the 5-second checkpoint, so its buffers are counted as they stay)
+        settle(server)
         after, heap_after = rss_kb(server.proc.pid), heap_bytes(server)
         per = (after - before) * 1024 / users
         heap = f"; heap in use {(heap_after - heap_before) / users:.0f} bytes a user" if heap_after else ""
