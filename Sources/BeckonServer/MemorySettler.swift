@@ -9,15 +9,20 @@ import Synchronization
 /// states of 100,000 new users, freed between the profiles that stay) tens of bytes a user (docs/bench.md, "Memory per
 /// user"). Whatever commits work (the single service's committer, a fleet partition's batch) calls ``noteWork()``;
 /// ``settleTime`` after the last of it, with nothing since, ``run()`` asks glibc once for the free pages (`malloc_trim`:
-/// under a millisecond with 100,000 users held) and waits for the next work. A service that never idles never pays.
+/// under a millisecond with 100,000 users held) and waits for the next work; at most once per ``leastInterval``, so
+/// that a client sending an event every ``settleTime`` cannot make it run for each. A service that never idles never
+/// pays.
 package final class MemorySettler: Service, Sendable {
     /// How long after the last work the free pages go back.
     package static let settleTime = Duration.milliseconds(500)
+    /// The least time between two give-backs.
+    package static let leastInterval = Duration.seconds(5)
     /// How often ``run()`` looks.
     static let lookEvery = Duration.milliseconds(100)
 
-    /// The last work noted, and whether memory was given back since.
-    private let state = Mutex<(last: ContinuousClock.Instant, pending: Bool)>((.now, false))
+    /// The last work noted, whether memory was given back since, and when it last was.
+    private let state = Mutex<(last: ContinuousClock.Instant, pending: Bool, gave: ContinuousClock.Instant?)>(
+        (.now, false, nil))
     /// `beckon_memory_given_back_total`.
     private let givenBack: Counter
 
@@ -30,15 +35,21 @@ package final class MemorySettler: Service, Sendable {
 
     /// Work was written: its transient memory is freed, or about to be.
     package func noteWork() {
-        state.withLock { $0 = (.now, true) }
+        state.withLock { s in
+            s.last = .now
+            s.pending = true
+        }
     }
 
-    /// Gives the free pages back when work was noted and none has come for ``settleTime``; whether it did.
+    /// Gives the free pages back when work was noted, none has come for ``settleTime`` and none was given back for
+    /// ``leastInterval``; whether it did.
     @discardableResult
     package func giveBackIfSettled(now: ContinuousClock.Instant = .now) -> Bool {
         let due = state.withLock { s in
-            guard s.pending, now - s.last >= Self.settleTime else { return false }
+            guard s.pending, now - s.last >= Self.settleTime, s.gave.map({ now - $0 >= Self.leastInterval }) ?? true
+            else { return false }
             s.pending = false
+            s.gave = now
             return true
         }
         guard due else { return false }

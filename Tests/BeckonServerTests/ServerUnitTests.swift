@@ -225,7 +225,7 @@ struct ActionFeedTests {
 }
 
 /// Free heap pages go back to the system once the process settles after work (docs/service.md, "Memory"): once a
-/// burst, never while idle with nothing done.
+/// burst, never while idle with nothing done, never twice within the least interval.
 struct MemorySettlerTests {
     @Test func freePagesGoBackOnceSettledAfterWork() {
         let metrics = ServiceMetrics(version: "test")
@@ -240,6 +240,12 @@ struct MemorySettlerTests {
         #expect(given() == 1)
         #expect(!settler.giveBackIfSettled(now: settled + .seconds(10)))
         #expect(given() == 1)
+        // More work, settled again: given back once the least interval since the last has passed.
+        settler.noteWork()
+        let again = ContinuousClock.now + MemorySettler.settleTime
+        #expect(!settler.giveBackIfSettled(now: max(again, settled + MemorySettler.leastInterval - .milliseconds(1))))
+        #expect(settler.giveBackIfSettled(now: max(again, settled + MemorySettler.leastInterval)))
+        #expect(given() == 2)
     }
 
     /// The single service's processor notes each round written: a burst is followed by one give-back.

@@ -207,16 +207,20 @@ def counter(server, name):
 
 
 def settle(server):
-    """Waits past the 5-second checkpoint after the last post, until no checkpoint has been written for 1.5 seconds
-    (then the service has also given its free pages back: docs/service.md, "Memory"); 15 seconds at most."""
+    """Waits past the 5-second checkpoint after the last post until the service has settled: no checkpoint written for
+    1.5 seconds, and its free pages given back since the last (docs/service.md, "Memory"); 15 seconds at most (a build
+    without `beckon_memory_given_back_total` waits them all)."""
     start = time.monotonic()
-    last, since = counter(server, "beckon_checkpoints_total"), time.monotonic()
+    checkpoints, since = counter(server, "beckon_checkpoints_total"), time.monotonic()
+    given = counter(server, "beckon_memory_given_back_total")
     while time.monotonic() - start < 15:
         time.sleep(0.25)
         now = counter(server, "beckon_checkpoints_total")
-        if now != last:
-            last, since = now, time.monotonic()
-        elif time.monotonic() - start >= 6 and time.monotonic() - since >= 1.5:
+        if now != checkpoints:
+            checkpoints, since = now, time.monotonic()
+            given = counter(server, "beckon_memory_given_back_total")
+        elif (time.monotonic() - start >= 6 and time.monotonic() - since >= 1.5
+              and counter(server, "beckon_memory_given_back_total") > given):
             return
 
 
