@@ -327,7 +327,10 @@ class Fleet(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             os.makedirs(f"{tmp}/rules")
             with open(f"{tmp}/rules/later.yaml", "w") as f:
-                f.write("version: 1\ncampaign: later\nrules:\n  - id: nudge\n    on: Ping\n    wait: 2s\n"
+                # (Due 1 s after the post: the stopped owner's lease, renewed every LEASE / 4, lasts at least
+                # 3/4 LEASE past the stop, so a takeover fires more than a second after the due time - late. With 2 s
+                # a takeover could fire within the second, and the check below failed on a loaded machine.)
+                f.write("version: 1\ncampaign: later\nrules:\n  - id: nudge\n    on: Ping\n    wait: 1s\n"
                         "    do:\n      - message: { surface: launch, title: Nudge }\n")
             with open(f"{tmp}/rules/settings.yaml", "w") as f:
                 f.write(f"version: 1\nsettings: later\ndestinations:\n  - name: hook\n    url: {receiver.url('/hook')}\n"
