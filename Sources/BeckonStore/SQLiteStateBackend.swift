@@ -203,11 +203,12 @@ public final class SQLiteStateBackend: StateBackend, Sendable {
         }
     }
 
+    /// A user's saved state. The engine's thread asks it for each user it has not seen since it started (every new
+    /// user): one prepared statement, without a transaction around it (one statement reads one snapshot).
     public func read(_ userID: String) throws -> [UInt8]? {
-        try pool.read { db in
-            try Data.fetchOne(db, sql: "SELECT bytes FROM user_state WHERE user_id = ?", arguments: [userID]).map {
-                [UInt8]($0)
-            }
+        try pool.unsafeRead { db in
+            let statement = try db.cachedStatement(sql: "SELECT bytes FROM user_state WHERE user_id = ?")
+            return try Data.fetchOne(statement, arguments: [userID]).map { [UInt8]($0) }
         }
     }
 
