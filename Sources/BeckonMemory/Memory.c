@@ -1,8 +1,8 @@
-// Memory readings for `beckon bench` and the service: peak RSS and heap in use for every build, giving free pages back
-// (the service, once it settles), and allocation counts where the counting allocator (Sources/BeckonAllocCount) is
-// linked into the executable. Only `beckon-bench` links it: its
-// malloc replaces glibc's in the whole process, which a service must not pay for. Here the count is a weak 0 that
-// the counting allocator's definitions override at link time.
+// Memory readings for `beckon bench` and the service: peak RSS and heap in use for every build, the service's
+// allocator thresholds and giving free pages back (once it settles), and allocation counts where the counting
+// allocator (Sources/BeckonAllocCount) is linked into the executable. Only `beckon-bench` links it: its malloc
+// replaces glibc's in the whole process, which a service must not pay for. Here the count is a weak 0 that the
+// counting allocator's definitions override at link time.
 #include "BeckonMemory.h"
 #include <stddef.h>
 #include <sys/resource.h>

@@ -4,8 +4,9 @@
 /// Heap bytes in use (glibc's mallinfo2(): the arenas' blocks in use and the blocks mapped on their own); 0 elsewhere.
 unsigned long long beckon_heap_in_use(void);
 
-/// Gives the heap's free pages back to the system (glibc's malloc_trim(0): the free top of every arena, and the
-/// whole pages inside free blocks); 1 when any were given back, 0 when none were or elsewhere.
+/// Gives the heap's free pages back to the system (glibc's malloc_trim(0): the whole pages inside every arena's free
+/// blocks, and the main arena's free top; another arena's top goes back as it frees, past the trim threshold); 1 when
+/// any were given back, 0 when none were or elsewhere.
 int beckon_give_back_memory(void);
 
 /// Fixes glibc's thresholds for a long-running service: blocks of 1 MiB or more are mapped on their own (and unmapped
