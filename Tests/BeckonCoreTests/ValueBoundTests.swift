@@ -3,6 +3,17 @@ import Testing
 
 /// Bounds on what one event or one user can make Beckon build or keep.
 struct ValueBoundTests {
+    /// A value's size counts strings by their UTF-8 bytes, 2 for a list's or map's brackets, 8 for a number, and
+    /// stops walking once past the limit.
+    @Test func aValuesByteSizeCountsItsMembersAndStopsPastTheLimit() {
+        let nested = Value.list([.string("héllo"), .map(ValueMap([("k", .int(1)), ("l", .list([.bool(true)]))]))])
+        // 2 + 6 + (2 + 1 + 8 + 1 + (2 + 8))
+        #expect(nested.byteSize(upTo: 1_000) == 30)
+        let long = Value.list((0..<1_000).map { _ in .string(String(repeating: "x", count: 100)) })
+        let size = long.byteSize(upTo: 250)
+        #expect(size > 250 && size <= 2 + 300)
+    }
+
     @Test func aSetThatWouldGrowPastTheLimitIsRefusedWithAWarning() throws {
         let rs = try load(
             campaign(actions: "    do:\n      - set: { log: '${default(user.log, \"x\") + default(user.log, \"x\")}' }\n"))

@@ -45,28 +45,34 @@ extension Value {
     /// returns something above `limit` without being walked further, so the cost is bounded by `limit`.
     public func byteSize(upTo limit: Int) -> Int {
         var total = 0
-        func add(_ v: Value) -> Bool {
-            switch v {
-            case .string(let s): total += s.utf8.count
-            case .bytes(let b): total += b.count
-            case .list(let xs):
-                total += 2
-                for x in xs {
-                    if !add(x) { return false }
-                }
-            case .map(let m):
-                total += 2
-                for (k, x) in m.entries {
-                    if !add(k) || !add(x) { return false }
-                }
-            case .type(let t): total += t.utf8.count
-            case .error(let e): total += e.message.utf8.count
-            default: total += 8
-            }
-            return total <= limit
-        }
-        _ = add(self)
+        _ = Value.addByteSize(of: self, to: &total, upTo: limit)
         return total
+    }
+
+    /// Adds `v`'s ``byteSize(upTo:)`` to `total`, member by member; false, the walk stopped, once past `limit`. (A
+    /// static function with `total` passed in: a nested function capturing it made each call a run-time exclusivity
+    /// check on the captured variable.)
+    private static func addByteSize(of v: Value, to total: inout Int, upTo limit: Int) -> Bool {
+        switch v {
+        case .string(let s): total += s.utf8.count
+        case .bytes(let b): total += b.count
+        case .list(let xs):
+            total += 2
+            for x in xs {
+                if !addByteSize(of: x, to: &total, upTo: limit) { return false }
+            }
+        case .map(let m):
+            total += 2
+            for (k, x) in m.entries {
+                if !addByteSize(of: k, to: &total, upTo: limit) || !addByteSize(of: x, to: &total, upTo: limit) {
+                    return false
+                }
+            }
+        case .type(let t): total += t.utf8.count
+        case .error(let e): total += e.message.utf8.count
+        default: total += 8
+        }
+        return total <= limit
     }
 }
 
