@@ -92,7 +92,7 @@ final class MessageIDStorage: ManagedBuffer<MessageIDStorage.Header, MessageIDWi
     func indexContains(_ hash: UInt64) -> Bool {
         let table = header.index!
         let mask = Int(header.mask)
-        var slot = Int(truncatingIfNeeded: hash) & mask
+        var slot = Self.home(hash, mask)
         return withUnsafeMutablePointerToElements { entries in
             while table[slot] != 0 {
                 if entries[Int(table[slot]) - 1].hash == hash { return true }
@@ -118,13 +118,13 @@ final class MessageIDStorage: ManagedBuffer<MessageIDStorage.Header, MessageIDWi
         let table = header.index!
         let mask = Int(header.mask)
         withUnsafeMutablePointerToElements { entries in
-            var hole = Int(truncatingIfNeeded: entries[place].hash) & mask
+            var hole = Self.home(entries[place].hash, mask)
             while table[hole] != 0 && Int(table[hole]) != place + 1 { hole = (hole + 1) & mask }
             guard table[hole] != 0 else { return }
             table[hole] = 0
             var next = (hole + 1) & mask
             while table[next] != 0 {
-                let home = Int(truncatingIfNeeded: entries[Int(table[next]) - 1].hash) & mask
+                let home = Self.home(entries[Int(table[next]) - 1].hash, mask)
                 // The entry at `next` may move to the hole when its home is not in (hole, next], cyclically.
                 let between = hole <= next ? (home > hole && home <= next) : (home > hole || home <= next)
                 if !between {
@@ -158,8 +158,11 @@ final class MessageIDStorage: ManagedBuffer<MessageIDStorage.Header, MessageIDWi
         header.mask = 0
     }
 
+    /// The slot where an id's probe starts: its low bits (the ids are hashes already).
+    @inline(__always) private static func home(_ hash: UInt64, _ mask: Int) -> Int { Int(truncatingIfNeeded: hash) & mask }
+
     private func put(_ place: Int, _ table: UnsafeMutablePointer<UInt32>, _ mask: Int) {
-        var slot = Int(truncatingIfNeeded: self[place].hash) & mask
+        var slot = Self.home(self[place].hash, mask)
         while table[slot] != 0 { slot = (slot + 1) & mask }
         table[slot] = UInt32(place + 1)
     }
