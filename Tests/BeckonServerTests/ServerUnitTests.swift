@@ -224,6 +224,34 @@ struct ActionFeedTests {
     }
 }
 
+/// A processor's test bed: a new SQLite file in a folder of its own (``remove()`` deletes it), and the metrics the
+/// processor counts in.
+struct ProcessorHarness {
+    let dir: URL
+    let backend: SQLiteStateBackend
+    let metrics = ServiceMetrics(version: "test")
+
+    init(_ label: String) throws {
+        dir = FileManager.default.temporaryDirectory.appendingPathComponent("beckon-\(label)-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        backend = try SQLiteStateBackend(path: dir.appendingPathComponent("db.sqlite").path)
+    }
+
+    /// A processor serving `loaded` over the file, started (the caller stops it).
+    func start(
+        _ loaded: LoadResult, clock: ClockMode, coldLoadsPerRound: Int = ServiceLimits.coldLoadsPerRound
+    ) throws -> Processor {
+        let rules = try ServingRules.make(loaded, environment: [:], at: Processor.nowMs()) { _, _ in 1 }
+        let processor = try Processor(
+            current: CurrentRules(rules), backend: backend, clock: clock, metrics: metrics, feed: ActionFeed(),
+            logger: Logger(label: "test"), coldLoadsPerRound: coldLoadsPerRound)
+        processor.start()
+        return processor
+    }
+
+    func remove() { try? FileManager.default.removeItem(at: dir) }
+}
+
 /// Free heap pages go back to the system once the process settles after work (docs/service.md, "Memory"): once a
 /// burst, never while idle with nothing done, never twice within the least interval.
 struct MemorySettlerTests {
@@ -250,23 +278,17 @@ struct MemorySettlerTests {
 
     /// The single service's processor notes each round written: a burst is followed by one give-back.
     @Test func theProcessorNotesItsWork() async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("beckon-trim-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let backend = try SQLiteStateBackend(path: dir.appendingPathComponent("db.sqlite").path)
-        let loaded = RuleLoader.load(texts: [
-            (
-                "a.yaml",
-                "version: 1\ncampaign: a\nrules:\n  - id: r\n    on: x\n    do: [{ message: { surface: home, title: T } }]\n"
-            )
-        ])
-        let rules = try ServingRules.make(loaded, environment: [:], at: Processor.nowMs()) { _, _ in 1 }
-        let metrics = ServiceMetrics(version: "test")
-        let processor = try Processor(
-            current: CurrentRules(rules), backend: backend, clock: .events, metrics: metrics, feed: ActionFeed(),
-            logger: Logger(label: "test"))
-        processor.start()
+        let harness = try ProcessorHarness("trim")
+        defer { harness.remove() }
+        let processor = try harness.start(
+            RuleLoader.load(texts: [
+                (
+                    "a.yaml",
+                    "version: 1\ncampaign: a\nrules:\n  - id: r\n    on: x\n    do: [{ message: { surface: home, title: T } }]\n"
+                )
+            ]), clock: .events)
         defer { processor.stop() }
+        let metrics = harness.metrics
         let later = { ContinuousClock.now + MemorySettler.settleTime }
         #expect(!metrics.memory.giveBackIfSettled(now: later()))
         _ = try await processor.submit(.state(userID: "u"))
@@ -308,10 +330,9 @@ struct BoundedRunTests {
     }
 
     @Test func aRunDueForMoreUsersThanTheBoundGoesInRounds() async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("beckon-run-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let backend = try SQLiteStateBackend(path: dir.appendingPathComponent("db.sqlite").path)
+        let harness = try ProcessorHarness("run")
+        defer { harness.remove() }
+        let backend = harness.backend
         // 30 stored users, every third on "pro", each with the run set (long due): none is held when the service
         // opens, so the run loads every one of them from the database.
         let loaded = RuleLoader.load(texts: [
@@ -333,13 +354,9 @@ struct BoundedRunTests {
         #expect(storing.pendingCount == 30)
         try storing.saveStates()
 
-        let rules = try ServingRules.make(loaded, environment: [:], at: Processor.nowMs()) { _, _ in 1 }
-        let metrics = ServiceMetrics(version: "test")
-        let processor = try Processor(
-            current: CurrentRules(rules), backend: backend, clock: .wall, metrics: metrics, feed: ActionFeed(),
-            logger: Logger(label: "test"), coldLoadsPerRound: 7)
-        processor.start()
+        let processor = try harness.start(loaded, clock: .wall, coldLoadsPerRound: 7)
         defer { processor.stop() }
+        let metrics = harness.metrics
 
         let chosen = Self.users.enumerated().filter { $0.offset % 3 != 0 }.map(\.element)
         var got: [String: Int] = [:]
