@@ -9,7 +9,8 @@
    deliveries a second from the first post to the last delivery (the receiver shares the 2 cores);
 4. memory: 200,000 events over 100,000 new users (an app open with an attribution link, then a screen, each) into a
    fresh server on rules/bossup; its resident memory (VmRSS) once it has settled after them (its last checkpoint
-   written, and its free pages given back), minus before them, per user; and its heap in use (`beckon_heap_bytes`, which moves less with the allocator's arenas than the resident memory does).
+   written, and its free pages given back), minus before them, per user; and its heap in use (`beckon_heap_bytes`,
+   which moves less with the allocator's arenas than the resident memory does).
 
 Usage: python3 scripts/bench-service/operations.py BECKON [SECONDS]."""
 import asyncio
@@ -189,21 +190,23 @@ def rss_kb(pid):
     raise RuntimeError("no VmRSS")
 
 
-def heap_bytes(server):
-    """The service's heap in use (beckon_heap_bytes on /metrics; None from a build without it)."""
-    s, b = server.request("GET", "/metrics")
-    for line in b.decode().splitlines():
-        if line.startswith("beckon_heap_bytes "):
-            return float(line.split()[1])
-    return None
-
-
-def counter(server, name):
+def metric(server, name):
+    """A metric without labels as /metrics says it; None from a build without it."""
     s, b = server.request("GET", "/metrics")
     for line in b.decode().splitlines():
         if line.startswith(name + " "):
             return float(line.split()[1])
-    return 0.0
+    return None
+
+
+def heap_bytes(server):
+    """The service's heap in use (beckon_heap_bytes; None from a build without it)."""
+    return metric(server, "beckon_heap_bytes")
+
+
+def counter(server, name):
+    """A counter; 0 from a build without it."""
+    return metric(server, name) or 0.0
 
 
 def settle(server):
