@@ -20,10 +20,10 @@ extension Appender {
         }
     }
 
-    /// Appends input log records (each a user id, the record and when it was received), all or none: each deflated
-    /// first (``LogBody``) on the caller's task, so that the group commit every caller waits for deflates nothing.
+    /// Appends input log records (each a user id, the record and when it was received), all or none: with every
+    /// request waiting, so that a partition's entries of them share a page of the log (``FleetLog/append(_:)``).
     func append(_ records: [(userID: String, record: [UInt8], receivedAt: Int64)]) async throws -> [FleetLog.Entry] {
-        try await submit(records.map { ($0.userID, LogBody.pack($0.record), $0.receivedAt) })
+        try await submit(records.map { ($0.userID, $0.record, $0.receivedAt) })
     }
 }
 

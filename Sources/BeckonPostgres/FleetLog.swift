@@ -305,6 +305,11 @@ public final class FleetLog: Sendable {
             "7: pushes and emails in the live counts",
             ["ALTER TABLE beckon_activity ADD COLUMN messages text NOT NULL DEFAULT '{}'"]
         ),
+        (
+            // (A row written before holds one entry and leaves both empty.)
+            "8: rows of several entries (pages)",
+            ["ALTER TABLE beckon_log ADD COLUMN last_seq bigint, ADD COLUMN users int[]"]
+        ),
     ]
 
     public struct PartitionCountChanged: Error, CustomStringConvertible {
@@ -355,12 +360,17 @@ public final class FleetLog: Sendable {
     /// The partition of a user: FNV-1a (64-bit) of the id's UTF-8 bytes, modulo ``partitionCount``. It must never
     /// change: a user's events are ordered within their partition.
     public static func partition(of userID: String) -> Int {
+        Int(fnv(userID) % UInt64(partitionCount))
+    }
+
+    /// FNV-1a (64-bit) of a user id's UTF-8 bytes.
+    static func fnv(_ userID: String) -> UInt64 {
         var h: UInt64 = 0xcbf2_9ce4_8422_2325
         for b in userID.utf8 {
             h ^= UInt64(b)
             h = h &* 0x100_0000_01b3
         }
-        return Int(h % UInt64(partitionCount))
+        return h
     }
 
     /// An event as the log keeps it.
@@ -378,11 +388,9 @@ public final class FleetLog: Sendable {
         try await append(events.map { ($0.userID, $0.body, receivedAt) })
     }
 
-    /// Appends events (each a user id, the bytes to keep and when it was received), in one transaction: all of them
-    /// or none. The bytes are stored as given: a caller packs a record first (``LogBody/pack(_:)``) where it can spend
-    /// the CPU in parallel, as the fleet's `Appender.append` does on each caller's task, not in the group commit
-    /// every append waits for. Returns the entries with their partitions and sequence numbers, in the order given. Within a partition
-    /// the order is the order given.
+    /// Appends events (each a user id, the record to keep and when it was received), in one transaction: all of them
+    /// or none. Returns the entries with their partitions and sequence numbers, in the order given. Within a partition
+    /// the order is the order given. A partition's entries of one append share rows (``LogPages``), deflated together.
     ///
     /// One statement whatever the number of events or partitions: the partitions' counter rows are locked in
     /// ascending order (two appends never wait on each other in a cycle), moved on by each partition's count, and the
@@ -445,14 +453,11 @@ public final class FleetLog: Sendable {
             }
             let partitions = counts.keys.sorted()
             let sizes = partitions.map { counts[$0]! }
-            let seqs = ranks
-            let users = events.map(\.userID)
-            let times = events.map(\.receivedAt)
-            let bodies = events.map { ByteBuffer(bytes: $0.body) }
+            let rows = await LogPages.rows(events, partitionOf: partitionOf, ranks: ranks)
             // One statement (no transaction left open between statements, so a process stopped mid-append holds no lock):
             // `locked` takes the counter rows in ascending order and, having waited for any append holding them, reads
-            // their latest numbers; the update moves each on by its partition's count; the entries take the numbers
-            // from there (their rank within the partition added to its first).
+            // their latest numbers; the update moves each on by its partition's count; the rows take the numbers from
+            // there (their first entry's rank within the partition added to its first; a page's last likewise).
             var firsts: [Int: Int64] = [:]
             for try await (p, first) in try await run(
                 """
@@ -465,10 +470,12 @@ public final class FleetLog: Sendable {
                     WHERE s.partition = l.partition
                     RETURNING s.partition, l.next_seq AS first
                 ), entries AS (
-                    INSERT INTO beckon_log (partition, seq, user_id, received_at, body)
-                    SELECT t.p, m.first + t.k, t.u, t.r, t.b
-                    FROM unnest(\(partitionOf)::int[], \(seqs)::bigint[], \(users)::text[], \(times)::bigint[],
-                        \(bodies)::bytea[]) AS t(p, k, u, r, b)
+                    INSERT INTO beckon_log (partition, seq, user_id, received_at, body, last_seq, users)
+                    SELECT t.p, m.first + t.k, t.u, t.r, t.b, CASE WHEN t.l < 0 THEN NULL ELSE m.first + t.l END,
+                        NULLIF(t.h, '')::int[]
+                    FROM unnest(\(rows.partitions)::int[], \(rows.firsts)::bigint[], \(rows.users)::text[],
+                        \(rows.times)::bigint[], \(rows.bodies)::bytea[], \(rows.lasts)::bigint[], \(rows.hashes)::text[])
+                        AS t(p, k, u, r, b, l, h)
                     JOIN moved m ON m.partition = t.p
                 )
                 SELECT partition, first FROM moved
@@ -488,18 +495,27 @@ public final class FleetLog: Sendable {
     /// A partition's entries after `seq`, in order, at most `limit`.
     public func read(partition: Int, after seq: Int64, limit: Int) async throws -> [Entry] {
         try await timed("read", nil) { [self] in
-            var out: [Entry] = []
+            // The rows whose first entry is within `limit` numbers of `seq` (or else the next row: numbers can be
+            // missing, where entries were deleted), and the row before them when it is a page with entries after `seq`
+            // (a batch can end within a page).
             let rows = try await client.query(
                 """
-                SELECT seq, user_id, received_at, body FROM beckon_log WHERE partition = \(partition) AND seq > \(seq)
-                ORDER BY seq LIMIT \(limit)
+                SELECT * FROM (
+                    SELECT seq, user_id, received_at, last_seq, body FROM beckon_log
+                    WHERE partition = \(partition) AND seq <= \(seq) ORDER BY seq DESC LIMIT 1
+                ) AS straddling WHERE last_seq > \(seq)
+                UNION ALL
+                SELECT seq, user_id, received_at, last_seq, body FROM beckon_log
+                WHERE partition = \(partition) AND seq > \(seq) AND seq <= greatest(\(seq + Int64(limit)),
+                    (SELECT min(seq) FROM beckon_log WHERE partition = \(partition) AND seq > \(seq)))
                 """, logger: logger)
-            for try await (s, u, r, b) in rows.decode((Int64, String, Int64, ByteBuffer).self) {
-                out.append(
-                    Entry(
-                        partition: partition, seq: s, userID: u, receivedAt: r, body: LogBody.unpack(Array(b.readableBytesView))))
+            var out: [Entry] = []
+            for try await (s, u, r, last, b) in rows.decode((Int64, String, Int64, Int64?, ByteBuffer).self) {
+                let row = LogPages.Row(seq: s, userID: u, receivedAt: r, last: last, body: Array(b.readableBytesView))
+                out += row.entries(partition: partition).filter { $0.seq > seq }
             }
-            return out
+            out.sort { $0.seq < $1.seq }
+            return Array(out.prefix(limit))
         }
     }
 
@@ -571,7 +587,7 @@ public final class FleetLog: Sendable {
 
     /// Deletes log entries received before `cutoff` that their partition has processed, and delivered outbox entries
     /// done before it, at most `limit` of each per call (a call is one short statement; call again while it deletes
-    /// as many as `limit`). Returns how many of each.
+    /// as many as `limit`; a page of the log counts as its entries). Returns how many of each.
     public func deleteOlder(than cutoff: Int64, limit: Int = 10_000) async throws -> (entries: Int, delivered: Int) {
         try await timed("retention", nil) { [self] in
             for try await (e, o) in try await client.query(
@@ -579,14 +595,14 @@ public final class FleetLog: Sendable {
                 WITH e AS (
                     DELETE FROM beckon_log WHERE (partition, seq) IN (
                         SELECT l.partition, l.seq FROM beckon_log l JOIN beckon_lease p USING (partition)
-                        WHERE l.received_at < \(cutoff) AND l.seq <= p.processed_seq LIMIT \(limit))
-                    RETURNING 1
+                        WHERE l.received_at < \(cutoff) AND coalesce(l.last_seq, l.seq) <= p.processed_seq LIMIT \(limit))
+                    RETURNING coalesce(cardinality(users), 1) AS n
                 ), o AS (
                     DELETE FROM beckon_outbox WHERE id IN (
                         SELECT id FROM beckon_outbox WHERE state = 1 AND done_at < \(cutoff) LIMIT \(limit))
                     RETURNING 1
                 )
-                SELECT (SELECT count(*) FROM e), (SELECT count(*) FROM o)
+                SELECT (SELECT coalesce(sum(n), 0)::bigint FROM e), (SELECT count(*) FROM o)
                 """, logger: logger
             ).decode((Int64, Int64).self) {
                 return (Int(e), Int(o))

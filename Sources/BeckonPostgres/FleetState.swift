@@ -299,8 +299,17 @@ extension FleetLog {
                     try await c.query(query, logger: logger)
                 }
                 try await c.query(
-                    "DELETE FROM beckon_log WHERE partition = \(lease.partition) AND seq = ANY(\(from)::bigint[])",
-                    logger: logger)
+                    """
+                    DELETE FROM beckon_log WHERE partition = \(lease.partition) AND seq = ANY(\(from)::bigint[])
+                        AND last_seq IS NULL
+                    """, logger: logger)
+                if let low = from.min(), let high = from.max() {
+                    let sent = Set(from)
+                    try await LogPages.remove(
+                        in: lease.partition,
+                        where: "seq > \(low - Int64(LogPages.maxEntries)) AND seq <= \(high) AND last_seq >= \(low)",
+                        drop: { sent.contains($0.seq) }, on: c, logger: logger)
+                }
                 try await c.query(
                     "UPDATE beckon_lease SET processed_seq = \(seq) WHERE partition = \(lease.partition)", logger: logger)
             }
@@ -336,30 +345,36 @@ extension FleetLog {
     public func forget(_ user: String, lease: Lease, through seq: Int64) async throws {
         try await timed("forget", nil) { [self] in
             let p = lease.partition
-            for try await held in try await client.query(
-                """
-                WITH lease AS (
-                    SELECT partition FROM beckon_lease WHERE partition = \(p) AND owner = \(lease.owner)
-                        AND epoch = \(lease.epoch) AND expires_at >= clock_timestamp()
-                    FOR UPDATE
-                ), state AS (
-                    DELETE FROM beckon_user_state WHERE user_id = \(user) AND EXISTS (SELECT 1 FROM lease)
-                ), actions AS (
-                    DELETE FROM beckon_action WHERE user_id = \(user) AND EXISTS (SELECT 1 FROM lease)
-                ), outbox AS (
-                    DELETE FROM beckon_outbox WHERE user_id = \(user) AND EXISTS (SELECT 1 FROM lease)
-                ), devices AS (
-                    DELETE FROM beckon_device_owner WHERE user_id = \(user) AND EXISTS (SELECT 1 FROM lease)
-                ), entries AS (
-                    DELETE FROM beckon_log WHERE partition = \(p) AND user_id = \(user) AND seq <= \(seq)
-                        AND EXISTS (SELECT 1 FROM lease)
-                ), position AS (
-                    UPDATE beckon_lease SET processed_seq = \(seq) WHERE partition = \(p) AND EXISTS (SELECT 1 FROM lease)
-                )
-                SELECT count(*) FROM lease
-                """, logger: logger
-            ).decode(Int64.self) where held != 1 {
-                throw Fenced(partition: p)
+            try await client.withTransaction(logger: logger) { c in
+                for try await held in try await c.query(
+                    """
+                    WITH lease AS (
+                        SELECT partition FROM beckon_lease WHERE partition = \(p) AND owner = \(lease.owner)
+                            AND epoch = \(lease.epoch) AND expires_at >= clock_timestamp()
+                        FOR UPDATE
+                    ), state AS (
+                        DELETE FROM beckon_user_state WHERE user_id = \(user) AND EXISTS (SELECT 1 FROM lease)
+                    ), actions AS (
+                        DELETE FROM beckon_action WHERE user_id = \(user) AND EXISTS (SELECT 1 FROM lease)
+                    ), outbox AS (
+                        DELETE FROM beckon_outbox WHERE user_id = \(user) AND EXISTS (SELECT 1 FROM lease)
+                    ), devices AS (
+                        DELETE FROM beckon_device_owner WHERE user_id = \(user) AND EXISTS (SELECT 1 FROM lease)
+                    ), entries AS (
+                        DELETE FROM beckon_log WHERE partition = \(p) AND user_id = \(user) AND seq <= \(seq)
+                            AND last_seq IS NULL AND EXISTS (SELECT 1 FROM lease)
+                    ), position AS (
+                        UPDATE beckon_lease SET processed_seq = \(seq) WHERE partition = \(p) AND EXISTS (SELECT 1 FROM lease)
+                    )
+                    SELECT count(*) FROM lease
+                    """, logger: logger
+                ).decode(Int64.self) where held != 1 {
+                    throw Fenced(partition: p)
+                }
+                // (The lease's row stays locked until this transaction commits.)
+                try await LogPages.remove(
+                    in: p, where: "seq <= \(seq) AND \(LogPages.userHash(user)) = ANY(users)",
+                    drop: { $0.userID == user && $0.seq <= seq }, on: c, logger: logger)
             }
         }
     }
@@ -384,13 +399,16 @@ extension FleetLog {
     public func entries(of user: String) async throws -> [(receivedAt: Int64, body: [UInt8])] {
         try await timed("entries", nil) { [self] in
             var out: [(receivedAt: Int64, body: [UInt8])] = []
-            for try await (r, b) in try await client.query(
+            let p = Self.partition(of: user)
+            for try await (s, u, r, last, b) in try await client.query(
                 """
-                SELECT received_at, body FROM beckon_log WHERE partition = \(Self.partition(of: user)) AND user_id = \(user)
+                SELECT seq, user_id, received_at, last_seq, body FROM beckon_log WHERE partition = \(p)
+                    AND (user_id = \(user) OR last_seq IS NOT NULL AND \(LogPages.userHash(user)) = ANY(users))
                 ORDER BY seq
                 """, logger: logger
-            ).decode((Int64, ByteBuffer).self) {
-                out.append((r, LogBody.unpack(Array(b.readableBytesView))))
+            ).decode((Int64, String, Int64, Int64?, ByteBuffer).self) {
+                let row = LogPages.Row(seq: s, userID: u, receivedAt: r, last: last, body: Array(b.readableBytesView))
+                out += row.entries(partition: p).filter { $0.userID == user }.map { ($0.receivedAt, $0.body) }
             }
             return out
         }
@@ -538,7 +556,8 @@ extension FleetLog {
             let e = heads[p][next[p]]
             try body(e)
             next[p] += 1
-            if next[p] == heads[p].count && heads[p].count == page {
+            // (A read can hold fewer than `page` entries with more after them: numbers missing, a page cut.)
+            if next[p] == heads[p].count {
                 heads[p] = try await read(partition: p, after: e.seq, limit: page)
                 next[p] = 0
             }

@@ -278,7 +278,9 @@ def app_rules(app):
 def event_count(db):
     """The events the store holds (its input log's, or a fleet's log entries)."""
     if STORE == "postgres":
-        return int(subprocess.run(["psql", pg_database(db), "-tAc", "SELECT count(*) FROM beckon_log WHERE user_id <> ''"],
+        return int(subprocess.run(["psql", pg_database(db), "-tAc",
+                                   "SELECT coalesce(sum(coalesce(cardinality(users), 1)), 0) FROM beckon_log "
+                                   "WHERE user_id <> '' OR users IS NOT NULL"],
                                   capture_output=True, text=True, check=True).stdout.strip() or 0)
     with sqlite3.connect(db) as c:
         return c.execute("SELECT coalesce(sum(events), 0) FROM input_log").fetchone()[0]
