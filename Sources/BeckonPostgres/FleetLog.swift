@@ -308,7 +308,18 @@ public final class FleetLog: Sendable {
         (
             // (A row written before holds one entry and leaves both empty.)
             "8: rows of several entries (pages)",
-            ["ALTER TABLE beckon_log ADD COLUMN last_seq bigint, ADD COLUMN users int[]"]
+            [
+                "ALTER TABLE beckon_log ADD COLUMN last_seq bigint, ADD COLUMN users int[]",
+                // A page up to 8 KB stays in its row (no TOAST pointer, chunk rows and index entries for it), and a
+                // larger one is moved out without PostgreSQL trying to compress what is deflated already.
+                "ALTER TABLE beckon_log SET (toast_tuple_target = 8160), ALTER COLUMN body SET STORAGE EXTERNAL",
+            ]
+        ),
+        (
+            // Room on each page for a state's next version: a rewrite that stays on its page logs only what changed
+            // and adds no index entry (docs/fleet.md, "What took the WAL down").
+            "9: users' states rewritten in place",
+            ["ALTER TABLE beckon_user_state SET (fillfactor = 70)"]
         ),
     ]
 

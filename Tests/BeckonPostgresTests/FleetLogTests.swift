@@ -36,6 +36,17 @@ struct FleetLogTests {
             var n = 0
             for try await c in try await log.client.query("SELECT count(*) FROM beckon_lease").decode(Int.self) { n = c }
             #expect(n == FleetLog.partitionCount)
+            // The storage the WAL figures in docs/fleet.md were measured with.
+            var options: [String: String] = [:]
+            for try await (t, o) in try await log.client.query(
+                """
+                SELECT relname, array_to_string(reloptions, ',') FROM pg_class
+                WHERE relname IN ('beckon_log', 'beckon_user_state')
+                """
+            ).decode((String, String).self) {
+                options[t] = o
+            }
+            #expect(options == ["beckon_log": "toast_tuple_target=8160", "beckon_user_state": "fillfactor=70"])
         }
     }
 
