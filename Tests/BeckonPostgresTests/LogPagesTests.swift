@@ -77,6 +77,9 @@ struct LogPagesTests {
             #expect(left.map(\.seq) == [2, 6])
             #expect(left.map(\.userID) == [bo, ana])
             #expect(try await Self.rows(log, 6).map(\.seq) == [1, 6])
+            // Past the numbers taken out, to the next entry there is: from within the page, and from after it.
+            #expect(try await log.read(partition: 6, after: 2, limit: 1).map(\.seq) == [6])
+            #expect(try await log.read(partition: 6, after: 3, limit: 2).map(\.seq) == [6])
             #expect(try await log.entries(of: ana).map(\.body) == [[6]])
             #expect(try await log.entries(of: bo).map(\.body) == [[2]])
             #expect(try await log.processed(partition: 6) == 5)
