@@ -163,6 +163,11 @@ def ingest(n):
               f"over {commits:.0f} commits ({events / max(commits, 1):.0f} events each)")
         print(f"  lag: at most {peak} events sampled each second; {left} left when the load stopped, processed "
               f"{drain:.1f} s later")
+        # (Warm-up included: the load is the same throughout.)
+        rows, entries = (int(x) for x in psql(
+            url, "SELECT count(*), coalesce(sum(coalesce(cardinality(users), 1)), 0) FROM beckon_log").split("|"))
+        print(f"  the log: {entries} entries in {rows} rows, {entries / max(rows, 1):.0f} entries a row "
+              f"(docs/fleet.md, \"Pages\")")
         if n == 1:
             d = {k: stats1[k] - stats0[k] for k in stats0}
             print(f"  PostgreSQL per event: {d['commits'] / events:.3f} commits, {d['rows'] / events:.2f} rows "
