@@ -237,7 +237,7 @@ final class FleetWorker: Service, Sendable {
                 try await log.migrate()
                 try await rules.start()
                 return
-            } catch let e as FleetLog.PartitionCountChanged {
+            } catch let e as any FleetLog.WrongDatabase {
                 throw e
             } catch {
                 attempt += 1

@@ -323,16 +323,38 @@ public final class FleetLog: Sendable {
         ),
     ]
 
-    public struct PartitionCountChanged: Error, CustomStringConvertible {
+    /// A database this process must not run on: starting again does not help.
+    public protocol WrongDatabase: Error, CustomStringConvertible {}
+
+    public struct PartitionCountChanged: WrongDatabase {
         public var stored: Int
         public var description: String {
             "the database was set up with \(stored) partitions, this Beckon uses \(FleetLog.partitionCount)"
         }
     }
 
+    /// The database holds a migration this version does not know: a later Beckon set it up, and may have written
+    /// what this one would misread (the log's pages were such a change).
+    public struct SetUpByALaterVersion: WrongDatabase {
+        public var migrations: [String]
+        public var description: String {
+            "the database was set up by a later Beckon (migrations \(migrations.joined(separator: ", "))): run that version"
+        }
+    }
+
     /// Brings the schema up to date (every process may call it at start: an advisory lock makes them take turns)
-    /// and sets up the partitions' rows on first use.
+    /// and sets up the partitions' rows on first use. Refuses a database a later version has migrated.
     public func migrate() async throws {
+        do {
+            try await migrateInTransaction()
+        } catch let e as PostgresTransactionError {
+            // (The transaction wraps what its body threw: a wrong database is the caller's to tell apart.)
+            if let wrong = e.closureError as? any WrongDatabase { throw wrong }
+            throw e
+        }
+    }
+
+    private func migrateInTransaction() async throws {
         try await client.withTransaction(logger: logger) { c in
             try await c.query("SELECT pg_advisory_xact_lock(7201)", logger: logger)
             try await c.query(
@@ -342,6 +364,8 @@ public final class FleetLog: Sendable {
             for try await name in try await c.query("SELECT name FROM beckon_migrations", logger: logger).decode(String.self) {
                 applied.insert(name)
             }
+            let unknown = applied.subtracting(Self.migrations.map(\.name))
+            guard unknown.isEmpty else { throw SetUpByALaterVersion(migrations: unknown.sorted()) }
             for m in Self.migrations where !applied.contains(m.name) {
                 for statement in m.sql { try await c.query(PostgresQuery(unsafeSQL: statement), logger: logger) }
                 try await c.query("INSERT INTO beckon_migrations VALUES (\(m.name), now())", logger: logger)

@@ -50,6 +50,24 @@ struct FleetLogTests {
         }
     }
 
+    /// A database a later version migrated (its log may hold what this one would misread), or one set up with
+    /// another partition count, is refused and named (a process retries other failures to set up, not these).
+    @Test(arguments: [
+        ("INSERT INTO beckon_migrations VALUES ('10: later', now())", "set up by a later Beckon (migrations 10: later)"),
+        ("UPDATE beckon_settings SET partitions = 32", "set up with 32 partitions"),
+    ])
+    func aWrongDatabaseIsRefused(change: String, says: String) async throws {
+        try await withFleet { log in
+            try await log.client.query(PostgresQuery(unsafeSQL: change))
+            do {
+                try await log.migrate()
+                Issue.record("migrated after: \(change)")
+            } catch let e as any FleetLog.WrongDatabase {
+                #expect(e.description.contains(says))
+            }
+        }
+    }
+
     @Test func thePartitionOfAUserNeverChanges() {
         // (Pinned values: a change would reorder every stored user's events.)
         #expect(FleetLog.partition(of: "") == 37)  // (0xcbf29ce484222325, the FNV offset basis, mod 64)
