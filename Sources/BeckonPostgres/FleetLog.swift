@@ -124,6 +124,17 @@ public final class FleetLog: Sendable {
         }
     }
 
+    /// Runs `body` in one transaction on a connection of the pool. What `body` throws is thrown as it is (postgres-nio
+    /// wraps it in a `PostgresTransactionError`): a caller tells ``Fenced`` and ``WrongDatabase`` apart.
+    func transaction<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+        do {
+            return try await client.withTransaction(logger: logger) { c in try await body(c) }
+        } catch let e as PostgresTransactionError {
+            if let thrown = e.closureError { throw thrown }
+            throw e
+        }
+    }
+
     /// How long past its deadline a call that has not ended is taken as hung (its pool is replaced).
     public static let hungAfter = Duration.seconds(3)
 
@@ -345,17 +356,7 @@ public final class FleetLog: Sendable {
     /// Brings the schema up to date (every process may call it at start: an advisory lock makes them take turns)
     /// and sets up the partitions' rows on first use. Refuses a database a later version has migrated.
     public func migrate() async throws {
-        do {
-            try await migrateInTransaction()
-        } catch let e as PostgresTransactionError {
-            // (The transaction wraps what its body threw: a wrong database is the caller's to tell apart.)
-            if let wrong = e.closureError as? any WrongDatabase { throw wrong }
-            throw e
-        }
-    }
-
-    private func migrateInTransaction() async throws {
-        try await client.withTransaction(logger: logger) { c in
+        try await transaction { c in
             try await c.query("SELECT pg_advisory_xact_lock(7201)", logger: logger)
             try await c.query(
                 "CREATE TABLE IF NOT EXISTS beckon_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL)",
@@ -442,7 +443,7 @@ public final class FleetLog: Sendable {
     /// partitions switch in the order the versions were stored and end on the latest. The entries name no user.
     public func switchRules(to version: Int64, body: [UInt8], receivedAt: Int64) async throws -> Bool {
         try await timed("switch rules", nil) { [self] in
-            try await client.withTransaction(logger: logger) { c in
+            try await transaction { c in
                 try await c.query("SELECT pg_advisory_xact_lock(\(Self.rulesLock))", logger: logger)
                 var latest: Int64 = 0
                 for try await v in try await c.query("SELECT coalesce(max(version), 0) FROM beckon_rules", logger: logger)
@@ -750,7 +751,7 @@ public final class FleetLog: Sendable {
     public func storeRules(digest: String, files: [(path: String, text: String)], at time: Int64) async throws -> Int64 {
         let encoded = ByteBuffer(bytes: try JSONEncoder().encode(files.map { StoredFile(path: $0.path, text: $0.text) }))
         return try await timed("store rules", nil) { [self] in
-            try await client.withTransaction(logger: logger) { c in
+            try await transaction { c in
                 try await c.query("SELECT pg_advisory_xact_lock(\(Self.rulesLock))", logger: logger)
                 for try await v in try await c.query(
                     """

@@ -283,7 +283,7 @@ extension FleetLog {
         _ entries: [(userID: String, body: [UInt8], receivedAt: Int64)], from: [Int64], lease: Lease, through seq: Int64
     ) async throws {
         try await timed("forward", nil) { [self] in
-            try await client.withTransaction(logger: logger) { c in
+            try await transaction { c in
                 var held = false
                 for try await _ in try await c.query(
                     """
@@ -345,7 +345,7 @@ extension FleetLog {
     public func forget(_ user: String, lease: Lease, through seq: Int64) async throws {
         try await timed("forget", nil) { [self] in
             let p = lease.partition
-            try await client.withTransaction(logger: logger) { c in
+            try await transaction { c in
                 for try await held in try await c.query(
                     """
                     WITH lease AS (

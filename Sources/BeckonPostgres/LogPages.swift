@@ -2,7 +2,7 @@ import PostgresNIO
 
 /// The rows `beckon_log` keeps its entries in. A partition's entries of one append share a row, a page, whose body
 /// deflates them as one (``LogBody/packPage(_:receivedAt:)``): the row's header, its key and the fields and values
-/// every event repeats are written once a page, not once an event (docs/fleet.md, "The log's pages").
+/// every event repeats are written once a page, not once an event (docs/fleet.md, "The log", "Pages").
 ///
 /// | | `seq` | `user_id` | `received_at` | `last_seq` | `users` | `body` |
 /// |---|---|---|---|---|---|---|

@@ -106,6 +106,26 @@ struct LogPagesTests {
         }
     }
 
+    /// A forget and a sending-on under a lease that has moved throw ``FleetLog/Fenced`` itself (the runner tells a
+    /// lost lease apart by it; postgres-nio wraps what a transaction's body throws) and change nothing.
+    @Test func aForgetAndASendingOnUnderAMovedLeaseAreFenced() async throws {
+        try await withFleet { log in
+            let u = Self.users(1, of: 6)[0]
+            let cy = Self.users(1, of: 8)[0]
+            try await log.append([(u, [1], 1), (u, [2], 1)])
+            let old = try #require(try await log.acquire(partition: 6, owner: "a", ttl: .milliseconds(300)))
+            try await Task.sleep(for: .milliseconds(500))
+            _ = try #require(try await log.acquire(partition: 6, owner: "b", ttl: .seconds(30)))
+            await #expect(throws: FleetLog.Fenced.self) { try await log.forget(u, lease: old, through: 2) }
+            await #expect(throws: FleetLog.Fenced.self) {
+                try await log.forward([(cy, [1], 1)], from: [1], lease: old, through: 1)
+            }
+            #expect(try await log.read(partition: 6, after: 0, limit: 10).map(\.seq) == [1, 2])
+            #expect(try await log.read(partition: 8, after: 0, limit: 10).isEmpty)
+            #expect(try await log.processed(partition: 6) == 0)
+        }
+    }
+
     /// Retention deletes a page once every entry of it is processed, and counts its entries.
     @Test func retentionDeletesAPageOnlyWhenItIsProcessedWhole() async throws {
         try await withFleet { log in
