@@ -271,6 +271,11 @@ class Fleet(unittest.TestCase):
                      "sum(coalesce(cardinality(users), 1)) FROM beckon_log WHERE user_id <> '' OR users IS NOT NULL").split("|"))
             self.assertGreaterEqual(logged, len(events))
             self.assertGreater(packed, 0.9 * logged, f"{packed} of {logged} log bodies deflated")
+            # A partition's entries of one append (the requests waiting together) share a row: a page.
+            rows, pages = (int(x) for x in query(
+                url, "SELECT count(*), count(*) FILTER (WHERE last_seq IS NOT NULL) FROM beckon_log").split("|"))
+            self.assertGreater(pages, 0)
+            self.assertLess(rows, 0.9 * logged, f"{logged} entries in {rows} rows, {pages} of them pages")
             with tempfile.TemporaryDirectory() as tmp:
                 self.check_equal_to_dry_run(url, events, acked, tmp)
             # Each process processed some of it.
