@@ -6,7 +6,9 @@ import BeckonServer
 // request waiting), and its partitions' batches (``FleetLog/commit(_:)``: one statement and one commit for every
 // partition ready, instead of one each). Neither is chained: a failed write is the failed items' alone.
 
-/// Ingest's appends, grouped (see ``GroupCommit``): a request's events, all or none, with their entries in order.
+/// Ingest's appends, grouped (see ``GroupCommit``): a request's input log records (each a user id, the record and when
+/// it was received), all or none, with their entries in order. Every request waiting is one append, so that a
+/// partition's entries of them share a page of the log (``FleetLog/append(_:)``).
 typealias Appender = GroupCommit<[(userID: String, body: [UInt8], receivedAt: Int64)], [FleetLog.Entry]>
 
 extension Appender {
@@ -18,12 +20,6 @@ extension Appender {
                 return Array(entries.prefix(r.count))
             }
         }
-    }
-
-    /// Appends input log records (each a user id, the record and when it was received), all or none: with every
-    /// request waiting, so that a partition's entries of them share a page of the log (``FleetLog/append(_:)``).
-    func append(_ records: [(userID: String, record: [UInt8], receivedAt: Int64)]) async throws -> [FleetLog.Entry] {
-        try await submit(records.map { ($0.userID, $0.record, $0.receivedAt) })
     }
 }
 

@@ -82,6 +82,6 @@ struct FleetDevices: UserDirectory {
     func removing(token: String, of user: String, seenBy: Int64? = nil) async throws {
         var record = InputLog()
         record.deviceRemoved(userID: user, token: token, seenBy: seenBy)
-        _ = try await appender.append([(user, record.bytes, Processor.nowMs())])
+        _ = try await appender.submit([(user, record.bytes, Processor.nowMs())])
     }
 }

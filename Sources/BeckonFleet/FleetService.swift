@@ -183,7 +183,7 @@ public final class FleetService: ServiceBackend {
     /// Appends each event with its arrival to its user's partition, all in one transaction; returns once it is
     /// committed, within ``ingestDeadline`` whatever the database does (else 503).
     package func store(_ body: [UInt8], _ request: Ingest.Decoded, decodedUnder rules: ServingRules, now: Int64) async throws {
-        var entries: [(userID: String, record: [UInt8], receivedAt: Int64)] = []
+        var entries: [(userID: String, body: [UInt8], receivedAt: Int64)] = []
         entries.reserveCapacity(request.events.count)
         for (e, r) in zip(request.events, request.ranges) {
             var record = InputLog()
@@ -193,13 +193,13 @@ public final class FleetService: ServiceBackend {
                 if FleetLog.partition(of: before) != FleetLog.partition(of: e.userID) {
                     var handOver = InputLog()
                     handOver.handOver(from: before, to: e.userID)
-                    entries.append((userID: before, record: handOver.bytes, receivedAt: now))
+                    entries.append((userID: before, body: handOver.bytes, receivedAt: now))
                 }
                 record.takeOver(from: before, to: e.userID)
             }
             record.arrival(request.arrival)
             record.event(body[r])
-            entries.append((userID: e.userID, record: record.bytes, receivedAt: now))
+            entries.append((userID: e.userID, body: record.bytes, receivedAt: now))
         }
         // (While the database has not answered the position reads for a while, at once: it is down.)
         if worker.databaseStale { throw APIError.unavailable("the database cannot be reached; send the events again") }
@@ -207,7 +207,7 @@ public final class FleetService: ServiceBackend {
             let started = ContinuousClock.now
             let appender = appender
             let appended = entries
-            _ = try await withDeadline(Self.ingestDeadline, "append") { try await appender.append(appended) }
+            _ = try await withDeadline(Self.ingestDeadline, "append") { try await appender.submit(appended) }
             fleetMetrics.appendSeconds.record(ContinuousClock.now - started)
             worker.faults.ok("append")
         } catch {
@@ -255,9 +255,9 @@ public final class FleetService: ServiceBackend {
             let forgets = ids.map { id in
                 var record = InputLog()
                 record.forget(userID: id)
-                return (userID: id, record: record.bytes, receivedAt: now)
+                return (userID: id, body: record.bytes, receivedAt: now)
             }
-            for entry in try await appender.append(forgets) where processed {
+            for entry in try await appender.submit(forgets) where processed {
                 processed = await waitProcessed(entry.partition, entry.seq, seconds: 30)
             }
         } catch {
@@ -332,7 +332,7 @@ public final class FleetService: ServiceBackend {
 
     private func appendInput(_ user: String, _ record: InputLog, _ failure: String) async throws {
         do {
-            _ = try await appender.append([(user, record.bytes, Processor.nowMs())])
+            _ = try await appender.submit([(user, record.bytes, Processor.nowMs())])
         } catch {
             throw APIError.unavailable(failure)
         }
@@ -348,7 +348,7 @@ public final class FleetService: ServiceBackend {
         record.markRead(userID: user, itemID: item, time: now)
         let entry: FleetLog.Entry
         do {
-            guard let e = try await appender.append([(user, record.bytes, now)]).first else { throw APIError.unexpected }
+            guard let e = try await appender.submit([(user, record.bytes, now)]).first else { throw APIError.unexpected }
             entry = e
         } catch {
             throw APIError.unavailable("the change could not be stored; send it again")

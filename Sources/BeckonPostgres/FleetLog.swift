@@ -554,16 +554,18 @@ public final class FleetLog: Sendable {
         }
     }
 
-    /// The log's rows of `partition` that `condition` (SQL after `WHERE partition = … AND`) selects.
-    private func readRows(_ partition: Int, _ condition: PostgresQuery) async throws -> [LogPages.Row] {
+    /// The log's rows of `partition` that `condition` (SQL after `WHERE partition = … AND`) selects, read by `run`
+    /// (the pool, or a transaction's connection).
+    func readRows(
+        _ partition: Int, _ condition: PostgresQuery, run: ((PostgresQuery) async throws -> PostgresRowSequence)? = nil
+    ) async throws -> [LogPages.Row] {
         var query = PostgresQuery(
             unsafeSQL: "SELECT seq, user_id, received_at, last_seq, body FROM beckon_log WHERE partition = \(partition) AND ")
         query.sql += condition.sql
         query.binds = condition.binds
+        let rows = if let run { try await run(query) } else { try await client.query(query, logger: logger) }
         var out: [LogPages.Row] = []
-        for try await (s, u, r, last, b) in try await client.query(query, logger: logger).decode(
-            (Int64, String, Int64, Int64?, ByteBuffer).self)
-        {
+        for try await (s, u, r, last, b) in rows.decode((Int64, String, Int64, Int64?, ByteBuffer).self) {
             out.append(LogPages.Row(seq: s, userID: u, receivedAt: r, last: last, body: Array(b.readableBytesView)))
         }
         return out

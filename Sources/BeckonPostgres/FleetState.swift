@@ -308,7 +308,7 @@ extension FleetLog {
                     try await LogPages.remove(
                         in: lease.partition,
                         where: "seq > \(low - Int64(LogPages.maxEntries)) AND seq <= \(high) AND last_seq >= \(low)",
-                        drop: { sent.contains($0.seq) }, on: c, logger: logger)
+                        drop: { sent.contains($0.seq) }, log: self, on: c)
                 }
                 try await c.query(
                     "UPDATE beckon_lease SET processed_seq = \(seq) WHERE partition = \(lease.partition)", logger: logger)
@@ -374,7 +374,7 @@ extension FleetLog {
                 // (The lease's row stays locked until this transaction commits.)
                 try await LogPages.remove(
                     in: p, where: "seq <= \(seq) AND \(LogPages.userHash(user)) = ANY(users)",
-                    drop: { $0.userID == user && $0.seq <= seq }, on: c, logger: logger)
+                    drop: { $0.userID == user && $0.seq <= seq }, log: self, on: c)
             }
         }
     }
@@ -398,19 +398,10 @@ extension FleetLog {
     /// was received.
     public func entries(of user: String) async throws -> [(receivedAt: Int64, body: [UInt8])] {
         try await timed("entries", nil) { [self] in
-            var out: [(receivedAt: Int64, body: [UInt8])] = []
             let p = Self.partition(of: user)
-            for try await (s, u, r, last, b) in try await client.query(
-                """
-                SELECT seq, user_id, received_at, last_seq, body FROM beckon_log WHERE partition = \(p)
-                    AND (user_id = \(user) OR last_seq IS NOT NULL AND \(LogPages.userHash(user)) = ANY(users))
-                ORDER BY seq
-                """, logger: logger
-            ).decode((Int64, String, Int64, Int64?, ByteBuffer).self) {
-                let row = LogPages.Row(seq: s, userID: u, receivedAt: r, last: last, body: Array(b.readableBytesView))
-                out += row.entries(partition: p).filter { $0.userID == user }.map { ($0.receivedAt, $0.body) }
-            }
-            return out
+            let rows = try await readRows(
+                p, "(user_id = \(user) OR last_seq IS NOT NULL AND \(LogPages.userHash(user)) = ANY(users)) ORDER BY seq")
+            return rows.flatMap { $0.entries(partition: p) }.filter { $0.userID == user }.map { ($0.receivedAt, $0.body) }
         }
     }
 

@@ -43,23 +43,11 @@ enum LogPages {
     static func rows(
         _ events: [(userID: String, body: [UInt8], receivedAt: Int64)], partitionOf: [Int], ranks: [Int64]
     ) async -> Rows {
-        var byPartition: [Int: [Int]] = [:]
-        for (i, p) in partitionOf.enumerated() { byPartition[p, default: []].append(i) }
-        var groups: [[Int]] = []
-        for p in byPartition.keys.sorted() {
-            var group: [Int] = []
-            var bytes = 0
-            for i in byPartition[p]! {
-                if !group.isEmpty && (group.count == maxEntries || bytes + events[i].body.count > maxBytes) {
-                    groups.append(group)
-                    (group, bytes) = ([], 0)
-                }
-                group.append(i)
-                bytes += events[i].body.count
-            }
-            groups.append(group)
-        }
-        func body(_ group: [Int]) -> [UInt8] {
+        let groups = pages(events.map(\.body.count), partitionOf: partitionOf)
+        // A row's `received_at`: its latest entry's.
+        let latest = groups.map { g in g.map { events[$0].receivedAt }.max()! }
+        func body(_ k: Int) -> [UInt8] {
+            let group = groups[k]
             guard group.count > 1 else { return LogBody.pack(events[group[0]].body) }
             let first = ranks[group[0]]
             return LogBody.packPage(
@@ -67,40 +55,60 @@ enum LogPages {
                     LogBody.PageEntry(
                         offset: ranks[i] - first, userID: events[i].userID, receivedAt: events[i].receivedAt,
                         record: events[i].body)
-                }, receivedAt: group.map { events[$0].receivedAt }.max()!)
+                }, receivedAt: latest[k])
         }
         var bodies: [[UInt8]]
         let total = events.reduce(0) { $0 + $1.body.count }
         if total < parallelAbove {
-            bodies = groups.map(body)
+            bodies = groups.indices.map(body)
         } else {
-            let shared = groups
             bodies = await withTaskGroup(of: (Int, [UInt8]).self) { tasks in
-                for k in shared.indices { tasks.addTask { (k, body(shared[k])) } }
-                var out = Array(repeating: [UInt8](), count: shared.count)
+                for k in groups.indices { tasks.addTask { (k, body(k)) } }
+                var out = Array(repeating: [UInt8](), count: groups.count)
                 for await (k, b) in tasks { out[k] = b }
                 return out
             }
         }
         var rows = Rows()
-        for (group, b) in zip(groups, bodies) {
+        for (k, group) in groups.enumerated() {
             let first = group[0]
             rows.partitions.append(partitionOf[first])
             rows.firsts.append(ranks[first])
-            rows.bodies.append(ByteBuffer(bytes: b))
+            rows.bodies.append(ByteBuffer(bytes: bodies[k]))
+            rows.times.append(latest[k])
             if group.count == 1 {
                 rows.lasts.append(-1)
                 rows.users.append(events[first].userID)
-                rows.times.append(events[first].receivedAt)
                 rows.hashes.append("")
             } else {
                 rows.lasts.append(ranks[group.last!])
                 rows.users.append("")
-                rows.times.append(group.map { events[$0].receivedAt }.max()!)
                 rows.hashes.append(literal(group.map { userHash(events[$0].userID) }))
             }
         }
         return rows
+    }
+
+    /// The rows of an append of records of `sizes` bytes in `partitionOf`: each the indices of its entries, a
+    /// partition's in order and split at ``maxEntries`` and ``maxBytes``.
+    static func pages(_ sizes: [Int], partitionOf: [Int]) -> [[Int]] {
+        var byPartition: [Int: [Int]] = [:]
+        for (i, p) in partitionOf.enumerated() { byPartition[p, default: []].append(i) }
+        var groups: [[Int]] = []
+        for p in byPartition.keys.sorted() {
+            var group: [Int] = []
+            var bytes = 0
+            for i in byPartition[p]! {
+                if !group.isEmpty && (group.count == maxEntries || bytes + sizes[i] > maxBytes) {
+                    groups.append(group)
+                    (group, bytes) = ([], 0)
+                }
+                group.append(i)
+                bytes += sizes[i]
+            }
+            groups.append(group)
+        }
+        return groups
     }
 
     /// Record bytes in one append above which its pages are deflated on several cores.
@@ -129,10 +137,13 @@ enum LogPages {
                         partition: partition, seq: seq, userID: userID, receivedAt: receivedAt, body: LogBody.unpack(body))
                 ]
             }
-            guard let page = LogBody.unpackPage(body, receivedAt: receivedAt) else {
-                return [FleetLog.Entry(partition: partition, seq: last, userID: userID, receivedAt: receivedAt, body: body)]
-            }
-            return page.map {
+            return pageEntries(partition: partition)
+                ?? [FleetLog.Entry(partition: partition, seq: last, userID: userID, receivedAt: receivedAt, body: body)]
+        }
+
+        /// A page's entries, in order; nil when it cannot be read.
+        func pageEntries(partition: Int) -> [FleetLog.Entry]? {
+            LogBody.unpackPage(body, receivedAt: receivedAt)?.map {
                 FleetLog.Entry(
                     partition: partition, seq: seq + $0.offset, userID: $0.userID, receivedAt: $0.receivedAt, body: $0.record)
             }
@@ -143,39 +154,32 @@ enum LogPages {
     /// `c`, holds them locked until it commits): a page left empty is deleted, any other rewritten with the entries
     /// it keeps, under its own numbers. Rows of one entry are the caller's to delete.
     static func remove(
-        in partition: Int, where condition: PostgresQuery, drop: (FleetLog.Entry) -> Bool, on c: PostgresConnection,
-        logger: Logger
+        in partition: Int, where condition: PostgresQuery, drop: (FleetLog.Entry) -> Bool, log: FleetLog,
+        on c: PostgresConnection
     ) async throws {
-        var rewrites: [(seq: Int64, body: [UInt8]?, hashes: String)] = []
-        var select = PostgresQuery(
-            unsafeSQL:
-                "SELECT seq, received_at, body FROM beckon_log WHERE partition = \(partition) AND last_seq IS NOT NULL AND ")
-        select.sql += condition.sql
+        var select = PostgresQuery(unsafeSQL: "last_seq IS NOT NULL AND ")
+        select.sql += condition.sql + " ORDER BY seq FOR UPDATE"
         select.binds = condition.binds
-        select.sql += " ORDER BY seq FOR UPDATE"
-        for try await (s, r, b) in try await c.query(select, logger: logger).decode((Int64, Int64, ByteBuffer).self) {
-            let stored = Array(b.readableBytesView)
+        let pages = try await log.readRows(partition, select) { try await c.query($0, logger: log.logger) }
+        for page in pages {
             // (A damaged page is left as it is: what it holds cannot be told apart.)
-            guard let page = LogBody.unpackPage(stored, receivedAt: r) else { continue }
-            let kept = page.filter { e in
-                !drop(
-                    FleetLog.Entry(
-                        partition: partition, seq: s + e.offset, userID: e.userID, receivedAt: e.receivedAt, body: e.record))
-            }
-            guard kept.count < page.count else { continue }
-            rewrites.append(
-                (s, kept.isEmpty ? nil : LogBody.packPage(kept, receivedAt: r), literal(kept.map { userHash($0.userID) })))
-        }
-        for w in rewrites {
-            if let body = w.body {
+            guard let entries = page.pageEntries(partition: partition) else { continue }
+            let kept = entries.filter { !drop($0) }
+            guard kept.count < entries.count else { continue }
+            if kept.isEmpty {
                 try await c.query(
-                    """
-                    UPDATE beckon_log SET body = \(ByteBuffer(bytes: body)), users = \(w.hashes)::int[]
-                    WHERE partition = \(partition) AND seq = \(w.seq)
-                    """, logger: logger)
-            } else {
-                try await c.query("DELETE FROM beckon_log WHERE partition = \(partition) AND seq = \(w.seq)", logger: logger)
+                    "DELETE FROM beckon_log WHERE partition = \(partition) AND seq = \(page.seq)", logger: log.logger)
+                continue
             }
+            let body = LogBody.packPage(
+                kept.map {
+                    LogBody.PageEntry(offset: $0.seq - page.seq, userID: $0.userID, receivedAt: $0.receivedAt, record: $0.body)
+                }, receivedAt: page.receivedAt)
+            try await c.query(
+                """
+                UPDATE beckon_log SET body = \(ByteBuffer(bytes: body)), users = \(literal(kept.map { userHash($0.userID) }))::int[]
+                WHERE partition = \(partition) AND seq = \(page.seq)
+                """, logger: log.logger)
         }
     }
 }
