@@ -102,6 +102,16 @@ extension ReferenceDocs {
                         beyond: "a bad line (an id is never cut, which could merge two users)",
                         tests: ["HostileLineTests.idsAndNamesHaveALimit"]),
                     Limit(
+                        what: "U+0000 (`\\u0000`) in a user id, anonymous id, `previousId` or `messageId` (and in a user "
+                            + "id, item id or token in a service's path, `%00`)",
+                        limit: "never taken",
+                        beyond: "a bad line; 400 from the service (a database would cut the id there, the same as "
+                            + "another user's)",
+                        tests: [
+                            "HostileLineTests.idsWithANulAreBadLines",
+                            "service_test.test_an_id_holding_nul_is_refused_in_events_and_paths",
+                        ]),
+                    Limit(
                         what: "an event's time (after Segment's `sentAt` correction)",
                         limit: "1970-01-01 to \(timestampText(SegmentDecoder.maxTimeMs))",
                         beyond: "a bad line, never clamped", tests: ["HostileLineTests.timesOutsideTheRangeAreBadLines"]),

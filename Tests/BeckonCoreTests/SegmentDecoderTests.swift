@@ -221,6 +221,25 @@ struct HostileLineTests {
         #expect(throws: Never.self) { try decoder.decode(line(#""userId":"\#(id.dropLast())""#)) }
     }
 
+    /// An id holding U+0000 is a bad line at the id's column, whichever field it is: SQLite would store it cut at the
+    /// NUL, the same as the id before it (two users merged), and PostgreSQL refuses it.
+    @Test(arguments: ["userId", "anonymousId", "messageId"])
+    func idsWithANulAreBadLines(_ key: String) throws {
+        let text = #"{"type":"track","event":"E","userId":"u","anonymousId":"a","messageId":"m","\#(key)":"victim\u0000x"}"#
+        do {
+            _ = try decoder.decode(text)
+            Issue.record("decoded a NUL in \(key)")
+        } catch {
+            #expect(error.message == "'\(key)' holds U+0000 (NUL), which no id may hold", "\(error.message)")
+            #expect(error.column == text.utf8.count - 15)
+        }
+        let alias = #"{"type":"alias","userId":"u","previousId":"p\u0000"}"#
+        #expect(throws: DecodeError.self) { try decoder.decode(alias) }
+        // Other control characters, escaped, are kept: only U+0000 is cut by a store.
+        let other = #"{"type":"track","event":"E","userId":"victim\u0001x","timestamp":"2026-03-01T09:00:00Z"}"#
+        #expect(try decoder.decode(other).userID == "victim\u{1}x")
+    }
+
     /// Event times run from 1970-01-01 to 2527 (the 44 bits of milliseconds a history entry keeps): a time outside is
     /// a bad line at the time's column, never clamped into range.
     @Test(arguments: ["1969-12-31T23:59:59Z", "2528-01-01T00:00:00Z", "9999-12-31T23:59:59Z"])

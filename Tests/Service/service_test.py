@@ -997,6 +997,29 @@ class BadRequests(unittest.TestCase):
         self.assertEqual(s.request("POST", "/v1/users/u/inbox/welcome/read", headers={"Authorization": "Bearer " + token("other")})[0], 403)
         self.assertEqual(s.request("GET", "/v1/users/u/actions?after=x", headers={"Authorization": "Bearer " + token("u")})[0], 400)
 
+    def test_an_id_holding_nul_is_refused_in_events_and_paths(self):
+        # SQLite's text binding would cut "victim\u0000x" at the NUL (the victim's own id: their actions, state and
+        # forget shared with whoever sends it), and PostgreSQL refuses NUL in text.
+        s = self.server
+        victim = {"type": "track", "userId": "victim", "event": "Signed In", "timestamp": "2026-03-02T09:00:00Z",
+                  "messageId": "nul1"}
+        self.assertEqual(s.post("/v1/batch", {"batch": [victim]})[0], 200)
+        before = s.all_actions("victim")
+        self.assertTrue(before)
+        for key in ("userId", "anonymousId", "messageId"):
+            a = self.refused(400, {"batch": [self.good(6), dict(victim, **{key: "victim\u0000x"})]})
+            self.assertEqual(a["event"], 1, a)
+            self.assertIn("U+0000", a["error"], a)
+        alias = {"type": "alias", "userId": "victim", "previousId": "victim\u0000x"}
+        self.assertIn("U+0000", self.refused(400, alias, path="/v1/alias")["error"])
+        admin = {"Authorization": "Bearer " + ADMIN_KEY}
+        status, body = s.request("DELETE", "/v1/users/victim%00x", headers=admin)
+        self.assertEqual(status, 400, body)
+        self.assertEqual(s.request("GET", "/v1/users/victim%00x/export", headers=admin)[0], 400)
+        self.assertEqual(s.request("GET", "/v1/users/victim%00x/actions",
+                                   headers={"Authorization": "Bearer " + token("victim\u0000x")})[0], 400)
+        self.assertEqual(s.all_actions("victim"), before, "the victim's actions changed")
+
     def test_a_user_id_is_percent_decoded_in_the_path(self):
         user = "ana b/ç"
         ev = {"type": "track", "userId": user, "event": "Signed In", "timestamp": "2026-03-02T09:00:00Z", "messageId": "pd1"}

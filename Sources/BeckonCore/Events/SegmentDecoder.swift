@@ -30,6 +30,12 @@ public struct SegmentDecoder {
     public static let maxDepth = 64
     public static let maxIDBytes = 1024
 
+    /// Why an id cannot be taken, whatever its length: it holds U+0000 (`\u0000`), which SQLite's text binding would
+    /// cut the id at (merging it with another) and PostgreSQL's text refuses. `nil`: it can.
+    public static func idProblem(_ id: String) -> String? {
+        id.utf8.contains(0) ? "holds U+0000 (NUL), which no id may hold" : nil
+    }
+
     let ruleSet: CompiledRuleSet
     let propertyKeys: KeyTable
     let contextKeys: KeyTable
@@ -651,6 +657,7 @@ struct JSONScanner {
             throw DecodeError(
                 "'\(key())' is \(id.utf8.count) bytes long; the limit is \(SegmentDecoder.maxIDBytes)", column: start + 1)
         }
+        if let why = SegmentDecoder.idProblem(id) { throw DecodeError("'\(key())' \(why)", column: start + 1) }
         return id
     }
 

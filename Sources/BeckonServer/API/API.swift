@@ -123,10 +123,13 @@ package struct API: Sendable {
         return router
     }
 
-    /// A path parameter, percent-decoded (a user id may hold any character; clients percent-encode it in the path).
+    /// A path parameter, percent-decoded (a user id may hold any character but U+0000, as in events: clients
+    /// percent-encode it in the path). `%00` is a 400: no id holds it, and the stores would cut the id there.
     package static func parameter(_ context: BeckonContext, _ name: String) throws -> String {
         let raw = try context.parameters.require(name)
-        return raw.removingPercentEncoding ?? raw
+        let value = raw.removingPercentEncoding ?? raw
+        if let why = SegmentDecoder.idProblem(value) { throw APIError(.badRequest, "'\(name)' \(why)") }
+        return value
     }
 
     // MARK: Audience

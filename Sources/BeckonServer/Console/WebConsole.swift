@@ -376,7 +376,10 @@ package struct WebConsole: Sendable {
 
     func timeline(_ session: ConsoleSessions.Session, query: FormData) async throws -> Response {
         var page = UserPage(chrome: Chrome(signedIn: true, csrf: session.csrf, user: true))
-        guard let user = query["id"]?.trimmingCharacters(in: .whitespaces), !user.isEmpty else {
+        // (An id with U+0000 is no user's: none can be stored, and the database would read the id cut there.)
+        guard let user = query["id"]?.trimmingCharacters(in: .whitespaces), !user.isEmpty,
+            SegmentDecoder.idProblem(user) == nil
+        else {
             return Self.html(.ok, ConsoleTemplates.render(page, "user"))
         }
         page.query = user
@@ -435,7 +438,7 @@ package struct WebConsole: Sendable {
         page.files = files.map { .init(path: $0.path, selected: $0.path == path) }
         page.path = path
         page.rules = files.first { $0.path == path }?.text ?? ""
-        if let user = query["user"], !user.isEmpty {
+        if let user = query["user"], !user.isEmpty, SegmentDecoder.idProblem(user) == nil {
             let n = min(max(Int(query["n"] ?? "") ?? 50, 1), Self.maxPlaygroundEvents)
             page.user = user
             page.n = n
