@@ -247,10 +247,12 @@ public final class FleetService: ServiceBackend {
         var processed = true
         let known: Bool
         do {
-            var k = try await log.states(of: [user])[user] != nil
-            if !k { k = try await !log.entries(of: user).isEmpty }
+            // (An id merged into another user stands for that user: the whole person is forgotten.)
+            let (person, merged) = try await log.person(of: user, hops: Engine.maxMergeHops)
+            var k = try await log.states(of: [person])[person] != nil || !merged.isEmpty
+            if !k { k = try await !log.entries(of: person).isEmpty }
             known = k
-            let ids = [user] + (try await log.mergedIDs(into: user))
+            let ids = [person] + merged
             let now = Processor.nowMs()
             let forgets = ids.map { id in
                 var record = InputLog()
@@ -276,8 +278,13 @@ public final class FleetService: ServiceBackend {
         do { caughtUp = await waitProcessed(p, try await log.appended()[p]) } catch { throw failed }
         guard caughtUp else { throw APIError.unavailable("the user's events are still being processed; ask again") }
         do {
-            let mergedIDs = try await log.mergedIDs(into: user)
-            let ids = [user] + mergedIDs
+            // (An id merged into another user stands for that user: the export is theirs, under their id.)
+            let (person, mergedIDs) = try await log.person(of: user, hops: Engine.maxMergeHops)
+            let q = FleetLog.partition(of: person)
+            if q != p, !(await waitProcessed(q, try await log.appended()[q])) {
+                throw APIError.unavailable("the user's events are still being processed; ask again")
+            }
+            let ids = [person] + mergedIDs
             let states = try await log.states(of: ids).mapValues { try UserState(decoding: $0) }
             var actions: [String] = []
             var outbox: [OutboxRow] = []
@@ -289,7 +296,7 @@ public final class FleetService: ServiceBackend {
             }
             return StoredJSON(
                 text: try Privacy.export(
-                    user, state: states[user], merged: mergedIDs.map { (id: $0, state: states[$0]) }, actions: actions,
+                    person, state: states[person], merged: mergedIDs.map { (id: $0, state: states[$0]) }, actions: actions,
                     outbox: outbox, records: { each in for r in records { try each(r.receivedAt, r.body) } },
                     at: Processor.nowMs()))
         } catch {

@@ -316,13 +316,34 @@ extension FleetLog {
         }
     }
 
-    /// The ids merged into `user` (their states are pointers to it), following chains of merges.
-    public func mergedIDs(into user: String) async throws -> [String] {
+    /// The person a privacy request for `id` is about, as a single service has it (`Privacy.person`): the user `id`
+    /// names — itself, or the end of its chain of merges (its state a pointer to the next) — and every id merged into
+    /// that user. Chains are followed for at most `hops` merges (the engine's bound, `Engine.maxMergeHops`).
+    public func person(of id: String, hops: Int) async throws -> (user: String, merged: [String]) {
+        let user = try await timed("mergedTarget", nil) { [self] in
+            var at = id
+            var seen: Set<String> = [id]
+            for _ in 0..<hops {
+                let rows = try await client.query(
+                    "SELECT merged_into FROM beckon_user_state WHERE user_id = \(at) AND merged_into IS NOT NULL",
+                    logger: logger)
+                var next: String?
+                for try await into in rows.decode(String.self) { next = into }
+                guard let next, seen.insert(next).inserted else { break }
+                at = next
+            }
+            return at
+        }
+        return (user, try await mergedIDs(into: user, hops: hops))
+    }
+
+    /// The ids merged into `user` (their states are pointers to it), following chains of at most `hops` merges.
+    func mergedIDs(into user: String, hops: Int) async throws -> [String] {
         try await timed("mergedIDs", nil) { [self] in
             var found: [String] = []
             var seen: Set<String> = [user]
             var next = [user]
-            for _ in 0..<16 where !next.isEmpty {
+            for _ in 0..<hops where !next.isEmpty {
                 var more: [String] = []
                 for try await id in try await client.query(
                     "SELECT user_id FROM beckon_user_state WHERE merged_into = ANY(\(next)::text[]) ORDER BY user_id",

@@ -17,9 +17,10 @@ public enum DatabaseCommands {
         let (lock, backend, rules) = try open(database)
         defer { withExtendedLifetime(lock) {} }
         let (engine, _) = try Processor.open(rules, backend, logger: Logger(label: "beckon"))
-        let merged = Privacy.merged(into: user, engine: engine, candidates: try backend.idsMerged(into: user))
+        let (person, merged) = try Privacy.person(of: user, engine: engine, backend: backend)
         return try Privacy.export(
-            user, state: engine.state(of: user), merged: merged, backend: backend, at: Processor.nowMs())
+            person, state: engine.state(of: person), merged: merged.map { (id: $0, state: engine.state(of: $0)) },
+            backend: backend, at: Processor.nowMs())
     }
 
     /// Forgets `user` as `DELETE /v1/users/{id}` does. Returns whether anything of them was held.

@@ -81,21 +81,28 @@ package enum Privacy {
         return w.output
     }
 
-    /// The ids merged into `user` (among `candidates`, the database's index, and the users in `engine`'s memory:
-    /// ``Engine/idsMerged(into:candidates:)``), each with its state as `engine` holds it: what an export lists.
-    package static func merged(into user: String, engine: Engine, candidates: [String]) -> [(id: String, state: UserState?)] {
-        engine.idsMerged(into: user, candidates: candidates).map { (id: $0, state: engine.state(of: $0)) }
+    /// The person a privacy request for `id` is about: the user `id` names — itself, or, for an id merged into
+    /// another user, the user at the end of its chain of merges (whose events its events are) — and every id merged
+    /// into that user (among the database's index and the users in `engine`'s memory:
+    /// ``Engine/idsMerged(into:candidates:)``). An export and a forget take all of them, whichever of the ids asks.
+    package static func person(
+        of id: String, engine: Engine, backend: SQLiteStateBackend
+    ) throws -> (
+        user: String, merged: [String]
+    ) {
+        let user = engine.mergedTarget(of: id) ?? id
+        return (user, engine.idsMerged(into: user, candidates: try backend.idsMerged(into: user)))
     }
 
-    /// Forgets `user` and every id merged into them in the database, with a checkpoint of everyone else's state in
-    /// `engine` (which must then be opened again: it still holds them). Returns whether the user was known, and the
-    /// ids forgotten (the user's first).
+    /// Forgets the person `id` names (``person(of:engine:backend:)``) in the database, with a checkpoint of everyone
+    /// else's state in `engine` (which must then be opened again: it still holds them). Returns whether they were
+    /// known, and the ids forgotten (the user's first).
     package static func forget(
-        _ user: String, in engine: Engine, under version: Int64, backend: SQLiteStateBackend
+        _ id: String, in engine: Engine, under version: Int64, backend: SQLiteStateBackend
     ) throws -> (
         known: Bool, ids: [String]
     ) {
-        let merged = engine.idsMerged(into: user, candidates: try backend.idsMerged(into: user))
+        let (user, merged) = try person(of: id, engine: engine, backend: backend)
         let ids = [user] + merged
         let known = engine.profile(of: user) != nil || !merged.isEmpty
         try backend.forget(ids, checkpoint: engine.checkpoint(under: version, without: Set(ids)))

@@ -27,8 +27,8 @@ package enum Job {
     case inbox(userID: String)
     /// A user's state as it stands.
     case state(userID: String)
-    /// A user's state and those of the ids merged into them (among `candidates`, the database's, and those in memory).
-    case privacy(userID: String, candidates: [String])
+    /// The state of the person an id names and those of the ids merged into them (``Privacy/person(of:engine:backend:)``).
+    case privacy(userID: String)
     /// Swap to another rule set, carrying every user's state (a barrier: see ``Processor/barrier(_:)``).
     case reload(ServingRules)
     /// Forget a user (a barrier).
@@ -58,7 +58,8 @@ package enum JobResult: Sendable {
     /// `nil`: no such user.
     case inbox([InboxItem]?)
     case state(UserState?)
-    case privacy(UserState?, merged: [(id: String, state: UserState?)])
+    /// The user the id named (itself, or the one it was merged into), their state, and the ids merged into them.
+    case privacy(userID: String, UserState?, merged: [(id: String, state: UserState?)])
     case reloaded
     /// Whether the service held anything of the user, and the ids forgotten (the user's and those merged into them).
     case forgotten(Bool, ids: [String])
@@ -66,6 +67,8 @@ package enum JobResult: Sendable {
     case reached(loaded: [String])
     /// How many users an evict queued to be let go.
     case evicted(Int)
+    /// The job could not be done (the database could not be read): the request is answered 503.
+    case failed(String)
 }
 
 /// The one thread that runs the engine: it takes every job queued since its last commit, processes them in order
@@ -349,12 +352,14 @@ package final class Processor: @unchecked Sendable {
     private func droppingForgotten(_ jobs: [Job]) -> [Job] {
         Self.droppingForgotten(
             jobs,
-            ids: { user in
-                var candidates: [String] = []
-                do { candidates = try backend.idsMerged(into: user) } catch {
+            ids: { id in
+                do {
+                    let (user, merged) = try Privacy.person(of: id, engine: engine, backend: backend)
+                    return Set([user] + merged)
+                } catch {
                     logger.error("cannot read the ids merged into a forgotten user", metadata: ["error": "\(error)"])
+                    return Set([engine.mergedTarget(of: id) ?? id, id])
                 }
-                return Set([user] + engine.idsMerged(into: user, candidates: candidates))
             }, undecodable: undecodable)
     }
 
@@ -532,9 +537,15 @@ package final class Processor: @unchecked Sendable {
                 results.append(.inbox(engine.profile(of: user)?.inbox))
             case .state(let user):
                 results.append(.state(engine.state(of: user)))
-            case .privacy(let user, let candidates):
-                let merged = Privacy.merged(into: user, engine: engine, candidates: candidates)
-                results.append(.privacy(engine.state(of: user), merged: merged))
+            case .privacy(let id):
+                do {
+                    let (user, merged) = try Privacy.person(of: id, engine: engine, backend: backend)
+                    results.append(
+                        .privacy(
+                            userID: user, engine.state(of: user), merged: merged.map { (id: $0, state: engine.state(of: $0)) }))
+                } catch {
+                    results.append(.failed("\(error)"))
+                }
             case .reach(let users):
                 // (A schedule's next run is set from the clock: an engine that has seen no time yet takes the wall's,
                 // which has nothing due before it.)

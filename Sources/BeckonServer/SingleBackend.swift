@@ -106,17 +106,15 @@ struct SingleBackend: ServiceBackend {
         guard let console, console.runs.take() else { throw APIError.busy }
         defer { console.runs.give() }
         let failed = "the user could not be exported; ask again"
-        let candidates: [String]
-        do { candidates = try database.idsMerged(into: user) } catch { throw APIError.unavailable(failed) }
-        guard
-            case .privacy(let state, let merged) = try await submit(
-                .privacy(userID: user, candidates: candidates), failed)
-        else { throw APIError.unexpected }
+        let result = try await submit(.privacy(userID: user), failed)
+        if case .failed = result { throw APIError.unavailable(failed) }
+        // (An id merged into another user stands for that user: the export is theirs, under their id.)
+        guard case .privacy(let person, let state, let merged) = result else { throw APIError.unexpected }
         let database = database
         do {
             return StoredJSON(
                 text: try await Blocking.run {
-                    try Privacy.export(user, state: state, merged: merged, backend: database, at: Processor.nowMs())
+                    try Privacy.export(person, state: state, merged: merged, backend: database, at: Processor.nowMs())
                 })
         } catch {
             throw APIError.unavailable(failed)

@@ -67,7 +67,10 @@ struct FleetStateTests {
             next.states = [("ana", [5], nil, "zed"), ("dee", [6], 2_000, nil)]
             try await log.commit(next, lease: lease)
             #expect(try await log.states(of: ["ana", "bo", "dee"]) == ["ana": [5], "bo": [9], "dee": [6]])
-            #expect(try await log.mergedIDs(into: "zed") == ["ana"])
+            #expect(try await log.mergedIDs(into: "zed", hops: 16) == ["ana"])
+            // Asked by the merged id, the person is the user it points to.
+            #expect(try await log.person(of: "ana", hops: 16) == ("zed", ["ana"]))
+            #expect(try await log.person(of: "zed", hops: 16) == ("zed", ["ana"]))
             let pending = try await log.pendingStates(partition: p).map(\.userID)
             #expect(!pending.contains("ana"))
             #expect(try await Self.count(log, "SELECT count(*) FROM beckon_user_state") == 3)

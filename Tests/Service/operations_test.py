@@ -919,6 +919,41 @@ class Privacy(OpsCase):
         self.assertEqual([e["event"]["messageId"] for e in export["events"]], ["u1-3"])
         self.assertEqual(len(export["actions"]), 2)
 
+    def test_an_id_merged_into_another_stands_for_the_whole_person(self):
+        # a -> b (an identify), then b -> c (an alias): b is both merged into c and has a merged into it. Export and
+        # forget by any of the three ids take the person: c, with a and b. (Asked by b, a forget used to leave a,
+        # its state and its events, since a's chain ends at c, not b.)
+        self.files(privacy=PRIVACY_RULES)
+        server = self.serve(clock="events")
+        anon = {"type": "track", "anonymousId": "chain-a", "event": "Signed Up", "messageId": "ca-1",
+                "timestamp": "2026-03-02T09:00:00Z", "properties": {"secret": "ANON-PII"}}
+        identify = {"type": "identify", "anonymousId": "chain-a", "userId": "chain-b", "messageId": "ca-2",
+                    "timestamp": "2026-03-02T09:01:00Z", "traits": {"email": "b@example.com"}}
+        alias = {"type": "alias", "previousId": "chain-b", "userId": "chain-c", "messageId": "ca-3",
+                 "timestamp": "2026-03-02T09:02:00Z"}
+        self.post(server, anon, identify, alias, track("chain-c", "Opened", "ca-4", "2026-03-02T09:03:00Z"))
+        for asked in ("chain-a", "chain-b", "chain-c"):
+            status, export = server.request("GET", f"/v1/users/{asked}/export", headers=ADMIN)
+            self.assertEqual(status, 200, export)
+            self.assertEqual(export["userId"], "chain-c", (asked, export))
+            self.assertEqual(sorted(export["mergedIds"]), ["chain-a", "chain-b"], (asked, export))
+            self.assertEqual(sorted(e["event"]["messageId"] for e in export["events"]), ["ca-1", "ca-2", "ca-3", "ca-4"])
+            self.assertTrue(export["actions"], export)
+        self.forget(server, "chain-b", True)
+        for user in ("chain-a", "chain-b", "chain-c"):
+            status, export = server.request("GET", f"/v1/users/{user}/export", headers=ADMIN)
+            self.assertEqual(status, 200, export)
+            self.assertEqual(export["userId"], user, export)
+            self.assertEqual(export["mergedIds"], [], export)
+            self.assertForgotten(export)
+            self.assertEqual(server.all_actions(user), [])
+        # The anonymous id is a stranger again: nothing of before comes back through an old pointer.
+        self.post(server, dict(anon, messageId="ca-5", properties={}))
+        export = self.export(server, "chain-a")
+        self.assertEqual([e["event"]["messageId"] for e in export["events"]], ["ca-5"], export)
+        self.assertNotIn("b@example.com", json.dumps(export))
+        self.assertEqual(export["mergedIds"], [])
+
     @sqlite_only
     def test_cli_export_and_forget_with_the_server_stopped_and_refused_while_it_runs(self):
         self.files(privacy=PRIVACY_RULES)

@@ -4,7 +4,7 @@
 /// later events reach the merged user. The pointer is state like any other: it is saved, exported and restored.
 extension Engine {
     /// How many pointers an id's events follow at most (merges never make a cycle; this bounds a long chain).
-    static let maxMergeHops = 16
+    public static let maxMergeHops = 16
 
     /// Merges the user `fromID` into `toID` (or into the user `toID` was itself merged into).
     ///
