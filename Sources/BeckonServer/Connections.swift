@@ -26,6 +26,8 @@ public struct ConnectionLimits: Sendable {
     public var keepAliveTimeout: Duration = .milliseconds(Int64(ServiceLimits.keepAliveTimeoutSeconds * 1000))
     /// The most connections open at once; `nil`: the descriptor limit less ``reservedDescriptors``.
     public var maxConnections: Int?
+    /// Bytes of request bodies all connections may hold at once (``ServiceLimits/bodyMemoryBytes``).
+    public var maxBodyBytes = ServiceLimits.bodyMemoryBytes
     /// Descriptors kept for everything but the clients' connections: the database, destinations, threads, logs.
     public static let reservedDescriptors = ServiceLimits.reservedDescriptors
     /// The least cap there is, whatever the descriptor limit.
@@ -69,11 +71,30 @@ package final class ConnectionTable: Sendable {
     private let state = Mutex(State())
     package let cap: Int
     package let logger: Logger
+    /// Bytes of request bodies the connections hold (``hold(_:)``), and the most they may.
+    private let bodyBytes = Atomic<Int>(0)
+    package let maxBodyBytes: Int
 
-    package init(cap: Int, logger: Logger) {
+    package init(cap: Int, maxBodyBytes: Int = ServiceLimits.bodyMemoryBytes, logger: Logger) {
         self.cap = cap
+        self.maxBodyBytes = maxBodyBytes
         self.logger = logger
     }
+
+    /// Counts `n` more bytes of a request body held; `false` (nothing counted) when that would pass ``maxBodyBytes``.
+    package func hold(_ n: Int) -> Bool {
+        let total = bodyBytes.add(n, ordering: .relaxed).newValue
+        guard total > maxBodyBytes else { return true }
+        bodyBytes.subtract(n, ordering: .relaxed)
+        return false
+    }
+
+    /// Bytes of bodies no longer held (their requests answered, or their connection closed).
+    package func release(_ n: Int) {
+        if n > 0 { bodyBytes.subtract(n, ordering: .relaxed) }
+    }
+
+    package var heldBodyBytes: Int { bodyBytes.load(ordering: .relaxed) }
 
     package var count: Int { state.withLock { $0.entries.count } }
 
@@ -149,6 +170,10 @@ package final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandl
     private var idle = false
     /// A byte arrived while a response was owed: the next request's head has begun.
     private var headBegun = false
+    /// Bytes of request bodies read on this connection and counted in the table, until it owes nothing.
+    private var held = 0
+    /// A response's head went out and its end has not.
+    private var responding = false
 
     package init(limits: ConnectionLimits, table: ConnectionTable) {
         self.limits = limits
@@ -190,6 +215,8 @@ package final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandl
         stalled = nil
         if let id { table.closed(id) }
         id = nil
+        table.release(held)
+        held = 0
     }
 
     /// A byte arrived (seen before the HTTP decoder).
@@ -211,8 +238,9 @@ package final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandl
             headBegun = false
             if let id { table.waiting(id, false) }
             arm(context, limits.bodyTimeout)
-        case .body:
-            break
+        case .body(let bytes):
+            guard table.hold(bytes.readableBytes) else { return refuseBody(context) }
+            held += bytes.readableBytes
         case .end:
             readingRequest = false
             settle(context)
@@ -221,7 +249,9 @@ package final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandl
     }
 
     package func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if case .head = unwrapOutboundIn(data) { responding = true }
         if case .end = unwrapOutboundIn(data) {
+            responding = false
             unanswered = max(0, unanswered - 1)
             if !readingRequest {
                 settle(context)
@@ -245,6 +275,26 @@ package final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandl
         context.fireChannelWritabilityChanged()
     }
 
+    /// The bodies held at once would pass ``ConnectionTable/maxBodyBytes``: the request is answered 503 (unless its
+    /// response has begun) and the connection closed, its bytes no longer held. The client sends it again.
+    private func refuseBody(_ context: ChannelHandlerContext) {
+        if !responding {
+            var head = HTTPResponse(status: .serviceUnavailable)
+            head.headerFields[.retryAfter] = "1"
+            head.headerFields[.connection] = "close"
+            head.headerFields[.contentType] = "application/json"
+            let body = #"{"success":false,"error":"the service holds as many request bodies as it may; send it again"}"#
+            head.headerFields[.contentLength] = "\(body.utf8.count)"
+            context.write(wrapOutboundOut(.head(head)), promise: nil)
+            context.write(wrapOutboundOut(.body(ByteBuffer(string: body))), promise: nil)
+            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        }
+        table.logger.debug("request bodies held at their bound: a connection sending one more was closed")
+        let channel = context.channel
+        context.eventLoop.execute { channel.close(promise: nil) }
+        release()
+    }
+
     /// Nothing is being read: idle if nothing is owed (or reading a head whose bytes came while it was), else
     /// answering, which the service bounds.
     private func settle(_ context: ChannelHandlerContext) {
@@ -252,6 +302,9 @@ package final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandl
             disarm()
             return
         }
+        // (Every request read is answered: their bodies are no longer held.)
+        table.release(held)
+        held = 0
         if let id { table.waiting(id, true) }
         if headBegun {
             headBegun = false
@@ -290,7 +343,8 @@ extension ConnectionLimits {
     /// Hummingbird's HTTP/1 server with these limits enforced on every connection (``ConnectionGuard``); raises the
     /// descriptor limit to set the cap.
     package func server(logger: Logger) -> HTTPServerBuilder {
-        let table = ConnectionTable(cap: cap(descriptorLimit: Self.raiseDescriptorLimit()), logger: logger)
+        let table = ConnectionTable(
+            cap: cap(descriptorLimit: Self.raiseDescriptorLimit()), maxBodyBytes: maxBodyBytes, logger: logger)
         return .http1(
             configuration: HTTP1Channel.Configuration(additionalChannelHandlers: [ConnectionGuard(limits: self, table: table)]))
     }

@@ -168,13 +168,22 @@ extension ReferenceDocs {
                         what: "client connections at once",
                         limit: """
                             the descriptor limit (raised to the hard limit at start) less \
-                            \(ServiceLimits.reservedDescriptors), at least \(ServiceLimits.minConnections)
+                            \(ServiceLimits.reservedDescriptors), at least \(ServiceLimits.minConnections), at most \
+                            \(number(ServiceLimits.maxDefaultConnections))
                             """,
                         beyond: """
                             the connection waiting longest for a request's head is closed for the new one; when every \
                             connection is reading or answering a request, the new one is closed (`--max-connections`)
                             """,
                         tests: ["hostile_test.test_01_silent_connections_past_the_descriptor_limit_do_not_stop_ingest"]),
+                    Limit(
+                        what: "request bodies held at once, all connections together (read, their requests not yet answered)",
+                        limit: bytes(ServiceLimits.bodyMemoryBytes),
+                        beyond: """
+                            the request whose bytes would pass it is answered 503 (`Retry-After: 1`) and its connection \
+                            closed (`--max-body-memory`, in MiB)
+                            """,
+                        tests: ["hostile_test.test_01_withheld_bodies_on_many_connections_cannot_take_the_memory"]),
                     Limit(
                         what: "a compressed request body (`Content-Encoding: gzip` or `deflate`)",
                         limit: "the limits above, on the inflated bytes",

@@ -56,6 +56,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "The most client connections at once (default: the descriptor limit less 256).")
     var maxConnections: Int?
 
+    @Option(help: "MiB of request bodies all connections may hold at once (past it: 503, the connection closed).")
+    var maxBodyMemory = ServiceLimits.bodyMemoryBytes >> 20
+
     @Option(help: "Run as one process of a fleet sharing this PostgreSQL database (docs/fleet.md) instead of --db.")
     var postgres: String?
 
@@ -124,6 +127,8 @@ struct Serve: AsyncParsableCommand {
             guard m >= 1 else { throw fail("--max-connections must be 1 or more") }
             limits.maxConnections = m
         }
+        guard maxBodyMemory >= 1, maxBodyMemory <= 1 << 20 else { throw fail("--max-body-memory must be 1 to 1048576 MiB") }
+        limits.maxBodyBytes = maxBodyMemory << 20
         return limits
     }
 

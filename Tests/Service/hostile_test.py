@@ -419,6 +419,61 @@ class Connections(Case):
         self.assertIsNone(server.proc.poll())
 
 
+    def test_01_withheld_bodies_on_many_connections_cannot_take_the_memory(self):
+        # Each connection sends a head and most of a large body, then withholds the rest: bodies are held until their
+        # requests are answered. Under --max-body-memory 2 (MiB) the connections past it are answered 503 and closed
+        # at once (not after the body timeout), a small event still gets in beside the held ones, and once they go the
+        # whole allowance is free again (nothing of theirs stays counted). (Before the bound, 1,560 such connections
+        # took a process under a 1 GiB limit down.)
+        server = self.serve([os.path.join(FIXTURES, "ping.yaml")], extra=["--max-body-memory", "2"])
+        length, sent = 400_000, 350_000
+
+        def holders(n):
+            socks = []
+            for _ in range(n):
+                s = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+                self.addCleanup(s.close)
+                s.sendall(f"POST /v1/batch HTTP/1.1\r\nHost: x\r\nAuthorization: {basic(KEY)}\r\n"
+                          f"Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n".encode())
+                try:
+                    s.sendall(b"x" * sent)
+                except OSError:
+                    pass
+                socks.append(s)
+            return socks
+
+        def answers(socks, wait):
+            out = []
+            for s in socks:
+                s.settimeout(wait)
+                try:
+                    data = s.recv(65536)
+                except socket.timeout:
+                    out.append(None)
+                    continue
+                except OSError:
+                    data = b""
+                out.append(int(data.split()[1]) if data.startswith(b"HTTP/1.1 ") else "closed")
+            return out
+
+        first = holders(8)
+        got = answers(first, 1.5)
+        held = [g for g in got if g is None]
+        refused = [g for g in got if g is not None]
+        # 2 MiB holds five bodies of 350,000 bytes; the others are refused.
+        self.assertEqual(len(held), 5, got)
+        self.assertEqual(set(refused), {503}, got)
+        status, body = server.request("POST", "/v1/track", {"userId": "b-1", "event": "ping", "messageId": "b-1"},
+                                      JSON_HEADERS, timeout=5)
+        self.assertEqual(status, 200, body)
+        for s in first:
+            s.close()
+        time.sleep(0.5)
+        again = answers(holders(5), 1.5)
+        self.assertEqual(again, [None] * 5, "bodies of closed connections still count against the bound")
+        self.assertIsNone(server.proc.poll(), "the server died")
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # 2. Invalid UTF-8 and the reload race.
 

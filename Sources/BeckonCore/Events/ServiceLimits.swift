@@ -15,6 +15,10 @@ public enum ServiceLimits {
     /// long before a large descriptor limit is reached).
     public static let minConnections = 32
     public static let maxDefaultConnections = 10_000
+    /// Bytes of request bodies all connections may hold at once (read, and not yet answered): a body that would pass
+    /// it is answered 503 and its connection closed, so that slow or withheld bodies on many connections cannot take
+    /// the service's memory (one body is at most ``SegmentRequest/maxRequestBytes``).
+    public static let bodyMemoryBytes = 128 << 20
     /// Failed credentials an address may send at once, and the seconds after which it may send one more.
     public static let credentialBurst = 10
     public static let credentialRefillSeconds = 1.0

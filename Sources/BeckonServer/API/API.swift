@@ -229,13 +229,25 @@ package struct API: Sendable {
             metrics.ingest(.rejected).increment()
             throw APIError(.unsupportedMediaType, "Content-Encoding '\(name)' is not accepted; send gzip, deflate or none")
         }
-        let tooLarge = APIError(.badRequest, "the request is over \(SegmentRequest.maxRequestBytes) bytes")
-        let body: ByteBuffer
+        let limit = SegmentRequest.maxRequestBytes
+        let tooLarge = APIError(.badRequest, "the request is over \(limit) bytes")
+        // (Collected into a buffer of the length the head gives, when it gives one within the limit: growing by
+        // doubling held up to half as much again, per connection, while the body came.)
+        var body = ByteBuffer()
+        if let n = request.headers[.contentLength].flatMap({ Int($0) }), n > 0, n <= limit { body.reserveCapacity(n) }
         do {
-            body = try await request.body.collect(upTo: SegmentRequest.maxRequestBytes)
+            for try await part in request.body {
+                guard body.readableBytes + part.readableBytes <= limit else {
+                    metrics.ingest(.rejected).increment()
+                    throw tooLarge
+                }
+                body.writeImmutableBuffer(part)
+            }
+        } catch let error as APIError {
+            throw error
         } catch {
             metrics.ingest(.rejected).increment()
-            throw tooLarge
+            throw APIError(.badRequest, "the request's body could not be read: it is not framed as its head says")
         }
         do {
             return try encoding.decoded(body, upTo: SegmentRequest.maxRequestBytes)
