@@ -240,6 +240,32 @@ struct HostileLineTests {
         #expect(try decoder.decode(other).userID == "victim\u{1}x")
     }
 
+    /// Numbers are JSON's: a leading zero, a '.' or an exponent without digits, or a number beyond a double's range
+    /// is a bad line at the number (the event is kept as it arrived, and an export gives it back: it must be JSON),
+    /// in a property the rules read, in one they skip, and as an id.
+    @Test(arguments: ["01", "-01", "00", "1.", "1.e5", "1e", "1e+", "-", "1e999", "-1e999"])
+    func numbersThatAreNotJSONAreBadLines(_ number: String) {
+        for field in [#""properties":{"x":\#(number)}"#, #""properties":{"unread":[\#(number)]}"#, #""messageId":\#(number)"#] {
+            let text = #"{"type":"track","event":"E","userId":"u","timestamp":"2026-03-01T09:00:00Z",\#(field)}"#
+            do {
+                _ = try decoder.decode(text)
+                Issue.record("decoded \(field)")
+            } catch {
+                #expect(error.message.contains("number"), "\(error.message)")
+                // (The number ends the field, before its closing brackets.)
+                let closing = field.hasSuffix("]}") ? 2 : field.hasSuffix("}") ? 1 : 0
+                let numberEnd: Int = text.utf8.count - 1 - closing
+                #expect(error.column == numberEnd - number.utf8.count + 1, "\(error)")
+            }
+        }
+    }
+
+    @Test(arguments: ["0", "-0", "0.5", "-0.0", "1e5", "1E+5", "2.5e-3", "10", "18446744073709551616", "1.7e308"])
+    func jsonNumbersAreTaken(_ number: String) throws {
+        let text = #"{"type":"track","event":"E","userId":"u","timestamp":"2026-03-01T09:00:00Z","properties":{"x":\#(number)}}"#
+        #expect(throws: Never.self) { try decoder.decode(text) }
+    }
+
     /// Event times run from 1970-01-01 to 2527 (the 44 bits of milliseconds a history entry keeps): a time outside is
     /// a bad line at the time's column, never clamped into range.
     @Test(arguments: ["1969-12-31T23:59:59Z", "2528-01-01T00:00:00Z", "9999-12-31T23:59:59Z"])

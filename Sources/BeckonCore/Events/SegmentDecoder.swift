@@ -825,26 +825,39 @@ struct JSONScanner {
         return v
     }
 
+    /// A number as JSON (RFC 8259) writes one: `-`, then `0` or digits not starting with `0`, then `.` and at least
+    /// one digit, then `e` and at least one digit. Anything else is a bad line, not read as a guess: the event is kept
+    /// as it arrived, and an export must give it back as JSON. A number too large for a 64-bit float is refused too
+    /// (it would be infinity, written out as `null`).
     mutating func number() throws(DecodeError) -> Value {
         let start = i
         var isDouble = false
         if peek() == UInt8(ascii: "-") { i += 1 }
-        var digits = 0
-        while i < b.count, b[i] >= 48 && b[i] <= 57 {
-            i += 1
-            digits += 1
+        @inline(__always) func digitsHere() -> Int {
+            let from = i
+            while i < b.count, b[i] >= 48 && b[i] <= 57 { i += 1 }
+            return i - from
         }
+        let first = i
+        let digits = digitsHere()
         guard digits > 0 else { throw DecodeError("invalid number", column: start + 1) }
+        if digits > 1 && b[first] == UInt8(ascii: "0") {
+            throw DecodeError("invalid number: a number does not start with 0 (write 7, not 07)", column: start + 1)
+        }
         if i < b.count && b[i] == UInt8(ascii: ".") {
             isDouble = true
             i += 1
-            while i < b.count, b[i] >= 48 && b[i] <= 57 { i += 1 }
+            guard digitsHere() > 0 else {
+                throw DecodeError("invalid number: a '.' needs a digit after it (write 1.0, not 1.)", column: start + 1)
+            }
         }
         if i < b.count && (b[i] == UInt8(ascii: "e") || b[i] == UInt8(ascii: "E")) {
             isDouble = true
             i += 1
             if i < b.count && (b[i] == UInt8(ascii: "+") || b[i] == UInt8(ascii: "-")) { i += 1 }
-            while i < b.count, b[i] >= 48 && b[i] <= 57 { i += 1 }
+            guard digitsHere() > 0 else {
+                throw DecodeError("invalid number: an exponent needs digits (write 1e5)", column: start + 1)
+            }
         }
         if !isDouble && digits <= 18 {
             var v: Int64 = 0
@@ -860,6 +873,9 @@ struct JSONScanner {
         let text = String(decoding: bytes(start, i), as: UTF8.self)
         if !isDouble, let v = Int64(text) { return .int(v) }
         guard let d = Double(text) else { throw DecodeError("invalid number '\(text)'", column: start + 1) }
+        guard d.isFinite else {
+            throw DecodeError("the number \(text) is beyond a 64-bit float's range (about ±1.8e308)", column: start + 1)
+        }
         return .double(d)
     }
 
