@@ -311,6 +311,11 @@ extension ReferenceDocs {
                             "ClockSkewTests.theBoundIsASetting",
                         ]),
                     Limit(
+                        what: "items in a user's inbox (`notify`; one without an `id` adds an item each time)",
+                        limit: number(Engine.maxInboxItems),
+                        beyond: "a new item takes the place of the oldest item read, else of the oldest",
+                        tests: ["BoundTests.anInboxKeepsTwoHundredItemsDroppingTheOldestReadFirst"]),
+                    Limit(
                         what: "pending actions of one rule with `retrigger: add`", limit: number(Engine.maxPendingPerRule),
                         beyond: "verdict `pending`: the trigger schedules nothing",
                         tests: ["BoundTests.pendingActionsPerRuleStopAtSixteen"]),

@@ -20,6 +20,32 @@ struct BoundTests {
         #expect(engine.advance(to: t("2026-03-03T00:00:00Z")).actions.count == 16)
     }
 
+    /// An inbox holds 200 items: a `notify` without an `id` adds one each time, and past the bound the oldest read
+    /// item goes first, then the oldest. (Unbounded, each fire cost the inbox's length: 160,000 events of one user ran
+    /// for minutes.)
+    @Test func anInboxKeepsTwoHundredItemsDroppingTheOldestReadFirst() throws {
+        let rs = try rule("on: A\ndo: [ { notify: { message: hi } } ]")
+        let engine = Engine(ruleSet: rs)
+        let base = t("2026-03-01T00:00:00Z")
+        func at(_ k: Int) -> String { Timestamp(milliseconds: base + Int64(k) * 60_000).description }
+        for k in 0..<Engine.maxInboxItems { _ = engine.process(track("A", at: at(k))) }
+        var profile = try #require(engine.profile(of: "u1"))
+        #expect(profile.inbox.count == 200)
+        let third = profile.inbox[2].id
+        #expect(engine.markRead(userID: "u1", itemID: third, at: base) == true)
+        _ = engine.process(track("A", at: at(200)))
+        profile = try #require(engine.profile(of: "u1"))
+        #expect(profile.inbox.count == 200)
+        #expect(!profile.inbox.contains { $0.id == third }, "the item read went first")
+        #expect(profile.inbox.first?.createdAt == base)
+        #expect(profile.unreadCount == 200)
+        _ = engine.process(track("A", at: at(201)))
+        profile = try #require(engine.profile(of: "u1"))
+        #expect(profile.inbox.count == 200)
+        #expect(profile.inbox.first?.createdAt == base + 60_000, "then the oldest went")
+        #expect(profile.inbox.last?.createdAt == base + 201 * 60_000)
+    }
+
     /// A sequence rule follows at most 32 correlation keys per user: the 33rd forgets the stalest, whose completion
     /// then fires nothing, while every other key still completes.
     @Test func sequenceKeysPerUserStopAtThirtyTwo() throws {

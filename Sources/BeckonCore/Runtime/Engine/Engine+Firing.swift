@@ -185,6 +185,11 @@ extension Engine {
             if let i = profile.inbox.firstIndex(where: { $0.id == id }) {
                 profile.inbox[i] = item
             } else {
+                // At the bound the oldest item read goes first, else the oldest (a `notify` without an `id` adds one
+                // item a fire: unbounded, each fire would cost the length of the inbox).
+                while profile.inbox.count >= Engine.maxInboxItems {
+                    profile.inbox.remove(at: profile.inbox.firstIndex(where: \.read) ?? 0)
+                }
                 profile.inbox.append(item)
             }
             var n = ValueMap()

@@ -209,6 +209,9 @@ extension Engine {
     /// Most pending actions one rule may hold for one user with `retrigger: add`.
     public static let maxPendingPerRule = 16
 
+    /// Most items one user's inbox holds (``Engine/fire``'s `notify`).
+    public static let maxInboxItems = 200
+
     /// Cancels this user's pending actions of rules whose `unless` matches the event.
     func cancelPending(_ profile: UserProfile, _ e: BoundEvent, now: Int64, rules: [Int32], out: inout EventOutcome) {
         for r in rules where profile.pending.contains(where: { $0.rule == r }) {
