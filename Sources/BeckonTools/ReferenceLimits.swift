@@ -74,6 +74,16 @@ extension ReferenceDocs {
                         beyond: "no suggestion (the comparison costs the product of the lengths)",
                         tests: ["BoundTests.suggestionsAreForNamesUpTo256Characters"]),
                     Limit(
+                        what: "problems written out in full (with their line and caret)",
+                        limit: number(DiagnosticRenderer.maxRendered),
+                        beyond: "counted in one last line (the summary counts every one)",
+                        tests: ["RenderBoundTests.aLongLineIsShownAroundTheCaretAndManyProblemsAreCounted"]),
+                    Limit(
+                        what: "a source line shown under a problem",
+                        limit: "\(DiagnosticRenderer.excerptColumns) characters",
+                        beyond: "shown around the caret, cut with `…`",
+                        tests: ["RenderBoundTests.aLongLineIsShownAroundTheCaretAndManyProblemsAreCounted"]),
+                    Limit(
                         what: "events one `repeat:` line of a test expands to", limit: number(TestRunner.maxRepeat),
                         beyond: "an error at the value", tests: ["TestRunnerTests.repeatHasALimit"]),
                 ]

@@ -145,21 +145,46 @@ public struct DiagnosticRenderer: Sendable {
         self.sources = sources.mapValues { SourceLines($0) }
     }
 
+    /// The most columns of a source line shown under a diagnostic: a longer line is shown around the caret, cut
+    /// with `…` (a whole rule set on one line would otherwise be printed again under each of its problems).
+    public static let excerptColumns = 160
+    /// The most diagnostics ``render(_:)-([Diagnostic])`` writes out; the rest are counted in one line.
+    public static let maxRendered = 200
+
     public func render(_ d: Diagnostic) -> String {
         var out = d.description + "\n"
-        if let line = sources[d.location.file]?.text(ofLine: d.location.position.line).map(DiagnosticRenderer.visible) {
-            out += line + "\n"
-            let col = max(1, d.location.position.column)
+        if let full = sources[d.location.file]?.text(ofLine: d.location.position.line).map(DiagnosticRenderer.visible) {
+            var line = Array(full.unicodeScalars)
+            var col = max(1, d.location.position.column)
+            var length = d.location.length
+            if line.count > Self.excerptColumns {
+                // A window around the caret, a quarter of it before.
+                let from = max(0, min(col - 1 - Self.excerptColumns / 4, line.count - Self.excerptColumns))
+                let to = min(line.count, from + Self.excerptColumns)
+                length = min(length, to - (col - 1))
+                line = (from > 0 ? ["…"] : []) + Array(line[from..<to]) + (to < line.count ? ["…"] : [])
+                col = col - from + (from > 0 ? 1 : 0)
+            }
+            out += String(String.UnicodeScalarView(line)) + "\n"
             // Keep tabs so the caret lines up under tab-indented text.
-            let prefix = line.unicodeScalars.prefix(col - 1).map { $0 == "\t" ? "\t" : " " }.joined()
-            let available = max(1, line.unicodeScalars.count - (col - 1))
-            out += prefix + "^" + String(repeating: "~", count: max(0, min(d.location.length, available) - 1)) + "\n"
+            let prefix = line.prefix(col - 1).map { $0 == "\t" ? "\t" : " " }.joined()
+            let available = max(1, line.count - (col - 1))
+            out += prefix + "^" + String(repeating: "~", count: max(0, min(length, available) - 1)) + "\n"
         }
         if let s = d.suggestion { out += "help: \(s)\n" }
         return out
     }
 
-    public func render(_ ds: [Diagnostic]) -> String { ds.map(render).joined() }
+    /// The diagnostics in order, at most ``maxRendered`` of them written out (a file with thousands of mistakes
+    /// would otherwise take time and memory with the square of them), the rest counted.
+    public func render(_ ds: [Diagnostic]) -> String {
+        var out = ds.prefix(Self.maxRendered).map(render).joined()
+        if ds.count > Self.maxRendered {
+            let errors = ds.dropFirst(Self.maxRendered).count(where: { $0.severity == .error })
+            out += "… and \(ds.count - Self.maxRendered) more (\(errors) of them errors), not shown: fix these first\n"
+        }
+        return out
+    }
 
     /// A source line with control characters (a NUL, an escape…) shown as symbols (␀, ␛), one for one so that the
     /// caret still lines up, instead of written raw to the terminal. Tabs stay.
