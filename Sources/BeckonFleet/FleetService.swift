@@ -104,11 +104,12 @@ public final class FleetService: ServiceBackend {
     /// and made again later), then the worker hands its partitions over, then the connection pool closes.
     public func run(onRunning: @escaping @Sendable (String) async -> Void = { _ in }) async throws {
         let host = options.host
+        let connections = options.connections.table(logger: logger)
         let app = Application(
             router: API(
                 backend: self, writeKeys: writeKeys, adminKeys: adminKeys, userAuth: userAuth, logger: logger
             ).router(),
-            server: options.connections.server(logger: logger),
+            server: options.connections.server(table: connections),
             configuration: .init(address: .hostname(options.host, port: options.port), serverName: "beckon"),
             onServerRunning: { channel in await onRunning("http://\(host):\(channel.localAddress?.port ?? 0)") },
             logger: logger)
@@ -135,7 +136,7 @@ public final class FleetService: ServiceBackend {
                     ]
                 } ?? [])
                 + (options.watch ? [.init(service: AfterReady(worker: worker, service: WatchReloads(reloader: reloader)))] : [])
-                + [.init(service: app)],
+                + [.init(service: app), .init(service: ConnectionDrain(table: connections))],
             gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         // A stop ends within a bound whatever the database does: what has not stopped gracefully by then is cancelled,
         // and what a cancellation cannot end (a call into a dead connection) is left behind.

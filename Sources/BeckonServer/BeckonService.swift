@@ -115,12 +115,15 @@ public final class BeckonService: Sendable {
         api = API(backend: single, writeKeys: writeKeys, adminKeys: adminKeys, userAuth: userAuth, logger: logger)
     }
 
-    /// The HTTP application (the service's processing thread must be started to answer ingest).
-    func application(onRunning: @escaping @Sendable (String) async -> Void) -> some ApplicationProtocol {
+    /// The HTTP application (the service's processing thread must be started to answer ingest), its connections in
+    /// `table`.
+    func application(
+        table: ConnectionTable, onRunning: @escaping @Sendable (String) async -> Void
+    ) -> some ApplicationProtocol {
         let host = options.host
         return Application(
             router: api.router(),
-            server: options.connections.server(logger: logger),
+            server: options.connections.server(table: table),
             configuration: .init(address: .hostname(options.host, port: options.port), serverName: "beckon"),
             onServerRunning: { channel in await onRunning("http://\(host):\(channel.localAddress?.port ?? 0)") },
             logger: logger)
@@ -129,6 +132,7 @@ public final class BeckonService: Sendable {
     /// Serves until SIGTERM or SIGINT; `onRunning` gets the address it listens on.
     public func run(onRunning: @escaping @Sendable (String) async -> Void = { _ in }) async throws {
         processor.start()
+        let connections = options.connections.table(logger: logger)
         let watcher: [ServiceGroupConfiguration.ServiceConfiguration] =
             options.watch ? [.init(service: WatchReloads(reloader: single.reloader))] : []
         let group = ServiceGroup(
@@ -145,7 +149,10 @@ public final class BeckonService: Sendable {
                             retention: options.retentionDays.map { Retention(days: $0, logger: logger) }, logger: logger)),
                     .init(service: HangupReloads(reloader: single.reloader)),
                     .init(service: metrics.memory),
-                ] + watcher + [.init(service: application(onRunning: onRunning))],
+                ] + watcher + [
+                    .init(service: application(table: connections, onRunning: onRunning)),
+                    .init(service: ConnectionDrain(table: connections)),
+                ],
                 gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
     }

@@ -4,6 +4,7 @@ import HummingbirdCore
 import Logging
 import NIOCore
 import NIOHTTPTypes
+import ServiceLifecycle
 import Synchronization
 
 #if canImport(Glibc)
@@ -62,6 +63,8 @@ package final class ConnectionTable: Sendable {
         var close: @Sendable () -> Void
         /// When the connection began to wait for a head (`nil`: a request is being read or answered).
         var waitingSince: UInt64?
+        /// Between a request's head and the end of its body.
+        var reading = false
     }
     private struct State {
         var entries: [UInt64: Entry] = [:]
@@ -139,6 +142,32 @@ package final class ConnectionTable: Sendable {
     }
 
     package func closed(_ id: UInt64) { _ = state.withLock { $0.entries.removeValue(forKey: id) } }
+
+    package func reading(_ id: UInt64, _ isReading: Bool) {
+        state.withLock { s in if s.entries[id] != nil { s.entries[id]!.reading = isReading } }
+    }
+
+    /// Closes the connections still sending a request's body (a stop: their requests were not taken, and the client
+    /// sends them again; a body withheld would otherwise hold the stop for the body timeout). Returns how many.
+    @discardableResult
+    package func closeReading() -> Int {
+        let closing = state.withLock { s in s.entries.values.filter(\.reading).map(\.close) }
+        for close in closing { close() }
+        return closing.count
+    }
+}
+
+/// At a graceful stop, before the HTTP server's own (it is listed after the server: services stop in reverse order),
+/// closes the connections that are still sending a request's body, so that the server's wait for what is in flight is
+/// a wait for answers, not for clients. One service for either store.
+package struct ConnectionDrain: Service {
+    package let table: ConnectionTable
+    package init(table: ConnectionTable) { self.table = table }
+    package func run() async throws {
+        try? await gracefulShutdown()
+        let n = table.closeReading()
+        if n > 0 { table.logger.info("stopping: closed connections still sending a request", metadata: ["connections": "\(n)"]) }
+    }
 }
 
 /// Enforces ``ConnectionLimits`` on one HTTP/1 connection: it sits after the HTTP decoder (it sees request and response
@@ -236,13 +265,17 @@ package final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandl
             readingRequest = true
             idle = false
             headBegun = false
-            if let id { table.waiting(id, false) }
+            if let id {
+                table.waiting(id, false)
+                table.reading(id, true)
+            }
             arm(context, limits.bodyTimeout)
         case .body(let bytes):
             guard table.hold(bytes.readableBytes) else { return refuseBody(context) }
             held += bytes.readableBytes
         case .end:
             readingRequest = false
+            if let id { table.reading(id, false) }
             settle(context)
         }
         context.fireChannelRead(data)
@@ -340,12 +373,15 @@ package final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandl
 }
 
 extension ConnectionLimits {
-    /// Hummingbird's HTTP/1 server with these limits enforced on every connection (``ConnectionGuard``); raises the
-    /// descriptor limit to set the cap.
-    package func server(logger: Logger) -> HTTPServerBuilder {
-        let table = ConnectionTable(
-            cap: cap(descriptorLimit: Self.raiseDescriptorLimit()), maxBodyBytes: maxBodyBytes, logger: logger)
-        return .http1(
+    /// The table of a server's connections under these limits; raises the descriptor limit to set the cap.
+    package func table(logger: Logger) -> ConnectionTable {
+        ConnectionTable(cap: cap(descriptorLimit: Self.raiseDescriptorLimit()), maxBodyBytes: maxBodyBytes, logger: logger)
+    }
+
+    /// Hummingbird's HTTP/1 server with these limits enforced on every connection (``ConnectionGuard``), counted in
+    /// `table`.
+    package func server(table: ConnectionTable) -> HTTPServerBuilder {
+        .http1(
             configuration: HTTP1Channel.Configuration(additionalChannelHandlers: [ConnectionGuard(limits: self, table: table)]))
     }
 }

@@ -20,6 +20,7 @@ import os
 import random
 import re
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -937,6 +938,31 @@ class Shutdown(unittest.TestCase):
             poll.join(timeout=10)
             self.assertLess(time.time() - started, 10, "a long poll held the stop")
             self.assertEqual(answers, [{"actions": [], "cursor": "0"}])
+
+    def test_sigterm_does_not_wait_for_bodies_still_being_sent(self):
+        # A client that sent a head and part of its body, and one that waits for a 100 Continue with none: the stop
+        # closes them (their requests were not taken) instead of waiting out the 60 s body timeout; a request whose
+        # body is whole at the stop is answered.
+        with tempfile.TemporaryDirectory() as tmp:
+            server = Server(app_rules("stampbook"), f"{tmp}/db.sqlite").start()
+            head = (f"POST /v1/track HTTP/1.1\r\nHost: x\r\nAuthorization: {basic(KEY)}\r\n"
+                    "Content-Type: application/json\r\n")
+            half = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+            half.sendall((head + "Content-Length: 100\r\n\r\n").encode() + b'{"userId":')
+            expect = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+            expect.sendall((head + "Content-Length: 100\r\nExpect: 100-continue\r\n\r\n").encode())
+            time.sleep(0.5)
+            started = time.time()
+            self.assertEqual(server.stop(), 0)
+            self.assertLess(time.time() - started, 10, "a body still being sent held the stop")
+            for s in (half, expect):
+                s.settimeout(5)
+                try:
+                    data = s.recv(65536)
+                except OSError:
+                    data = b""
+                self.assertFalse(data.startswith(b"HTTP/1.1 200"), data)
+                s.close()
 
 
 class BadRequests(unittest.TestCase):
