@@ -90,6 +90,11 @@ struct UntilOption: ParsableArguments {
         help:
             "After the stream, let time run to this instant (RFC 3339, or +7d after the last event) so delayed actions come due.")
     var until: String?
+
+    /// A value that is no time at all is refused before the stream runs (exit 64), not after its output.
+    func validate() throws {
+        if let until, let why = DryRunRunner.untilFormProblem(until) { throw ValidationError("--until: \(why)") }
+    }
 }
 
 extension DryRunRunner.Format: ExpressibleByArgument {}

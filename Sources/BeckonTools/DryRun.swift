@@ -157,6 +157,8 @@ extension DryRunRunner {
     /// Why a `--until` (or a test's `until`) cannot be used, in words for the command line.
     struct UntilProblem: Error {
         var message: String
+        /// The value is a time, but one counted from a last event the stream does not have.
+        var needsAnEvent = false
     }
 
     /// `--until`: an RFC 3339 time, or `+DURATION` after the last event's time (`last`, `Int64.min` when none).
@@ -168,16 +170,34 @@ extension DryRunRunner {
             case .tooLong: return .failure(UntilProblem(message: DSLDuration.tooLongMessage(d)))
             case .milliseconds(let ms):
                 guard last != Int64.min else {
-                    return .failure(UntilProblem(message: "'\(text)' counts from the last event, and there is none"))
+                    return .failure(
+                        UntilProblem(message: "'\(text)' counts from the last event, and there is none", needsAnEvent: true))
                 }
                 let (end, overflow) = last.addingReportingOverflow(ms)
                 return overflow ? .failure(UntilProblem(message: "'\(text)' is past the year 9999")) : .success(end)
             }
         }
-        if let t = Timestamp.parse(text) { return .success(t.milliseconds) }
+        if let t = Timestamp.parse(text) {
+            // (The bound of `+DURATION` holds for a time written out too: time run on for more is a loop to no end.)
+            if last != Int64.min, t.milliseconds > last, t.milliseconds - last > DSLDuration.maxMilliseconds {
+                return .failure(
+                    UntilProblem(
+                        message: "'\(text)' is more than 100 years (36525d) after the last event, "
+                            + "\(Timestamp(milliseconds: last)): time runs on at most that long"))
+            }
+            return .success(t.milliseconds)
+        }
         if let why = Timestamp.offsetProblem(text) { return .failure(UntilProblem(message: "'\(text)': \(why)")) }
         return .failure(
             UntilProblem(message: "expects a time like 2026-03-31T00:00:00Z or +DURATION like +7d, found '\(text)'"))
+    }
+
+    /// Why `text` is not an `--until` at all, whatever the stream (so a command can say so before it reads one).
+    public static func untilFormProblem(_ text: String) -> String? {
+        if case .failure(let p) = untilTime(text, last: Int64.min), !p.needsAnEvent {
+            return p.message
+        }
+        return nil
     }
 
     /// ``untilTime(_:last:)`` for a command's `--until`: `nil` once it has said on standard error why the value cannot

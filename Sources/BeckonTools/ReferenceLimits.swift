@@ -50,12 +50,19 @@ extension ReferenceDocs {
                         limit: levels(Parser.maxDepth), beyond: "`limit_exceeded` at the use that passes it",
                         tests: ["NestingLimitTests.segmentsCountTowardTheDepthLimit"]),
                     Limit(
-                        what: "a duration (`wait`, `within`, `cooldown`, windows, `dedup_window`, `clock_skew`, `--until`)",
+                        what: """
+                            a duration (`wait`, `within`, `cooldown`, windows, `dedup_window`, `clock_skew`, `--until`; \
+                            an `--until` written as a time: after the last event)
+                            """,
                         limit: "\(number(Int(DSLDuration.maxMilliseconds / Milliseconds.day))) days (100 years)",
-                        beyond: "`invalid_duration` at the value (`--until`: exit 64)",
+                        beyond: """
+                            `invalid_duration` at the value (`--until`: exit 64, before the stream runs when it is no \
+                            time at all)
+                            """,
                         tests: [
                             "LoadTimeErrorTests.everyDurationKeyRefusesTooLongADuration",
                             "EventFileTests.aHugeUntilIsAnErrorNotACrash",
+                            "EventFileTests.anUntilThatIsNoTimeIsRefusedFirst",
                         ]
                     ),
                     Limit(

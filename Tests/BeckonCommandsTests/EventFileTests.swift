@@ -1,3 +1,4 @@
+import ArgumentParser
 import BeckonCommands
 import BeckonCore
 import BeckonTools
@@ -166,10 +167,28 @@ struct EventFileTests {
         ("+7x", "error: --until: '7x' is not a duration like 7d or 1h30m"),
         ("2026-03-31T00:00:00+99:99", "error: --until: '2026-03-31T00:00:00+99:99': "),
         ("tomorrow", "error: --until: expects a time like 2026-03-31T00:00:00Z or +DURATION like +7d, found 'tomorrow'"),
+        // Written out, a time holds to the bound of +DURATION (it ran 2.9M daily actions for one user).
+        ("9999-12-31T00:00:00Z", "error: --until: '9999-12-31T00:00:00Z' is more than 100 years (36525d) after the last event"),
     ])
     func aHugeUntilIsAnErrorNotACrash(_ until: String, _ message: String) throws {
         let (status, console) = try run(Array(event("u1", "2026-03-01T09:00:00Z").utf8), until: until)
         #expect(status == 64)
         #expect(console.stderr.contains(message), "\(console.stderr)")
+    }
+
+    /// A `--until` that is no time at all is refused when the command line is read (exit 64), before the stream runs
+    /// and prints its output; one that depends on the stream (`+7d` with no event) is left to the run.
+    @Test(arguments: ["tomorrow", "+7x", "+36526d", "2026-13-01T00:00:00Z", "2026-03-31T00:00:00+24:00"])
+    func anUntilThatIsNoTimeIsRefusedFirst(_ until: String) {
+        for command in [["dry-run"], ["explain", "--user", "u1"], ["report"]] {
+            do {
+                _ = try BeckonCLI.parseAsRoot(command + ["rules", "--events", "e.jsonl", "--until", until])
+                Issue.record("\(command) --until \(until) was taken")
+            } catch {
+                #expect(BeckonCLI.exitCode(for: error) == .validationFailure, "\(command) \(until)")
+                #expect(BeckonCLI.message(for: error).hasPrefix("--until: "), "\(BeckonCLI.message(for: error))")
+            }
+        }
+        #expect(throws: Never.self) { try BeckonCLI.parseAsRoot(["dry-run", "rules", "--events", "e.jsonl", "--until", "+7d"]) }
     }
 }
