@@ -146,7 +146,19 @@ public enum RuleLoader {
             if isDir.boolValue {
                 let found = yamlFiles(under: p)
                 if found.isEmpty { fileError(.noRuleFiles, p, "no .yaml files found in \(p)") }
-                files += found
+                for f in found {
+                    // (Only files are read from a folder: opening a named pipe waits for a writer, for ever.)
+                    let type =
+                        (try? FileManager.default.attributesOfItem(atPath: (f as NSString).resolvingSymlinksInPath))?[.type]
+                        as? FileAttributeType
+                    if let type, type != .typeRegular {
+                        fileError(
+                            .unreadableFile, f, "\(f) is not a file (a named pipe, a socket or a device): it is not read",
+                            suggestion: "name it without .yaml, or name it on the command line if it is meant to be read")
+                        continue
+                    }
+                    files.append(f)
+                }
             } else {
                 files.append(p)
             }

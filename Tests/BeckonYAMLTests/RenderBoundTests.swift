@@ -27,3 +27,21 @@ struct RenderBoundTests {
         #expect(Array(shown[1].unicodeScalars)[column...].starts(with: "k1000: 1".unicodeScalars), "\(one)")
     }
 }
+
+/// A named pipe called `*.yaml` in a rules folder is reported, not opened: opening it waited for a writer for ever.
+struct SpecialFileTests {
+    @Test func aNamedPipeInAFolderIsAnErrorNotAHang() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("beckon-fifo-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let rules = "version: 1\nruleset: t\nrules:\n  - { id: a, on: Opened, do: [ { deep_link: x } ] }\n"
+        try rules.write(to: dir.appendingPathComponent("rules.yaml"), atomically: true, encoding: .utf8)
+        let pipe = dir.appendingPathComponent("pipe.yaml").path
+        try #require(mkfifo(pipe, 0o600) == 0)
+        let result = RuleLoader.load(paths: [dir.path])
+        #expect(result.ruleSet == nil)
+        #expect(result.diagnostics.map(\.id) == [.unreadableFile])
+        #expect(result.diagnostics.first?.location.file == pipe)
+        #expect(result.files.count == 1)
+    }
+}
