@@ -242,10 +242,43 @@ private struct Builder {
         let scalars = Array(text.unicodeScalars)
         guard p.span.start >= 0, p.span.end <= scalars.count, p.span.start < p.span.end, !s.contains(" ") || s.first == "\""
         else { return s }
-        var fixed = String.UnicodeScalarView(scalars[..<p.span.start])
-        // For a call, replace only the name before '('.
-        var end = p.span.end
-        if p.id == .unknownFunction, let paren = scalars[p.span.start..<p.span.end].firstIndex(of: "(") { end = paren }
+        var (start, end) = (p.span.start, p.span.end)
+        func isName(_ c: Unicode.Scalar) -> Bool { c == "_" || c.properties.isAlphabetic || ("0"..."9").contains(c) }
+        func isOperator(_ c: Unicode.Scalar) -> Bool { "=!<>&|".unicodeScalars.contains(c) }
+        if s.unicodeScalars.allSatisfy(isName) {
+            // A name replaces the name in the span it corrects (the nearest), not the span: in `event.nam` only `nam`,
+            // in `url.startswth("x")` only `startswth`. (Names inside quotes are text, not names.)
+            var names: [Range<Int>] = []
+            var k = start
+            var quote: Unicode.Scalar?
+            while k < end {
+                let c = scalars[k]
+                if let q = quote {
+                    if c == "\\" { k += 1 } else if c == q { quote = nil }
+                    k += 1
+                } else if c == "\"" || c == "'" {
+                    quote = c
+                    k += 1
+                } else if isName(c) {
+                    let from = k
+                    while k < end && isName(scalars[k]) { k += 1 }
+                    names.append(from..<k)
+                } else {
+                    k += 1
+                }
+            }
+            if let nearest = names.min(by: {
+                Suggest.distance(String(String.UnicodeScalarView(scalars[$0])), s)
+                    < Suggest.distance(String(String.UnicodeScalarView(scalars[$1])), s)
+            }) {
+                (start, end) = (nearest.lowerBound, nearest.upperBound)
+            }
+        } else if s.unicodeScalars.allSatisfy(isOperator) {
+            // An operator replaces the whole run of operator characters it stands in (`===` becomes `==`).
+            while start > 0 && isOperator(scalars[start - 1]) { start -= 1 }
+            while end < scalars.count && isOperator(scalars[end]) { end += 1 }
+        }
+        var fixed = String.UnicodeScalarView(scalars[..<start])
         fixed.append(contentsOf: s.unicodeScalars)
         fixed.append(contentsOf: scalars[end...])
         return "did you mean `\(String(fixed))`?"
