@@ -563,8 +563,15 @@ struct StreamBuilder {
                 return
             }
             count = Int(n)
-            guard let e = m[string: "every"].flatMap({ DSLDuration.parse(TestRunner.scalarText($0)) }), e > 0 || n == 1 else {
+            guard let everyValue = m[string: "every"] else {
                 error("'repeat' needs `every:`, a duration like 1d", at: item.keyLocation("repeat"))
+                return
+            }
+            // (A value that is there but no duration is the value's mistake, shown at it.)
+            guard let e = DSLDuration.parse(TestRunner.scalarText(everyValue)), e > 0 || n == 1 else {
+                error(
+                    "'every' is '\(TestRunner.scalarText(everyValue))': it needs a duration longer than 0 like 1d or 30m",
+                    at: item.valueLocation("every"))
                 return
             }
             every = e

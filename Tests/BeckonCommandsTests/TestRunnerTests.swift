@@ -195,4 +195,25 @@ struct TestRunnerTests {
         #expect(status != 0)
         #expect(out.contains(":7:69: error: 'repeat' is a whole number from 1 to 100000"), "\(out)")
     }
+
+    /// `every` present with a value that is no duration is that value's mistake, at it (it was "'repeat' needs
+    /// `every:`" at `repeat`); `every` missing is still `repeat`'s.
+    @Test(arguments: ["banana", "0s", "500us"])
+    func aBadEveryIsShownAtItsValue(_ every: String) throws {
+        let test = """
+            version: 1
+            tests: shop
+            cases:
+              - name: bad every
+                users: { u: {} }
+                events:
+                  - { event: Order Completed, at: 2026-01-01T00:00:00Z, repeat: 3, every: \(every) }
+                expect: []
+            """
+        let (status, out) = try runInline(rules: Self.rules, test: test)
+        #expect(status != 0)
+        #expect(out.contains(":7:79: error: 'every' is '\(every)': it needs a duration longer than 0"), "\(out)")
+        let missing = test.replacingOccurrences(of: ", every: \(every)", with: "")
+        #expect(try runInline(rules: Self.rules, test: missing).1.contains("'repeat' needs `every:`"))
+    }
 }
