@@ -40,8 +40,10 @@ extension ReferenceDocs {
                         beyond: "`limit_exceeded`, before it is parsed", tests: ["BoundTests.expressionsHaveALengthLimit"]),
                     Limit(
                         what: """
-                            expression nesting: parentheses, calls, lists, maps, ternaries, indexing, field selection, \
-                            unary operators, and each operator of a chain (`a && b && c` is two levels)
+                            expression nesting: parentheses, ternaries, field selection, unary operators and each \
+                            operator of a chain (`a && b && c` is two levels) count one level; a call, a list, a map \
+                            and an index count two (the brackets and what is inside them, which costs the evaluator \
+                            more stack): about 30 nested lists or calls
                             """, limit: levels(Parser.maxDepth),
                         beyond: "`limit_exceeded` at the token where the limit is passed",
                         tests: ["NestingLimitTests.deepExpressionsAreRefused"]),
