@@ -137,6 +137,12 @@ public enum YAMLLoader {
         while k >= 0 && indent(lines[k]) == nil { k -= 1 }
         guard k >= 0, let above = indent(lines[k]) else { return nil }
         let aboveLine = lines[k]
+        // `- key: value`: the item's map starts at `key`, and a line below that goes on with it must line up with it.
+        if aboveLine.count > above + 1, aboveLine[above] == "-", aboveLine[above + 1] == " ", aboveLine.last != ":",
+            let key = aboveLine[(above + 1)...].firstIndex(where: { $0 != " " }), here > above, here != key
+        {
+            return "this line is indented \(here) spaces and the key above \(key); keys of the same map must line up"
+        }
         let opensBlock = aboveLine.last == ":" || (aboveLine.count > above && aboveLine[above] == "-")
         if here != above && !(opensBlock && here > above) {
             return "this line is indented \(here) spaces and the line above \(above); keys of the same map must line up"

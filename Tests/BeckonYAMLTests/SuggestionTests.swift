@@ -31,3 +31,15 @@ struct SuggestionTests {
         #expect(result.diagnostics.first?.suggestion == "did you mean `\(fixed)`?", "\(result.rendered())")
     }
 }
+
+/// A key indented past the map of a list item (`- id: a`, then `   on:` one space further) is told as indentation,
+/// not as a value to quote.
+struct IndentationHintTests {
+    @Test func aKeyPastAListItemsMapIsAnIndentationMistake() {
+        let yaml = "version: 1\nruleset: t\nrules:\n  - id: a\n     on: Signed In\n    do: [ { deep_link: x } ]\n"
+        let result = RuleLoader.load(texts: [("rules.yaml", yaml)])
+        let d = result.diagnostics.first
+        #expect(d?.id == .yamlSyntax)
+        #expect(d?.suggestion == "this line is indented 5 spaces and the key above 4; keys of the same map must line up")
+    }
+}
