@@ -470,7 +470,8 @@ extension ReferenceDocs {
         s == s.rounded() ? "\(Int(s)) s" : "\(s) s"
     }
     private static func days(_ ms: Int64) -> String { "\(ms / Milliseconds.day) days" }
+    /// The last instant, to the second (the bound falls within its day).
     private static func timestampText(_ ms: Int64) -> String {
-        String(Timestamp(milliseconds: ms).description.prefix(10))
+        String(Timestamp(milliseconds: ms).description.prefix(19)) + "Z"
     }
 }
