@@ -260,7 +260,12 @@ package final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandl
 
     package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
-        case .head:
+        case .head(let request):
+            // A client that waits for a 100 Continue before it sends the body (curl does above 1 KB) is told to go on;
+            // the request is then read like any other, under the body timeout.
+            if request.headerFields[.expect]?.lowercased() == "100-continue" {
+                context.writeAndFlush(wrapOutboundOut(.head(HTTPResponse(status: .continue))), promise: nil)
+            }
             unanswered += 1
             readingRequest = true
             idle = false

@@ -1046,6 +1046,24 @@ class BadRequests(unittest.TestCase):
                                    headers={"Authorization": "Bearer " + token("victim\u0000x")})[0], 400)
         self.assertEqual(s.all_actions("victim"), before, "the victim's actions changed")
 
+    def test_expect_100_continue_is_answered_before_the_body(self):
+        # curl and other clients send `Expect: 100-continue` and wait for the interim answer (curl 1 s) before the body.
+        body = json.dumps({"type": "track", "userId": "e-1", "event": "Signed In", "timestamp": "2026-03-02T09:00:00Z",
+                           "messageId": "e-1", "properties": {"x": "y" * 2000}}).encode()
+        s = socket.create_connection(("127.0.0.1", self.server.port), timeout=5)
+        self.addCleanup(s.close)
+        s.sendall((f"POST /v1/track HTTP/1.1\r\nHost: x\r\nAuthorization: {basic(KEY)}\r\n"
+                   f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\nExpect: 100-continue\r\n\r\n").encode())
+        s.settimeout(0.8)
+        interim = s.recv(65536)
+        self.assertTrue(interim.startswith(b"HTTP/1.1 100 Continue\r\n"), interim)
+        s.sendall(body)
+        s.settimeout(5)
+        final = interim.split(b"\r\n\r\n", 1)[1]
+        while b"\r\n\r\n" not in final:
+            final += s.recv(65536)
+        self.assertTrue(final.startswith(b"HTTP/1.1 200 OK\r\n"), final)
+
     def test_a_user_id_is_percent_decoded_in_the_path(self):
         user = "ana b/ç"
         ev = {"type": "track", "userId": user, "event": "Signed In", "timestamp": "2026-03-02T09:00:00Z", "messageId": "pd1"}
