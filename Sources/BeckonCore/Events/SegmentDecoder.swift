@@ -642,8 +642,9 @@ struct JSONScanner {
         let start = i
         guard let c = peek() else { throw error("'\(key())' has no value") }
         let id: String
+        var escaped = false
         if c == UInt8(ascii: "\"") {
-            id = try rawString()
+            id = try rawString(escaped: &escaped)
         } else if c == UInt8(ascii: "n") {
             try skipValue(depth: 0)
             return nil
@@ -657,7 +658,7 @@ struct JSONScanner {
             throw DecodeError(
                 "'\(key())' is \(id.utf8.count) bytes long; the limit is \(SegmentDecoder.maxIDBytes)", column: start + 1)
         }
-        if let why = SegmentDecoder.idProblem(id) { throw DecodeError("'\(key())' \(why)", column: start + 1) }
+        if escaped, let why = SegmentDecoder.idProblem(id) { throw DecodeError("'\(key())' \(why)", column: start + 1) }
         return id
     }
 
@@ -718,6 +719,13 @@ struct JSONScanner {
 
     /// A string at `i` (which is a quote), unescaped. Its bytes must be valid UTF-8: nothing is replaced.
     mutating func rawString() throws(DecodeError) -> String {
+        var escaped = false
+        return try rawString(escaped: &escaped)
+    }
+
+    /// ``rawString()``, telling whether the string had an escape (only an escape can put a control character, U+0000
+    /// among them, into it: the plain run stops at one).
+    mutating func rawString(escaped: inout Bool) throws(DecodeError) -> String {
         i += 1
         let start = i
         // Fast path: no escapes. ASCII text (every byte below 0x80, the common case) is valid UTF-8 as it is; only
@@ -746,6 +754,7 @@ struct JSONScanner {
             }
             if c == UInt8(ascii: "\\") {
                 i += 1
+                escaped = true
                 let scalar = try escape()
                 if scalar.isASCII {
                     out.append(UInt8(scalar.value))
