@@ -69,7 +69,8 @@ public enum Playground {
         }
         var texts = files.filter { $0.path != path }
         texts.append((path, edited))
-        let loaded = RuleLoader.load(texts: texts)
+        // (A file the rules name is a name here: the playground reads nothing from disk.)
+        let loaded = RuleLoader.load(texts: texts, readsNamedFiles: false)
         var bag = DiagnosticBag()
         bag.append(contentsOf: loaded.diagnostics)
         let renderer = DiagnosticRenderer(sources: loaded.sources)

@@ -234,8 +234,10 @@ public enum RuleLoader {
     }
 
     /// Loads files given as (path, contents) pairs, in that order.
-    public static func load(texts: [(path: String, text: String)]) -> LoadResult {
-        compile(parse(texts: texts))
+    /// `readsNamedFiles`: whether the files the rules name (a destination's key files) are read and checked; off for
+    /// texts that are not a rule set on disk (the console's playground: nothing is read from disk).
+    public static func load(texts: [(path: String, text: String)], readsNamedFiles: Bool = true) -> LoadResult {
+        compile(parse(texts: texts), readsNamedFiles: readsNamedFiles)
     }
 
     /// As ``load(texts:)``, with a lower bound on history series than the real one (for tests of the bound).
@@ -259,7 +261,9 @@ public enum RuleLoader {
     }
 
     /// Reads the files' trees into the model and compiles them into one rule set.
-    static func compile(_ files: [ParsedText], maxSeries: Int = ValueLimits.maxSeries) -> LoadResult {
+    static func compile(
+        _ files: [ParsedText], maxSeries: Int = ValueLimits.maxSeries, readsNamedFiles: Bool = true
+    ) -> LoadResult {
         var diagnostics: [Diagnostic] = []
         var parsed: [ParsedFile] = []
         var sources: [String: String] = [:]
@@ -267,7 +271,7 @@ public enum RuleLoader {
             sources[f.path] = f.text
             diagnostics += f.problems
             guard let node = f.node else { continue }
-            var parser = FileParser(file: f.path)
+            var parser = FileParser(file: f.path, readsNamedFiles: readsNamedFiles)
             if let p = parser.parse(node) { parsed.append(p) }
             diagnostics += parser.diagnostics.items
         }

@@ -57,6 +57,27 @@ struct PlaygroundTests {
         #expect(p?.rendered.contains("did you mean 'per_user'") == true)
     }
 
+    /// A file the rules name (a destination's key file) is a name in the playground: nothing is read from disk, so
+    /// the page cannot tell whether a file on the server exists or what it holds.
+    @Test func filesTheRulesNameAreNotRead() {
+        let settings = """
+            version: 1
+            settings: push
+            destinations:
+              - name: ios
+                url: https://api.push.apple.com
+                apns: { topic: app, team_id: T, key_id: K, key_file: /etc/shadow, ca_file: /etc/hostname }
+              - name: android
+                url: https://fcm.googleapis.com
+                fcm: { service_account_file: /etc/hostname }
+
+            """
+        let r = Playground.run(
+            files: [("settings.yaml", settings)], path: "a.yaml", edited: Self.rules, events: Self.events, until: nil)
+        #expect(!r.problems.contains { $0.message.contains("/etc/") }, "\(r.problems.map(\.message))")
+        #expect(r.ran)
+    }
+
     @Test func limitsHold() {
         var limits = Playground.Limits()
         limits.runMilliseconds = 0

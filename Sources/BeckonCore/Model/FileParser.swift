@@ -6,7 +6,14 @@ public struct FileParser {
     public internal(set) var diagnostics = DiagnosticBag()
     let file: String
 
-    public init(file: String) { self.file = file }
+    /// Whether files a rule file names (a destination's key, certificate and service account files) are read and
+    /// checked; off for text that is not a rule set on disk (the console's playground), whose file names are names.
+    var readsNamedFiles = true
+
+    public init(file: String, readsNamedFiles: Bool = true) {
+        self.file = file
+        self.readsNamedFiles = readsNamedFiles
+    }
 
     /// Parses one document. Returns `nil` when it is not even recognisable as a Beckon file.
     public mutating func parse(_ root: SourceNode) -> ParsedFile? {
@@ -1396,6 +1403,7 @@ public struct FileParser {
         func readable(_ key: String) -> String? {
             guard let f = k[key].flatMap({ string($0.value, key) }) else { return nil }
             let path = Self.resolve(f.value, besides: file)
+            guard readsNamedFiles else { return path }
             guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
                 diagnostics.error(
                     .invalidValue, "'\(key)' names \(path), which cannot be read", at: f.location,
@@ -1432,7 +1440,7 @@ public struct FileParser {
         var f = Destination.FCM()
         if let file = k["service_account_file"].flatMap({ string($0.value, "service_account_file") }) {
             let path = Self.resolve(file.value, besides: self.file)
-            if let problem = Self.serviceAccountProblem(path) {
+            if readsNamedFiles, let problem = Self.serviceAccountProblem(path) {
                 diagnostics.error(.invalidValue, problem, at: file.location)
                 ok = false
             } else {
@@ -1566,6 +1574,7 @@ public struct FileParser {
     /// A `ca_file`'s path, resolved against this file, when it holds a PEM certificate (else an error at its line).
     mutating func certificateFile(_ ca: Located<String>) -> String? {
         let path = Self.resolve(ca.value, besides: file)
+        guard readsNamedFiles else { return path }
         guard (try? String(contentsOfFile: path, encoding: .utf8))?.contains("-----BEGIN CERTIFICATE-----") == true else {
             diagnostics.error(.invalidValue, "'ca_file' names \(path), which holds no certificate", at: ca.location)
             return nil
