@@ -11,7 +11,7 @@ enum AudienceCount {
     static func count(_ counters: [AudienceCounter], pages: Pages) async throws -> [AudienceCounter] {
         var counters = counters
         var after: String?
-        while true {
+        while !counters.contains(where: \.stopped) {
             let page = try await pages(after, AudienceCounter.pageSize)
             guard let last = page.last else { return counters }
             let before = counters
@@ -24,5 +24,6 @@ enum AudienceCount {
             }
             after = last.userID
         }
+        return counters
     }
 }

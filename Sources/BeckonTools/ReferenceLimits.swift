@@ -275,12 +275,16 @@ extension ReferenceDocs {
                     Limit(
                         what: """
                             time running events (checked between events, and within one every \
-                            \(number(ValueLimits.stepsPerClockCheck)) steps)
+                            \(number(ValueLimits.stepsPerClockCheck)) steps), and again counting who an edited schedule \
+                            reaches (checked between users)
                             """,
                         limit: "\(number(Int(playground.runMilliseconds))) ms",
                         beyond:
                             "stopped at that line (an event under way when it passes: its expressions are errors); what ran is shown",
-                        tests: ["PlaygroundTests.limitsHold", "ValueBoundTests.aDeadlineStopsEvaluation"]),
+                        tests: [
+                            "PlaygroundTests.limitsHold", "ValueBoundTests.aDeadlineStopsEvaluation",
+                            "ReachTests.audienceSizeCountsStoredUsers",
+                        ]),
                     Limit(
                         what: "`until` past the last event", limit: DSLDuration.format(playground.untilMs),
                         beyond: "refused, the events' table shown without it", tests: ["PlaygroundTests.limitsHold"]),

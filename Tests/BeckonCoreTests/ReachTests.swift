@@ -191,6 +191,12 @@ struct ReachTests {
         let rows = backend.rows.values.sorted { $0.userID < $1.userID }.map { (userID: $0.userID, bytes: $0.bytes) }
         for page in stride(from: 0, to: rows.count, by: 7) { counter.add(Array(rows[page..<min(page + 7, rows.count)])) }
         #expect(counter.size == AudienceSize(users: 20, stored: 30, undecodable: 1))
+        #expect(!counter.stopped)
+        // With a deadline passed, counting stops where it is (the console's playground: within its 2,000 ms).
+        var late = try #require(AudienceCounter(ruleSet: rs, rule: "digest/monday_digest", now: t("2026-03-01T00:00:00Z")))
+        late.deadline = .now - .seconds(1)
+        late.add(rows)
+        #expect(late.stopped && late.size == AudienceSize())
         #expect(AudienceCounter(ruleSet: rs, rule: "digest/nope", now: 0) == nil)
         #expect(AudienceCounter(ruleSet: rs, rule: "monday_digest", now: 0) != nil)
     }

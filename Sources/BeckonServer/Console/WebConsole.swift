@@ -272,12 +272,18 @@ package struct WebConsole: Sendable {
         }
     }
 
-    /// `rules`' audiences in `ruleSet` at `now`, counted over the store's states in one pass (``AudienceCount``).
-    func audiences(of rules: [CompiledRule], in ruleSet: CompiledRuleSet, now: Int64) async throws -> [AudienceCounter] {
+    /// `rules`' audiences in `ruleSet` at `now`, counted over the store's states in one pass (``AudienceCount``),
+    /// stopped at `deadline` when there is one.
+    func audiences(
+        of rules: [CompiledRule], in ruleSet: CompiledRuleSet, now: Int64, deadline: ContinuousClock.Instant? = nil
+    ) async throws -> [AudienceCounter] {
         let store = store
-        return try await AudienceCount.count(rules.map { AudienceCounter(ruleSet: ruleSet, rule: $0, now: now) }) {
-            try await store.storedStates(after: $0, limit: $1)
+        let counters = rules.map { rule in
+            var c = AudienceCounter(ruleSet: ruleSet, rule: rule, now: now)
+            c.deadline = deadline
+            return c
         }
+        return try await AudienceCount.count(counters) { try await store.storedStates(after: $0, limit: $1) }
     }
 
     /// An id made of letters, digits and `-` (for an element id).
@@ -474,9 +480,17 @@ package struct WebConsole: Sendable {
         if let edited = result.ruleSet {
             let schedules = edited.schedules.filter { $0.location.file == path }
             if !schedules.isEmpty {
-                let counted = try? await audiences(of: schedules, in: edited, now: Processor.nowMs())
+                // (Within the playground's time, as its events are: a costly condition over many users stops there.)
+                let ms = Playground.Limits().runMilliseconds
+                let counted = try? await audiences(
+                    of: schedules, in: edited, now: Processor.nowMs(), deadline: .now + .milliseconds(ms))
                 page.reach =
-                    counted?.map { "\($0.rule.qualifiedID): this edit would reach \(Self.reach($0.size)) now" }
+                    counted?.map { c in
+                        c.stopped
+                            ? "\(c.rule.qualifiedID): stopped counting over the playground's \(ms) ms, after \(c.size.stored) "
+                                + "stored users (\(c.size.users) of them reached)"
+                            : "\(c.rule.qualifiedID): this edit would reach \(Self.reach(c.size)) now"
+                    }
                     ?? ["The stored users could not be read now; run it again."]
             }
         }

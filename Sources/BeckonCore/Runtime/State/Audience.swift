@@ -26,6 +26,11 @@ public struct AudienceCounter: Sendable {
     public let rule: CompiledRule
     public let now: Int64
     public private(set) var size = AudienceSize()
+    /// When counting stops, whatever is left (`nil`: never): a caller with a time limit of its own (the console's
+    /// playground) is not held past it. Expressions stop at it too (``Engine/evaluationDeadline``).
+    public var deadline: ContinuousClock.Instant?
+    /// Whether counting stopped at ``deadline`` (``size`` then counts the users judged before it).
+    public private(set) var stopped = false
 
     /// `nil` when the rule set has no rule `name` (`CAMPAIGN/RULE`, or a rule id alone when it is unique).
     public init?(ruleSet: CompiledRuleSet, rule name: String, now: Int64) {
@@ -43,7 +48,12 @@ public struct AudienceCounter: Sendable {
     /// Counts a page of saved states (``UserState/encoded()`` bytes by user id).
     public mutating func add(_ page: [(userID: String, bytes: [UInt8])]) {
         let engine = Engine(ruleSet: ruleSet)
+        engine.evaluationDeadline = deadline
         for (id, bytes) in page {
+            if let deadline, ContinuousClock.now >= deadline {
+                stopped = true
+                return
+            }
             guard let state = try? UserState(decoding: bytes), state.userID == id else {
                 size.undecodable += 1
                 continue
