@@ -59,6 +59,24 @@ package final class APNsSender: PushProvider {
             timeoutMs: destination.timeoutMs, client: client)
     }
 
+    /// The request's path for a device token: the token as one path segment, every byte but letters, digits, `-`,
+    /// `_` and `~` percent-encoded. An APNs token is hex and goes as it is; anything else (`#` ending the path, `/` or
+    /// `..` reaching another one, both in a token a user registered or a `to:` built from event data) stays inside
+    /// the segment, and APNs refuses it as a bad token (which then goes from the user).
+    static func path(of device: String) -> String {
+        var out = "/3/device/"
+        for b in device.utf8 {
+            if (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == 0x2D || b == 0x5F
+                || b == 0x7E
+            {
+                out.unicodeScalars.append(Unicode.Scalar(b))
+            } else {
+                out += "%" + String(b >> 4, radix: 16, uppercase: true) + String(b & 0xF, radix: 16, uppercase: true)
+            }
+        }
+        return out
+    }
+
     /// Sends `payload` to one device; a 403 `ExpiredProviderToken` makes a new provider token and tries once more.
     func send(
         _ payload: [UInt8], to device: String, id: String, baseURL: String, timeoutMs: Int64, client: HTTPClient
@@ -69,7 +87,7 @@ package final class APNsSender: PushProvider {
             make: { try await self.makeToken() }, isRefusal: { $0 == .refused("403 ExpiredProviderToken") },
             refusedAgain: "403 ExpiredProviderToken after a new provider token"
         ) { provider in
-            var request = HTTPClientRequest(url: baseURL + "/3/device/" + device)
+            var request = HTTPClientRequest(url: baseURL + Self.path(of: device))
             request.method = .POST
             request.tlsConfiguration = tls
             request.headers.add(name: "authorization", value: "bearer " + provider)

@@ -23,6 +23,16 @@ struct PushTests {
         #expect(outcome(503, nil) == .retry("503 no reason given", after: nil))
     }
 
+    /// A device token is one path segment of the APNs request: `#`, `/`, `?` and dots cannot end the path or reach
+    /// another (a hostile-client run registered `d1d1d1d1#eve` and reached `d1d1d1d1`'s phone with it).
+    @Test func aTokenStaysInItsPathSegment() {
+        #expect(APNsSender.path(of: "a1B2c3d4e5f6") == "/3/device/a1B2c3d4e5f6")
+        #expect(APNsSender.path(of: "d1d1d1d1#eve") == "/3/device/d1d1d1d1%23eve")
+        #expect(APNsSender.path(of: "../../../2/evil?x=1") == "/3/device/%2E%2E%2F%2E%2E%2F%2E%2E%2F2%2Fevil%3Fx%3D1")
+        #expect(APNsSender.path(of: "..") == "/3/device/%2E%2E")
+        #expect(APNsSender.path(of: "é") == "/3/device/%C3%A9")
+    }
+
     @Test func fcmAnswersBecomeOutcomes() {
         func outcome(_ status: Int, _ code: String?, message: String = "m") -> PushOutcome {
             let details = code.map { #"[{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"\#($0)"}]"# }
