@@ -97,8 +97,6 @@ package final class ConnectionTable: Sendable {
         if n > 0 { bodyBytes.subtract(n, ordering: .relaxed) }
     }
 
-    package var heldBodyBytes: Int { bodyBytes.load(ordering: .relaxed) }
-
     package var count: Int { state.withLock { $0.entries.count } }
 
     /// Registers a new connection; returns its id, or `nil` when it must be closed at once (the table is full of
