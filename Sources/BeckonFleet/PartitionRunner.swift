@@ -33,7 +33,9 @@ final class PartitionHandle: Sendable {
 /// The saved states of a partition's users as its engine asks for them, fetched from PostgreSQL before each batch:
 /// the engine is synchronous and PostgreSQL is not, so every user of a batch who is not live in the engine yet is
 /// fetched (one query) before the engine runs. A user the engine asks for that was not fetched is a fault
-/// (``missed``): the batch is dropped and the partition opened again rather than the user taken as new.
+/// (``missed``): the batch is dropped and the partition opened again rather than the user taken as new. Another
+/// partition's user has no state here (a merged id's pointer names one, and the engine looks it up to follow the
+/// chain): there is none to fetch, and asking is no fault.
 final class PartitionStates: StateBackend {
     /// Users fetched whose stored state the engine has not taken yet.
     private var fetched: [String: [UInt8]] = [:]
@@ -45,7 +47,11 @@ final class PartitionStates: StateBackend {
     struct NotFetched: Error {}
     struct ReadOnly: Error {}
 
-    init(pending: [(userID: String, due: Int64, bytes: [UInt8])]) {
+    /// The partition whose users these are.
+    private let partition: Int
+
+    init(partition: Int, pending: [(userID: String, due: Int64, bytes: [UInt8])]) {
+        self.partition = partition
         self.pending = pending.map { ($0.userID, $0.due) }
         for p in pending {
             known.insert(p.userID)
@@ -68,7 +74,7 @@ final class PartitionStates: StateBackend {
 
     func read(_ userID: String) throws -> [UInt8]? {
         if let b = fetched.removeValue(forKey: userID) { return b }
-        if known.contains(userID) { return nil }
+        if known.contains(userID) || FleetLog.partition(of: userID) != partition { return nil }
         missed.append(userID)
         throw NotFetched()
     }
@@ -104,7 +110,7 @@ final class PartitionRunner {
     let logger: Logger
     let faults: FaultLog
     private var engine: Engine?
-    private var states = PartitionStates(pending: [])
+    private var states = PartitionStates(partition: 0, pending: [])
     /// The batch's head is a sign-in whose hand-over another partition has not written yet.
     private var blocked = false
     private(set) var processed: Int64 = 0
@@ -205,7 +211,7 @@ final class PartitionRunner {
         let rules = try await fleetRules.serving(try await log.rulesVersion(partition: partition))
         serving = rules
         let pending = try await log.pendingStates(partition: partition)
-        states = PartitionStates(pending: pending)
+        states = PartitionStates(partition: partition, pending: pending)
         reached = (nil, false, .now)
         // A partition holds only its own users, and a sign-in's earlier id may be another partition's: merges are the
         // runner's, through the log (``takeOver(_:)``, docs/fleet.md "Identity merge"), not the engine's own.
@@ -249,6 +255,18 @@ final class PartitionRunner {
         guard !entries.isEmpty || timersDue else { return try await reach(engine, rules) }
         let users = states.unknown(entries.map(\.userID))
         if !users.isEmpty { states.add(try await log.states(of: users), for: users) }
+        // The ids those users were merged into, when this partition's, are fetched too (a chain is followed through
+        // them to its end: where an entry goes).
+        var ids = Set(entries.map(\.userID))
+        for _ in 0..<Engine.maxMergeHops {
+            let next = Set(ids.compactMap { engine.profile(of: $0)?.mergedInto }).filter {
+                FleetLog.partition(of: $0) == partition
+            }
+            let unknown = states.unknown(next)
+            guard !unknown.isEmpty else { break }
+            states.add(try await log.states(of: unknown), for: unknown)
+            ids = next
+        }
         // Entries of ids merged into another partition's user are sent on to it: at the head of a batch, as many as
         // there are in a row; else the batch ends before the first.
         if let i = entries.firstIndex(where: { sentOn(of: $0, engine) != nil }) {
