@@ -253,7 +253,8 @@ final class PartitionRunner {
         let now = Processor.nowMs()
         let timersDue = clock == .wall && (engine.nextTimerDue.map { $0 <= now } ?? false)
         guard !entries.isEmpty || timersDue else { return try await reach(engine, rules) }
-        let users = states.unknown(entries.map(\.userID))
+        // (With the earlier ids of this partition's sign-ins: their merge is done here, without a hand-over.)
+        let users = states.unknown(entries.map(\.userID) + Self.takeOvers(in: entries).map(\.from).filter(isOwn))
         if !users.isEmpty { states.add(try await log.states(of: users), for: users) }
         // The ids those users were merged into, when this partition's, are fetched too (a chain is followed through
         // them to its end: where an entry goes).
@@ -291,9 +292,16 @@ final class PartitionRunner {
             try InputLog.read(entry.body) { input in
                 switch input {
                 case .handOver(let from, let to):
-                    commit.handOvers.append((from, to, engine.handOver(from, to: to)?.encoded()))
+                    // (Not into a user who was merged into `from`: that would make a cycle, whose events would go
+                    // round the partitions for ever. The sign-in then merges nothing, as in one engine.)
+                    let brought = engine.mergedTarget(of: to) == from ? nil : engine.handOver(from, to: to)?.encoded()
+                    commit.handOvers.append((from, to, brought))
+                case .takeOver(let from, let to) where isOwn(from):
+                    // Both ids are this partition's: no hand-over went through the log, the two halves are done here.
+                    guard from != to, engine.mergedTarget(of: to) != from else { break }
+                    engine.takeOver(from, state: engine.handOver(from, to: engine.mergedTarget(of: to) ?? to), into: to)
                 case .takeOver(let from, let to):
-                    let row = handOvers.take(from, to)
+                    guard let row = handOvers.take(from, to) else { throw HandOvers.NotRead(from: from, to: to) }
                     commit.takenOver.append(row.id)
                     engine.takeOver(from, state: row.bytes.flatMap { try? UserState(decoding: $0) }, into: to)
                 case .merged(let id, let into):
@@ -402,6 +410,13 @@ final class PartitionRunner {
         guard entry.body.first != UInt8(ascii: "H"), let to = engine.mergedTarget(of: entry.userID),
             FleetLog.partition(of: to) != partition
         else { return nil }
+        // An entry sent on as many times as a chain of merges may be long is processed where it is: pointers that
+        // make a cycle would send it round the partitions for ever.
+        if entry.body.first == UInt8(ascii: "M") {
+            var hops = 0
+            try? InputLog.read(entry.body) { if case .merged = $0 { hops += 1 } }
+            if hops >= Engine.maxMergeHops { return nil }
+        }
         return to
     }
 
@@ -430,16 +445,36 @@ final class PartitionRunner {
         var rows: [String: [(id: Int64, bytes: [UInt8]?)]] = [:]
         var missing: Int?
         static func key(_ from: String, _ to: String) -> String { "\(from.utf8.count) \(from)\(to)" }
-        mutating func take(_ from: String, _ to: String) -> (id: Int64, bytes: [UInt8]?) {
-            rows[Self.key(from, to)]!.removeFirst()
+        /// The next row of the pair, `nil` when none was read (a fault: the batch is dropped and read again).
+        mutating func take(_ from: String, _ to: String) -> (id: Int64, bytes: [UInt8]?)? {
+            let key = Self.key(from, to)
+            guard rows[key]?.isEmpty == false else { return nil }
+            return rows[key]!.removeFirst()
+        }
+        struct NotRead: Error, CustomStringConvertible {
+            var from: String
+            var to: String
+            var description: String { "the hand-over of \(from) to \(to) was not read with its batch" }
         }
     }
 
-    private func handOvers(for entries: [FleetLog.Entry]) async throws -> HandOvers {
-        var wanted: [(index: Int, from: String, to: String)] = []
-        for (i, entry) in entries.enumerated() where entry.body.first == UInt8(ascii: "W") {
-            try? InputLog.read(entry.body) { if case .takeOver(let f, let t) = $0 { wanted.append((i, f, t)) } }
+    /// Whether `id` is one of this partition's users.
+    private func isOwn(_ id: String) -> Bool { FleetLog.partition(of: id) == partition }
+
+    /// The sign-ins' take-overs in `entries` (an entry sent on from another partition holds its own), by entry index.
+    static func takeOvers(in entries: [FleetLog.Entry]) -> [(index: Int, from: String, to: String)] {
+        var out: [(index: Int, from: String, to: String)] = []
+        for (i, entry) in entries.enumerated() {
+            // (A take-over is a sign-in's first record, or follows the records of merges it was sent on after.)
+            guard entry.body.first == UInt8(ascii: "W") || entry.body.first == UInt8(ascii: "M") else { continue }
+            try? InputLog.read(entry.body) { if case .takeOver(let f, let t) = $0 { out.append((i, f, t)) } }
         }
+        return out
+    }
+
+    private func handOvers(for entries: [FleetLog.Entry]) async throws -> HandOvers {
+        // (A sign-in whose earlier id is this partition's has no hand-over to wait for: it is merged here.)
+        let wanted = Self.takeOvers(in: entries).filter { !isOwn($0.from) }
         var out = HandOvers()
         guard !wanted.isEmpty else { return out }
         var available: [String: [(id: Int64, bytes: [UInt8]?)]] = [:]
