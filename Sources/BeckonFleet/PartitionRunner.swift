@@ -254,7 +254,8 @@ final class PartitionRunner {
         let timersDue = clock == .wall && (engine.nextTimerDue.map { $0 <= now } ?? false)
         guard !entries.isEmpty || timersDue else { return try await reach(engine, rules) }
         // (With the earlier ids of this partition's sign-ins: their merge is done here, without a hand-over.)
-        let users = states.unknown(entries.map(\.userID) + Self.takeOvers(in: entries).map(\.from).filter(isOwn))
+        let takeOvers = Self.takeOvers(in: entries)
+        let users = states.unknown(entries.map(\.userID) + takeOvers.map(\.from).filter(isOwn))
         if !users.isEmpty { states.add(try await log.states(of: users), for: users) }
         // The ids those users were merged into, when this partition's, are fetched too (a chain is followed through
         // them to its end: where an entry goes).
@@ -276,7 +277,7 @@ final class PartitionRunner {
         }
         // Sign-ins take over what their earlier id's partition handed over; the batch ends before one whose hand-over
         // is not written yet (its partition has not reached it).
-        var handOvers = try await handOvers(for: entries)
+        var handOvers = try await handOvers(for: takeOvers.filter { $0.index < entries.count })
         if let i = handOvers.missing {
             guard i > 0 else {
                 blocked = true
@@ -298,8 +299,9 @@ final class PartitionRunner {
                     commit.handOvers.append((from, to, brought))
                 case .takeOver(let from, let to) where isOwn(from):
                     // Both ids are this partition's: no hand-over went through the log, the two halves are done here.
-                    guard from != to, engine.mergedTarget(of: to) != from else { break }
-                    engine.takeOver(from, state: engine.handOver(from, to: engine.mergedTarget(of: to) ?? to), into: to)
+                    let target = engine.mergedTarget(of: to) ?? to
+                    guard from != to, target != from else { break }
+                    engine.takeOver(from, state: engine.handOver(from, to: target), into: to)
                 case .takeOver(let from, let to):
                     guard let row = handOvers.take(from, to) else { throw HandOvers.NotRead(from: from, to: to) }
                     commit.takenOver.append(row.id)
@@ -472,9 +474,10 @@ final class PartitionRunner {
         return out
     }
 
-    private func handOvers(for entries: [FleetLog.Entry]) async throws -> HandOvers {
+    /// The rows of the hand-overs `takeOvers` (``takeOvers(in:)`` of the batch's entries) wait for.
+    private func handOvers(for takeOvers: [(index: Int, from: String, to: String)]) async throws -> HandOvers {
         // (A sign-in whose earlier id is this partition's has no hand-over to wait for: it is merged here.)
-        let wanted = Self.takeOvers(in: entries).filter { !isOwn($0.from) }
+        let wanted = takeOvers.filter { !isOwn($0.from) }
         var out = HandOvers()
         guard !wanted.isEmpty else { return out }
         var available: [String: [(id: Int64, bytes: [UInt8]?)]] = [:]

@@ -64,18 +64,11 @@ package final class APNsSender: PushProvider {
     /// `..` reaching another one, both in a token a user registered or a `to:` built from event data) stays inside
     /// the segment, and APNs refuses it as a bad token (which then goes from the user).
     static func path(of device: String) -> String {
-        var out = "/3/device/"
-        for b in device.utf8 {
-            if (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == 0x2D || b == 0x5F
-                || b == 0x7E
-            {
-                out.unicodeScalars.append(Unicode.Scalar(b))
-            } else {
-                out += "%" + String(b >> 4, radix: 16, uppercase: true) + String(b & 0xF, radix: 16, uppercase: true)
-            }
-        }
-        return out
+        "/3/device/" + (device.addingPercentEncoding(withAllowedCharacters: tokenCharacters) ?? "")
     }
+    /// ASCII letters and digits, `-`, `_` and `~` (`.alphanumerics` would keep letters of every script as they are).
+    private static let tokenCharacters = CharacterSet(
+        charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_~")
 
     /// Sends `payload` to one device; a 403 `ExpiredProviderToken` makes a new provider token and tries once more.
     func send(

@@ -267,10 +267,9 @@ private struct Builder {
                     k += 1
                 }
             }
-            if let nearest = names.min(by: {
-                Suggest.distance(String(String.UnicodeScalarView(scalars[$0])), s)
-                    < Suggest.distance(String(String.UnicodeScalarView(scalars[$1])), s)
-            }) {
+            if let nearest = names.map({ ($0, Suggest.distance(String(String.UnicodeScalarView(scalars[$0])), s)) })
+                .min(by: { $0.1 < $1.1 })?.0
+            {
                 (start, end) = (nearest.lowerBound, nearest.upperBound)
             }
         } else if s.unicodeScalars.allSatisfy(isOperator) {
