@@ -128,9 +128,13 @@ final class FleetWorker: Service, Sendable {
     let logger: Logger
     let faults: FaultLog
     private let readyState = Mutex(false)
-    /// When the positions were last read and the leases last looked after, and the partitions held (for readiness).
+    /// When the positions were last read and the leases last looked after, the partitions held, and when each
+    /// partition let go for making no progress was let go (for readiness).
     private let health = Mutex(
-        (polled: ContinuousClock.now, managed: ContinuousClock.now, held: [PartitionHandle]()))
+        (
+            polled: ContinuousClock.now, managed: ContinuousClock.now, held: [PartitionHandle](),
+            letGo: [Int: ContinuousClock.Instant]()
+        ))
 
     init(
         log: FleetLog, rules: FleetRules, clock: ClockMode, owner: String, ttl: Duration, metrics: FleetMetrics,
@@ -171,15 +175,22 @@ final class FleetWorker: Service, Sendable {
 
     /// Why the process is not ready to serve, `nil` when it is (docs/fleet.md, "Failure modes"): not set up or
     /// stopping; the positions not read for ``staleAfter`` (the database cannot be reached); the leases not looked
-    /// after for two rounds and a second; or a partition held that has made no progress for half a lease.
-    func notReady() -> String? {
+    /// after for two rounds and a second; or a partition stuck: held, or let go for making no progress within two
+    /// leases (until another process or this one takes it again), and its runner failing for half a lease or its
+    /// position not moving for half a lease while it has entries to process.
+    func notReady(now: ContinuousClock.Instant = .now) -> String? {
         guard ready else { return "not taking part (starting or stopping)" }
-        let now = ContinuousClock.now
         let h = health.withLock { $0 }
         if now - h.polled > Self.staleAfter { return "the database has not answered for \(now - h.polled)" }
         if now - h.managed > interval * 2 + .seconds(1) { return "the leases could not be renewed" }
-        if let stuck = h.held.first(where: { !$0.lost && !$0.stopRequested && now - $0.lastProgress > ttl / 2 }) {
-            return "partition \(stuck.lease.partition) makes no progress"
+        if let failing = h.held.first(where: { !$0.lost && !$0.stopRequested && now - $0.lastProgress > ttl / 2 }) {
+            return "partition \(failing.lease.partition) makes no progress"
+        }
+        let mine =
+            h.held.filter { !$0.lost && !$0.stopRequested }.map(\.lease.partition)
+            + h.letGo.filter { now - $0.value <= ttl * 2 }.keys
+        if let stuck = mine.sorted().first(where: { poller.stalled($0, longerThan: ttl / 2, now: now) }) {
+            return "partition \(stuck) has entries to process and has not moved for half a lease"
         }
         return nil
     }
@@ -270,6 +281,7 @@ final class FleetWorker: Service, Sendable {
                     h.markLost()
                     h.requestStop()
                     poller.wake(p)
+                    health.withLock { $0.letGo[p] = .now }
                     continue
                 }
                 if try await !log.renew(h.lease, ttl: ttl) {

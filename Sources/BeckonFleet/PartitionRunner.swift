@@ -531,6 +531,9 @@ final class Poller: Sendable {
     private struct State {
         var appended = [Int64](repeating: 0, count: FleetLog.partitionCount)
         var processed = [Int64](repeating: 0, count: FleetLog.partitionCount)
+        /// Since when each partition has had entries appended after its processed position without that position
+        /// moving (`nil`: it moved at the last read, or there is nothing to process).
+        var stalledSince = [ContinuousClock.Instant?](repeating: nil, count: FleetLog.partitionCount)
         /// A waiting runner's partition, the position it has processed, when its wait ends, and how to wake it.
         var waiting: [Int: (after: Int64, deadline: ContinuousClock.Instant, continuation: CheckedContinuation<Void, Never>)] =
             [:]
@@ -544,15 +547,22 @@ final class Poller: Sendable {
 
     /// Stores the positions read (`nil`: the read failed) and wakes the runners whose partition grew or whose wait is
     /// over, and the requests waiting for a partition that processed further.
-    func tick(_ v: (appended: [Int64], processed: [Int64])?) {
-        let now = ContinuousClock.now
+    func tick(_ v: (appended: [Int64], processed: [Int64])?, now: ContinuousClock.Instant = .now) {
         let (woken, moved) = state.withLock { s in
             var moved: Set<String> = []
             if let v {
                 s.appended = v.appended
-                for (p, d) in v.processed.enumerated() where d > s.processed[p] {
-                    s.processed[p] = d
-                    moved.insert(String(p))
+                for (p, d) in v.processed.enumerated() {
+                    let moves = d > s.processed[p]
+                    if moves {
+                        s.processed[p] = d
+                        moved.insert(String(p))
+                    }
+                    if moves || s.appended[p] <= s.processed[p] {
+                        s.stalledSince[p] = nil
+                    } else if s.stalledSince[p] == nil {
+                        s.stalledSince[p] = now
+                    }
                 }
             }
             let appended = s.appended
@@ -573,9 +583,16 @@ final class Poller: Sendable {
         let moved = state.withLock { s in
             guard seq > s.processed[partition] else { return false }
             s.processed[partition] = seq
+            s.stalledSince[partition] = nil
             return true
         }
         if moved { progress.notify([String(partition)]) }
+    }
+
+    /// Whether `partition` has had entries to process for longer than `limit` without its position moving (as of the
+    /// positions read and this process's runner), whatever its runner is doing: failing, or waiting for a hand-over.
+    func stalled(_ partition: Int, longerThan limit: Duration, now: ContinuousClock.Instant = .now) -> Bool {
+        state.withLock { s in s.stalledSince[partition].map { now - $0 > limit } ?? false }
     }
 
     /// Returns whether `partition` has processed up to `seq` within `timeout`: woken by the positions read and by

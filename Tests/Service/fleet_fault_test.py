@@ -3,7 +3,7 @@
 terminated three times under ingest, each process answering ingest again within the lease plus 5 s and the union of
 actions equal to `beckon dry-run` of the log; PostgreSQL stopped for 20 s, ingest answered 503 within 2 s and /readyz
 503 throughout, both 200 within 5 s of its return, and what was answered 503 fires only once re-sent; SIGTERM during an
-outage ends the process within 10 s.
+outage ends the process within 10 s; a partition that cannot move keeps /readyz 503 until it moves.
 
 The suite starts a PostgreSQL cluster of its own (scripts/postgres.sh, in a temporary folder, on a free loopback port)
 so that it may restart and stop it; BECKON_TEST_POSTGRES is not used. Each test makes its own database, and stops every
@@ -475,6 +475,49 @@ class FleetFaults(unittest.TestCase):
         self.assertGreater(len(fired), actions_before, "the re-sent events fired nothing: the test means little")
         self.doCleanups()
         self.assertEqual(self.exit_codes, {p.name: 0 for p in procs}, "exit codes after SIGTERM")
+
+    def test_a_stuck_partition_keeps_readyz_503_until_it_moves(self):
+        """A table the runners write locked by another session: the partition that has an event to process cannot
+        move. /readyz answers 503 from half a lease on, also while the partition is let go for making no progress and
+        taken again; once the lock goes, 200 and the event processed."""
+        url, procs = self.start_fleet("fault_stuck", 1)
+        p = procs[0]
+        self.assertEqual(p.request("GET", "/readyz")[0], 200)
+        locker = subprocess.Popen(
+            ["psql", "-h", "127.0.0.1", "-p", str(self.cluster.port), "-U", "postgres", "-d", "fault_stuck", "-qAt"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.addCleanup(locker.stdout.close)
+        self.addCleanup(lambda: locker.poll() is None and locker.kill())
+        locker.stdin.write("BEGIN;\nLOCK TABLE beckon_user_state IN EXCLUSIVE MODE;\nSELECT 'locked';\n")
+        locker.stdin.flush()
+        self.assertEqual(locker.stdout.readline().strip(), "locked")
+        self.assertEqual(post_once(p, probe("stuck", p.name), timeout=10)[0], 200, "ingest while a table is locked")
+        posted = time.monotonic()
+        answers = []  # (seconds since the post, status, body)
+        while time.monotonic() < posted + 5 * LEASE:
+            started = time.monotonic()
+            try:
+                status, body = p.request("GET", "/readyz", timeout=2)
+            except Exception as e:  # noqa: BLE001
+                status, body = type(e).__name__, b""
+            answers.append((round(started - posted, 2), status, body.decode(errors="replace")[:120]))
+            time.sleep(max(0.0, started + 0.2 - time.monotonic()))
+        first = next((a for a in answers if a[1] == 503), None)
+        self.assertIsNotNone(first, f"/readyz never 503 while a partition could not move: {answers[-3:]}")
+        self.assertLessEqual(first[0], LEASE, f"/readyz 503 only {first[0]} s after the post")
+        after = [a for a in answers if a[0] >= first[0]]
+        wrong = [a for a in after if a[1] != 503]
+        note(f"{self.id()}: first 503 at {first[0]} s ({first[2]}); {len(wrong)} of {len(after)} polls after it not 503")
+        self.assertEqual(wrong, [], f"/readyz not 503 while the partition was still stuck (of {len(after)} polls)")
+        self.assertIn("partition", first[2])
+        locker.stdin.write("ROLLBACK;\n\\q\n")
+        locker.stdin.close()
+        locker.wait(timeout=10)
+        released = time.monotonic()
+        while p.request("GET", "/readyz")[0] != 200:
+            self.assertLess(time.monotonic(), released + 2 * LEASE + 5, "/readyz not 200 once the lock went")
+            time.sleep(0.2)
+        wait_caught_up(self, url, 30)
 
     def test_sigterm_during_outage_exits_within_10s(self):
         url, procs = self.start_fleet("fault_sigterm", 1)
