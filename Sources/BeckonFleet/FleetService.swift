@@ -241,6 +241,30 @@ public final class FleetService: ServiceBackend {
         await worker.poller.waitProcessed(partition, seq, timeout: .seconds(seconds))
     }
 
+    /// The person `user` stands for (the user an id was merged into, at the end of its chain) and every id merged
+    /// into them, once each partition on the way has processed what was appended before the request: a merge that
+    /// extends the chain (an alias of its last id) is written by two partitions, and may be half written when the
+    /// request comes. `nil`: a partition did not catch up within 10 s.
+    private func settledPerson(of user: String) async throws -> (user: String, merged: [String])? {
+        let appended = try await log.appended()
+        var waited: Set<Int> = []
+        func caughtUp(_ ids: [String]) async -> Bool {
+            for q in Set(ids.map(FleetLog.partition(of:))).sorted() where waited.insert(q).inserted {
+                guard await waitProcessed(q, appended[q]) else { return false }
+            }
+            return true
+        }
+        guard await caughtUp([user]) else { return nil }
+        var found = try await log.person(of: user, hops: Engine.maxMergeHops)
+        for _ in 0..<Engine.maxMergeHops {
+            let before = waited.count
+            guard await caughtUp([found.user] + found.merged) else { return nil }
+            if waited.count == before { break }
+            found = try await log.person(of: user, hops: Engine.maxMergeHops)
+        }
+        return found
+    }
+
     /// `DELETE /v1/users/{id}`: a forget entry appended to the partition of the user and of each id merged into them;
     /// each owner, having processed every entry before it, deletes that id's state, actions, outbox entries and
     /// events in one fenced statement and drops it from memory. Answered once all are done.
@@ -249,7 +273,9 @@ public final class FleetService: ServiceBackend {
         let known: Bool
         do {
             // (An id merged into another user stands for that user: the whole person is forgotten.)
-            let (person, merged) = try await log.person(of: user, hops: Engine.maxMergeHops)
+            guard let (person, merged) = try await settledPerson(of: user) else {
+                throw APIError.unavailable("the user's events are still being processed; ask again")
+            }
             var k = try await log.states(of: [person])[person] != nil || !merged.isEmpty
             if !k { k = try await !log.entries(of: person).isEmpty }
             known = k
@@ -263,6 +289,8 @@ public final class FleetService: ServiceBackend {
             for entry in try await appender.submit(forgets) where processed {
                 processed = await waitProcessed(entry.partition, entry.seq, seconds: 30)
             }
+        } catch let e as APIError {
+            throw e
         } catch {
             throw APIError.unavailable("the user could not be forgotten; ask again")
         }
@@ -270,21 +298,17 @@ public final class FleetService: ServiceBackend {
         return known
     }
 
-    /// `GET /v1/users/{id}/export`: as a single service's (the user and every id merged into them), once the user's
-    /// partition has processed what was appended before the request.
+    /// `GET /v1/users/{id}/export`: as a single service's (the user and every id merged into them), once the
+    /// partitions of their ids have processed what was appended before the request.
     package func export(_ user: String) async throws -> StoredJSON {
         let failed = APIError.unavailable("the user could not be exported; ask again")
-        let p = FleetLog.partition(of: user)
-        let caughtUp: Bool
-        do { caughtUp = await waitProcessed(p, try await log.appended()[p]) } catch { throw failed }
-        guard caughtUp else { throw APIError.unavailable("the user's events are still being processed; ask again") }
+        // (An id merged into another user stands for that user: the export is theirs, under their id.)
+        let settled: (user: String, merged: [String])?
+        do { settled = try await settledPerson(of: user) } catch { throw failed }
+        guard let (person, mergedIDs) = settled else {
+            throw APIError.unavailable("the user's events are still being processed; ask again")
+        }
         do {
-            // (An id merged into another user stands for that user: the export is theirs, under their id.)
-            let (person, mergedIDs) = try await log.person(of: user, hops: Engine.maxMergeHops)
-            let q = FleetLog.partition(of: person)
-            if q != p, !(await waitProcessed(q, try await log.appended()[q])) {
-                throw APIError.unavailable("the user's events are still being processed; ask again")
-            }
             let ids = [person] + mergedIDs
             let states = try await log.states(of: ids).mapValues { try UserState(decoding: $0) }
             var actions: [String] = []

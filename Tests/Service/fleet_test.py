@@ -785,6 +785,70 @@ class IdentityMerge(unittest.TestCase):
             self.assertEqual(proc.stop(), 0)
 
 
+    def test_export_and_forget_by_a_chains_first_id_while_its_extension_is_half_written(self):
+        # a -> b (identify), then b -> c (alias): the alias is written by b's partition (its hand-over) and c's (the
+        # take-over). An export or a forget by a straight after the alias's 200 read the chain before b's partition had
+        # processed it: the export named b, a pointer, and the forget left c with what it took over (found by an attack
+        # run, once). b's partition is held back here by a lock on its stream state's row until the request waits.
+        url = database("fleet_chain_privacy")
+        admin = {"Authorization": "Bearer " + ADMIN_KEY}
+        proc = Process([f"{ROOT}/rules/stampbook"], url, "chain-privacy").start().ready()
+
+        def three(prefix):
+            a = next(f"{prefix}-a-{i}" for i in range(1000) if partition(f"{prefix}-a-{i}") != partition(f"{prefix}-b"))
+            c = next(f"{prefix}-c-{i}" for i in range(1000)
+                     if partition(f"{prefix}-c-{i}") not in (partition(a), partition(f"{prefix}-b")))
+            return a, f"{prefix}-b", c
+
+        def chain(a, b, c, request):
+            at = "2026-03-02T09:0{}:00Z".format
+            for e in [
+                {"type": "track", "anonymousId": a, "event": "Notification Bell Tapped", "messageId": f"{a}-1",
+                 "timestamp": at(1)},
+                {"type": "identify", "anonymousId": a, "userId": b, "messageId": f"{a}-2", "timestamp": at(2)},
+                {"type": "track", "userId": b, "event": "Signed In", "messageId": f"{a}-3", "timestamp": at(3)},
+            ]:
+                self.assertEqual(proc.post([e]), 200, e)
+            wait_caught_up(self, url, 30)
+            locker = subprocess.Popen(["psql", url, "-qAt"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=subprocess.DEVNULL, text=True)
+            try:
+                locker.stdin.write(f"BEGIN;\nSELECT 'locked' FROM beckon_stream_state WHERE partition = {partition(b)} "
+                                   "FOR UPDATE;\n")
+                locker.stdin.flush()
+                self.assertEqual(locker.stdout.readline().strip(), "locked")
+                alias = {"type": "alias", "previousId": b, "userId": c, "messageId": f"{a}-4", "timestamp": at(4)}
+                self.assertEqual(proc.post([alias]), 200)
+                release = threading.Timer(2, lambda: (locker.stdin.write("ROLLBACK;\n\\q\n"), locker.stdin.flush()))
+                release.start()
+                answer = request()
+                release.join()
+            finally:
+                locker.stdin.close()
+                locker.wait(timeout=10)
+                locker.stdout.close()
+            return answer
+
+        try:
+            a, b, c = three("ex")
+            status, body = chain(a, b, c, lambda: proc.request("GET", f"/v1/users/{a}/export", headers=admin, timeout=30))
+            self.assertEqual(status, 200, body)
+            export = json.loads(body)
+            self.assertEqual((export["userId"], export["mergedIds"]), (c, [b, a]))
+            self.assertEqual(sorted(e["event"]["messageId"] for e in export["events"]),
+                             [f"{a}-{k}" for k in range(1, 5)])
+
+            a, b, c = three("fg")
+            status, body = chain(a, b, c, lambda: proc.request("DELETE", f"/v1/users/{a}", headers=admin, timeout=60))
+            self.assertEqual((status, json.loads(body)), (200, {"userId": a, "forgotten": True}))
+            wait_caught_up(self, url, 30)
+            ids = ",".join(f"'{x}'" for x in (a, b, c))
+            self.assertEqual(query(url, f"SELECT count(*) FROM beckon_user_state WHERE user_id IN ({ids})"), "0")
+            self.assertEqual(query(url, f"SELECT count(*) FROM beckon_action WHERE user_id IN ({ids})"), "0")
+        finally:
+            self.assertEqual(proc.stop(), 0)
+
+
 def user_actions(proc, user):
     status, body = proc.request("GET", f"/v1/users/{user}/actions", headers={"Authorization": "Bearer " + token(user)})
     assert status == 200, (status, body)
