@@ -103,6 +103,23 @@ struct SegmentDecoderTests {
         }
     }
 
+    /// Each kind is its exact name; a name of the same length and first letter, another case, a prefix or a longer
+    /// name is none.
+    @Test func aKindIsItsExactName() {
+        for kind in [Event.Kind.track, .identify, .screen, .page, .group, .alias] {
+            #expect(Event.Kind(Array(kind.description.utf8)) == kind)
+            #expect(Event.Kind(Array(kind.description.utf8).dropLast()) == nil)
+            #expect(Event.Kind(Array((kind.description + "s").utf8)) == nil)
+            #expect(Event.Kind(Array(kind.description.capitalized.utf8)) == nil)
+        }
+        for near in [
+            "trick", "tracK", "idantify", "identifY", "scream", "pags", "pagE", "grape", "alien", "aliaz", "", "t", "track\u{0}",
+            "\u{0}page", "identifyy",
+        ] {
+            #expect(Event.Kind(Array(near.utf8)) == nil, "\(near)")
+        }
+    }
+
     /// `type` is read in place when it is plain, and through the general string reader when it has escapes.
     @Test func typeIsReadWithOrWithoutEscapes() throws {
         let d = SegmentDecoder(ruleSet: rs)

@@ -12,12 +12,25 @@ public struct Event: Sendable {
         case track, identify, screen, page, group, alias
         /// The kind a Segment `type` names (its UTF-8, exactly), if any.
         public init?(_ name: some Collection<UInt8>) {
-            guard let k = Kind.allNames.firstIndex(where: { $0.elementsEqual(name) }) else { return nil }
-            self.init(rawValue: UInt8(k))
+            // (The name's bytes as one little-endian word and its length, compared with each kind's: one pass over at
+            // most 8 bytes. The length tells "track" from "track\0".)
+            var word: UInt64 = 0
+            var shift: UInt64 = 0
+            for c in name {
+                guard shift < 64 else { return nil }
+                word |= UInt64(c) << shift
+                shift += 8
+            }
+            switch (word, shift / 8) {
+            case (0x6b_6361_7274, 5): self = .track
+            case (0x7966_6974_6e65_6469, 8): self = .identify
+            case (0x6e65_6572_6373, 6): self = .screen
+            case (0x6567_6170, 4): self = .page
+            case (0x70_756f_7267, 5): self = .group
+            case (0x73_6169_6c61, 5): self = .alias
+            default: return nil
+            }
         }
-
-        /// Every kind's name as UTF-8, in raw-value order.
-        private static let allNames: [[UInt8]] = (0...5).map { Array(Kind(rawValue: $0)!.description.utf8) }
 
         public var description: String {
             switch self {
