@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 
 /// The pulled actions the app has not taken yet, and where each user's pull goes on, kept so that a restart neither
 /// loses nor repeats an action: `actions/state.json` holds each user's cursor, the pulled actions not yet handed over
@@ -37,13 +38,13 @@ final class ActionStore: Sendable {
     private let stateURL: URL
     private let takenURL: URL
 
-    init(folder: URL) throws {
+    init(folder: URL, logger: Logger) throws {
         try Disk.makeDirectory(folder)
         stateURL = folder.appendingPathComponent("state.json")
         takenURL = folder.appendingPathComponent("taken.json")
-        let saved = Disk.readJSON(Saved.self, from: stateURL) ?? Saved()
+        let saved = Disk.readJSON(Saved.self, from: stateURL, logger: logger) ?? Saved()
         var taken = 0
-        if let t = Disk.readJSON(Taken.self, from: takenURL), t.epoch == saved.epoch {
+        if let t = Disk.readJSON(Taken.self, from: takenURL, logger: logger), t.epoch == saved.epoch {
             taken = min(max(t.taken, 0), saved.pending.count)
         }
         state = Locked(State(saved: saved, taken: taken))
@@ -80,29 +81,32 @@ final class ActionStore: Sendable {
         }
     }
 
-    /// The oldest action not yet taken, counted as taken on disk before it is returned.
-    func take() -> JSONValue? {
+    /// The oldest action not yet taken that was pulled for one of `users` (the current user and the anonymous id
+    /// they signed in from), counted as taken on disk before it is returned; the actions of other users before it (a
+    /// sign-out's leftovers, pulled as it happened) are passed over with it.
+    func take(for users: Set<String>) -> JSONValue? {
         state.withLock { s in
-            guard s.taken < s.saved.pending.count else { return nil }
-            let action = s.saved.pending[s.taken].action
+            guard let i = s.saved.pending.indices.dropFirst(s.taken).first(where: { users.contains(s.saved.pending[$0].userId) })
+            else { return nil }
             do {
-                try Disk.writeJSON(Taken(epoch: s.saved.epoch, taken: s.taken + 1), to: takenURL)
+                try Disk.writeJSON(Taken(epoch: s.saved.epoch, taken: i + 1), to: takenURL)
             } catch {
                 return nil
             }
-            s.taken += 1
-            return action
+            s.taken = i + 1
+            return s.saved.pending[i].action
         }
     }
 
     /// Drops what was pulled for users other than `userId` and not taken (the app signed out: the next user must not
-    /// see the last one's messages).
+    /// see the last one's messages); in memory even when the disk cannot be written (then again at the next pull's
+    /// write).
     func discardPending(except userId: String) {
         state.withLock { s in
             var next = s.saved
             next.epoch &+= 1
             next.pending = Array(next.pending.dropFirst(s.taken)).filter { $0.userId == userId }
-            guard (try? Disk.writeJSON(next, to: stateURL)) != nil else { return }
+            try? Disk.writeJSON(next, to: stateURL)
             s.saved = next
             s.taken = 0
         }

@@ -32,7 +32,7 @@ public final class BeckonClient: Sendable {
     private let pullSignal = Signal()
     private let device: DeviceInfo
 
-    private struct State {
+    fileprivate struct State {
         var identity: Identity
         var foreground = true
         var closed = false
@@ -67,18 +67,18 @@ public final class BeckonClient: Sendable {
         try Disk.makeDirectory(configuration.directory)
         identityURL = configuration.directory.appendingPathComponent("identity.json")
         let identity =
-            Disk.readJSON(Identity.self, from: identityURL)
+            Disk.readJSON(Identity.self, from: identityURL, logger: logger)
             ?? Identity(anonymousId: Self.newID(), deviceId: Self.newID())
         try Disk.writeJSON(identity, to: identityURL)
         queue = try EventQueue(
             folder: configuration.directory.appendingPathComponent("queue"),
             maxEvents: configuration.maxQueuedEvents, batchEvents: configuration.flushAt, logger: logger)
-        store = try ActionStore(folder: configuration.directory.appendingPathComponent("actions"))
+        store = try ActionStore(folder: configuration.directory.appendingPathComponent("actions"), logger: logger)
         transport = Transport(configuration: configuration)
         device = DeviceInfo.current
         state = Locked(State(identity: identity))
         state.withLock { s in
-            s.uploader = Task { [weak self] in await self?.uploadLoop() }
+            s.uploader = Task { [parts] in await parts.uploadLoop() }
         }
         startPulling()
         registerDevice()
@@ -86,6 +86,14 @@ public final class BeckonClient: Sendable {
 
     deinit {
         close()
+    }
+
+    /// The parts the loops run on (see ``ClientParts``).
+    var parts: ClientParts {
+        ClientParts(
+            configuration: configuration, transport: transport, queue: queue, store: store, logger: logger,
+            identityURL: identityURL, state: state, uploadSignal: uploadSignal, actionSignal: actionSignal,
+            pullSignal: pullSignal, droppedBad: droppedBad, refreshInbox: { [weak self] in self?.refreshInbox() })
     }
 
     /// Stops the client's loops (what is queued stays on disk for the next client on this folder).
@@ -114,19 +122,6 @@ public final class BeckonClient: Sendable {
     /// The signed-in user's id, nil before `identify(userId:)` and after `reset()`.
     public var userId: String? { state.withLock { $0.identity.userId } }
 
-    private func changeIdentity(_ change: (inout Identity) -> Void) -> (before: Identity, after: Identity) {
-        state.withLock { s in
-            let before = s.identity
-            change(&s.identity)
-            do {
-                try Disk.writeJSON(s.identity, to: identityURL)
-            } catch {
-                logger.error("beckon: the identity could not be saved: \(error)")
-            }
-            return (before, s.identity)
-        }
-    }
-
     // MARK: - Events
 
     /// A Segment `track`. Returns its `messageId` once it is on disk, nil when it could not be queued (logged).
@@ -146,7 +141,7 @@ public final class BeckonClient: Sendable {
     @discardableResult
     public func identify(userId: String? = nil, traits: [String: JSONValue] = [:]) -> String? {
         if let userId, !userId.isEmpty {
-            let (before, _) = changeIdentity { $0.userId = userId }
+            let (before, _) = parts.changeIdentity { $0.userId = userId }
             if before.userId != userId { identityChanged() }
         }
         return enqueue("identify", ["traits": .object(traits)])
@@ -157,7 +152,7 @@ public final class BeckonClient: Sendable {
     public func alias(_ newId: String) -> String? {
         let previous = state.withLock { $0.identity.current }
         let id = enqueue("alias", ["previousId": .string(previous)], userId: newId)
-        let (before, _) = changeIdentity { $0.userId = newId }
+        let (before, _) = parts.changeIdentity { $0.userId = newId }
         if before.userId != newId { identityChanged() }
         return id
     }
@@ -171,11 +166,13 @@ public final class BeckonClient: Sendable {
     /// Sign-out: a new anonymous id, no user. Pulled actions of the last user that the app did not take are dropped,
     /// and the device is removed from the last user (best effort), then registered for the new anonymous id.
     public func reset() {
-        let (before, after) = changeIdentity { identity in
+        let (before, after) = parts.changeIdentity { identity in
             identity.anonymousId = Self.newID()
             identity.userId = nil
             identity.registered = nil
         }
+        // (The pull loop of the last user stops first: a page it was saving could land after the discard.)
+        stopPulling()
         store.discardPending(except: after.current)
         if let r = before.registered, r.count == 3 {
             let transport = transport
@@ -239,128 +236,9 @@ public final class BeckonClient: Sendable {
         }
     }
 
-    // MARK: - The uploader
-
-    private enum Drained {
-        case empty
-        case failed(retryAfter: Duration?)
-    }
-
-    private func uploadLoop() async {
-        var failures = 0
-        var retryAt: ContinuousClock.Instant?
-        while !Task.isCancelled {
-            let now = ContinuousClock.now
-            let wake: Duration
-            if let retryAt {
-                wake = retryAt - now
-            } else if queue.oldest() != nil {
-                wake = .zero
-            } else if let since = queue.openSince {
-                wake = since + configuration.flushInterval - now
-            } else {
-                wake = .seconds(3600)
-            }
-            if wake > .zero { await uploadSignal.wait(timeout: wake) }
-            if Task.isCancelled { break }
-            let (target, forced) = state.withLock { ($0.flushRequested, $0.flushRequested > $0.flushCompleted) }
-            if !forced, let r = retryAt, ContinuousClock.now < r { continue }
-            if forced { queue.sealOpen() }
-            if let since = queue.openSince, ContinuousClock.now - since >= configuration.flushInterval { queue.sealOpen() }
-            let outcome = await drain()
-            switch outcome {
-            case .empty:
-                failures = 0
-                retryAt = nil
-            case .failed(let after):
-                failures += 1
-                retryAt = .now + (after ?? configuration.retry.delay(after: failures))
-            }
-            let done = state.withLock { s -> [CheckedContinuation<Bool, Never>] in
-                s.flushCompleted = max(s.flushCompleted, target)
-                let done = s.flushWaiters.filter { $0.generation <= target }.map(\.continuation)
-                s.flushWaiters.removeAll { $0.generation <= target }
-                return done
-            }
-            let emptied: Bool
-            if case .empty = outcome { emptied = true } else { emptied = false }
-            for c in done { c.resume(returning: emptied) }
-        }
-    }
-
-    /// Sends sealed segments oldest first until none is left or one cannot be sent now.
-    private func drain() async -> Drained {
-        var limit: Int?
-        while !Task.isCancelled, let segment = queue.oldest() {
-            let lines = queue.lines(of: segment)
-            if lines.isEmpty {
-                queue.remove(segment)
-                continue
-            }
-            let count = min(limit ?? lines.count, lines.count)
-            var body = Data(#"{"batch":["#.utf8)
-            for (i, line) in lines.prefix(count).enumerated() {
-                if i > 0 { body.append(0x2C) }
-                body.append(line)
-            }
-            body.append(Data(#"],"sentAt":"\#(ISOTime.string(Date()))"}"#.utf8))
-            let answer: Transport.Answer
-            do {
-                answer = try await transport.ingest(body)
-            } catch {
-                logger.info("beckon: \(count) events not sent, will retry: \(error)")
-                return .failed(retryAfter: nil)
-            }
-            // What the answer takes out of the segment (sent, or refused for good), and why refused.
-            var refused: [Data] = []
-            var reason = answer.message
-            var rest = Array(lines.dropFirst(count))
-            switch answer.status {
-            case 200..<300:
-                limit = nil
-            case 400:
-                // All or nothing: the service names the first bad event and stored none of the request.
-                if let index = answer.json?["event"]?.intValue.map({ Int($0) }), index >= 0, index < count {
-                    refused = [lines[index]]
-                    rest = lines
-                    rest.remove(at: index)
-                } else {
-                    refused = Array(lines.prefix(count))
-                }
-            case 413 where count > 1:
-                limit = count / 2
-                continue
-            case 413:
-                refused = [lines[0]]
-                reason = "too large for the service (413)"
-            case let status where Transport.isTransient(status):
-                logger.info("beckon: the service answered \(status); \(count) events will be sent again")
-                return .failed(retryAfter: answer.retryAfter)
-            default:
-                // 401 (a wrong write key), 404 (a wrong address), 415: the events are not at fault. They stay.
-                logger.error("beckon: the service refused a batch (\(answer.status): \(answer.message)); kept, retrying")
-                return .failed(retryAfter: answer.retryAfter)
-            }
-            if !refused.isEmpty { drop(refused, because: reason) }
-            do {
-                try queue.replace(segment, with: rest)
-            } catch {
-                logger.error("beckon: the queue could not be rewritten after an answer: \(error)")
-                return .failed(retryAfter: nil)
-            }
-        }
-        return .empty
-    }
-
-    private func drop(_ lines: [Data], because reason: String) {
-        droppedBad.withLock { $0 += lines.count }
-        for line in lines {
-            let event = try? JSONDecoder().decode(JSONValue.self, from: line)
-            let name = event?["event"]?.stringValue ?? event?["name"]?.stringValue ?? event?["type"]?.stringValue ?? "?"
-            logger.warning(
-                "beckon: event '\(name)' (messageId \(event?["messageId"]?.stringValue ?? "?")) dropped: the service says \(reason)"
-            )
-        }
+    static func isJSONObject(_ line: Data) -> Bool {
+        if case .object? = try? JSONDecoder().decode(JSONValue.self, from: line) { return true }
+        return false
     }
 
     // MARK: - Foreground and background
@@ -390,7 +268,7 @@ public final class BeckonClient: Sendable {
     private func startPulling() {
         state.withLock { s in
             guard !s.closed, s.foreground, s.puller == nil, s.streamError == nil else { return }
-            s.puller = Task { [weak self] in await self?.pullLoop() }
+            s.puller = Task { [parts] in await parts.pullLoop() }
         }
     }
 
@@ -408,70 +286,10 @@ public final class BeckonClient: Sendable {
         startPulling()
     }
 
-    private func pullLoop() async {
-        var failures = 0
-        while !Task.isCancelled {
-            if store.pendingCount >= configuration.maxPendingActions {
-                await pullSignal.wait(timeout: .seconds(5))
-                continue
-            }
-            let user = state.withLock { $0.identity.current }
-            let cursor = store.cursor(for: user)
-            let wait = Double(configuration.pollWait.components.seconds)
-            let answer: Transport.Answer
-            let asked = ContinuousClock.now
-            do {
-                answer = try await transport.user(
-                    user, "GET", "/actions",
-                    query: [URLQueryItem(name: "after", value: cursor), URLQueryItem(name: "wait", value: String(Int(wait)))],
-                    timeout: wait + 20)
-            } catch {
-                if Task.isCancelled { return }
-                if case .network = error {
-                    failures += 1
-                    try? await Task.sleep(for: configuration.retry.delay(after: failures))
-                    continue
-                }
-                // A token refused twice, one for another user, or a provider that threw: the stream reports it and
-                // stops until `enterForeground()`.
-                logger.error("beckon: pulling actions stopped: \(error)")
-                state.withLock { s in
-                    s.streamError = error
-                    s.puller = nil
-                }
-                actionSignal.notify()
-                return
-            }
-            if Task.isCancelled { return }
-            guard answer.status == 200, let json = answer.json, case .array(let actions)? = json["actions"],
-                let next = json["cursor"]?.stringValue
-            else {
-                failures += 1
-                logger.info("beckon: pulling actions: the service answered \(answer.status); retrying")
-                try? await Task.sleep(for: answer.retryAfter ?? configuration.retry.delay(after: failures))
-                continue
-            }
-            failures = 0
-            if actions.isEmpty && ContinuousClock.now - asked < .seconds(1) {
-                // An empty page at once (something between the app and the service that does not hold a long
-                // poll): no tighter loop than one pull a second.
-                try? await Task.sleep(for: .seconds(1))
-            }
-            if actions.isEmpty && next == cursor { continue }
-            do {
-                let kept = try store.add(actions, cursor: next, for: user)
-                if !kept.isEmpty { actionSignal.notify() }
-                if kept.contains(where: { BeckonAction.Kind($0).touchesInbox }) { refreshInbox() }
-            } catch {
-                logger.error("beckon: pulled actions could not be saved (\(error)); pulling them again")
-                try? await Task.sleep(for: configuration.retry.delay(after: 1))
-            }
-        }
-    }
-
     /// The user's actions, oldest first, each handed over once: an action counts as taken when `next()` returns it
-    /// (saved on disk before), so after a restart the stream goes on with the next one. Iterate it from one place at a
-    /// time. It throws when pulling stopped for good (a refused token, `BeckonClientError`), and ends when the client
+    /// (saved on disk before), so after a restart the stream goes on with the next one. Several iterators may run at
+    /// once (each action goes to one of them); only actions pulled for the current user, or the anonymous id they
+    /// signed in from, are handed over. It throws when pulling stopped for good (a refused token, `BeckonClientError`), and ends when the client
     /// is closed or the iterating task cancelled. Pulling runs while the app is in the foreground.
     public func actions() -> Actions { Actions(client: self) }
 
@@ -486,7 +304,8 @@ public final class BeckonClient: Sendable {
 
             public mutating func next() async throws -> BeckonAction? {
                 while !Task.isCancelled {
-                    if let json = client.store.take() {
+                    let users = client.state.withLock { s in [s.identity.current, s.identity.anonymousId] }
+                    if let json = client.store.take(for: Set(users)) {
                         client.pullSignal.notify()
                         if let action = BeckonAction(json: json) { return action }
                         continue
@@ -573,7 +392,7 @@ public final class BeckonClient: Sendable {
     /// `context.device` of every event, and the device is registered for the current user
     /// (`POST /v1/users/{id}/devices`), again after a sign-in or a change, retried until the service stores it.
     public func setPushToken(_ token: String, enabled: Bool = true) {
-        _ = changeIdentity { identity in
+        _ = parts.changeIdentity { identity in
             identity.pushToken = token
             identity.pushEnabled = enabled
         }
@@ -598,11 +417,265 @@ public final class BeckonClient: Sendable {
         state.withLock { s in
             guard !s.closed, s.identity.pushToken != nil else { return }
             s.registrar?.cancel()
-            s.registrar = Task { [weak self] in await self?.registerLoop(platform: platform) }
+            s.registrar = Task { [parts] in await parts.registerLoop(platform: platform) }
         }
     }
 
-    private func registerLoop(platform: String) async {
+}
+
+/// What the client's loops use: the client's parts, without the client itself, so that a client the app lets go
+/// without `close()` is freed (its `deinit` closes it, ending the loops) rather than kept alive by its own loops.
+struct ClientParts: Sendable {
+    let configuration: BeckonClient.Configuration
+    let transport: Transport
+    let queue: EventQueue
+    let store: ActionStore
+    let logger: Logger
+    let identityURL: URL
+    fileprivate let state: Locked<BeckonClient.State>
+    let uploadSignal: Signal
+    let actionSignal: Signal
+    let pullSignal: Signal
+    let droppedBad: Locked<Int>
+    /// Reads the inbox for its observers, if the client is still there.
+    let refreshInbox: @Sendable () -> Void
+    typealias Identity = BeckonClient.Identity
+}
+
+extension ClientParts {
+    func changeIdentity(_ change: (inout Identity) -> Void) -> (before: Identity, after: Identity) {
+        let (before, after, failure) = state.withLock { s -> (Identity, Identity, (any Error)?) in
+            let before = s.identity
+            change(&s.identity)
+            do {
+                try Disk.writeJSON(s.identity, to: identityURL)
+                return (before, s.identity, nil)
+            } catch {
+                return (before, s.identity, error)
+            }
+        }
+        // (Logged after the lock is let go: a log handler may call back into the client.)
+        if let failure { logger.error("beckon: the identity could not be saved: \(failure)") }
+        return (before, after)
+    }
+
+    // MARK: - The uploader
+
+    enum Drained {
+        case empty
+        case failed(retryAfter: Duration?)
+    }
+
+    func uploadLoop() async {
+        var failures = 0
+        var retryAt: ContinuousClock.Instant?
+        while !Task.isCancelled {
+            let now = ContinuousClock.now
+            let wake: Duration
+            if let retryAt {
+                wake = retryAt - now
+            } else if queue.oldest() != nil {
+                wake = .zero
+            } else if let since = queue.openSince {
+                wake = since + configuration.flushInterval - now
+            } else {
+                wake = .seconds(3600)
+            }
+            if wake > .zero { await uploadSignal.wait(timeout: wake) }
+            if Task.isCancelled { break }
+            let (target, forced) = state.withLock { ($0.flushRequested, $0.flushRequested > $0.flushCompleted) }
+            if !forced, let r = retryAt, ContinuousClock.now < r { continue }
+            if forced { queue.sealOpen() }
+            if let since = queue.openSince, ContinuousClock.now - since >= configuration.flushInterval { queue.sealOpen() }
+            let outcome = await drain()
+            switch outcome {
+            case .empty:
+                failures = 0
+                retryAt = nil
+            case .failed(let after):
+                failures += 1
+                retryAt = .now + configuration.retry.wait(after: failures, retryAfter: after)
+            }
+            let done = state.withLock { s -> [CheckedContinuation<Bool, Never>] in
+                s.flushCompleted = max(s.flushCompleted, target)
+                let done = s.flushWaiters.filter { $0.generation <= target }.map(\.continuation)
+                s.flushWaiters.removeAll { $0.generation <= target }
+                return done
+            }
+            let emptied: Bool
+            if case .empty = outcome { emptied = true } else { emptied = false }
+            for c in done { c.resume(returning: emptied) }
+        }
+    }
+
+    /// Sends sealed segments oldest first until none is left or one cannot be sent now.
+    func drain() async -> Drained {
+        var limit: Int?
+        while !Task.isCancelled, let segment = queue.oldest() {
+            let lines: [Data]
+            do {
+                lines = try queue.lines(of: segment)
+            } catch {
+                logger.warning("beckon: a batch on disk cannot be read now (\(error)); kept, retrying")
+                return .failed(retryAfter: nil)
+            }
+            if lines.isEmpty {
+                queue.remove(segment)
+                continue
+            }
+            let count = min(limit ?? lines.count, lines.count)
+            var body = Data(#"{"batch":["#.utf8)
+            for (i, line) in lines.prefix(count).enumerated() {
+                if i > 0 { body.append(0x2C) }
+                body.append(line)
+            }
+            body.append(Data(#"],"sentAt":"\#(ISOTime.string(Date()))"}"#.utf8))
+            let answer: Transport.Answer
+            do {
+                answer = try await transport.ingest(body)
+            } catch {
+                logger.info("beckon: \(count) events not sent, will retry: \(error)")
+                return .failed(retryAfter: nil)
+            }
+            // What the answer takes out of the segment (sent, or refused for good), and why refused.
+            var refused: [Data] = []
+            var reason = answer.message
+            var rest = Array(lines.dropFirst(count))
+            switch answer.status {
+            case 200..<300:
+                limit = nil
+            case 400:
+                // All or nothing: the service names the first bad event and stored none of the request.
+                if let index = answer.json?["event"]?.intValue.map({ Int($0) }), index >= 0, index < count {
+                    refused = [lines[index]]
+                    rest = lines
+                    rest.remove(at: index)
+                } else {
+                    // Not the service naming an event: a line that is not a JSON object (a damaged queue file) breaks
+                    // the whole batch, and only such lines are dropped; when every line is one, the events are not at
+                    // fault (a proxy's 400, a plain-HTTP request to an HTTPS port): they stay, as for a 401.
+                    let broken = Set(lines.prefix(count).indices.filter { !BeckonClient.isJSONObject(lines[$0]) })
+                    guard !broken.isEmpty else {
+                        logger.error(
+                            "beckon: the service refused a batch (400: \(answer.message)) without naming an event; kept, retrying"
+                        )
+                        return .failed(retryAfter: answer.retryAfter)
+                    }
+                    refused = broken.sorted().map { lines[$0] }
+                    rest = lines.indices.filter { !broken.contains($0) }.map { lines[$0] }
+                    reason = "it is not JSON (the queue's file was damaged)"
+                }
+            case 413 where count > 1:
+                limit = count / 2
+                continue
+            case 413:
+                refused = [lines[0]]
+                reason = "too large for the service (413)"
+            case let status where Transport.isTransient(status):
+                logger.info("beckon: the service answered \(status); \(count) events will be sent again")
+                return .failed(retryAfter: answer.retryAfter)
+            default:
+                // 401 (a wrong write key), 404 (a wrong address), 415: the events are not at fault. They stay.
+                logger.error("beckon: the service refused a batch (\(answer.status): \(answer.message)); kept, retrying")
+                return .failed(retryAfter: answer.retryAfter)
+            }
+            if !refused.isEmpty { drop(refused, because: reason) }
+            do {
+                try queue.replace(segment, with: rest)
+            } catch {
+                logger.error("beckon: the queue could not be rewritten after an answer: \(error)")
+                return .failed(retryAfter: nil)
+            }
+        }
+        return .empty
+    }
+
+    func drop(_ lines: [Data], because reason: String) {
+        droppedBad.withLock { $0 += lines.count }
+        for line in lines {
+            let event = try? JSONDecoder().decode(JSONValue.self, from: line)
+            let name = event?["event"]?.stringValue ?? event?["name"]?.stringValue ?? event?["type"]?.stringValue ?? "?"
+            logger.warning(
+                "beckon: event '\(name)' (messageId \(event?["messageId"]?.stringValue ?? "?")) dropped: the service says \(reason)"
+            )
+        }
+    }
+
+    func pullLoop() async {
+        var failures = 0
+        while !Task.isCancelled {
+            if store.pendingCount >= configuration.maxPendingActions {
+                await pullSignal.wait(timeout: .seconds(5))
+                continue
+            }
+            let user = state.withLock { $0.identity.current }
+            let cursor = store.cursor(for: user)
+            let wait = Double(configuration.pollWait.components.seconds)
+            let answer: Transport.Answer
+            let asked = ContinuousClock.now
+            do {
+                answer = try await transport.user(
+                    user, "GET", "/actions",
+                    query: [URLQueryItem(name: "after", value: cursor), URLQueryItem(name: "wait", value: String(Int(wait)))],
+                    timeout: wait + 20)
+            } catch {
+                if Task.isCancelled { return }
+                // No answer, or a token provider that threw (the app's backend offline at launch, say): tried again.
+                if error.isTransient {
+                    failures += 1
+                    if case .tokenProvider = error { logger.info("beckon: pulling actions: \(error); retrying") }
+                    try? await Task.sleep(for: configuration.retry.delay(after: failures))
+                    continue
+                }
+                // A token refused twice, or one for another user: the stream reports it and stops until
+                // `enterForeground()` or a sign-in.
+                logger.error("beckon: pulling actions stopped: \(error)")
+                state.withLock { s in
+                    s.streamError = error
+                    s.puller = nil
+                }
+                actionSignal.notify()
+                return
+            }
+            if Task.isCancelled { return }
+            // (A cursor is a number, as the contract has it: anything else is a bad answer, not one to store.)
+            guard answer.status == 200, let json = answer.json, case .array(let actions)? = json["actions"],
+                let next = json["cursor"]?.stringValue, !next.isEmpty, next.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 })
+            else {
+                failures += 1
+                logger.info("beckon: pulling actions: the service answered \(answer.status); retrying")
+                try? await Task.sleep(for: configuration.retry.wait(after: failures, retryAfter: answer.retryAfter))
+                continue
+            }
+            if actions.isEmpty && ContinuousClock.now - asked < .seconds(1) {
+                // An empty page at once (something between the app and the service that does not hold a long
+                // poll): no tighter loop than one pull a second.
+                try? await Task.sleep(for: .seconds(1))
+            }
+            if actions.isEmpty && next == cursor {
+                failures = 0
+                continue
+            }
+            do {
+                let kept = try store.add(actions, cursor: next, for: user)
+                if !kept.isEmpty { actionSignal.notify() }
+                if kept.contains(where: { BeckonAction.Kind($0).touchesInbox }) { refreshInbox() }
+                if kept.isEmpty && next == cursor {
+                    // A page of actions already pulled, the cursor where it was: a service repeating itself is asked
+                    // again after the backoff, not at once.
+                    failures += 1
+                    try? await Task.sleep(for: configuration.retry.delay(after: failures))
+                } else {
+                    failures = 0
+                }
+            } catch {
+                logger.error("beckon: pulled actions could not be saved (\(error)); pulling them again")
+                try? await Task.sleep(for: configuration.retry.delay(after: 1))
+            }
+        }
+    }
+
+    func registerLoop(platform: String) async {
         var failures = 0
         while !Task.isCancelled {
             let identity = state.withLock { $0.identity }
@@ -627,8 +700,8 @@ public final class BeckonClient: Sendable {
                     return
                 }
                 failures += 1
-                try? await Task.sleep(for: answer.retryAfter ?? configuration.retry.delay(after: failures))
-            } catch .network {
+                try? await Task.sleep(for: configuration.retry.wait(after: failures, retryAfter: answer.retryAfter))
+            } catch  where error.isTransient {
                 failures += 1
                 try? await Task.sleep(for: configuration.retry.delay(after: failures))
             } catch {

@@ -32,7 +32,8 @@ extension BeckonClient {
         public var retry = Retry()
         /// How long one pull waits for a new action (the long poll's `wait`; the service takes at most 30 s).
         public var pollWait: Duration = .seconds(25)
-        /// At most this many pulled actions wait for the app to take them; beyond it the oldest are dropped, logged.
+        /// While this many pulled actions wait for the app, the client stops pulling (looked at before each pull; a
+        /// pull brings a page of at most 500, so up to this + 499 may wait; none is dropped).
         public var maxPendingActions = 1_000
         /// What `context.app` says: by default the main bundle's name, version, build and identifier.
         public var app = AppInfo.main
@@ -70,6 +71,12 @@ extension BeckonClient {
             let base = first * (1 << Swift.min(Swift.max(failures - 1, 0), 20))
             let capped = Swift.min(base, max)
             return capped * Double.random(in: 0.5...1.0)
+        }
+
+        /// The wait after a failed answer: its `Retry-After` when that is longer than the backoff, else the backoff
+        /// (a `Retry-After: 0`, or a date already past, must not make every app retry at once and in a loop).
+        func wait(after failures: Int, retryAfter: Duration?) -> Duration {
+            Swift.max(retryAfter ?? .zero, delay(after: failures))
         }
     }
 
@@ -113,6 +120,9 @@ extension URLSession {
         c.requestCachePolicy = .reloadIgnoringLocalCacheData
         c.httpShouldSetCookies = false
         c.timeoutIntervalForRequest = 60
+        // (A whole request, a long poll's wait included, ends within 5 minutes: an answer dripped a byte at a time
+        // does not hold the uploader for the default 7 days.)
+        c.timeoutIntervalForResource = 300
         return URLSession(configuration: c)
     }
 }
@@ -120,11 +130,11 @@ extension URLSession {
 /// What the client reports: from the action stream, the inbox and device calls.
 public enum BeckonClientError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The user's token was refused twice: once, then again after the provider gave a new one (forged, or minted for
-    /// the wrong secret). The stream stops; `resume()` starts it again.
+    /// the wrong secret). The stream stops; `enterForeground()` or a sign-in starts it again.
     case unauthorized(String)
     /// The token is for another user than the one asked for (403). The stream stops.
     case forbidden(String)
-    /// The token provider threw.
+    /// The token provider threw (the stream and device registration retry it; inbox calls report it).
     case tokenProvider(String)
     /// The service answered something the client cannot use.
     case server(status: Int, message: String)
@@ -138,6 +148,14 @@ public enum BeckonClientError: Error, Sendable, Equatable, CustomStringConvertib
         case .tokenProvider(let m): "the token provider failed: \(m)"
         case .server(let status, let m): "the service answered \(status): \(m)"
         case .network(let m): "no answer from the service: \(m)"
+        }
+    }
+
+    /// Worth trying again later: no answer, or a token provider that threw (the app's backend may be offline too).
+    var isTransient: Bool {
+        switch self {
+        case .network, .tokenProvider: true
+        case .unauthorized, .forbidden, .server: false
         }
     }
 }

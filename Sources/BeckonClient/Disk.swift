@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 
 #if canImport(Glibc)
     import Glibc
@@ -21,9 +22,22 @@ enum Disk {
         try write(JSONEncoder.compact.encode(value), to: url)
     }
 
-    static func readJSON<T: Decodable>(_ type: T.Type, from url: URL) -> T? {
-        guard let data = try? Data(contentsOf: url) else { return nil }
-        return try? JSONDecoder().decode(type, from: data)
+    /// The file's value; `nil` when there is no file, or when it cannot be read or decoded: then it is moved aside
+    /// (`NAME.damaged-SECONDS`) and the error logged, so that what replaces it neither hides the damage nor
+    /// overwrites what was there.
+    static func readJSON<T: Decodable>(_ type: T.Type, from url: URL, logger: Logger) -> T? {
+        guard FileManager.default.fileExists(atPath: url.path) else { return nil }
+        do {
+            return try JSONDecoder().decode(type, from: Data(contentsOf: url))
+        } catch {
+            let aside = url.deletingLastPathComponent().appendingPathComponent(
+                "\(url.lastPathComponent).damaged-\(Int(Date().timeIntervalSince1970))")
+            let moved = rename(url.path, aside.path) == 0
+            logger.error(
+                "beckon: \(url.lastPathComponent) could not be read (\(error)); starting without it\(moved ? ", the file kept as \(aside.lastPathComponent)" : "")"
+            )
+            return nil
+        }
     }
 
     static func makeDirectory(_ url: URL) throws {

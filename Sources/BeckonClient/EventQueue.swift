@@ -86,9 +86,16 @@ final class EventQueue: Sendable {
     /// Writes one event line (JSON without a newline) before returning.
     func append(_ line: Data) throws -> Appended {
         guard line.count <= Self.maxEventBytes else { return .tooLarge }
+        // (Logged after the lock is let go: a log handler may call back into the client.)
+        var dropped: [Int] = []
+        defer {
+            for n in dropped {
+                logger.warning("beckon: the event queue is full (\(maxEvents) events): the oldest \(n) dropped unsent")
+            }
+        }
         return try state.withLock { s in
             if let o = s.open, o.segment.bytes + line.count + 1 > Self.maxSegmentBytes { seal(&s) }
-            makeRoom(&s)
+            dropped = makeRoom(&s)
             if s.open == nil {
                 let sequence = s.nextSequence
                 s.nextSequence += 1
@@ -134,25 +141,36 @@ final class EventQueue: Sendable {
         }
     }
 
-    private func makeRoom(_ s: inout State) {
+    /// Drops the oldest segments while the queue is full; returns how many events each held.
+    private func makeRoom(_ s: inout State) -> [Int] {
+        var dropped: [Int] = []
         while s.count >= maxEvents {
             if s.sealed.isEmpty { seal(&s) }
-            guard !s.sealed.isEmpty else { return }
+            guard !s.sealed.isEmpty else { break }
             let oldest = s.sealed.removeFirst()
             try? FileManager.default.removeItem(at: url(oldest.sequence))
             s.dropped += oldest.events
-            logger.warning(
-                "beckon: the event queue is full (\(maxEvents) events): the oldest \(oldest.events) dropped unsent")
+            dropped.append(oldest.events)
         }
+        return dropped
     }
 
     /// The oldest sealed segment.
     func oldest() -> Segment? { state.withLock { $0.sealed.first } }
 
     /// A segment's complete lines (each an event's JSON), in order. A line without its newline (the app was killed
-    /// while writing it, or the disk was full) is left out.
-    func lines(of segment: Segment) -> [Data] {
-        guard let data = try? Data(contentsOf: url(segment.sequence)) else { return [] }
+    /// while writing it, or the disk was full) is left out; a segment whose file is gone has none. A file that is
+    /// there and cannot be read now (a device locked under data protection, no descriptor left) throws: its events
+    /// stay queued.
+    func lines(of segment: Segment) throws -> [Data] {
+        let file = url(segment.sequence)
+        let data: Data
+        do {
+            data = try Data(contentsOf: file)
+        } catch {
+            guard FileManager.default.fileExists(atPath: file.path) else { return [] }
+            throw error
+        }
         var lines: [Data] = []
         var start = data.startIndex
         while let end = data[start...].firstIndex(of: 0x0A) {

@@ -14,14 +14,16 @@ final class Locked<Value>: @unchecked Sendable {
     }
 }
 
-/// One waiter woken by `notify()` or after a timeout, whichever comes first; a `notify()` with no waiter is kept for the
-/// next `wait`. The uploader and the pull loop sleep on one each.
+/// Waiters woken by `notify()` or after their timeout, whichever comes first; a `notify()` with nobody waiting is kept
+/// for the next `wait`. The uploader and the pull loop sleep on one each; the action stream's readers (one or several
+/// iterators) on another: a `notify()` wakes every reader, and each that finds nothing waits again.
 final class Signal: Sendable {
     private struct State {
         var pending = false
-        var waiter: (id: UInt64, continuation: CheckedContinuation<Void, Never>)?
+        var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
         var next: UInt64 = 0
-        /// The latest wait whose timeout or cancellation came before it was waiting.
+        /// The latest wait whose timeout or cancellation came (ids grow: a wait between taking its id and waiting
+        /// returns at once if a later one's came, a spurious wake its caller's loop absorbs).
         var fired: UInt64 = 0
     }
     private let state = Locked(State())
@@ -29,15 +31,15 @@ final class Signal: Sendable {
     init() {}
 
     func notify() {
-        let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
-            guard let w = s.waiter else {
+        let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+            guard !s.waiters.isEmpty else {
                 s.pending = true
-                return nil
+                return []
             }
-            s.waiter = nil
-            return w.continuation
+            defer { s.waiters = [:] }
+            return Array(s.waiters.values)
         }
-        waiter?.resume()
+        for w in waiters { w.resume() }
     }
 
     /// Returns at a `notify()`, after `timeout`, or when the task is cancelled.
@@ -58,8 +60,7 @@ final class Signal: Sendable {
                         s.pending = false
                         return true
                     }
-                    if let old = s.waiter { old.continuation.resume() }
-                    s.waiter = (id, continuation)
+                    s.waiters[id] = continuation
                     return false
                 }
                 if now { continuation.resume() }
@@ -71,12 +72,11 @@ final class Signal: Sendable {
 
     private func fire(_ id: UInt64) {
         let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
-            guard let w = s.waiter, w.id == id else {
+            guard let w = s.waiters.removeValue(forKey: id) else {
                 s.fired = max(s.fired, id)
                 return nil
             }
-            s.waiter = nil
-            return w.continuation
+            return w
         }
         waiter?.resume()
     }

@@ -83,6 +83,10 @@ final class Transport: Sendable {
                                 status: http.statusCode, body: data ?? Data(),
                                 retryAfter: http.value(forHTTPHeaderField: "Retry-After").flatMap(Self.retryAfter))))
                 }
+                // (Redirects are refused: the 3xx is the answer. A request carries its credential, the write key or
+                // the user's token, and on Linux a followed redirect would carry it to the other host, over plain
+                // HTTP too.)
+                task.delegate = RefusesRedirects.shared
                 let cancelled = state.withLock { s -> Bool in
                     if !s.cancelled {
                         s.waiter = waiter
@@ -150,12 +154,19 @@ final class Transport: Sendable {
             case 401 where !renewed:
                 configuration.logger.info("beckon: the user's token was refused (401); asking the app for a new one")
                 renewed = true
-            case 401: throw .unauthorized(answer.message)
-            case 403: throw .forbidden(answer.message)
+            // (A refused token is not kept: the next request, after `enterForeground()` or a sign-in, asks anew.)
+            case 401:
+                forget(userId)
+                throw .unauthorized(answer.message)
+            case 403:
+                forget(userId)
+                throw .forbidden(answer.message)
             default: return answer
             }
         }
     }
+
+    private func forget(_ userId: String) { tokens.withLock { _ = $0.removeValue(forKey: userId) } }
 
     private func token(for userId: String, renew: Bool) async throws(BeckonClientError) -> String {
         if !renew, let known = tokens.withLock({ $0[userId] }) { return known }
@@ -184,5 +195,17 @@ final class Transport: Sendable {
     /// Whether a failed answer is worth sending again later: 5xx, 429 and 408.
     static func isTransient(_ status: Int) -> Bool {
         status >= 500 || status == 429 || status == 408
+    }
+}
+
+/// A task's delegate that follows no redirect (``Transport/send(_:)``).
+final class RefusesRedirects: NSObject, URLSessionTaskDelegate, Sendable {
+    static let shared = RefusesRedirects()
+
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
+    ) {
+        completionHandler(nil)
     }
 }
