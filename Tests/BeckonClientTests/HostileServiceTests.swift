@@ -49,15 +49,11 @@ struct HostileServiceTests {
     @Test func aRedirectIsNotFollowedAndCarriesNoCredentialElsewhere() async throws {
         let elsewhere = try await Stub(["status", "200", #"{"success":true}"#])
         let redirect = try await Stub(["redirect", elsewhere.url.absoluteString])
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("beckon-client-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: folder) }
-        var configuration = BeckonClient.Configuration(
-            server: redirect.url, writeKey: LiveService.writeKey, directory: folder,
-            tokenProvider: { LiveService.token($0) })
-        configuration.retry = .init(first: .milliseconds(50), max: .milliseconds(200))
-        configuration.pushPlatform = nil
-        let client = try BeckonClient(configuration)
-        defer { client.close() }
+        let (client, folder) = try Self.client(of: redirect.url)
+        defer {
+            client.close()
+            try? FileManager.default.removeItem(at: folder)
+        }
         client.identify(userId: "rex")
         client.track("Probe", properties: ["n": 1])
         #expect(await client.flush() == false)
@@ -73,14 +69,11 @@ struct HostileServiceTests {
     /// service, a plain-HTTP request to an HTTPS port): they are kept.
     @Test func aBadRequestThatNamesNoEventKeepsTheBatch() async throws {
         let proxy = try await Stub(["status", "400", "<html>400 The plain HTTP request was sent to HTTPS port</html>"])
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("beckon-client-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: folder) }
-        var configuration = BeckonClient.Configuration(
-            server: proxy.url, writeKey: LiveService.writeKey, directory: folder, tokenProvider: { LiveService.token($0) })
-        configuration.retry = .init(first: .milliseconds(50), max: .milliseconds(200))
-        configuration.pushPlatform = nil
-        let client = try BeckonClient(configuration)
-        defer { client.close() }
+        let (client, folder) = try Self.client(of: proxy.url)
+        defer {
+            client.close()
+            try? FileManager.default.removeItem(at: folder)
+        }
         for n in 0..<5 { client.track("Probe", properties: ["n": .int(Int64(n))]) }
         #expect(await client.flush() == false)
         #expect(client.queuedEvents == 5)
@@ -92,14 +85,7 @@ struct HostileServiceTests {
     @Test func aDamagedLineInTheQueueIsDroppedAndTheRestDelivered() async throws {
         let service = try LiveService()
         try await service.start()
-        var configuration = ClientTests.configuration(service, "app")
-        configuration.flushAt = 500
-        configuration.flushInterval = .seconds(3600)
-        let writer = try BeckonClient(configuration)
-        writer.identify(userId: "dax")
-        for n in 1...3 { writer.track("Probe", properties: ["n": .int(Int64(n))]) }
-        writer.close()
-        let segment = try Self.onlySegment(configuration.directory)
+        let (configuration, segment) = try Self.queuedByAnEarlierRun(service, user: "dax")
         var lines = try Data(contentsOf: segment).split(separator: 0x0A, omittingEmptySubsequences: false)
         lines.insert(Data(#"{"type":"track","event":"#.utf8)[...], at: 2)
         try Data(lines.joined(separator: [0x0A])).write(to: segment)
@@ -116,14 +102,7 @@ struct HostileServiceTests {
     @Test func aBatchThatCannotBeReadIsKeptAndSentOnceItCan() async throws {
         let service = try LiveService()
         try await service.start()
-        var configuration = ClientTests.configuration(service, "app")
-        configuration.flushAt = 500
-        configuration.flushInterval = .seconds(3600)
-        let writer = try BeckonClient(configuration)
-        writer.identify(userId: "uma")
-        for n in 1...3 { writer.track("Probe", properties: ["n": .int(Int64(n))]) }
-        writer.close()
-        let segment = try Self.onlySegment(configuration.directory)
+        let (configuration, segment) = try Self.queuedByAnEarlierRun(service, user: "uma")
         let saved = try Data(contentsOf: segment)
         try FileManager.default.removeItem(at: segment)
         try FileManager.default.createDirectory(at: segment, withIntermediateDirectories: false)
@@ -177,10 +156,31 @@ struct HostileServiceTests {
         #expect(calls() > 3)
     }
 
-    static func onlySegment(_ directory: URL) throws -> URL {
-        let queue = directory.appendingPathComponent("queue")
+    /// A client's folder holding one batch file of `user`'s identify and three Probe events (n 1 to 3), written by a
+    /// client that closed before sending it; the configuration to open it again and the file.
+    static func queuedByAnEarlierRun(
+        _ service: LiveService, user: String
+    ) throws -> (BeckonClient.Configuration, URL) {
+        var configuration = ClientTests.configuration(service, "app")
+        configuration.flushAt = 500
+        configuration.flushInterval = .seconds(3600)
+        let writer = try BeckonClient(configuration)
+        writer.identify(userId: user)
+        for n in 1...3 { writer.track("Probe", properties: ["n": .int(Int64(n))]) }
+        writer.close()
+        let queue = configuration.directory.appendingPathComponent("queue")
         let names = try FileManager.default.contentsOfDirectory(atPath: queue.path).filter { $0.hasSuffix(".jsonl") }
         guard names.count == 1 else { throw Failure("expected one batch file, found \(names)") }
-        return queue.appendingPathComponent(names[0])
+        return (configuration, queue.appendingPathComponent(names[0]))
+    }
+
+    /// A client of a fresh folder sending to `server` (a stub), retrying fast, registering no device.
+    static func client(of server: URL) throws -> (BeckonClient, folder: URL) {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("beckon-client-\(UUID().uuidString)")
+        var configuration = BeckonClient.Configuration(
+            server: server, writeKey: LiveService.writeKey, directory: folder, tokenProvider: { LiveService.token($0) })
+        configuration.retry = .init(first: .milliseconds(50), max: .milliseconds(200))
+        configuration.pushPlatform = nil
+        return (try BeckonClient(configuration), folder)
     }
 }
