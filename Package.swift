@@ -152,6 +152,7 @@ let package = Package(
             name: "BeckonCoreTests",
             dependencies: [
                 "BeckonCore", "BeckonYAML", "BeckonStore", .product(name: "PropertyBased", package: "swift-property-based"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             exclude: ["Fixtures"]
         ),

@@ -94,9 +94,8 @@ package final class APNsSender: PushProvider {
             request.headers.add(name: "content-type", value: "application/json")
             request.body = .bytes(ByteBuffer(bytes: payload))
             let response = try await client.execute(request, timeout: .milliseconds(timeoutMs))
-            let body = try await response.body.collect(upTo: 16 * 1024)
             return Self.outcome(
-                status: Int(response.status.code), body: Array(body.readableBytesView),
+                status: Int(response.status.code), body: await response.bodyBytes(upTo: 16 * 1024),
                 retryAfter: response.headers.first(name: "retry-after"))
         }
     }

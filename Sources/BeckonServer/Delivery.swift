@@ -100,6 +100,8 @@ package enum Delivery {
         if let s = Int64(v), s >= 0 {
             return min(s.multipliedReportingOverflow(by: 1000).overflow ? maxRetryAfterMs : s * 1000, maxRetryAfterMs)
         }
+        // Seconds too many for 64 bits: the longest wait, not none.
+        if !v.isEmpty && v.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) { return maxRetryAfterMs }
         let f = DateFormatter()
         f.locale = Locale(identifier: "en_US_POSIX")
         f.timeZone = TimeZone(identifier: "GMT")
@@ -266,7 +268,47 @@ package final class Deliverer: Service, Sendable {
             group.cancelAll()
         }
         _ = await recordEnded()
-        try? await client.shutdown()
+        // (A connection still being made, a TLS handshake a receiver never answers, would hold the client's shutdown
+        // until the attempt's deadline: the stop waits a second for it, then goes on without it.)
+        let shutdown = Task { try? await client.shutdown() }
+        await withTaskGroup(of: Void.self) { race in
+            race.addTask { await Self.untilCancelled { await shutdown.value } }
+            race.addTask { try? await Task.sleep(for: .seconds(1)) }
+            await race.next()
+            race.cancelAll()
+        }
+    }
+
+    /// Runs `work` and returns when it ends, or at once when the calling task is cancelled: `work` is then cancelled
+    /// and left to end on its own (awaiting a task's value does not end at a cancel).
+    static func untilCancelled(_ work: @escaping @Sendable () async -> Void) async {
+        // The waiter, the work's task, and whether the wait is over (the work ended, or a cancel came first).
+        let state = Mutex<(waiter: CheckedContinuation<Void, Never>?, task: Task<Void, Never>?, over: Bool)>((nil, nil, false))
+        let finish: @Sendable () -> Void = {
+            let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
+                s.over = true
+                defer { s.waiter = nil }
+                return s.waiter
+            }
+            waiter?.resume()
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                let over = state.withLock { s -> Bool in
+                    if !s.over { s.waiter = c }
+                    return s.over
+                }
+                guard !over else { return c.resume() }
+                let task = Task {
+                    await work()
+                    finish()
+                }
+                state.withLock { $0.task = task }
+            }
+        } onCancel: {
+            state.withLock { $0.task }?.cancel()
+            finish()
+        }
     }
 
     /// The send rates of the destinations that have one (`rate:`), by name; made anew when a reload changes it.
@@ -393,7 +435,7 @@ package final class Deliverer: Service, Sendable {
         do {
             let response = try await client.execute(request, timeout: .milliseconds(d.spec.timeoutMs), logger: logger)
             // (The body is read so that the connection can be used again; what it says is not kept.)
-            _ = try? await response.body.collect(upTo: 64 * 1024)
+            _ = await response.bodyBytes(upTo: 64 * 1024)
             return Delivery.outcome(
                 status: Int(response.status.code), retryAfter: response.headers.first(name: "Retry-After"), now: Date())
         } catch {
@@ -437,8 +479,37 @@ package final class Deliverer: Service, Sendable {
         var moved: [(token: String, at: Int64)] = []
         let user = row.entry.userID
         var tokens: [String] = []
+        // The tokens sent to that are the user's devices (a token the provider calls invalid is removed from the user
+        // only then), and why nothing is sent when nothing is.
+        var owned: Set<String> = []
+        var skipped = "the user has no \(provider.platform.rawValue) device that allows push"
         if let to = message.push.to, !to.isEmpty {
+            // `to:` names one device. One of the user's goes only through its own platform's provider, only with
+            // push on, and not once another user took it over; a token nobody holds (an attribute's) is sent as
+            // given, and nobody's device is removed for it.
             tokens = [to]
+            if let devices {
+                do {
+                    let mine = try await devices.devices(of: user).first { $0.token == to }
+                    let holder = try await devices.holders(of: [to])[to]
+                    if let mine, mine.platform != provider.platform {
+                        tokens = []
+                        skipped = "the device `to:` names is \(mine.platform.rawValue), not \(provider.platform.rawValue)"
+                    } else if let mine, !mine.pushEnabled {
+                        tokens = []
+                        skipped = "the device `to:` names has push off"
+                    } else if let holder, holder.userID != user {
+                        tokens = []
+                        skipped = "another user reported the device `to:` names since"
+                        if mine != nil { moved.append((to, holder.at)) }
+                    } else if mine != nil {
+                        owned = [to]
+                    }
+                } catch {
+                    return .retry(error: "the user's devices cannot be read: \(Self.describe(error))", after: nil)
+                }
+                for (token, at) in moved { await devices.remove(token: token, of: user, seenBy: at) }
+            }
         } else if let devices {
             do {
                 tokens = try await devices.devices(of: user).filter { $0.platform == provider.platform && $0.pushEnabled }
@@ -455,13 +526,14 @@ package final class Deliverer: Service, Sendable {
                 return .retry(error: "the user's devices cannot be read: \(Self.describe(error))", after: nil)
             }
             for (token, at) in moved { await devices.remove(token: token, of: user, seenBy: at) }
+            owned = Set(tokens)
         }
         func count(_ result: String, _ n: Int = 1) {
             messages.count(rule: message.qualifiedRule, channel: "push", result, n)
         }
         guard !tokens.isEmpty else {
             count("skipped")
-            return .dead("skipped: the user has no \(provider.platform.rawValue) device that allows push")
+            return .dead("skipped: \(skipped)")
         }
         count("sent", tokens.count)
         let outcomes = await withTaskGroup(of: (String, PushOutcome).self) { group in
@@ -484,11 +556,12 @@ package final class Deliverer: Service, Sendable {
             let device = Self.shortToken(token)
             switch outcome {
             case .accepted: accepted += 1
-            case .invalidToken(let why):
+            case .invalidToken(let why) where owned.contains(token):
                 notes.append("\(device): \(why) (token removed)")
                 metrics.tokensRemoved.increment()
                 count("token_removed")
                 await devices?.remove(token: token, of: user, seenBy: nil)
+            case .invalidToken(let why): notes.append("\(device): \(why)")
             case .retry(let why, let after):
                 notes.append("\(device): \(why)")
                 retry.devices += 1

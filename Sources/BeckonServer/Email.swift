@@ -200,7 +200,7 @@ package final class EmailSender: Sendable {
         request.body = .bytes(ByteBuffer(bytes: body))
         do {
             let response = try await client.execute(request, timeout: .milliseconds(destination.timeoutMs))
-            _ = try? await response.body.collect(upTo: 64 * 1024)
+            _ = await response.bodyBytes(upTo: 64 * 1024)
             return Delivery.outcome(
                 status: Int(response.status.code), retryAfter: response.headers.first(name: "Retry-After"), now: Date())
         } catch {

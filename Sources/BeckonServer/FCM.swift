@@ -118,9 +118,8 @@ package final class FCMSender: PushProvider {
             request.headers.add(name: "content-type", value: "application/json")
             request.body = .bytes(ByteBuffer(bytes: payload))
             let response = try await client.execute(request, timeout: .milliseconds(destination.timeoutMs))
-            let body = try await response.body.collect(upTo: 64 * 1024)
             return Self.outcome(
-                status: Int(response.status.code), body: Array(body.readableBytesView),
+                status: Int(response.status.code), body: await response.bodyBytes(upTo: 64 * 1024),
                 retryAfter: response.headers.first(name: "retry-after"))
         }
     }

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import BeckonCore
 import Foundation
+import NIOCore
 import NIOSSL
 import Synchronization
 
@@ -170,5 +171,13 @@ package final class SendRate: Sendable {
     package func acquire() async {
         let wait = take()
         if wait > .zero { try? await Task.sleep(for: wait) }
+    }
+}
+
+extension HTTPClientResponse {
+    /// An answer's body when it is at most `limit` bytes, else none: its status still says what became of the request
+    /// (a provider's 200 with a huge body is an accepted push, not a failed read to send again).
+    func bodyBytes(upTo limit: Int) async -> [UInt8] {
+        (try? await body.collect(upTo: limit)).map { Array($0.readableBytesView) } ?? []
     }
 }

@@ -1,6 +1,7 @@
 import BeckonCore
 import BeckonStore
 import BeckonYAML
+import Crypto
 import Foundation
 import Testing
 
@@ -183,6 +184,19 @@ struct APNsDestinationTests {
             errors("      key_file: \(notAKey.path)") == [
                 "10: \(notAKey.path) holds no '-----BEGIN PRIVATE KEY-----' block"
             ])
+        // A PEM block that is not a P-256 key (an RSA key, a damaged .p8): serving would refuse it, so validate does.
+        let rsaLike = FileManager.default.temporaryDirectory.appendingPathComponent("beckon-rsa-\(getpid()).p8")
+        try "-----BEGIN PRIVATE KEY-----\nMIIBVgIBADANBgkqhkiG9w0BAQEFAASCAUAwggE8AgEAAkEA\n-----END PRIVATE KEY-----\n".write(
+            to: rsaLike, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: rsaLike) }
+        #expect(
+            errors("      key_file: \(rsaLike.path)") == [
+                "10: \(rsaLike.path) is not a P-256 private key in PEM (the .p8 file Apple gives)"
+            ])
+        let good = FileManager.default.temporaryDirectory.appendingPathComponent("beckon-p256-\(getpid()).p8")
+        try P256.Signing.PrivateKey().pemRepresentation.write(to: good, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: good) }
+        #expect(errors("      key_file: \(good.path)").isEmpty)
         #expect(errors("      push_type: alert").count == 1, "neither key_file nor key_env")
         #expect(errors("      key_env: APNS_KEY").isEmpty)
     }

@@ -136,6 +136,7 @@ struct DeliveryTests {
         #expect(Delivery.retryAfterMs("3", now: now) == 3_000)
         #expect(Delivery.retryAfterMs(" 0 ", now: now) == 0)
         #expect(Delivery.retryAfterMs("999999999999999999", now: now) == Delivery.maxRetryAfterMs)
+        #expect(Delivery.retryAfterMs("99999999999999999999", now: now) == Delivery.maxRetryAfterMs)
         #expect(Delivery.retryAfterMs("-1", now: now) == nil)
         #expect(Delivery.retryAfterMs("soon", now: now) == nil)
         let f = DateFormatter()

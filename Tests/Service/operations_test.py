@@ -595,6 +595,32 @@ class DeliveryCrash(OpsCase):
         self.assertEqual(got[0].json(), self.only(server.all_actions("kim"), action="emit"))
 
 
+class DeliveryStop(OpsCase):
+    def test_a_stop_does_not_wait_for_a_tls_handshake_never_answered(self):
+        # A receiver that accepts the connection and never answers the TLS handshake: the HTTP client's shutdown
+        # waited for the connection until the attempt's deadline (28 s of a 30 s timeout), past a 30 s grace period.
+        silent = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.addCleanup(silent.close)
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        held = []
+        threading.Thread(target=lambda: [held.append(silent.accept()) for _ in range(16)], daemon=True).start()
+        self.files(ops=OPS_RULES, settings=settings(
+            destination("capi", f"https://127.0.0.1:{silent.getsockname()[1]}/events", events="[Purchase]",
+                        timeout="30s", max_attempts=3)))
+        server = self.serve()
+        self.post(server, track("kim", "Go Payload", "k1"))
+        wait_until(lambda: held, what="the receiver took a connection")
+        time.sleep(0.5)
+        started = time.monotonic()
+        server.proc.send_signal(signal.SIGTERM)
+        server.proc.wait(timeout=40)
+        took = time.monotonic() - started
+        self.assertEqual(server.proc.returncode, 0)
+        self.assertLess(took, 5, f"the stop took {took:.1f} s")
+        self.assertEqual([r["state"] for r in outbox(self.db)], ["pending"], "the attempt in flight stays pending")
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Live reload.
 

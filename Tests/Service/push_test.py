@@ -49,6 +49,18 @@ destinations:
 """
 
 
+def fcm_destination(fcm):
+    """An item of `destinations:` sending through the FCM double."""
+    return f"""  - name: android
+    url: https://127.0.0.1:{fcm.port}
+    backoff: 200ms
+    max_attempts: 5
+    fcm:
+      service_account_file: {fcm.paths["service_account"]}
+      ca_file: {fcm.paths["ca"]}
+"""
+
+
 # After a kill -9, a single service sends at once; a fleet process takes an attempt the killed one had in flight once
 # its claim lapses (the longest destination timeout and a minute: docs/fleet.md, "Delivery to destinations").
 RESTART_SECONDS = 90 if STORE == "postgres" else 20
@@ -286,6 +298,126 @@ class TokenMoves(PushCase):
             self.assertEqual(server.stop(), 0)
 
 
+class OtherPlatformAPNs(APNsDouble):
+    """APNs as Apple answers an FCM registration token (here: one named `fcm-…`): 400 BadDeviceToken."""
+
+    def answer(self, scope, headers, body):
+        tok = scope["path"].rsplit("/", 1)[-1]
+        if tok.startswith("fcm-"):
+            with self.lock:
+                self.requests.append((tok, headers.get("apns-id"), None, None, 400, time.monotonic()))
+            return 400, "BadDeviceToken", []
+        return super().answer(scope, headers, body)
+
+
+class BigAnswerAPNs(APNsDouble):
+    """APNs answering with bodies over 16 KiB (a misbehaving provider or a proxy): `big-ok-…` 200, `big-gone-…` 410."""
+
+    def answer(self, scope, headers, body):
+        status, reason, extra = super().answer(scope, headers, body)
+        tok = scope["path"].rsplit("/", 1)[-1]
+        if tok.startswith("big-"):
+            return (410 if "gone" in tok else 200), "x" * 20_000, extra
+        return status, reason, extra
+
+
+class BigAnswers(PushCase):
+    """A provider's answer is read up to 16 KiB; past it the status alone decides: a 200 is an accepted push (it was
+    sent again, four times, and recorded dead), a 410 removes the token."""
+
+    def setUp(self):
+        super().setUp()
+        self.apns.stop()
+        self.apns = BigAnswerAPNs(self.tmp.name).start()
+        self.addCleanup(self.apns.stop)
+        with open(os.path.join(self.rules, "settings.yaml"), "w") as f:
+            f.write(settings(f"https://127.0.0.1:{self.apns.port}", self.apns.paths["p8"], self.apns.paths["ca"]))
+
+    def test_a_big_answer_is_judged_by_its_status(self):
+        server = self.serve()
+        try:
+            self.register(server, "ann", "big-ok-ann")
+            self.register(server, "bob", "big-gone-bob")
+            self.sign_up(server, "ann")
+            self.sign_up(server, "bob")
+            wait_until(self, lambda: [s for _, s, _ in self.outbox(server, "ann")] == ["delivered"], "ann's push delivered")
+            wait_until(self, lambda: [s for _, s, _ in self.outbox(server, "bob")] == ["dead"], "bob's push dead")
+            time.sleep(0.5)
+            self.assertEqual(len(self.apns.to("big-ok-ann")), 1, "an accepted push was sent again")
+            self.assertEqual(len(self.apns.to("big-gone-bob")), 1)
+            self.assertEqual(self.export(server, "bob")["state"]["devices"], [], "the token APNs called gone stays")
+        finally:
+            self.assertEqual(server.stop(), 0)
+
+
+class PushTo(PushCase):
+    """A push's `to:` names one device (docs/push.md): with an APNs and an FCM destination, a device of the user goes
+    only through its own platform's provider (the other one's "invalid token" removed the user's phone), never with
+    push off, never once another user took it over; a token nobody holds is sent as given, and nobody's device is
+    removed for it."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+        os.makedirs(os.path.join(self.tmp.name, "apns"))
+        self.apns = OtherPlatformAPNs(os.path.join(self.tmp.name, "apns")).start()
+        self.addCleanup(self.apns.stop)
+        self.fcm = FCMDouble(os.path.join(self.tmp.name, "fcm")).start()
+        self.addCleanup(self.fcm.stop)
+        self.rules = os.path.join(self.tmp.name, "rules")
+        os.makedirs(self.rules)
+        with open(os.path.join(self.rules, "to.yaml"), "w") as f:
+            f.write("""version: 1
+campaign: to
+rules:
+  - id: one
+    on: Ping
+    do:
+      - push: { title: Hi, body: "one", to: "${event.properties.tok}" }
+""")
+        with open(os.path.join(self.rules, "settings.yaml"), "w") as f:
+            f.write(settings(f"https://127.0.0.1:{self.apns.port}", self.apns.paths["p8"], self.apns.paths["ca"])
+                    + fcm_destination(self.fcm))
+        self.db = os.path.join(self.tmp.name, "db.sqlite")
+
+    def ping(self, server, user, tok, n):
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        status, body = server.post("/v1/track", {"userId": user, "event": "Ping", "messageId": f"{user}-ping-{n}",
+                                                 "timestamp": now, "properties": {"tok": tok}})
+        self.assertEqual(status, 200, body)
+
+    def settled(self, server, user, count):
+        return wait_until(self, lambda: (lambda o: len(o) == count and all(st != "pending" for _, st, _ in o) and o)(
+            self.outbox(server, user)), f"{user}'s pushes settled")
+
+    def test_to_names_one_of_the_users_devices_on_its_own_platform(self):
+        server = self.serve()
+        try:
+            self.register(server, "ann", "fcm-ann-phone", platform="android")
+            self.register(server, "cy", "good-cy-off", enabled=False)
+            self.register(server, "dee", "good-dee-phone")
+            self.register(server, "eve", "good-dee-phone")  # dee's phone passed on to eve
+            self.export(server, "eve")
+            self.ping(server, "ann", "fcm-ann-phone", 1)
+            self.ping(server, "cy", "good-cy-off", 1)
+            self.ping(server, "dee", "good-dee-phone", 1)
+            self.ping(server, "dee", "good-nobodys", 2)
+            ann = sorted(self.settled(server, "ann", 2))
+            self.assertEqual([(d, st) for d, st, _ in ann], [("android", "delivered"), ("ios", "dead")])
+            self.assertIn("skipped: the device `to:` names is android, not ios", ann[1][2])
+            self.assertEqual(self.apns.to("fcm-ann-phone"), [], "an Android token went to APNs")
+            self.assertEqual(len(self.fcm.to("fcm-ann-phone")), 1)
+            self.assertEqual([d["token"] for d in self.export(server, "ann")["state"]["devices"]], ["fcm-ann-phone"])
+            self.settled(server, "cy", 2)
+            self.assertEqual(self.apns.to("good-cy-off"), [], "a device with push off was sent to")
+            self.settled(server, "dee", 4)
+            self.assertEqual(self.apns.to("good-dee-phone"), [], "a phone another user took over got dee's push")
+            self.assertEqual(len(self.apns.to("good-nobodys")), 1, "a token nobody holds is sent to as given")
+            self.assertEqual(self.apns.violations, [])
+        finally:
+            self.assertEqual(server.stop(), 0)
+
+
 class ShippedStampbook(PushCase):
     """The shipped Stampbook rule set (rules/stampbook) with an APNs destination beside it: the welcome goes as a push
     to a user's registered phone, is `skipped` for a user with none, and the inbox item stays for both."""
@@ -361,17 +493,7 @@ class FCMPush(PushCase):
         with open(os.path.join(self.rules, "welcome.yaml"), "w") as f:
             f.write(RULES)
         with open(os.path.join(self.rules, "settings.yaml"), "w") as f:
-            f.write(f"""version: 1
-settings: push
-destinations:
-  - name: android
-    url: https://127.0.0.1:{self.fcm.port}
-    backoff: 200ms
-    max_attempts: 5
-    fcm:
-      service_account_file: {self.fcm.paths["service_account"]}
-      ca_file: {self.fcm.paths["ca"]}
-""")
+            f.write("version: 1\nsettings: push\ndestinations:\n" + fcm_destination(self.fcm))
         self.db = os.path.join(self.tmp.name, "db.sqlite")
 
     def test_fan_out_invalid_tokens_retries_and_provider_token_renewal(self):

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 
 /// Reads a ``SourceNode`` tree into the rule-file model, checking it against ``DSL``'s schema.
@@ -1414,6 +1415,14 @@ public struct FileParser {
             let marker = key == "key_file" ? "-----BEGIN PRIVATE KEY-----" : "-----BEGIN CERTIFICATE-----"
             guard text.contains(marker) else {
                 diagnostics.error(.invalidValue, "\(path) holds no '\(marker)' block", at: f.location)
+                ok = false
+                return nil
+            }
+            // (The key APNs tokens are signed with: what serving it would refuse, validate says, at this line.)
+            if key == "key_file", (try? P256.Signing.PrivateKey(pemRepresentation: text)) == nil {
+                diagnostics.error(
+                    .invalidValue, "\(path) is not a P-256 private key in PEM (the .p8 file Apple gives)", at: f.location,
+                    suggestion: "download the key again from Apple's developer account (Keys), or name the right file")
                 ok = false
                 return nil
             }
