@@ -30,6 +30,9 @@ final class Signal: Sendable {
 
     init() {}
 
+    /// How many wait now (for tests).
+    var waiting: Int { state.withLock { $0.waiters.count } }
+
     func notify() {
         let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>] in
             guard !s.waiters.isEmpty else {
