@@ -266,6 +266,51 @@ struct IdentityTests {
         }
     }
 
+    /// An id some event named as its `userId` is a known user, and no identify or alias merges it into another: the
+    /// write key is in every app, and such a merge handed the victim's inbox, later actions and devices to whoever
+    /// sent it. The flag is saved with the user; an anonymous visitor still merges on sign-in; a fleet's hand-over
+    /// refuses the same.
+    @Test func aKnownUserIsNeverMergedIntoAnother() throws {
+        let rs = try load(Self.rules)
+        let decoder = SegmentDecoder(ruleSet: rs)
+        let engine = Engine(ruleSet: rs)
+        func send(_ e: Engine, _ type: String, _ ids: String, _ rest: String = "", at minute: Int) throws {
+            let line =
+                #"{"type":""# + type + #"",\#(ids),"messageId":"m\#(minute)","timestamp":"2026-03-01T09:0\#(minute):00Z""#
+                + rest + "}"
+            e.process(try decoder.decode(line))
+        }
+        try send(engine, "track", #""userId":"victim""#, #","event":"Signed Up""#, at: 0)
+        try send(engine, "identify", #""anonymousId":"victim","userId":"mallory""#, at: 1)
+        try send(engine, "alias", #""previousId":"victim","userId":"mallory""#, at: 2)
+        #expect(engine.state(of: "victim")?.mergedInto == nil)
+        #expect(engine.profile(of: "victim")?.inbox.map(\.id) == ["welcome"])
+        #expect(engine.profile(of: "mallory")?.inbox.isEmpty ?? true)
+        #expect(engine.stats.mergesRefused == 2)
+        #expect(engine.stats.merges == 0)
+
+        // An anonymous visitor (only ever an `anonymousId`) merges into the user who signs in.
+        try send(engine, "track", #""anonymousId":"anon-9""#, #","event":"Signed Up""#, at: 3)
+        try send(engine, "identify", #""anonymousId":"anon-9","userId":"zoe""#, at: 4)
+        #expect(engine.state(of: "anon-9")?.mergedInto == "zoe")
+        #expect(engine.profile(of: "zoe")?.inbox.map(\.id) == ["welcome"])
+        #expect(engine.state(of: "zoe")?.known == true)
+
+        // Saved and restored, the victim is still known; a fleet's hand-over refuses too, and leaves no pointer.
+        let saved = try #require(engine.state(of: "victim"))
+        #expect(saved.known)
+        let fromBytes = try UserState(decoding: saved.encoded())
+        let fromJSON = try UserState(json: Array(saved.json.utf8))
+        #expect(fromBytes.known && fromJSON.known)
+        let other = Engine(ruleSet: rs)
+        try other.restore(try UserState(decoding: saved.encoded()))
+        try send(other, "identify", #""anonymousId":"victim","userId":"mallory""#, at: 5)
+        #expect(other.state(of: "victim")?.mergedInto == nil)
+        #expect(other.handOver("victim", to: "mallory") == nil)
+        #expect(other.state(of: "victim")?.mergedInto == nil)
+        #expect(other.profile(of: "victim")?.inbox.map(\.id) == ["welcome"])
+    }
+
     /// A merged state's bytes (format 2) and JSON read back the same; version-1 bytes still read.
     @Test func thePointerIsEncoded() throws {
         let rs = try load(Self.rules)
@@ -275,7 +320,7 @@ struct IdentityTests {
         let s = try #require(engine.state(of: "anon-1"))
         #expect(try UserState(decoding: s.encoded()).mergedInto == "ann")
         #expect(try UserState(json: Array(s.json.utf8)).mergedInto == "ann")
-        #expect(s.json.hasSuffix(#""mergedInto":"ann","devices":[]}"#))
+        #expect(s.json.hasSuffix(#""mergedInto":"ann","devices":[],"known":false}"#))
     }
 }
 

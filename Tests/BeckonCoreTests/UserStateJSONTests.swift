@@ -279,7 +279,7 @@ struct UserStateJSONTests {
         ("probe", String(repeating: #"{"$map":[[1,"#, count: 90) + "1" + String(repeating: "]]}", count: 90)),
         ("probe", String(repeating: #"{"a":"#, count: 100_000)),
         // Members.
-        ("version", "5"), ("version", #""1""#), ("version", "1.0"), ("userId", "5"), ("userId", "null"),
+        ("version", "6"), ("version", #""1""#), ("version", "1.0"), ("userId", "5"), ("userId", "null"),
         ("eventCount", "1e3"), ("eventCount", "99999999999999999999999"), ("eventCount", "-1"), ("eventCount", "4294967296"),
         ("eventCount", "2.0"), ("eventCount", "null"), ("session", "{}"), ("session", "[]"),
         ("attributes", "7"), ("attributes", #"[["a"]]"#), ("attributes", "[[1,2]]"), ("attributes", "null"),
@@ -325,22 +325,25 @@ struct UserStateJSONTests {
     /// Members missing, unknown or repeated.
     @Test func membersAreExactlyTheDocumentedOnes() throws {
         let valid = try UserStateJSONTests.probe()
-        #expect(valid.hasPrefix(#"{"version":4,"userId":"#))
+        #expect(valid.hasPrefix(#"{"version":5,"userId":"#))
         for bad in [
-            valid.replacingOccurrences(of: #"{"version":4,"#, with: "{"),
-            valid.replacingOccurrences(of: #"{"version":4,"#, with: #"{"version":4,"extra":1,"#),
-            valid.replacingOccurrences(of: #"{"version":4,"#, with: #"{"version":4,"version":4,"#),
-            // Version 1 has no `mergedInto`, version 2 no `devices`, version 3 no `expiredMessageIds`; version 4 must
-            // have all three.
-            valid.replacingOccurrences(of: #"{"version":4,"#, with: #"{"version":1,"#),
-            valid.replacingOccurrences(of: #"{"version":4,"#, with: #"{"version":2,"#),
-            valid.replacingOccurrences(of: #"{"version":4,"#, with: #"{"version":3,"#),
+            valid.replacingOccurrences(of: #"{"version":5,"#, with: "{"),
+            valid.replacingOccurrences(of: #"{"version":5,"#, with: #"{"version":5,"extra":1,"#),
+            valid.replacingOccurrences(of: #"{"version":5,"#, with: #"{"version":5,"version":5,"#),
+            // Version 1 has no `mergedInto`, version 2 no `devices`, version 3 no `expiredMessageIds`, version 4 no
+            // `known`; version 5 must have all four.
+            valid.replacingOccurrences(of: #"{"version":5,"#, with: #"{"version":1,"#),
+            valid.replacingOccurrences(of: #"{"version":5,"#, with: #"{"version":2,"#),
+            valid.replacingOccurrences(of: #"{"version":5,"#, with: #"{"version":3,"#),
+            valid.replacingOccurrences(of: #"{"version":5,"#, with: #"{"version":4,"#),
             valid.replacingOccurrences(of: #","expiredMessageIds":[],"#, with: ","),
+            valid.replacingOccurrences(of: #","known":false}"#, with: "}"),
+            valid.replacingOccurrences(of: #","known":false}"#, with: #","known":null}"#),
             // An expired id is older than every id in the window.
             valid.replacingOccurrences(
                 of: #""expiredMessageIds":[]"#, with: #""expiredMessageIds":[{"hash":"1","time":"2026-03-30T00:00:00Z"}]"#),
             valid.replacingOccurrences(of: #","mergedInto":null,"#, with: ","),
-            valid.replacingOccurrences(of: #","devices":[]}"#, with: "}"),
+            valid.replacingOccurrences(of: #","devices":[],"#, with: ","),
             valid.replacingOccurrences(
                 of: #""devices":[]"#,
                 with: #""devices":[{"token":"t","platform":"web","app":null,"firstSeen":"2026-03-02T09:00:00Z","#
@@ -412,6 +415,7 @@ struct UserStateJSONTests {
                 Set(object.keys) == [
                     "version", "userId", "clock", "eventCount", "session", "attributes", "context", "records", "messages",
                     "series", "messageIds", "expiredMessageIds", "inbox", "pending", "sequences", "mergedInto", "devices",
+                    "known",
                 ])
             #expect(object["userId"] as? String == s.userID)
             #expect(object["clock"] as? String == Timestamp(milliseconds: s.clock).description)
@@ -429,7 +433,7 @@ struct UserStateJSONTests {
         engine.report(StateTests.pinnedDevice, for: "ada")
         let s = try #require(engine.state(of: "ada"))
         let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures")
-        let url = fixtures.appendingPathComponent("user-state-v4.json")
+        let url = fixtures.appendingPathComponent("user-state-v5.json")
         if ProcessInfo.processInfo.environment["BECKON_UPDATE_GOLDEN"] != nil || !FileManager.default.fileExists(atPath: url.path)
         {
             try (s.json + "\n").write(to: url, atomically: true, encoding: .utf8)
@@ -439,7 +443,7 @@ struct UserStateJSONTests {
         let golden = try String(contentsOf: url, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(s.json == golden)
         // The golden JSON reads as the golden bytes of the same user.
-        let hex = try String(contentsOf: fixtures.appendingPathComponent("user-state-v4.hex"), encoding: .utf8)
+        let hex = try String(contentsOf: fixtures.appendingPathComponent("user-state-v5.hex"), encoding: .utf8)
         let bytes = try UserState(json: Array(golden.utf8)).encoded()
         #expect(bytes.map { String(format: "%02x", $0) }.joined() == hex.trimmingCharacters(in: .whitespacesAndNewlines))
     }
@@ -455,13 +459,17 @@ struct UserStateJSONTests {
         let one = try UserState(json: Array(v1.utf8))
         let two = try UserState(json: Array(v2.utf8))
         #expect(one.json == two.json)
-        #expect(two.devices.isEmpty && two.json.hasSuffix(#","devices":[]}"#))
+        #expect(two.devices.isEmpty && two.json.hasSuffix(#","devices":[],"known":false}"#))
         // Version 3 (before `expiredMessageIds`) reads as that user with a device, as today's pinned JSON.
         let v3 = try String(contentsOf: fixtures.appendingPathComponent("user-state-v3.json"), encoding: .utf8)
         #expect(v3.hasPrefix(#"{"version":3,"#))
         let three = try UserState(json: Array(v3.utf8))
         #expect(three.expiredMessageIDs.isEmpty)
+        // Version 4 (before `known`) reads as that user, not known, as today's pinned JSON.
         let v4 = try String(contentsOf: fixtures.appendingPathComponent("user-state-v4.json"), encoding: .utf8)
-        #expect(three.json == v4.trimmingCharacters(in: .whitespacesAndNewlines))
+        let four = try UserState(json: Array(v4.utf8))
+        #expect(!four.known && four.json == three.json)
+        let v5 = try String(contentsOf: fixtures.appendingPathComponent("user-state-v5.json"), encoding: .utf8)
+        #expect(three.json == v5.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 }

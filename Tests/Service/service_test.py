@@ -556,6 +556,69 @@ class LiveClock(WallClockRules):
             server.stop()
 
 
+MERGE_RULES = """version: 1
+campaign: inbox
+rules:
+  - id: welcome
+    on: Signed In
+    do:
+      - notify: { id: welcome, message: "Welcome" }
+  - id: echo
+    on: Ping
+    do:
+      - message: { surface: home, title: "${event.properties.n}" }
+"""
+
+
+class MergeProtection(unittest.TestCase):
+    def test_a_sign_in_or_alias_naming_a_known_user_hands_nothing_over(self):
+        """The write key is in every app: an alias or identify naming a signed-in user's id as the earlier one
+        handed that user's inbox, later actions and push devices to the sender (docs/events.md, "Identity merge").
+        A known user (one named as a `userId`) is never merged; an anonymous visitor still is."""
+        with tempfile.TemporaryDirectory() as tmp:
+            os.makedirs(f"{tmp}/rules")
+            with open(f"{tmp}/rules/inbox.yaml", "w") as f:
+                f.write(MERGE_RULES)
+            server = Server([f"{tmp}/rules"], f"{tmp}/db.sqlite").start()
+            try:
+                def inbox(user):
+                    status, body = server.request("GET", f"/v1/users/{user}/inbox",
+                                                  headers={"Authorization": "Bearer " + token(user)})
+                    self.assertEqual(status, 200, body)
+                    return [i["id"] for i in body["items"]]
+
+                at = "2026-03-01T09:0{}:00Z".format
+                self.assertEqual(server.post("/v1/track", {"userId": "victim", "event": "Signed In",
+                                                           "messageId": "v1", "timestamp": at(0)})[0], 200)
+                self.assertEqual(server.request(
+                    "POST", "/v1/users/victim/devices", {"token": "victim-phone", "platform": "ios"},
+                    {"Authorization": "Bearer " + token("victim"), "Content-Type": "application/json"})[0], 200)
+                self.assertEqual(server.post("/v1/alias", {"userId": "mallory", "previousId": "victim",
+                                                           "messageId": "x1", "timestamp": at(1)})[0], 200)
+                self.assertEqual(server.post("/v1/identify", {"anonymousId": "victim", "userId": "mallory",
+                                                              "messageId": "x2", "timestamp": at(2)})[0], 200)
+                self.assertEqual(inbox("mallory"), [], "the victim's inbox went to the sender")
+                self.assertEqual(inbox("victim"), ["welcome"])
+                self.assertEqual(server.post("/v1/track", {"userId": "victim", "event": "Ping", "messageId": "v2",
+                                                           "properties": {"n": "victim-private"},
+                                                           "timestamp": at(3)})[0], 200)
+                self.assertNotIn("victim-private", json.dumps(server.all_actions("mallory")))
+                self.assertIn("victim-private", json.dumps(server.all_actions("victim")))
+                status, export = server.request("GET", "/v1/users/mallory/export",
+                                                headers={"Authorization": "Bearer " + ADMIN_KEY})
+                self.assertEqual(status, 200, export)
+                self.assertEqual((export["mergedIds"], [d["token"] for d in export["state"]["devices"]]), ([], []))
+
+                # An anonymous visitor still merges into the user who signs in.
+                self.assertEqual(server.post("/v1/track", {"anonymousId": "anon-7", "event": "Signed In",
+                                                           "messageId": "a1", "timestamp": at(4)})[0], 200)
+                self.assertEqual(server.post("/v1/identify", {"anonymousId": "anon-7", "userId": "zoe",
+                                                              "messageId": "a2", "timestamp": at(5)})[0], 200)
+                self.assertEqual(inbox("zoe"), ["welcome"])
+            finally:
+                self.assertEqual(server.stop(), 0)
+
+
 class PushDevices(unittest.TestCase):
     def test_push_devices_are_registered_removed_and_kept(self):
         """POST /v1/users/{id}/devices keeps the app's push device in the user's state (docs/push.md); export shows

@@ -359,6 +359,7 @@ public struct SegmentDecoder {
         return BoundEvent(
             kind: kind, nameID: id, name: eventName, userID: user, timestamp: time, messageID: messageID,
             propertySlots: props, contextSlots: ctx, traits: traits, allProperties: allProps, previousID: before,
+            identified: userID?.text.isEmpty == false,
             device: contextWithDevice == nil ? nil : Self.device(deviceValue, os: osValue, app: appValue, at: time),
             offPlan: offPlan)
     }

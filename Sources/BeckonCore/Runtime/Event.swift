@@ -101,6 +101,9 @@ public final class BoundEvent: @unchecked Sendable {
     public let allProperties: ValueMap?
     /// The id the user was known by before (see ``Event/previousID``); `nil` when none, or the same as ``userID``.
     public let previousID: String?
+    /// Whether ``userID`` came as a `userId` (a signed-in user), not as an `anonymousId`: such an id is never merged
+    /// into another user (``Engine/merge(_:into:)``). Events a library builds itself say so when they mean it.
+    public let identified: Bool
     /// The push device the event's `context.device.token` reports (read only when the rule set has a push
     /// destination: docs/push.md), and what of it does not fit the tracking plan. Boxed: the event stays within the
     /// lines the engine prefetches.
@@ -130,21 +133,24 @@ public final class BoundEvent: @unchecked Sendable {
     public convenience init(
         kind: Event.Kind, nameID: Int32, name: String, userID: String, timestamp: Int64, messageID: String?,
         properties: ContiguousArray<Value?>, context: ContiguousArray<Value?>,
-        traits: [(name: String, value: Value)] = [], allProperties: ValueMap? = nil, previousID: String? = nil
+        traits: [(name: String, value: Value)] = [], allProperties: ValueMap? = nil, previousID: String? = nil,
+        identified: Bool = false
     ) {
         self.init(
             kind: kind, nameID: nameID, name: name, userID: userID, timestamp: timestamp, messageID: messageID,
             propertySlots: SlotRow(copying: properties), contextSlots: SlotRow(copying: context), traits: traits,
-            allProperties: allProperties, previousID: previousID)
+            allProperties: allProperties, previousID: previousID, identified: identified)
     }
 
     /// Takes `propertySlots` and `contextSlots` over: the event frees them.
     init(
         kind: Event.Kind, nameID: Int32, name: String, userID: String, timestamp: Int64, messageID: String?,
         propertySlots: consuming SlotRow, contextSlots: consuming SlotRow, traits: [(name: String, value: Value)],
-        allProperties: ValueMap?, previousID: String? = nil, device: Device? = nil, offPlan: [String] = []
+        allProperties: ValueMap?, previousID: String? = nil, identified: Bool = false, device: Device? = nil,
+        offPlan: [String] = []
     ) {
         extra = device == nil && offPlan.isEmpty ? nil : Box(device, offPlan: offPlan)
+        self.identified = identified
         self.previousID = previousID?.isEmpty == false && previousID != userID ? previousID : nil
         self.kind = kind
         self.nameID = nameID

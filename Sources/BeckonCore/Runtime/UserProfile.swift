@@ -10,6 +10,9 @@ struct ProfileRow: ~Copyable {
     /// Events processed for this user (a key for action ids when an event has no messageId). After `session`, whose
     /// last field it packs beside.
     var eventCount: UInt32 = 0
+    /// Whether an event named this id as its `userId` (``BoundEvent/identified``): a known user is never merged into
+    /// another.
+    var known = false
     var history = HistoryLog()
     /// Fire records of the rules with limits or re-prompts this user has triggered, sorted by rule index.
     var records = RawVector<RuleRecord>()
@@ -54,6 +57,11 @@ extension UserProfile {
         set { row.session = newValue }
     }
     /// Events processed for this user (a key for action ids when an event has no messageId).
+    /// Whether an event named this id as its `userId`: a known user, never merged into another (docs/events.md).
+    public internal(set) var known: Bool {
+        get { row.known }
+        set { row.known = newValue }
+    }
     public internal(set) var eventCount: UInt32 {
         get { row.eventCount }
         set { row.eventCount = newValue }

@@ -13,6 +13,11 @@ extension Engine {
     ///   what it brought to the first stays there.
     /// - Otherwise its state is merged in (``UserState/merging(_:)``), its delayed actions move with it, and it is
     ///   emptied to the pointer.
+    ///
+    /// A known user (an id some event named as its `userId`, ``UserProfile/known``) is never merged into another: the
+    /// write key that sends events is in every app, so an `identify` or `alias` naming someone else's id as the earlier
+    /// one would otherwise hand that person's inbox, actions and devices to the sender (docs/events.md). The event
+    /// then merges nothing; it is counted in ``Engine/Stats/mergesRefused``.
     public func merge(_ fromID: String, into toID: String) {
         // (Loaded first: a saved pointer restores as one, so that `resolve` follows it.)
         _ = loadedProfile(toID, create: false)
@@ -26,6 +31,10 @@ extension Engine {
                 source.mergedInto = target
                 stored(source)
             }
+            return
+        }
+        guard !source.known else {
+            totals.mergesRefused += 1
             return
         }
         let from = state(of: source)
@@ -61,8 +70,13 @@ extension Engine {
     /// left as a pointer to `target`. `nil` when there is nothing to bring: `id` has no state, or it was merged before
     /// (a shared device's second sign-in: it points to the new user from now on, and what it brought to the first
     /// stays there).
+    /// A known user is not handed over (``merge(_:into:)``): `nil`, and no pointer.
     public func handOver(_ id: String, to target: String) -> UserState? {
         hasMerges = true
+        if let source = loadedProfile(id, create: false), source.mergedInto == nil, source.known {
+            totals.mergesRefused += 1
+            return nil
+        }
         guard let source = loadedProfile(id, create: false) else {
             let p = loadedProfile(id, create: true)!
             p.mergedInto = target

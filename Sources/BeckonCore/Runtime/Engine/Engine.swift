@@ -50,6 +50,8 @@ public final class Engine {
         public var offPlan = 0
         /// Ids merged into another user (an identify with an anonymous id, an alias): each keeps a pointer.
         public var merges = 0
+        /// Merges not done: the earlier id was a known user (``Engine/merge(_:into:)``).
+        public var mergesRefused = 0
         /// New attributes no rule reads that a user could not keep (``ValueLimits/maxOtherAttributes``).
         public var attributesNotKept = 0
         /// Per rule index: trigger matches, fires, and blocks by reason code.
@@ -328,6 +330,8 @@ public final class Engine {
     /// An event's steps, once the user's profile is found; `user` is the id whose events they are, for the stream clock.
     func process(_ e: BoundEvent, profile: UserProfile, user: String, into out: inout EventOutcome) {
         let rs = ruleSet
+        // (An id named as a `userId` is a known user from then on; an event of an id merged into `user` is not its.)
+        if e.identified && !profile.known && user == e.userID { profile.known = true }
         // A duplicate changes nothing, time included: its outcome is empty.
         if let mid = e.messageID, isDuplicate(profile, mid, e.timestamp) {
             totals.duplicates += 1

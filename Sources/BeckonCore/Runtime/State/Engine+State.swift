@@ -111,7 +111,7 @@ extension Engine {
             },
             sequences: p.sequences.map {
                 UserState.Sequence(rule: rs.rules[Int($0.rule)].qualifiedID, key: $0.key, best: $0.best)
-            }, mergedInto: p.mergedInto, devices: p.devices)
+            }, mergedInto: p.mergedInto, devices: p.devices, known: p.known)
     }
 
     /// A bound event as a general one: its properties (all of them when the rule set kept them, else those the rules
@@ -165,6 +165,7 @@ extension Engine {
         }
         p.clock = s.clock
         p.eventCount = s.eventCount
+        p.known = s.known
         p.session = s.session
         // One batch of writes: the row grows once and keeps room for what it holds (SparseRow's `trim`).
         for (k, (name, value)) in s.attributes.enumerated() {

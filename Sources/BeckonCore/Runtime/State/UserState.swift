@@ -35,6 +35,8 @@ public struct UserState: Sendable {
     public var mergedInto: String? = nil
     /// The devices the user gets push on.
     public var devices: [Device] = []
+    /// Whether an event named this id as its `userId` (format 5): a known user is never merged into another.
+    public var known = false
 
     /// A rule's counters for the user (see ``RuleRecord``); `rule` is its `unit/id`.
     public struct Record: Sendable, Hashable {
@@ -106,10 +108,10 @@ extension UserState {
     /// The first bytes of every encoded state: "BKS" and the format's version.
     static let magic: [UInt8] = Array("BKS".utf8)
     /// 2 adds ``mergedInto`` at the end, 3 ``devices`` after it, 4 moves the `messageId`s to the end, newest first, with
-    /// the expired ones kept; versions 1 to 3 are still read.
-    public static let formatVersion: UInt8 = 4
+    /// the expired ones kept, 5 ``known`` after the devices; versions 1 to 4 are still read.
+    public static let formatVersion: UInt8 = 5
 
-    /// The state as bytes (format version 4, docs/state.md). Times are written relative to ``clock``; a `messageId`'s
+    /// The state as bytes (format version 5, docs/state.md). Times are written relative to ``clock``; a `messageId`'s
     /// relative to the next newer one.
     ///
     /// The `messageId`s come last, newest first, so that from one save to the next the bytes change at their start
@@ -241,6 +243,7 @@ extension UserState {
             w.time(d.lastSeen, from: 0)
             w.byte(d.pushEnabled ? 1 : 0)
         }
+        w.byte(known ? 1 : 0)
         w.uint(UInt64(messageIDs.count))
         w.uint(UInt64(expiredMessageIDs.count))
         var newer = c
@@ -406,6 +409,7 @@ extension UserState {
                     ))
             }
         }
+        known = version >= 5 ? try r.bool() : false
         if version >= 4 {
             let live = try r.count(minBytes: 9)
             let expired = try r.count(minBytes: 9)

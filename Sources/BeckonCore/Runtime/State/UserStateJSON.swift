@@ -55,8 +55,8 @@
 /// Reading it back gives the same state: `try UserState(json: Array(s.json.utf8)).encoded() == s.encoded()`.
 extension UserState {
     /// The version of the JSON form ``json`` writes and ``init(json:)`` reads (its `"version"` member).
-    /// 2 adds `mergedInto`, 3 `devices`, 4 `expiredMessageIds`; versions 1 to 3 are still read.
-    public static let jsonFormatVersion = 4
+    /// 2 adds `mergedInto`, 3 `devices`, 4 `expiredMessageIds`, 5 `known`; versions 1 to 4 are still read.
+    public static let jsonFormatVersion = 5
 
     /// The state as one line of JSON (see the extension's documentation for the shape and the encodings).
     public var json: String {
@@ -202,6 +202,8 @@ extension UserState {
             w.endObject()
         }
         w.endArray()
+        w.key(static: "known")
+        w.raw(known ? "true" : "false")
         w.endObject()
         return w.output
     }
@@ -226,7 +228,7 @@ extension UserState {
                 "version", "userId", "clock", "eventCount", "session", "attributes", "context", "records", "messages",
                 "series", "messageIds", "inbox", "pending", "sequences",
             ] + (version >= 2 ? ["mergedInto"] : []) + (version >= 3 ? ["devices"] : [])
-                + (version >= 4 ? ["expiredMessageIds"] : []))
+                + (version >= 4 ? ["expiredMessageIds"] : []) + (version >= 5 ? ["known"] : []))
         let userID = try o("userId").string()
         let clock = try o("clock").time()
         let eventCount = try o("eventCount").integer(UInt32.self)
@@ -295,7 +297,7 @@ extension UserState {
             context: context, records: records, messages: messages, series: series, messageIDs: messageIDs,
             expiredMessageIDs: Array(ids[..<expiredCount]), inbox: inbox,
             pending: pending, sequences: sequences, mergedInto: version >= 2 ? try o("mergedInto").optionalString() : nil,
-            devices: devices)
+            devices: devices, known: version >= 5 ? try o("known").bool() : false)
         // What is read here must be what the bytes' decoder accepts (it checks what relates fields, as times relative
         // to the clock): a check added there holds here too.
         do {
