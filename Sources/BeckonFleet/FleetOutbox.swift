@@ -4,8 +4,8 @@ import BeckonServer
 import BeckonStore
 
 /// A fleet's outbox for a ``Deliverer``: every process delivers, each attempt on an entry it has taken
-/// (``FleetLog/claimDueOutbox(now:destinations:limit:claimMs:)``), so the entries of one destination are sent by
-/// several processes at once and an entry by one at a time.
+/// (``FleetLog/claimDueOutbox(destinations:limit:claimMs:)``), so the entries of one destination are sent by several
+/// processes at once and an entry by one at a time. Claims, due times and outcomes are on the database's clock.
 struct FleetOutbox: OutboxStore {
     let log: FleetLog
     /// How long a taken entry is another process's to leave alone: longer than any attempt can take (the longest
@@ -18,7 +18,7 @@ struct FleetOutbox: OutboxStore {
     }
 
     func due(now: Int64, destinations: [String], limit: Int, excluding busy: Set<Int64>) async throws -> [OutboxRow] {
-        try await log.claimDueOutbox(now: now, destinations: destinations, limit: limit, claimMs: claimMs)
+        try await log.claimDueOutbox(destinations: destinations, limit: limit, claimMs: claimMs)
             .filter { !busy.contains($0.id) }
             .map {
                 OutboxRow(
@@ -26,13 +26,15 @@ struct FleetOutbox: OutboxStore {
                     entry: OutboxEntry(
                         destination: $0.destination, actionID: $0.actionID, userID: $0.userID,
                         body: String(decoding: $0.body, as: UTF8.self), createdAt: $0.createdAt),
-                    state: .pending, attempts: $0.attempts, nextAt: now)
+                    state: .pending, attempts: $0.attempts, nextAt: $0.claimedUntil)
             }
     }
 
     func record(_ attempts: [OutboxAttempt], at time: Int64) async throws -> [Bool] {
+        // (The next attempt's wait, from this process's clock, is set on the database's; an attempt is recorded under
+        // the claim it was made in.)
         let recorded = try await log.recordOutbox(
-            attempts.map { ($0.id, $0.state.rawValue, $0.nextAt, $0.error) }, at: time)
+            attempts.map { ($0.id, $0.state.rawValue, max(0, $0.nextAt - time), $0.error, $0.claim ?? Int64.min) })
         return attempts.map { recorded.contains($0.id) }
     }
 

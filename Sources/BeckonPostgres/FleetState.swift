@@ -587,57 +587,67 @@ extension FleetLog {
         public var body: [UInt8]
         public var attempts: Int
         public var createdAt: Int64
+        /// The due time the claim set: the claim's mark, which its outcome is recorded under (``recordOutbox(_:)``).
+        public var claimedUntil: Int64
     }
 
-    /// Takes pending entries of `destinations` due by `now`, soonest first, at most `limit`, for one process's
-    /// attempts: `FOR UPDATE SKIP LOCKED` lets every process take entries at once without two taking the same, and a
-    /// taken entry's due time moves `claimMs` on, so that an attempt cut short by a crash is made again then (at least
-    /// once, with the same idempotency key).
-    public func claimDueOutbox(
-        now: Int64, destinations: [String], limit: Int, claimMs: Int64
-    ) async throws
-        -> [OutboxClaim]
-    {
+    /// The database's clock in ms, in SQL: the one clock every process's claims and due times are read against (the
+    /// processes' own clocks do not have to agree).
+    static let databaseNowMs = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+
+    /// Takes pending entries of `destinations` due by the database's clock, soonest first, at most `limit`, for one
+    /// process's attempts: `FOR UPDATE SKIP LOCKED` lets every process take entries at once without two taking the
+    /// same, and a taken entry's due time moves `claimMs` on, so that an attempt cut short by a crash is made again
+    /// then (at least once, with the same idempotency key).
+    public func claimDueOutbox(destinations: [String], limit: Int, claimMs: Int64) async throws -> [OutboxClaim] {
         try await timed("claimDueOutbox", nil) { [self] in
             var out: [OutboxClaim] = []
             let rows = try await client.query(
                 """
-                UPDATE beckon_outbox SET next_at = \(now + claimMs)
+                UPDATE beckon_outbox SET next_at = \(unescaped: Self.databaseNowMs) + \(claimMs)
                 WHERE id IN (
                     SELECT id FROM beckon_outbox
-                    WHERE state = 0 AND next_at <= \(now) AND destination = ANY(\(destinations)::text[])
+                    WHERE state = 0 AND next_at <= \(unescaped: Self.databaseNowMs)
+                        AND destination = ANY(\(destinations)::text[])
                     ORDER BY next_at, id LIMIT \(limit) FOR UPDATE SKIP LOCKED
                 )
-                RETURNING id, destination, action_id, user_id, body, attempts, created_at
+                RETURNING id, destination, action_id, user_id, body, attempts, created_at, next_at
                 """, logger: logger)
-            for try await (id, d, a, u, b, n, c) in rows.decode((Int64, String, String, String, ByteBuffer, Int, Int64).self) {
+            for try await (id, d, a, u, b, n, c, until) in rows.decode(
+                (Int64, String, String, String, ByteBuffer, Int, Int64, Int64).self)
+            {
                 out.append(
                     OutboxClaim(
                         id: id, destination: d, actionID: a, userID: u, body: Array(b.readableBytesView), attempts: n,
-                        createdAt: c))
+                        createdAt: c, claimedUntil: until))
             }
             return out.sorted { $0.id < $1.id }
         }
     }
 
-    /// Records attempts (each an entry id, its new state 0 pending / 1 delivered / 2 dead, its next attempt's time and
-    /// the error, if any) in one statement; an entry no longer pending is left alone. Returns the ids recorded.
+    /// Records attempts (each an entry id, its new state 0 pending / 1 delivered / 2 dead, how long until its next
+    /// attempt, the error if any, and the claim it was made under: ``OutboxClaim/claimedUntil``) in one statement, on
+    /// the database's clock. An entry no longer pending, or taken again since (its claim lapsed while this process was
+    /// paused, and another took it), is left alone. Returns the ids recorded.
     public func recordOutbox(
-        _ attempts: [(id: Int64, state: Int, nextAt: Int64, error: String?)], at time: Int64
+        _ attempts: [(id: Int64, state: Int, delayMs: Int64, error: String?, claim: Int64)]
     ) async throws -> Set<Int64> {
         try await timed("recordOutbox", nil) { [self] in
             guard !attempts.isEmpty else { return [] }
             let ids = attempts.map(\.id)
             let states = attempts.map(\.state)
-            let next = attempts.map(\.nextAt)
+            let delays = attempts.map(\.delayMs)
             let errors = attempts.map { $0.error ?? "" }
+            let claims = attempts.map(\.claim)
             var recorded: Set<Int64> = []
             for try await id in try await client.query(
                 """
-                UPDATE beckon_outbox o SET attempts = o.attempts + 1, state = t.s, next_at = t.n, last_error = nullif(t.e, ''),
-                    done_at = CASE WHEN t.s = 0 THEN NULL ELSE \(time) END
-                FROM unnest(\(ids)::bigint[], \(states)::int[], \(next)::bigint[], \(errors)::text[]) AS t(id, s, n, e)
-                WHERE o.id = t.id AND o.state = 0
+                UPDATE beckon_outbox o SET attempts = o.attempts + 1, state = t.s,
+                    next_at = \(unescaped: Self.databaseNowMs) + t.d, last_error = nullif(t.e, ''),
+                    done_at = CASE WHEN t.s = 0 THEN NULL ELSE \(unescaped: Self.databaseNowMs) END
+                FROM unnest(\(ids)::bigint[], \(states)::int[], \(delays)::bigint[], \(errors)::text[], \(claims)::bigint[])
+                    AS t(id, s, d, e, c)
+                WHERE o.id = t.id AND o.state = 0 AND o.next_at = t.c
                 RETURNING o.id
                 """, logger: logger
             ).decode(Int64.self) {

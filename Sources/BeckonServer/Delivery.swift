@@ -77,17 +77,21 @@ package enum Delivery {
         let attempts = row.attempts + 1
         switch outcome {
         case .delivered:
-            return (OutboxAttempt(id: row.id, state: .delivered, nextAt: now, error: nil), "delivered")
+            return (OutboxAttempt(id: row.id, state: .delivered, nextAt: now, error: nil, claim: row.nextAt), "delivered")
         case .partlyDelivered(let note):
-            return (OutboxAttempt(id: row.id, state: .delivered, nextAt: now, error: note), "delivered")
+            return (OutboxAttempt(id: row.id, state: .delivered, nextAt: now, error: note, claim: row.nextAt), "delivered")
         case .dead(let e):
-            return (OutboxAttempt(id: row.id, state: .dead, nextAt: now, error: e), "dead")
+            return (OutboxAttempt(id: row.id, state: .dead, nextAt: now, error: e, claim: row.nextAt), "dead")
         case .retry(let e, let after):
             guard attempts < d.maxAttempts else {
-                return (OutboxAttempt(id: row.id, state: .dead, nextAt: now, error: e + " (after \(attempts) attempts)"), "dead")
+                return (
+                    OutboxAttempt(
+                        id: row.id, state: .dead, nextAt: now, error: e + " (after \(attempts) attempts)", claim: row.nextAt),
+                    "dead"
+                )
             }
             let next = now + delayMs(d, attempts: attempts, retryAfter: after, jitter: jitter)
-            return (OutboxAttempt(id: row.id, state: .pending, nextAt: next, error: e), "retried")
+            return (OutboxAttempt(id: row.id, state: .pending, nextAt: next, error: e, claim: row.nextAt), "retried")
         }
     }
 

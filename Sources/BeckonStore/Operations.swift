@@ -103,11 +103,16 @@ public struct OutboxAttempt: Sendable {
     /// The next attempt, when pending again.
     public var nextAt: Int64
     public var error: String?
-    public init(id: Int64, state: OutboxRow.State, nextAt: Int64, error: String?) {
+    /// The due time the entry had when it was taken for the attempt (``OutboxRow/nextAt``): where several processes
+    /// take entries (a fleet), the outcome is recorded only while the entry is still so taken, so a process paused past
+    /// its claim cannot write over another's later attempt.
+    public var claim: Int64?
+    public init(id: Int64, state: OutboxRow.State, nextAt: Int64, error: String?, claim: Int64? = nil) {
         self.id = id
         self.state = state
         self.nextAt = nextAt
         self.error = error
+        self.claim = claim
     }
 }
 
