@@ -48,13 +48,15 @@ package func bearerCredential(_ header: String?) -> String? {
     return String(header.dropFirst(7))
 }
 
-/// The claims of a user's token: `sub` is the user id; `exp`, when present, is checked.
+/// The claims of a user's token: `sub` is the user id; `exp` and `nbf`, when present, are checked.
 package struct UserToken: JWTPayload {
     package var sub: SubjectClaim
     package var exp: ExpirationClaim?
+    package var nbf: NotBeforeClaim?
 
     package func verify(using algorithm: some JWTAlgorithm) async throws {
         try exp?.verifyNotExpired()
+        try nbf?.verifyNotBefore()
     }
 }
 
@@ -73,6 +75,9 @@ package struct UserAuth: Sendable {
     /// The header's token is valid and names `user`.
     package func check(_ header: String?, user: String) async throws(Failure) {
         guard let credential = bearerCredential(header) else { throw .missing }
+        // The header must say what the token is signed with: HS256 (one signed so but saying `none` or `RS256` is
+        // not taken, so that no reader of the token is misled by it).
+        guard Self.saysHS256(credential) else { throw .invalid }
         let token: UserToken
         do {
             token = try await keys.verify(credential, as: UserToken.self)
@@ -81,5 +86,18 @@ package struct UserAuth: Sendable {
         }
         // By bytes: `==` would take canonically equivalent spellings of two users' ids for one.
         guard token.sub.value.utf8.elementsEqual(user.utf8) else { throw .otherUser }
+    }
+
+    /// Whether a compact JWT's header (its first part, base64url JSON) names `HS256` as its `alg`.
+    static func saysHS256(_ token: some StringProtocol) -> Bool {
+        guard let head = token.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false).first,
+            head.count <= 1024
+        else { return false }
+        var b64 = head.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while b64.count % 4 != 0 { b64 += "=" }
+        guard let data = Data(base64Encoded: b64),
+            let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
+        else { return false }
+        return object["alg"] as? String == "HS256"
     }
 }

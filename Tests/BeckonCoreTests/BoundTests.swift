@@ -179,7 +179,7 @@ struct LibraryEventBoundTests {
             Event(kind: .track, name: "A", userID: "u1", timestamp: Int64.max),
             Event(kind: .track, name: "A", userID: "u1", timestamp: Int64.min),
             Event(kind: .track, name: "A", userID: "u1", timestamp: -1),
-            Event(kind: .track, name: "A", userID: "u1", timestamp: SegmentDecoder.maxTimeMs),
+            Event(kind: .track, name: "A", userID: "u1", timestamp: SegmentDecoder.maxTimeMs + 1),
             Event(kind: .track, name: "A", userID: long, timestamp: t("2026-03-01T09:00:00Z")),
             Event(kind: .track, name: long, userID: "u1", timestamp: t("2026-03-01T09:00:00Z")),
             Event(kind: .track, name: "A", userID: "u1", timestamp: t("2026-03-01T09:00:00Z"), messageID: long),
@@ -192,8 +192,14 @@ struct LibraryEventBoundTests {
         }
         #expect(engine.stats.refused == refused.count)
         #expect(engine.profile(of: "u1") == nil)
-        let ok = engine.process(Event(kind: .track, name: "A", userID: "u1", timestamp: SegmentDecoder.maxTimeMs - 1))
+        // (The last time limits.md gives is taken: 2527-06-23T06:20:44Z, to the millisecond.)
+        let ok = engine.process(Event(kind: .track, name: "A", userID: "u1", timestamp: SegmentDecoder.maxTimeMs))
         #expect(ok.status == .processed)
+        let d = SegmentDecoder(ruleSet: rs)
+        for (field, ok) in [("2527-06-23T06:20:44Z", true), ("2527-06-23T06:20:44.001Z", false)] {
+            let line = #"{"type":"track","event":"A","userId":"u2","timestamp":""# + field + #""}"#
+            #expect(((try? d.decode(line)) != nil) == ok, "\(field)")
+        }
     }
 
     /// A `set` whose value fails, or is too large, leaves the attribute as it was.

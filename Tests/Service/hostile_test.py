@@ -27,6 +27,9 @@ client addresses). One line per item:
     32 KB are 400 quickly and with bounded memory; Segment's and RudderStack's Python SDKs (gzip) are taken.
 11. Smaller: a write key with ':' refuses to start; 60 reloads keep at most 3 rule versions; a graceful stop leaves no
     write-ahead log. (11d, a fleet on PostgreSQL, is not tested here.)
+12. Bounds: a user id over 1,024 bytes and a bad device token are 400 in a path too; a token whose header names
+    another algorithm than HS256, or whose `nbf` is ahead, is 401; an unknown route answers a ProblemBody; a batch's
+    event nests as deep as one sent alone; the last time limits.md gives is taken.
 
 Run: `BECKON=path/to/beckon python3 -m unittest Tests/Service/hostile_test.py -v` (default .build/debug/beckon), as
 root: items 4c and 6 mount a 4 MB tmpfs (they are skipped where mount is refused). Item 10's SDK tests need
@@ -49,6 +52,8 @@ Where the promises could be read more than one way, these tests take:
   checkpoint and truncate the log itself (without one, SQLite's close of the last connection often does it anyway).
 """
 import gzip
+import hashlib
+import hmac
 import http.client
 import json
 import os
@@ -64,6 +69,7 @@ import tempfile
 import threading
 import time
 import unittest
+import urllib.parse
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -1124,6 +1130,65 @@ class Smaller(Case):
         size = os.path.getsize(wal) if os.path.exists(wal) else 0
         self.assertEqual(size, 0, f"{wal} holds {size} bytes after a graceful stop")
 
+
+
+class Bounds(Case):
+    """12. What the user routes and the tokens take (found by an attack run): a user id over 1,024 bytes or a device
+    token a registration would refuse is a 400 in a path too; a token whose header names another algorithm than HS256,
+    or whose `nbf` is ahead, is refused though its signature is right; a route nobody serves answers a ProblemBody; an
+    event of a batch may nest as deep as one sent alone; the last time limits.md gives is taken."""
+
+    def test_12_paths_tokens_unknown_routes_batch_depth_and_the_last_time(self):
+        self.files(ping=fixture("ping.yaml"))
+        server = self.serve()
+
+        def user_request(method, user, rest, body=None, tok=None):
+            headers = {"Authorization": "Bearer " + (tok or service_test.token(user)),
+                       "Content-Type": "application/json"}
+            quoted = urllib.parse.quote(user, safe="")
+            return server.request(method, f"/v1/users/{quoted}{rest}", body, headers)
+
+        device = {"token": "tok-1", "platform": "ios"}
+        for n, status in [(1024, 200), (1025, 400), (8000, 400)]:
+            self.assertEqual(user_request("POST", "u" * n, "/devices", device)[0], status, n)
+        for bad in ["t" * 513, "a\nb", "a\u0001b"]:
+            self.assertEqual(user_request("DELETE", "ann", "/devices/" + urllib.parse.quote(bad, safe=""))[0], 400)
+        self.assertEqual(user_request("DELETE", "ann", "/devices/tok-1")[0], 200)
+
+        def signed(header, claims):
+            h = service_test.b64url(json.dumps(header).encode())
+            c = service_test.b64url(json.dumps(claims).encode())
+            sig = service_test.b64url(hmac.new(service_test.SECRET.encode(), f"{h}.{c}".encode(), hashlib.sha256).digest())
+            return f"{h}.{c}.{sig}"
+
+        self.assertEqual(user_request("GET", "ann", "/inbox", tok=signed({"alg": "HS256"}, {"sub": "ann"}))[0], 200)
+        for header in ({"alg": "none"}, {"alg": "RS256"}, {"alg": "HS384"}, {}):
+            self.assertEqual(user_request("GET", "ann", "/inbox", tok=signed(header, {"sub": "ann"}))[0], 401, header)
+        ahead = signed({"alg": "HS256"}, {"sub": "ann", "nbf": int(time.time()) + 3600})
+        self.assertEqual(user_request("GET", "ann", "/inbox", tok=ahead)[0], 401)
+
+        for method, path in (("GET", "/nope"), ("DELETE", "/v1/batch"), ("PUT", "/v1/users/ann/inbox")):
+            status, body = server.request(method, path, headers=JSON_HEADERS)
+            self.assertEqual(status, 404, (method, path))
+            self.assertEqual(body.get("success"), False, body)
+
+        def nested(levels):
+            value = 1
+            for _ in range(levels):
+                value = {"a": value}
+            return {"userId": "deep", "event": "ping", "messageId": f"deep-{levels}", "properties": {"p": value}}
+
+        for levels in (61, 62, 63, 64):
+            alone = server.post("/v1/track", nested(levels))[0]
+            batched = server.post("/v1/batch", {"batch": [dict(nested(levels), type="track")]})[0]
+            self.assertEqual(batched, alone, f"{levels} levels: /v1/track {alone}, in a batch {batched}")
+        status, body = server.post("/v1/batch", {"batch": [dict(nested(1), type="track"), dict(nested(80), type="track")]})
+        self.assertEqual(status, 400)
+        self.assertIn("event 1", json.dumps(body))
+
+        for stamp, status in (("2527-06-23T06:20:44Z", 200), ("2527-06-23T06:20:44.001Z", 400)):
+            self.assertEqual(server.post("/v1/track", {"userId": "late", "event": "ping", "messageId": stamp,
+                                                       "timestamp": stamp})[0], status, stamp)
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -16,7 +16,7 @@ extension BoundEvent {
     /// These are the bounds ``SegmentDecoder`` holds event lines to, where each is a bad line at its column; the engine
     /// checks them again for events a library user builds (``Engine/process(_:)-(Event)`` refuses such an event).
     public var boundBreach: BoundBreach? {
-        if timestamp < 0 || timestamp >= SegmentDecoder.maxTimeMs { return .time }
+        if timestamp < 0 || timestamp > SegmentDecoder.maxTimeMs { return .time }
         let max = SegmentDecoder.maxIDBytes
         if userID.utf8.count > max { return .userID }
         if name.utf8.count > max { return .name }

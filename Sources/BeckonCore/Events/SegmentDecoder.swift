@@ -382,7 +382,7 @@ public struct SegmentDecoder {
 
     static func parseTime(bytes: UnsafeBufferPointer<UInt8>) -> Int64? {
         guard let t = Timestamp.parse(bytes: bytes) else { return nil }
-        guard t.seconds >= 0, t.milliseconds < maxTimeMs else { return nil }
+        guard t.seconds >= 0, t.milliseconds <= maxTimeMs else { return nil }
         return t.milliseconds
     }
 }
@@ -412,7 +412,7 @@ struct EventTimes {
         guard let device = timestamp ?? original else { return received ?? sent }
         guard let sent, let received else { return device }
         let corrected = device + (received - sent)
-        guard corrected >= 0, corrected < SegmentDecoder.maxTimeMs else {
+        guard corrected >= 0, corrected <= SegmentDecoder.maxTimeMs else {
             throw DecodeError(
                 "the time corrected by receivedAt − sentAt falls outside 1970 to \(SegmentDecoder.lastYear)", column: column)
         }
@@ -476,7 +476,12 @@ public struct SegmentBatch: Sendable {
                         p.skipSpace()
                         let start = p.i
                         guard p.peek() == UInt8(ascii: "{") else { throw p.error("each entry of 'batch' must be an object") }
-                        try p.skipValue(depth: 1)
+                        // (An event may nest as deep here as in `/v1/track` or a file's line: its decoder does not
+                        // count the event's own object nor the `properties`, `traits` or `context` object a value is
+                        // in, so neither does this skip; the decoder checks the event's own bound after.)
+                        do throws(DecodeError) { try p.skipValue(depth: -2) } catch {
+                            throw DecodeError("event \(list.count) of 'batch': \(error.message)", column: error.column)
+                        }
                         list.append(base + start..<base + p.i)
                         p.skipSpace()
                         if p.peek() == UInt8(ascii: ",") { p.i += 1; continue }

@@ -38,6 +38,7 @@ package struct API: Sendable {
 
     package func router() -> Router<BeckonContext> {
         let router = Router(context: BeckonContext.self)
+        router.add(middleware: ProblemForNoRoute())
         router.add(middleware: MetricsMiddleware(metrics: backend.metrics))
         router.add(middleware: CredentialThrottleMiddleware(throttle: CredentialThrottle(), logger: logger))
 
@@ -124,11 +125,21 @@ package struct API: Sendable {
     }
 
     /// A path parameter, percent-decoded (a user id may hold any character but U+0000, as in events: clients
-    /// percent-encode it in the path). `%00` is a 400: no id holds it, and the stores would cut the id there.
+    /// percent-encode it in the path). A 400 for what an event or a registration could not carry either: `%00` (no id
+    /// holds it, and the stores would cut the id there), a user id over ``SegmentDecoder/maxIDBytes``, a device
+    /// token that a registration refuses (``Engine/tokenProblem(_:)``).
     package static func parameter(_ context: BeckonContext, _ name: String) throws -> String {
         let raw = try context.parameters.require(name)
         let value = raw.removingPercentEncoding ?? raw
+        if name == "token" {
+            if let why = Engine.tokenProblem(value) { throw APIError(.badRequest, "'token': \(why)") }
+            return value
+        }
         if let why = SegmentDecoder.idProblem(value) { throw APIError(.badRequest, "'\(name)' \(why)") }
+        if value.utf8.count > SegmentDecoder.maxIDBytes {
+            throw APIError(
+                .badRequest, "'\(name)' is \(value.utf8.count) bytes long; the limit is \(SegmentDecoder.maxIDBytes)")
+        }
         return value
     }
 
@@ -352,6 +363,22 @@ package struct MetricsMiddleware<Context: RequestContext>: RouterMiddleware {
             metrics.request(route: route, method: request.method.rawValue, status: status).record(
                 ContinuousClock.now - start)
             throw error
+        }
+    }
+}
+
+/// A request no route takes (an unknown path, or a method the path has not) is answered as every refusal is: a
+/// ``ProblemBody`` naming it, not an empty 404.
+struct ProblemForNoRoute: RouterMiddleware {
+    typealias Context = BeckonContext
+
+    func handle(
+        _ request: Request, context: BeckonContext, next: (Request, BeckonContext) async throws -> Response
+    ) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as HTTPError where error.status == .notFound && error.body == nil {
+            throw APIError(.notFound, "no such route: \(request.method) \(request.uri.path)")
         }
     }
 }

@@ -17,11 +17,17 @@ extension Engine {
 
     /// Checks a device before it is stored anywhere (the service answers 400 with this).
     public static func check(_ device: Device) throws(DeviceRefusal) {
-        if device.token.isEmpty { throw .emptyToken }
-        if device.token.utf8.count > Device.maxTokenBytes { throw .tokenTooLong(device.token.utf8.count) }
+        if let refusal = tokenProblem(device.token) { throw refusal }
+    }
+
+    /// What is wrong with a push token, `nil` when nothing is: a registration's and a removal's (the API's 400).
+    public static func tokenProblem(_ token: String) -> DeviceRefusal? {
+        if token.isEmpty { return .emptyToken }
+        if token.utf8.count > Device.maxTokenBytes { return .tokenTooLong(token.utf8.count) }
         // (A NUL would also be refused by PostgreSQL's text, where a fleet records the token's holder: a commit that
         // could never be written would stop the user's partition.)
-        if device.token.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) { throw .controlCharacter }
+        if token.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) { return .controlCharacter }
+        return nil
     }
 
     /// Keeps `device` among the user's (``Device/reporting(_:in:)``); a device that fails ``check(_:)`` is not kept.
