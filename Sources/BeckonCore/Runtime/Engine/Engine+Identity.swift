@@ -69,18 +69,17 @@ extension Engine {
     /// The first half of a merge across stores: `id`'s state as it is now, for `target`'s store to take over, and `id`
     /// left as a pointer to `target`. `nil` when there is nothing to bring: `id` has no state, or it was merged before
     /// (a shared device's second sign-in: it points to the new user from now on, and what it brought to the first
-    /// stays there).
-    /// A known user is not handed over (``merge(_:into:)``): `nil`, and no pointer.
+    /// stays there). A known user is not handed over (``merge(_:into:)``): `nil`, and no pointer.
     public func handOver(_ id: String, to target: String) -> UserState? {
         hasMerges = true
-        if let source = loadedProfile(id, create: false), source.mergedInto == nil, source.known {
-            totals.mergesRefused += 1
-            return nil
-        }
         guard let source = loadedProfile(id, create: false) else {
             let p = loadedProfile(id, create: true)!
             p.mergedInto = target
             stored(p)
+            return nil
+        }
+        if source.mergedInto == nil && source.known {
+            totals.mergesRefused += 1
             return nil
         }
         let brought = source.mergedInto == nil ? state(of: source) : nil
