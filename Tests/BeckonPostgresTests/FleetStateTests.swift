@@ -64,26 +64,26 @@ struct FleetStateTests {
             let lease = try #require(try await log.acquire(partition: p, owner: "a", ttl: .seconds(30)))
             _ = try await log.commit(Self.batch(processed: 1, actions: ["c1"]), lease: lease)
             // (Due at 5 ms since 1970: due now by any clock.)
-            let first = try await log.claimDueOutbox(destinations: ["meta"], limit: 10, claimMs: 50)
+            let first = try await log.claimDueOutbox(destinations: ["meta"], limit: 10, claimMs: 60_000)
             #expect(first.map(\.actionID) == ["c1"])
-            #expect(try await log.claimDueOutbox(destinations: ["meta"], limit: 10, claimMs: 50).isEmpty, "taken twice")
-            try await Task.sleep(for: .milliseconds(120))
-            // The first claim lapsed: another process takes the entry.
-            let second = try await log.claimDueOutbox(destinations: ["meta"], limit: 10, claimMs: 60_000)
+            #expect(try await log.claimDueOutbox(destinations: ["meta"], limit: 10, claimMs: 60_000).isEmpty, "taken twice")
+            // The first claim lapses (its process was paused past it; set here, not waited for): another takes the entry.
+            _ = try await Self.count(log, "UPDATE beckon_outbox SET next_at = 5 RETURNING 0::bigint")
+            let second = try await log.claimDueOutbox(destinations: ["meta"], limit: 10, claimMs: 120_000)
             #expect(second.map(\.id) == first.map(\.id))
             #expect(second[0].claimedUntil > first[0].claimedUntil)
-            // The first process's late outcome is refused; the second's is recorded, due again 1 s from the database's
-            // now.
+            // The first process's late outcome is refused; the second's is recorded, due again a minute from the
+            // database's now.
             let stale = try await log.recordOutbox([(first[0].id, 0, 0, "503 from the paused one", first[0].claimedUntil)])
             #expect(stale.isEmpty)
-            let fresh = try await log.recordOutbox([(second[0].id, 0, 1_000, "503", second[0].claimedUntil)])
+            let fresh = try await log.recordOutbox([(second[0].id, 0, 60_000, "503", second[0].claimedUntil)])
             #expect(fresh == [second[0].id])
             #expect(try await Self.count(log, "SELECT attempts FROM beckon_outbox") == 1)
             #expect(
                 try await Self.count(
                     log,
-                    "SELECT next_at - (extract(epoch FROM clock_timestamp()) * 1000)::bigint FROM beckon_outbox") > 500)
-            #expect(try await log.claimDueOutbox(destinations: ["meta"], limit: 10, claimMs: 50).isEmpty)
+                    "SELECT next_at - (extract(epoch FROM clock_timestamp()) * 1000)::bigint FROM beckon_outbox") > 30_000)
+            #expect(try await log.claimDueOutbox(destinations: ["meta"], limit: 10, claimMs: 60_000).isEmpty)
         }
     }
 
