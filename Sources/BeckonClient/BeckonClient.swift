@@ -236,11 +236,6 @@ public final class BeckonClient: Sendable {
         }
     }
 
-    static func isJSONObject(_ line: Data) -> Bool {
-        if case .object? = try? JSONDecoder().decode(JSONValue.self, from: line) { return true }
-        return false
-    }
-
     // MARK: - Foreground and background
 
     /// The app went to the background: the pull loop stops (its open request is cancelled), and what is queued is
@@ -289,7 +284,8 @@ public final class BeckonClient: Sendable {
     /// The user's actions, oldest first, each handed over once: an action counts as taken when `next()` returns it
     /// (saved on disk before), so after a restart the stream goes on with the next one. Several iterators may run at
     /// once (each action goes to one of them); only actions pulled for the current user, or the anonymous id they
-    /// signed in from, are handed over. It throws when pulling stopped for good (a refused token, `BeckonClientError`), and ends when the client
+    /// signed in from, are handed over. It throws when pulling stopped for good (a refused token,
+    /// `BeckonClientError`), and ends when the client
     /// is closed or the iterating task cancelled. Pulling runs while the app is in the foreground.
     public func actions() -> Actions { Actions(client: self) }
 
@@ -554,7 +550,7 @@ extension ClientParts {
                     // Not the service naming an event: a line that is not a JSON object (a damaged queue file) breaks
                     // the whole batch, and only such lines are dropped; when every line is one, the events are not at
                     // fault (a proxy's 400, a plain-HTTP request to an HTTPS port): they stay, as for a 401.
-                    let broken = Set(lines.prefix(count).indices.filter { !BeckonClient.isJSONObject(lines[$0]) })
+                    let broken = Set(lines.prefix(count).indices.filter { !Self.isJSONObject(lines[$0]) })
                     guard !broken.isEmpty else {
                         logger.error(
                             "beckon: the service refused a batch (400: \(answer.message)) without naming an event; kept, retrying"
@@ -588,6 +584,11 @@ extension ClientParts {
             }
         }
         return .empty
+    }
+
+    static func isJSONObject(_ line: Data) -> Bool {
+        if case .object? = try? JSONDecoder().decode(JSONValue.self, from: line) { return true }
+        return false
     }
 
     func drop(_ lines: [Data], because reason: String) {

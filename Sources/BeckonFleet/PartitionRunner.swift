@@ -261,9 +261,7 @@ final class PartitionRunner {
         // them to its end: where an entry goes).
         var ids = Set(entries.map(\.userID))
         for _ in 0..<Engine.maxMergeHops {
-            let next = Set(ids.compactMap { engine.profile(of: $0)?.mergedInto }).filter {
-                FleetLog.partition(of: $0) == partition
-            }
+            let next = Set(ids.compactMap { engine.profile(of: $0)?.mergedInto }).filter(isOwn)
             let unknown = states.unknown(next)
             guard !unknown.isEmpty else { break }
             states.add(try await log.states(of: unknown), for: unknown)

@@ -75,23 +75,18 @@ package enum Delivery {
         _ row: OutboxRow, _ outcome: Outcome, _ d: Destination, now: Int64, jitter: Double
     ) -> (OutboxAttempt, String) {
         let attempts = row.attempts + 1
+        // (Recorded under the claim the entry was taken with: its due time then.)
+        func attempt(_ state: OutboxRow.State, _ nextAt: Int64, _ error: String?) -> OutboxAttempt {
+            OutboxAttempt(id: row.id, state: state, nextAt: nextAt, error: error, claim: row.nextAt)
+        }
         switch outcome {
-        case .delivered:
-            return (OutboxAttempt(id: row.id, state: .delivered, nextAt: now, error: nil, claim: row.nextAt), "delivered")
-        case .partlyDelivered(let note):
-            return (OutboxAttempt(id: row.id, state: .delivered, nextAt: now, error: note, claim: row.nextAt), "delivered")
-        case .dead(let e):
-            return (OutboxAttempt(id: row.id, state: .dead, nextAt: now, error: e, claim: row.nextAt), "dead")
+        case .delivered: return (attempt(.delivered, now, nil), "delivered")
+        case .partlyDelivered(let note): return (attempt(.delivered, now, note), "delivered")
+        case .dead(let e): return (attempt(.dead, now, e), "dead")
         case .retry(let e, let after):
-            guard attempts < d.maxAttempts else {
-                return (
-                    OutboxAttempt(
-                        id: row.id, state: .dead, nextAt: now, error: e + " (after \(attempts) attempts)", claim: row.nextAt),
-                    "dead"
-                )
-            }
+            guard attempts < d.maxAttempts else { return (attempt(.dead, now, e + " (after \(attempts) attempts)"), "dead") }
             let next = now + delayMs(d, attempts: attempts, retryAfter: after, jitter: jitter)
-            return (OutboxAttempt(id: row.id, state: .pending, nextAt: next, error: e, claim: row.nextAt), "retried")
+            return (attempt(.pending, next, e), "retried")
         }
     }
 
@@ -274,44 +269,23 @@ package final class Deliverer: Service, Sendable {
         _ = await recordEnded()
         // (A connection still being made, a TLS handshake a receiver never answers, would hold the client's shutdown
         // until the attempt's deadline: the stop waits a second for it, then goes on without it.)
-        let shutdown = Task { try? await client.shutdown() }
-        await withTaskGroup(of: Void.self) { race in
-            race.addTask { await Self.untilCancelled { await shutdown.value } }
-            race.addTask { try? await Task.sleep(for: .seconds(1)) }
-            await race.next()
-            race.cancelAll()
-        }
-    }
-
-    /// Runs `work` and returns when it ends, or at once when the calling task is cancelled: `work` is then cancelled
-    /// and left to end on its own (awaiting a task's value does not end at a cancel).
-    static func untilCancelled(_ work: @escaping @Sendable () async -> Void) async {
-        // The waiter, the work's task, and whether the wait is over (the work ended, or a cancel came first).
-        let state = Mutex<(waiter: CheckedContinuation<Void, Never>?, task: Task<Void, Never>?, over: Bool)>((nil, nil, false))
-        let finish: @Sendable () -> Void = {
-            let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
-                s.over = true
-                defer { s.waiter = nil }
-                return s.waiter
-            }
-            waiter?.resume()
-        }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-                let over = state.withLock { s -> Bool in
-                    if !s.over { s.waiter = c }
-                    return s.over
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let resumed = Mutex(false)
+            let once: @Sendable () -> Void = {
+                let first = resumed.withLock { r in
+                    defer { r = true }
+                    return !r
                 }
-                guard !over else { return c.resume() }
-                let task = Task {
-                    await work()
-                    finish()
-                }
-                state.withLock { $0.task = task }
+                if first { c.resume() }
             }
-        } onCancel: {
-            state.withLock { $0.task }?.cancel()
-            finish()
+            Task {
+                try? await client.shutdown()
+                once()
+            }
+            Task {
+                try? await Task.sleep(for: .seconds(1))
+                once()
+            }
         }
     }
 

@@ -191,9 +191,9 @@ struct ClientUnitTests {
     }
 
     @Test func aLineIsAnEventOnlyWhenItIsAJSONObject() {
-        #expect(BeckonClient.isJSONObject(Self.line(1)))
-        #expect(!BeckonClient.isJSONObject(Data(#"{"type":"track","#.utf8)))
-        #expect(!BeckonClient.isJSONObject(Data("[1]".utf8)))
-        #expect(!BeckonClient.isJSONObject(Data([0, 0, 0])))
+        #expect(ClientParts.isJSONObject(Self.line(1)))
+        #expect(!ClientParts.isJSONObject(Data(#"{"type":"track","#.utf8)))
+        #expect(!ClientParts.isJSONObject(Data("[1]".utf8)))
+        #expect(!ClientParts.isJSONObject(Data([0, 0, 0])))
     }
 }

@@ -36,6 +36,11 @@ public struct SegmentDecoder {
         id.utf8.contains(0) ? "holds U+0000 (NUL), which no id may hold" : nil
     }
 
+    /// Why an id is too long for ``maxIDBytes``, `nil` when it is not (an event's and a path's, worded alike).
+    @inline(__always) public static func lengthProblem(_ id: String) -> String? {
+        id.utf8.count > maxIDBytes ? "is \(id.utf8.count) bytes long; the limit is \(maxIDBytes)" : nil
+    }
+
     let ruleSet: CompiledRuleSet
     let propertyKeys: KeyTable
     let contextKeys: KeyTable
@@ -660,10 +665,7 @@ struct JSONScanner {
         } else {
             throw error("'\(key())' must be a string or a number")
         }
-        if id.utf8.count > SegmentDecoder.maxIDBytes {
-            throw DecodeError(
-                "'\(key())' is \(id.utf8.count) bytes long; the limit is \(SegmentDecoder.maxIDBytes)", column: start + 1)
-        }
+        if let why = SegmentDecoder.lengthProblem(id) { throw DecodeError("'\(key())' \(why)", column: start + 1) }
         if escaped, let why = SegmentDecoder.idProblem(id) { throw DecodeError("'\(key())' \(why)", column: start + 1) }
         return id
     }

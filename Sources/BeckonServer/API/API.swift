@@ -136,10 +136,7 @@ package struct API: Sendable {
             return value
         }
         if let why = SegmentDecoder.idProblem(value) { throw APIError(.badRequest, "'\(name)' \(why)") }
-        if value.utf8.count > SegmentDecoder.maxIDBytes {
-            throw APIError(
-                .badRequest, "'\(name)' is \(value.utf8.count) bytes long; the limit is \(SegmentDecoder.maxIDBytes)")
-        }
+        if let why = SegmentDecoder.lengthProblem(value) { throw APIError(.badRequest, "'\(name)' \(why)") }
         return value
     }
 
