@@ -39,6 +39,9 @@ print("|---|---:|---:|:-:|---:|---:|")
 print("| **beckon (in process)** | %s | %.0f | %s | | |" % (format(ip, ","), b["peak_rss_kb"] / 1024,
       {True: "yes", False: "NO"}.get(b.get("matches_reference"), "-")))
 print("| **beckon (end to end)** | %s | | | | |" % format(e2e, ","))
+if b.get("decoding_workers"):
+    print("| **beckon (end to end, lines decoded on %d more thread%s)** | %s | | | | |" % (b["decoding_workers"],
+          "" if b["decoding_workers"] == 1 else "s", format(b["events_per_s_end_to_end_cores"], ",")))
 for d in peers:
     name = d["engine"]
     same = {True: "yes", False: "NO", None: "-"}[d.get("matches_ref")] if name != "ref" else "(is it)"
@@ -59,9 +62,14 @@ def figures(run, path):
         os.remove(path)
     figure("in process", run["events_per_s_in_process"], "events/s", path)
     figure("end to end (JSON lines to actions)", run["events_per_s_end_to_end"], "events/s", path)
+    cores = run.get("events_per_s_end_to_end_cores") or 0
+    if cores:
+        figure("end to end, decoded on every core", cores, "events/s", path)
     if ceiling:
         figure("in process ÷ the C++ ceiling", run["events_per_s_in_process"] / ceiling, "", path)
         figure("end to end ÷ the C++ ceiling", run["events_per_s_end_to_end"] / ceiling, "", path)
+        if cores:
+            figure("end to end on every core ÷ the C++ ceiling (one core)", cores / ceiling, "", path)
     figure("decoding alone", run["events_per_s_decode"], "events/s", path)
     figure("state per user (engine heap)", run["state_bytes_per_user"], "B", path)
     figure(f"{run['compile_rules']:,} rules load + compile", run["compile_ms_many"], "ms", path)

@@ -113,6 +113,18 @@ extension ReferenceDocs {
                             "HostileLineTests.aLongLineIsRefusedAtTheLimit",
                         ]),
                     Limit(
+                        what: """
+                            lines `dry-run`, `explain`, `report`, `test` and `bench` read ahead of the engine when they \
+                            decode a file on other cores (standard input is decoded line by line)
+                            """,
+                        limit: """
+                            \(number(DecodingPipeline.maxLinesAhead(workers: DecodingPipeline.maxWorkers))) lines that \
+                            are not blank: blocks of at most \(DecodingPipeline.blockLines) lines and \
+                            \(bytes(DecodingPipeline.blockBytes)) (and one line), two a decoding thread, on at most \
+                            \(DecodingPipeline.maxWorkers) threads
+                            """,
+                        beyond: "reading waits for the engine", tests: ["DecodingPipelineTests.everyLineAsOneThreadReadsIt"]),
+                    Limit(
                         what: "JSON nesting in a line", limit: levels(SegmentDecoder.maxDepth), beyond: "a bad line",
                         tests: ["SegmentDecoderTests.deepNestingIsRejected"]),
                     Limit(

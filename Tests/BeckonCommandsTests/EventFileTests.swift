@@ -2,6 +2,7 @@ import ArgumentParser
 import BeckonCommands
 import BeckonCore
 import BeckonTools
+import BeckonYAML
 import Foundation
 import Testing
 
@@ -190,5 +191,73 @@ struct EventFileTests {
             }
         }
         #expect(throws: Never.self) { try BeckonCLI.parseAsRoot(["dry-run", "rules", "--events", "e.jsonl", "--until", "+7d"]) }
+    }
+}
+
+/// A file decoded on other threads (``DecodingPipeline``) hands over the same events, in the same order and with the
+/// same line numbers, and names the same bad lines, as one thread decoding it line by line.
+struct DecodingPipelineTests {
+    /// 6,000 lines over a dozen blocks: events, bad lines, blank lines, `\r\n` ends and an overlong line among them.
+    static func file() -> [UInt8] {
+        var out: [UInt8] = []
+        for i in 1...6000 {
+            let line: String
+            switch i {
+            case _ where i % 97 == 0: line = #"{"type":"track","event":"Opened""#  // cut short
+            case _ where i % 131 == 0: line = "   "
+            case 2500:
+                line = #"{"type":"track","event":"Opened","userId":"u","p":""# + String(repeating: "x", count: 1 << 20) + #""}"#
+            default:
+                line =
+                    #"{"type":"track","event":"\#(i % 3 == 0 ? "Opened" : "Other")","userId":"u\#(i % 50)","#
+                    + #""timestamp":"2026-03-01T09:00:00Z","messageId":"m\#(i)"}"#
+            }
+            out += Array(line.utf8) + (i % 7 == 0 ? [13, 10] : [10])
+        }
+        return out
+    }
+
+    func run(
+        _ bytes: [UInt8], _ policy: BadLinePolicy, workers: Int
+    ) throws -> (events: [String], stderr: String, ahead: Int) {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("beckon-pipe-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        let rules = try #require(RuleLoader.load(texts: [("r.yaml", EventFileTests.rules)]).ruleSet)
+        let stream = try #require(EventStream(path: path, badLines: policy))
+        let console = StringConsole()
+        var events: [String] = []
+        var ahead = 0
+        stream.events(decoder: SegmentDecoder(ruleSet: rules), console: console, workers: workers) {
+            events.append("\(stream.eventLine) \($0.userID) \($0.name) \($0.messageID ?? "-")")
+            ahead = max(ahead, stream.linesAhead)
+        }
+        _ = stream.finish(console: console)
+        return (events, console.stderr.replacingOccurrences(of: path, with: "FILE"), ahead)
+    }
+
+    @Test(arguments: [1, 2, 3])
+    func everyLineAsOneThreadReadsIt(workers: Int) throws {
+        let bytes = Self.file()
+        let one = try run(bytes, .goOn, workers: 0)
+        #expect(one.events.count == 6000 - 61 - 45 - 1)  // bad, blank (131·k, not 97·k), overlong
+        #expect(one.events.first == "1 u1 Other m1" && one.events.last == "6000 u0 Opened m6000")
+        #expect(one.stderr.contains("FILE:97:") && one.stderr.contains("… and 52 more bad lines"), "\(one.stderr)")
+        let many = try run(bytes, .goOn, workers: workers)
+        #expect(many.events == one.events)
+        #expect(many.stderr == one.stderr)
+        // Read ahead, but only so far: blank lines hold nothing and are not counted by the bound (45 here).
+        #expect(one.ahead == 0)
+        #expect(many.ahead > 0 && many.ahead <= DecodingPipeline.maxLinesAhead(workers: workers) + 45, "\(many.ahead)")
+    }
+
+    @Test(arguments: [1, 2])
+    func strictStopsAtTheSameLine(workers: Int) throws {
+        let bytes = Self.file()
+        let one = try run(bytes, .strict, workers: 0)
+        #expect(one.events.last?.hasPrefix("96 ") == true, "\(one.events.suffix(1))")
+        let many = try run(bytes, .strict, workers: workers)
+        #expect(many.events == one.events)
+        #expect(many.stderr == one.stderr && one.stderr.contains("FILE:97:"), "\(many.stderr)")
     }
 }

@@ -12,7 +12,8 @@ import Foundation
 /// it — events per second in process (events decoded beforehand) and end to end (a JSON-lines file decoded,
 /// evaluated and the actions written as JSON), peak RSS, heap bytes of state per user, allocations per event, the
 /// fires per rule (to compare with the reference), the cost of 5,000 rules against 50, and how long 10,000 rules
-/// take to load and compile. Everything runs on one thread.
+/// take to load and compile. Everything runs on one thread, but for a second end-to-end run whose lines are decoded on
+/// the other cores (``EventStream/decodingWorkers``), when there are any.
 public enum BenchRunner {
     public enum Format: String, Sendable, CaseIterable { case text, json }
 
@@ -42,6 +43,9 @@ public enum BenchRunner {
         var compileMs = 0.0
         var inProcess = 0.0
         var endToEnd = 0.0
+        /// End to end with the lines decoded on `decodingWorkers` other threads (0: one core, not run).
+        var endToEndCores = 0.0
+        var decodingWorkers = 0
         var decode = 0.0
         /// Lines of the Segment file that did not decode, skipped.
         var badLines = 0
@@ -95,45 +99,22 @@ public enum BenchRunner {
         (r.users, r.events) = try workload.writeSegment(to: segment, console: console)
         console.err("bench: \(r.users) users, \(r.events) events, \(r.rules) rules\n")
 
-        // End to end: file → decode → evaluate → actions as JSON (to /dev/null).
+        // End to end: file → decode → evaluate → actions as JSON (to /dev/null), through the commands' one reading
+        // loop; on one thread, then with the lines decoded on the other cores (when there are any).
         if o.endToEnd {
-            let engine = Engine(ruleSet: rules)
-            let decoder = SegmentDecoder(ruleSet: rules)
-            guard let stream = EventStream(path: segment, badLines: .goOn) else {
-                throw BenchWorkload.Problem(description: "cannot read \(segment)")
+            let one = try endToEnd(segment, rules: rules, users: r.users, events: r.events, workers: 0, console: console)
+            r.badLines = one.badLines
+            r.endToEnd = one.perSecond
+            r.fires = one.fires
+            let workers = EventStream.decodingWorkers
+            if workers > 0 {
+                let all = try endToEnd(
+                    segment, rules: rules, users: r.users, events: r.events, workers: workers, console: StringConsole())
+                precondition(all.fires.map(\.1) == one.fires.map(\.1), "decoding on every core changes no fire")
+                r.endToEndCores = all.perSecond
+                r.decodingWorkers = workers
             }
-            let sink = NullSink()
-            var t0 = 0.0
-            // Lines are decoded into batches the engine processes with look-ahead (as a service consuming a stream in
-            // batches would); one outcome serves the run, its memory reused from event to event. A bad line is
-            // counted and skipped (the one bad-line policy, ``BadLinePolicy/goOn``).
-            var outcome = EventOutcome()
-            var batch: [BoundEvent] = []
-            batch.reserveCapacity(Self.batchSize)
-            func flush() {
-                engine.process(batch.span, into: &outcome) { sink.write($0.actions) }
-                batch.removeAll(keepingCapacity: true)
-            }
-            stream.lines(console: console) { line in
-                if t0 == 0 && stream.lineNumber > r.users {
-                    flush()
-                    t0 = now()
-                }
-                do throws(DecodeError) {
-                    batch.append(try decoder.decode(line))
-                    if batch.count == Self.batchSize { flush() }
-                } catch {
-                    return stream.badLine(error, console: console)
-                }
-                return true
-            }
-            flush()
-            sink.flush()
-            if stream.finish(console: console) { throw BenchWorkload.Problem(description: "cannot read \(segment)") }
-            r.badLines = stream.badLines
-            r.endToEnd = Double(r.events) / (now() - t0)
             r.peakRSSKB = peakRSS()
-            r.fires = fires(engine)
         }
 
         // In process: events decoded beforehand.
@@ -168,6 +149,41 @@ public enum BenchRunner {
             r.reference = try compare(r.fires, events: r.events, with: path, explicit: o.reference != nil)
         }
         return r
+    }
+
+    /// One end-to-end run over the Segment file: events/s from the first event line (after the users' identifies),
+    /// with `workers` threads decoding ahead of the engine (0: the engine's thread decodes).
+    static func endToEnd(
+        _ segment: String, rules: CompiledRuleSet, users: Int, events: Int, workers: Int, console: any Console
+    ) throws -> (perSecond: Double, badLines: Int, fires: [(String, Int)]) {
+        let engine = Engine(ruleSet: rules)
+        guard let stream = EventStream(path: segment, badLines: .goOn) else {
+            throw BenchWorkload.Problem(description: "cannot read \(segment)")
+        }
+        let sink = NullSink()
+        var t0 = 0.0
+        // Events go to the engine in batches it processes with look-ahead (as a service consuming a stream in batches
+        // would); one outcome serves the run, its memory reused from event to event. A bad line is counted and skipped
+        // (the one bad-line policy, ``BadLinePolicy/goOn``).
+        var outcome = EventOutcome()
+        var batch: [BoundEvent] = []
+        batch.reserveCapacity(Self.batchSize)
+        func flush() {
+            engine.process(batch.span, into: &outcome) { sink.write($0.actions) }
+            batch.removeAll(keepingCapacity: true)
+        }
+        stream.events(decoder: SegmentDecoder(ruleSet: rules), console: console, workers: workers) { event in
+            if t0 == 0 && stream.eventLine > users {
+                flush()
+                t0 = now()
+            }
+            batch.append(event)
+            if batch.count == Self.batchSize { flush() }
+        }
+        flush()
+        sink.flush()
+        if stream.finish(console: console) { throw BenchWorkload.Problem(description: "cannot read \(segment)") }
+        return (Double(events) / (now() - t0), stream.badLines, fires(engine))
     }
 
     /// Runs the decoded users then events through fresh engines `repeats` times: the best events/s, and from the
@@ -285,10 +301,14 @@ public enum BenchRunner {
 
     static func text(_ r: Result) -> String {
         var out =
-            "workload: \(r.users) users, \(r.events) events, \(r.rules) rules (one thread; \(ProcessInfo.processInfo.activeProcessorCount) cores)"
+            "workload: \(r.users) users, \(r.events) events, \(r.rules) rules (\(ProcessInfo.processInfo.activeProcessorCount) cores; one thread but for the every-core run)"
             + (r.badLines > 0 ? "; \(r.badLines) bad lines skipped" : "") + "\n"
         out += "in process:   \(rate(r.inProcess)) events/s (events decoded beforehand; best of runs)\n"
         out += "end to end:   \(rate(r.endToEnd)) events/s (JSON lines → decode → evaluate → actions as JSON)\n"
+        if r.decodingWorkers > 0 {
+            out +=
+                "every core:   \(rate(r.endToEndCores)) events/s (end to end, the lines decoded on \(r.decodingWorkers) more thread\(r.decodingWorkers == 1 ? "" : "s"))\n"
+        }
         out += "decoding:     \(rate(r.decode)) events/s (the event lines alone, JSON → events; part of end to end)\n"
         out += "peak RSS:     \(r.peakRSSKB / 1024) MB after the end-to-end run\n"
         out += String(
@@ -327,6 +347,7 @@ public enum BenchRunner {
             ("users", .int(Int64(r.users))), ("events", .int(Int64(r.events))), ("rules", .int(Int64(r.rules))),
             ("cores", .int(Int64(ProcessInfo.processInfo.activeProcessorCount))),
             ("events_per_s_in_process", .int(Int64(r.inProcess))), ("events_per_s_end_to_end", .int(Int64(r.endToEnd))),
+            ("events_per_s_end_to_end_cores", .int(Int64(r.endToEndCores))), ("decoding_workers", .int(Int64(r.decodingWorkers))),
             ("events_per_s_decode", .int(Int64(r.decode))), ("bad_lines", .int(Int64(r.badLines))),
             ("peak_rss_kb", .int(Int64(r.peakRSSKB))), ("state_bytes_per_user", d(r.stateBytesPerUser)),
             ("encoded_state_bytes_median", .int(Int64(r.stateCost.medianBytes))),

@@ -25,7 +25,7 @@ public struct DecodeError: Error, Sendable, CustomStringConvertible {
 /// `sentAt` and `receivedAt` and its time is the device's own (`originalTimestamp`, or `timestamp` without
 /// `originalTimestamp` beside it), the device's clock error is taken out as Segment does:
 /// `time + (receivedAt − sentAt)`. (`timestamp` beside `originalTimestamp` is Segment's corrected time already.)
-public struct SegmentDecoder {
+public struct SegmentDecoder: Sendable {
     public static let maxLineBytes = 1 << 20
     public static let maxDepth = 64
     public static let maxIDBytes = 1024

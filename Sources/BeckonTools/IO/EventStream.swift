@@ -1,4 +1,5 @@
 import BeckonCore
+import Foundation
 
 /// What a command does at a bad event line: the one policy of `dry-run`, `explain`, `report`, `test` and `bench`.
 ///
@@ -107,27 +108,67 @@ package final class EventStream {
     /// Why reading stopped before the end of the file, if it did.
     var readError: String? { reader.readError }
 
-    /// Decodes every line and hands each event to `body`, in order, with a progress line on a terminal.
-    func events(decoder: SegmentDecoder, console: any Console, _ body: (BoundEvent) -> Void) {
+    /// Threads that decode a file's lines while the calling thread runs the engine (``DecodingPipeline``): one fewer
+    /// than the cores, at most ``DecodingPipeline/maxWorkers``; none on a single core.
+    package static var decodingWorkers: Int {
+        min(DecodingPipeline.maxWorkers, ProcessInfo.processInfo.activeProcessorCount - 1)
+    }
+
+    /// Decodes every line and hands each event to `body`, in order, with a progress line on a terminal. A regular
+    /// file is decoded on `workers` other threads ahead of `body` (``DecodingPipeline``); standard input or a pipe is
+    /// decoded line by line as it comes, so that a live stream's output is not held back for a block.
+    package func events(
+        decoder: SegmentDecoder, console: any Console, workers: Int = EventStream.decodingWorkers,
+        _ body: (BoundEvent) -> Void
+    ) {
         let progress = Progress(console: console, total: reader.fileSize)
         var events = 0
-        reader.readLines { line in
-            switch line.event(decoder) {
-            case nil: return true
-            case .success(let event)?:
+        func take(_ d: DecodingPipeline.Decoded) -> Bool {
+            eventLine = d.line
+            switch d.event {
+            case .success(let event):
                 body(event)
                 events += 1
-                progress.tick(events: events, bytes: reader.bytesRead)
-                return !event.isOffPlan || bad.noteOffPlan(line: reader.lineNumber, event.offPlan, console: console)
-            case .failure(let error)?:
-                return badLine(error, console: console)
+                progress.tick(events: events, bytes: d.bytesRead)
+                return !event.isOffPlan || bad.noteOffPlan(line: d.line, event.offPlan, console: console)
+            case .failure(let error):
+                return bad.note(line: d.line, column: error.column, error.message, console: console)
             }
+        }
+        if workers == 0 || reader.fileSize == nil {
+            reader.readLines { line in
+                guard let event = line.event(decoder) else { return true }
+                return take((event, reader.lineNumber, reader.bytesRead))
+            }
+        } else {
+            var pipeline = DecodingPipeline(decoder: decoder, workers: workers)
+            var stopped = false
+            reader.readLines { line in
+                guard pipeline.add(line, number: reader.lineNumber, bytesRead: reader.bytesRead),
+                    let block = pipeline.next()
+                else { return true }
+                stopped = !block.allSatisfy(take)
+                pipeline.release(block)
+                return !stopped
+            }
+            if !stopped { pipeline.submit() }
+            while !stopped, let block = pipeline.next() {
+                stopped = !block.allSatisfy(take)
+                pipeline.release(block)
+            }
+            pipeline.cancel()
         }
         progress.finish()
     }
 
-    /// The raw bytes of each line that is not blank, for a caller that decodes them itself (the bench's timed loop,
-    /// which decodes into batches) until `body` returns false. An overlong line is a bad line here; a line the caller
+    /// The line of the event ``events(decoder:console:workers:_:)`` handed over last (the reader may be ahead of it).
+    package private(set) var eventLine = 0
+    /// Lines read but not yet handed over (decoded ahead, or being decoded): at most
+    /// ``DecodingPipeline/maxLinesAhead(workers:)``.
+    package var linesAhead: Int { reader.lineNumber - eventLine }
+
+    /// The raw bytes of each line that is not blank, for a caller that decodes them itself (the bench's decoding
+    /// measure and its workload) until `body` returns false. An overlong line is a bad line here; a line the caller
     /// cannot decode goes to ``badLine(_:console:)``, whose answer `body` returns.
     package func lines(console: any Console, _ body: (UnsafeBufferPointer<UInt8>) -> Bool) {
         reader.readLines { line in

@@ -1,0 +1,140 @@
+import BeckonCore
+import Dispatch
+import Synchronization
+
+/// Lines of a file decoded on other cores while the calling thread runs the engine: the one reading loop's way of
+/// using every core (``EventStream/events(decoder:console:workers:_:)``).
+///
+/// The reading thread copies the lines it reads into blocks of at most ``blockLines`` lines or ``blockBytes`` bytes;
+/// each block is decoded whole on one of `workers` serial queues (block *i* on queue *i* mod `workers`), and the
+/// reading thread takes the blocks back in the order it read them. At most ``inFlight(workers:)`` blocks are read
+/// ahead, so memory stays bounded (by `blockBytes` plus one line each) however long the file is. Decoding is free of
+/// side effects, so a stream that stops at a bad line (``BadLinePolicy/strict``) only drops work it had read ahead.
+package struct DecodingPipeline: ~Copyable {
+    /// A line's event, or why it is bad, with its 1-based number and the bytes read up to its end.
+    typealias Decoded = (event: Result<BoundEvent, DecodeError>, line: Int, bytesRead: Int)
+
+    static let blockLines = 512
+    static let blockBytes = 128 << 10
+    /// The most threads a stream decodes on: two keep the engine's thread busy here (docs/bench.md); more would only
+    /// hold more lines ahead.
+    static let maxWorkers = 4
+    /// Blocks read ahead of the one the engine takes next: two a worker, so each queue has the next block waiting.
+    static func inFlight(workers: Int) -> Int { 2 * workers }
+    /// The most lines read and not yet handed over: the blocks out, the one being filled and the one being taken.
+    package static func maxLinesAhead(workers: Int) -> Int { (inFlight(workers: workers) + 2) * blockLines }
+
+    private let decoder: SegmentDecoder
+    private let queues: [DispatchQueue]
+    private var filling = Block.Input()
+    /// The blocks out, oldest first (at most ``inFlight(workers:)`` + 1: removing the first is cheap).
+    private var pending: [Block] = []
+    /// Blocks sent off, and taken back, since the start: block *i* went to queue *i* mod `workers`.
+    private var submitted = 0
+    private var taken = 0
+
+    init(decoder: SegmentDecoder, workers: Int) {
+        precondition(workers > 0, "a pipeline decodes on at least one other thread")
+        self.decoder = decoder
+        queues = (0..<workers).map { DispatchQueue(label: "beckon.decode.\($0)", qos: .userInitiated) }
+        pending.reserveCapacity(Self.inFlight(workers: workers) + 1)
+    }
+
+    /// Adds a line read (a blank one is skipped); sends its block off once full. Returns whether a block is waiting
+    /// beyond the read-ahead, to be taken with ``next()`` before reading on.
+    mutating func add(_ line: LineReader.Line, number: Int, bytesRead: Int) -> Bool {
+        switch line {
+        case .overlong(let n): filling.lines.append(.init(start: -1, end: n, number: number, bytesRead: bytesRead))
+        case .text(let bytes):
+            if LineReader.Line.isBlank(bytes) { return false }
+            let start = filling.bytes.count
+            filling.bytes.append(contentsOf: bytes)
+            filling.lines.append(.init(start: start, end: filling.bytes.count, number: number, bytesRead: bytesRead))
+        }
+        if filling.lines.count >= Self.blockLines || filling.bytes.count >= Self.blockBytes { submit() }
+        return pending.count > Self.inFlight(workers: queues.count)
+    }
+
+    /// Sends the lines gathered so far off to be decoded.
+    mutating func submit() {
+        guard !filling.lines.isEmpty else { return }
+        let block = Block(filling)
+        filling = Block.Input()
+        filling.bytes.reserveCapacity(Self.blockBytes + 4096)
+        filling.lines.reserveCapacity(Self.blockLines)
+        let decoder = decoder
+        queues[submitted % queues.count].async { block.decode(decoder) }
+        submitted += 1
+        pending.append(block)
+    }
+
+    /// The oldest block's lines, decoded (waiting for them), or `nil` when none is out.
+    mutating func next() -> [Decoded]? {
+        guard !pending.isEmpty else { return nil }
+        taken += 1
+        return pending.removeFirst().take()
+    }
+
+    /// Lets go of a block's events on the thread that decoded them (where their memory came from), so that freeing
+    /// them is not the engine thread's work; an event `body` kept lives on.
+    func release(_ decoded: consuming [Decoded]) {
+        let events = decoded
+        queues[(taken - 1) % queues.count].async { withExtendedLifetime(events) {} }
+    }
+
+    /// Waits for the blocks still out (their work is dropped), so that no decoding outlives the stream.
+    mutating func cancel() {
+        while next() != nil {}
+    }
+
+    /// One block's lines (copied out of the reader's buffer) and, once decoded, their events.
+    private final class Block: Sendable {
+        struct Line: Sendable {
+            /// The line's bytes in ``Input/bytes``; `start` −1: an overlong line of `end` bytes.
+            var start: Int
+            var end: Int
+            var number: Int
+            var bytesRead: Int
+        }
+        struct Input: Sendable {
+            var bytes: [UInt8] = []
+            var lines: [Line] = []
+        }
+
+        private let input: Input
+        private let output = Mutex<[Decoded]>([])
+        private let done = DispatchSemaphore(value: 0)
+
+        init(_ input: Input) { self.input = input }
+
+        func decode(_ decoder: SegmentDecoder) {
+            var out: [Decoded] = []
+            out.reserveCapacity(input.lines.count)
+            input.bytes.withUnsafeBufferPointer { all in
+                for l in input.lines {
+                    let event: Result<BoundEvent, DecodeError>
+                    if l.start < 0 {
+                        event = .failure(SegmentDecoder.overlong(l.end))
+                    } else {
+                        do throws(DecodeError) {
+                            event = .success(try decoder.decode(UnsafeBufferPointer(rebasing: all[l.start..<l.end])))
+                        } catch {
+                            event = .failure(error)
+                        }
+                    }
+                    out.append((event, l.number, l.bytesRead))
+                }
+            }
+            output.withLock { $0 = out }
+            done.signal()
+        }
+
+        func take() -> [Decoded] {
+            done.wait()
+            return output.withLock { out in
+                defer { out = [] }
+                return out
+            }
+        }
+    }
+}
