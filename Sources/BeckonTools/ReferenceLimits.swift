@@ -115,7 +115,7 @@ extension ReferenceDocs {
                     Limit(
                         what: """
                             lines `dry-run`, `explain`, `report`, `test` and `bench` read ahead of the engine when they \
-                            decode a file on other cores (standard input is decoded line by line)
+                            decode a file on other cores (a pipe, a FIFO or a terminal is decoded line by line)
                             """,
                         limit: """
                             \(number(DecodingPipeline.maxLinesAhead(workers: DecodingPipeline.maxWorkers))) lines that \

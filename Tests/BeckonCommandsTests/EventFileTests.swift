@@ -236,7 +236,7 @@ struct DecodingPipelineTests {
         return (events, console.stderr.replacingOccurrences(of: path, with: "FILE"), ahead)
     }
 
-    @Test(arguments: [1, 2, 3])
+    @Test(arguments: [1, 2, 3, 4])
     func everyLineAsOneThreadReadsIt(workers: Int) throws {
         let bytes = Self.file()
         let one = try run(bytes, .goOn, workers: 0)

@@ -75,8 +75,8 @@ package struct DecodingPipeline: ~Copyable {
         return pending.removeFirst().take()
     }
 
-    /// Lets go of a block's events on the thread that decoded them (where their memory came from), so that freeing
-    /// them is not the engine thread's work; an event `body` kept lives on.
+    /// Lets go of a block's events on the queue that decoded them (its threads' memory, most of the time), so that
+    /// freeing them is not the engine thread's work; an event `body` kept lives on, and is freed where it is let go.
     func release(_ decoded: consuming [Decoded]) {
         let events = decoded
         queues[(taken - 1) % queues.count].async { withExtendedLifetime(events) {} }

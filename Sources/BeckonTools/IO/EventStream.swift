@@ -115,8 +115,9 @@ package final class EventStream {
     }
 
     /// Decodes every line and hands each event to `body`, in order, with a progress line on a terminal. A regular
-    /// file is decoded on `workers` other threads ahead of `body` (``DecodingPipeline``); standard input or a pipe is
-    /// decoded line by line as it comes, so that a live stream's output is not held back for a block.
+    /// file (standard input redirected from one too) is decoded on `workers` other threads ahead of `body`
+    /// (``DecodingPipeline``); a pipe, a FIFO or a terminal is decoded line by line as it comes, so that a live
+    /// stream's output is not held back for a block.
     package func events(
         decoder: SegmentDecoder, console: any Console, workers: Int = EventStream.decodingWorkers,
         _ body: (BoundEvent) -> Void
@@ -163,8 +164,8 @@ package final class EventStream {
 
     /// The line of the event ``events(decoder:console:workers:_:)`` handed over last (the reader may be ahead of it).
     package private(set) var eventLine = 0
-    /// Lines read but not yet handed over (decoded ahead, or being decoded): at most
-    /// ``DecodingPipeline/maxLinesAhead(workers:)``.
+    /// Lines read but not yet handed over (decoded ahead, or being decoded): of them, those that are not blank are at
+    /// most ``DecodingPipeline/maxLinesAhead(workers:)``.
     package var linesAhead: Int { reader.lineNumber - eventLine }
 
     /// The raw bytes of each line that is not blank, for a caller that decodes them itself (the bench's decoding
@@ -188,7 +189,8 @@ package final class EventStream {
     /// stopped at a bad line, or how many bad lines were not shown. Returns whether the command must fail.
     package func finish(console: any Console) -> Bool {
         let stopped = bad.finish(console: console)
-        guard let error = readError else { return stopped }
+        // (Reading ahead may have met an error past the line a strict stream stopped at: line by line it would not.)
+        guard !stopped, let error = readError else { return stopped }
         console.err(Terminal.safe("error: \(displayName): reading stopped after line \(reader.lineNumber): \(error)") + "\n")
         return true
     }
