@@ -119,6 +119,22 @@ struct ConditionTests {
         #expect(verdicts(rs, [track("Opened", at: "2026-01-05T09:00:00Z")]) == [["r:if"]])
     }
 
+    /// Why a condition was false is a traced second evaluation; `whyNot: false` (`beckon report`) keeps the verdict
+    /// and leaves it out.
+    @Test func whyNotIsLeftOutOnlyWhenAsked() throws {
+        let rs = try load(campaign(where: "event.properties.source != \"widget\""))
+        let event = track("Opened", at: "2026-01-05T09:00:00Z", props: [("source", "widget")])
+        func why(_ options: Engine.Options) -> String?? {
+            guard let v = Engine(ruleSet: rs, options: options).process(event).verdicts.first?.verdict,
+                case .conditionFalse(_, _, let why) = v
+            else { return nil }
+            return .some(why)
+        }
+        #expect(why(.init(recordVerdicts: true)) == .some(.some(#"event.properties.source = "widget", needs != "widget""#)))
+        #expect(why(.init(recordVerdicts: true, whyNot: false)) == .some(.none))
+        #expect(why(.init(explain: true, whyNot: false))??.isEmpty == false, "explain always says why")
+    }
+
     @Test func audienceAppliesToEveryRuleOfTheFile() throws {
         let rs = try load(
             """

@@ -138,7 +138,8 @@ final class ReportBuilder {
 
     init(ruleSet: CompiledRuleSet) {
         self.ruleSet = ruleSet
-        engine = Engine(ruleSet: ruleSet, options: .init(recordVerdicts: true, trackGoals: true))
+        // Verdicts say whom each rule triggered for; why a condition was false is not read.
+        engine = Engine(ruleSet: ruleSet, options: .init(recordVerdicts: true, trackGoals: true, whyNot: false))
         for r in ruleSet.rules { ruleIndex[r.qualifiedID] = r.index }
         triggered = Array(repeating: [], count: ruleSet.units.count)
         firstByRule = Array(repeating: [:], count: ruleSet.rules.count)

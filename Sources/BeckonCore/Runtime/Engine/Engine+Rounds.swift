@@ -231,7 +231,7 @@ extension Engine {
 
     /// The values that made a condition false, from its traced twin (only when verdicts are recorded).
     func why(_ traced: CompiledExpr?) -> String? {
-        guard options.recordVerdicts, let traced else { return nil }
+        guard options.recordVerdicts, options.whyNot, let traced else { return nil }
         let trace = ExprTrace()
         scope.trace = trace
         _ = traced.evaluate(scope)

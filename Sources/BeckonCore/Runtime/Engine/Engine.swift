@@ -21,16 +21,22 @@ public final class Engine {
         public var recordVerdicts = false
         /// Also keep every condition's values in the verdicts (`beckon explain`).
         public var explain = false
+        /// With ``recordVerdicts``, say which values made a condition false (the `why` of
+        /// ``Verdict/conditionFalse(clause:value:why:)``, from a traced second evaluation of the condition). Off where
+        /// only whom a rule triggered for is read (`beckon report`): the text costs more than the rest of the event.
+        public var whyNot = true
         /// Report goal events in ``EventOutcome/goalHits`` (`beckon report`).
         public var trackGoals = false
         /// Merge an identify's `anonymousId` (an alias's `previousId`) into its user (``merge(_:into:)``). Off where
         /// the engine holds only some users and the earlier id may be another's (a fleet's partition).
         public var mergesIdentities = true
         public init(
-            recordVerdicts: Bool = false, explain: Bool = false, trackGoals: Bool = false, mergesIdentities: Bool = true
+            recordVerdicts: Bool = false, explain: Bool = false, trackGoals: Bool = false, mergesIdentities: Bool = true,
+            whyNot: Bool = true
         ) {
             self.recordVerdicts = recordVerdicts || explain
             self.explain = explain
+            self.whyNot = whyNot || explain
             self.trackGoals = trackGoals
             self.mergesIdentities = mergesIdentities
         }
