@@ -16,8 +16,8 @@ package struct DecodingPipeline: ~Copyable {
 
     static let blockLines = 512
     static let blockBytes = 128 << 10
-    /// The most threads a stream decodes on: two keep the engine's thread busy here (docs/bench.md); more would only
-    /// hold more lines ahead.
+    /// The most threads a stream decodes on: the engine's thread is the bound (on 2 cores one decoding thread is two
+    /// thirds busy: docs/bench.md), so more than a few would only hold more lines ahead.
     static let maxWorkers = 4
     /// Blocks read ahead of the one the engine takes next: two a worker, so each queue has the next block waiting.
     static func inFlight(workers: Int) -> Int { 2 * workers }
