@@ -9,12 +9,16 @@ import BeckonStore
 struct FleetOutbox: OutboxStore {
     let log: FleetLog
     /// How long a taken entry is another process's to leave alone: longer than any attempt can take (the longest
-    /// timeout of the destinations) plus a minute; after it, an attempt cut short by a crash is made again.
+    /// timeout of the destinations) plus 5 s to record it; after it, an attempt cut short by a crash is made again.
+    /// (A minute, until this was measured: an entry taken when its process was killed waited that long after the
+    /// restart, and `operations_test DeliveryCrash` failed when the kill fell inside a claim. A process paused longer
+    /// than the claim may see its attempt made again by another: receivers have the `Idempotency-Key`.)
+    static let recordMs: Int64 = 5_000
     let claimMs: Int64
 
     init(log: FleetLog, destinations: [Destination]) {
         self.log = log
-        claimMs = (destinations.map(\.timeoutMs).max() ?? 0) + 60_000
+        claimMs = (destinations.map(\.timeoutMs).max() ?? 0) + Self.recordMs
     }
 
     func due(now: Int64, destinations: [String], limit: Int, excluding busy: Set<Int64>) async throws -> [OutboxRow] {

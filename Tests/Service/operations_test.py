@@ -595,6 +595,24 @@ class DeliveryCrash(OpsCase):
         self.assertEqual(got[0].json(), self.only(server.all_actions("kim"), action="emit"))
 
 
+    def test_kill_9_during_an_attempt_sends_again_once_its_claim_lapses(self):
+        # A fleet takes an entry for the longest destination timeout plus 5 s (a single service has no claims): an
+        # attempt in flight when its process is killed is made again that soon after, not a minute later.
+        capi = self.receiver(policy=lambda index, req: (200, {}, 4.0 if index == 0 else 0))
+        self.files(ops=OPS_RULES, settings=settings(
+            destination("capi", capi.url(), events="[Purchase]", timeout="2s", max_attempts=100, backoff="200ms",
+                        max_backoff="500ms")))
+        server = self.serve()
+        self.post(server, track("kim", "Go Payload", "k1"))
+        emit = self.only(server.all_actions("kim"), action="emit")["id"]
+        capi.wait_for(1)  # the first attempt is in flight: the receiver holds it
+        server.kill()
+        server = self.serve()
+        got = capi.wait_for(2, timeout=20)
+        self.assertEqual([r.key for r in got[:2]], [emit, emit])
+        wait_until(lambda: (outbox_row(self.db, emit, "--all") or {}).get("state") == "delivered", what="delivered")
+
+
 class DeliveryStop(OpsCase):
     def test_a_stop_does_not_wait_for_a_tls_handshake_never_answered(self):
         # A receiver that accepts the connection and never answers the TLS handshake: the HTTP client's shutdown
