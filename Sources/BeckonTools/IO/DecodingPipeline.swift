@@ -112,17 +112,10 @@ package struct DecodingPipeline: ~Copyable {
             out.reserveCapacity(input.lines.count)
             input.bytes.withUnsafeBufferPointer { all in
                 for l in input.lines {
-                    let event: Result<BoundEvent, DecodeError>
-                    if l.start < 0 {
-                        event = .failure(SegmentDecoder.overlong(l.end))
-                    } else {
-                        do throws(DecodeError) {
-                            event = .success(try decoder.decode(UnsafeBufferPointer(rebasing: all[l.start..<l.end])))
-                        } catch {
-                            event = .failure(error)
-                        }
-                    }
-                    out.append((event, l.number, l.bytesRead))
+                    let line: LineReader.Line =
+                        l.start < 0 ? .overlong(l.end) : .text(UnsafeBufferPointer(rebasing: all[l.start..<l.end]))
+                    // (A block holds no blank line, the one kind `event` has no answer for.)
+                    if let event = line.event(decoder) { out.append((event, l.number, l.bytesRead)) }
                 }
             }
             output.withLock { $0 = out }
