@@ -125,6 +125,16 @@ extension ReferenceDocs {
                             """,
                         beyond: "reading waits for the engine", tests: ["DecodingPipelineTests.everyLineAsOneThreadReadsIt"]),
                     Limit(
+                        what: """
+                            actions `dry-run --format jsonl` and `bench` hand to their writing thread and are not yet \
+                            written (a file's stream, on more than one core)
+                            """,
+                        limit: """
+                            \(number(ActionLines.maxRunsOut * ActionLines.runActions)) actions: \(ActionLines.maxRunsOut) \
+                            runs of \(ActionLines.runActions) and one event's, and the run being gathered
+                            """,
+                        beyond: "the engine waits for the writer", tests: ["ActionLinesTests.aSlowOutputHoldsTheEngineBack"]),
+                    Limit(
                         what: "JSON nesting in a line", limit: levels(SegmentDecoder.maxDepth), beyond: "a bad line",
                         tests: ["SegmentDecoderTests.deepNestingIsRejected"]),
                     Limit(

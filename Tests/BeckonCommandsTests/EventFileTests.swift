@@ -261,3 +261,127 @@ struct DecodingPipelineTests {
         #expect(many.stderr == one.stderr && one.stderr.contains("FILE:97:"), "\(many.stderr)")
     }
 }
+
+/// Actions written as JSON lines on a thread of their own come out as the engine's thread would write them, in order.
+struct ActionLinesTests {
+    /// Constant actions (kept by reference), computed ones (kept whole: `set` and a templated link) and a holdout's
+    /// held-back fires.
+    static let rules = """
+        version: 1
+        campaign: c
+        holdout: 20%
+        rules:
+          - id: hi
+            on: Opened
+            do: [ { deep_link: "app://hi" } ]
+          - id: tagged
+            on: Opened
+            do:
+              - set: { last: "${event.properties.n}" }
+              - deep_link: "app://n/${event.properties.n}"
+        """
+
+    /// 3,000 events' outcomes (3 actions each, over 40 users), as the engine hands them over in one outcome that it
+    /// reuses event after event; each is also handed to `each` before the next event.
+    static func outcomes(_ rules: CompiledRuleSet, each: (FiredActions) -> Void = { _ in }) -> [FiredActions] {
+        let engine = Engine(ruleSet: rules)
+        let decoder = SegmentDecoder(ruleSet: rules)
+        var out: [FiredActions] = []
+        var outcome = EventOutcome()
+        for i in 0..<3000 {
+            let line =
+                #"{"type":"track","event":"Opened","userId":"u\#(i % 40)","properties":{"n":\#(i)},"#
+                + #""timestamp":"2026-03-01T09:00:00Z","messageId":"m\#(i)"}"#
+            guard let event = try? decoder.decode(line) else { return [] }
+            engine.process(event, into: &outcome)
+            each(outcome.actions)
+            out.append(outcome.actions)
+        }
+        return out
+    }
+
+    /// The test's console, written from the writing queue while nothing else writes to it (``ActionLines/ordering(_:)``).
+    final class Target: @unchecked Sendable {
+        let console: StringConsole
+        init(_ console: StringConsole) { self.console = console }
+    }
+
+    func written(_ outcomes: [FiredActions], threaded: Bool, marks: Bool = false) -> String {
+        let console = StringConsole()
+        let target = Target(console)
+        let lines = ActionLines(threaded: threaded) { target.console.out(bytes: $0) }
+        let ordered = lines.ordering(console)
+        for (i, actions) in outcomes.enumerated() {
+            // A fresh outcome would be reused: the lines must not depend on it after `add`.
+            var reused = actions
+            lines.add(reused)
+            reused = FiredActions()
+            if marks && i % 700 == 0 { ordered.out("mark \(i)\n") }
+        }
+        lines.drain()
+        return console.stdout
+    }
+
+    @Test func onAThreadOfTheirOwnAsOnTheEnginesThread() throws {
+        let rules = try #require(RuleLoader.load(texts: [("r.yaml", Self.rules)]).ruleSet)
+        let outcomes = Self.outcomes(rules)
+        #expect(outcomes.count == 3000)
+        // Each action as `FiredAction.json` writes it: the reference.
+        let expected = outcomes.map { $0.map { $0.json + "\n" }.joined() }.joined()
+        #expect(expected.contains(#""action":"held_back""#) && expected.contains("app://n/2999"))
+        // 3 actions an event, 2 (held back, one a rule) for the holdout's users.
+        #expect(outcomes.allSatisfy { $0.count == 3 || $0.count == 2 } && outcomes.contains { $0.count == 2 })
+        // Far more than the runs that may be out at once: the writer holds the engine back, and loses nothing.
+        #expect(expected.utf8.count > ActionLines.chunkBytes * 4)
+        #expect(written(outcomes, threaded: false) == expected)
+        #expect(written(outcomes, threaded: true) == expected)
+        // Straight from the engine's outcome, which the next event overwrites in place.
+        let console = StringConsole()
+        let target = Target(console)
+        let lines = ActionLines(threaded: true) { target.console.out(bytes: $0) }
+        _ = Self.outcomes(rules) { lines.add($0) }
+        lines.drain()
+        #expect(console.stdout == expected)
+    }
+
+    /// A slow output holds the engine's thread back: at most ``ActionLines/maxRunsOut`` runs wait to be written.
+    @Test func aSlowOutputHoldsTheEngineBack() throws {
+        let rules = try #require(RuleLoader.load(texts: [("r.yaml", Self.rules)]).ruleSet)
+        let outcomes = Self.outcomes(rules)
+        let console = StringConsole()
+        let target = Target(console)
+        let lines = ActionLines(threaded: true) {
+            usleep(2000)
+            target.console.out(bytes: $0)
+        }
+        for actions in outcomes { lines.add(actions) }
+        lines.drain()
+        #expect(lines.mostRunsOut == ActionLines.maxRunsOut)
+        #expect(console.stdout == outcomes.map { $0.map { $0.json + "\n" }.joined() }.joined())
+    }
+
+    /// What else is written through `ordering` comes after the lines added before it.
+    @Test(arguments: [false, true])
+    func otherOutputKeepsItsPlace(threaded: Bool) throws {
+        let rules = try #require(RuleLoader.load(texts: [("r.yaml", Self.rules)]).ruleSet)
+        let outcomes = Self.outcomes(rules)
+        var expected = ""
+        for (i, actions) in outcomes.enumerated() {
+            expected += actions.map { $0.json + "\n" }.joined()
+            if i % 700 == 0 { expected += "mark \(i)\n" }
+        }
+        #expect(written(outcomes, threaded: threaded, marks: true) == expected)
+    }
+
+    /// Actions of two rule sets (a reload between them) are taken together: those of the other set are kept whole.
+    @Test func actionsOfAnotherRuleSetAreKeptWhole() throws {
+        let a = try #require(RuleLoader.load(texts: [("r.yaml", Self.rules)]).ruleSet)
+        let b = try #require(RuleLoader.load(texts: [("r.yaml", Self.rules)]).ruleSet)
+        let first = Self.outcomes(a).prefix(5)
+        let second = Self.outcomes(b).prefix(5)
+        var all = FiredActions()
+        for x in first + second { all.append(contentsOf: x) }
+        let expected = (first + second).flatMap { $0.map(\.json) }
+        #expect(all.map(\.json) == expected)
+    }
+}

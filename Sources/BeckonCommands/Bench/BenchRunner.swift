@@ -160,7 +160,13 @@ public enum BenchRunner {
         guard let stream = EventStream(path: segment, badLines: .goOn) else {
             throw BenchWorkload.Problem(description: "cannot read \(segment)")
         }
-        let sink = NullSink()
+        // The actions' JSON goes to /dev/null: written on the engine's thread, or with the lines decoded on the other
+        // cores, on a thread of its own too (as `dry-run` writes them).
+        let fd = open("/dev/null", O_WRONLY)
+        defer { close(fd) }
+        let sink = ActionLines(threaded: workers > 0) { bytes in
+            bytes.withUnsafeBytes { _ = Glibc.write(fd, $0.baseAddress, $0.count) }
+        }
         var t0 = 0.0
         // Events go to the engine in batches it processes with look-ahead (as a service consuming a stream in batches
         // would); one outcome serves the run, its memory reused from event to event. A bad line is counted and skipped
@@ -169,7 +175,7 @@ public enum BenchRunner {
         var batch: [BoundEvent] = []
         batch.reserveCapacity(Self.batchSize)
         func flush() {
-            engine.process(batch.span, into: &outcome) { sink.write($0.actions) }
+            engine.process(batch.span, into: &outcome) { sink.add($0.actions) }
             batch.removeAll(keepingCapacity: true)
         }
         stream.events(decoder: SegmentDecoder(ruleSet: rules), console: console, workers: workers) { event in
@@ -181,7 +187,7 @@ public enum BenchRunner {
             if batch.count == Self.batchSize { flush() }
         }
         flush()
-        sink.flush()
+        sink.drain()
         if stream.finish(console: console) { throw BenchWorkload.Problem(description: "cannot read \(segment)") }
         return (Double(events) / (now() - t0), stream.badLines, fires(engine))
     }
@@ -365,27 +371,5 @@ public enum BenchRunner {
             m[string: "reference"] = .string(ref.path)
         }
         return .map(m)
-    }
-}
-
-/// Writes actions as JSON lines to /dev/null in large blocks: the cost of producing actions, not of a disk.
-final class NullSink {
-    // One thread writes: no run-time exclusivity check per action.
-    @exclusivity(unchecked) private var w = JSONWriter()
-    private let fd = open("/dev/null", O_WRONLY)
-
-    deinit { close(fd) }
-
-    func write(_ actions: FiredActions) {
-        for i in actions.indices {
-            actions.write(i, to: &w)
-            w.newline()
-        }
-        if w.bytes.count >= 1 << 16 { flush() }
-    }
-
-    func flush() {
-        w.bytes.withUnsafeBytes { _ = Glibc.write(fd, $0.baseAddress, $0.count) }
-        w.removeAll()
     }
 }

@@ -106,6 +106,28 @@ public struct FiredActions: RandomAccessCollection, Sendable {
             in: &records, at: &recordCount)
     }
 
+    /// Adds `other`'s actions after these, in their order, as they are kept there (an action is not made). A writer
+    /// on another thread can so take a run of events' actions from an outcome that the next event reuses.
+    public mutating func append(contentsOf other: FiredActions) {
+        guard other.recordCount > 0 else { return }
+        if keeper == nil { keeper = other.keeper }
+        let sameRules = keeper === other.keeper
+        let triggerBase = Int32(triggerCount)
+        if sameRules {
+            for t in 0..<other.triggerCount { Self.put(other.triggers[t], in: &triggers, at: &triggerCount) }
+        }
+        for i in 0..<other.recordCount {
+            var r = other.records[i]
+            if r.own >= 0 || !sameRules {
+                // Kept whole: an action of its own, or one of another rule set than the one this keeps.
+                append(other[i])
+                continue
+            }
+            r.trigger += triggerBase
+            Self.put(r, in: &records, at: &recordCount)
+        }
+    }
+
     /// Adds an action kept whole.
     public mutating func append(_ action: FiredAction) {
         let record = Record(

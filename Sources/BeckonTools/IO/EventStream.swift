@@ -136,7 +136,7 @@ package final class EventStream {
                 return bad.note(line: d.line, column: error.column, error.message, console: console)
             }
         }
-        if workers == 0 || reader.fileSize == nil {
+        if workers == 0 || !isFile {
             reader.readLines { line in
                 guard let event = line.event(decoder) else { return true }
                 return take((event, reader.lineNumber, reader.bytesRead))
@@ -161,6 +161,10 @@ package final class EventStream {
         }
         progress.finish()
     }
+
+    /// Whether the stream is a regular file (standard input redirected from one too), which
+    /// ``events(decoder:console:workers:_:)`` decodes on other threads: not a live stream.
+    package var isFile: Bool { reader.fileSize != nil }
 
     /// The line of the event ``events(decoder:console:workers:_:)`` handed over last (the reader may be ahead of it).
     package private(set) var eventLine = 0

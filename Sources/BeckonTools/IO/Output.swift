@@ -11,9 +11,15 @@ import BeckonCore
 /// Where a command writes: standard output and error, or strings in tests.
 public protocol Console: AnyObject {
     func out(_ s: String)
+    /// UTF-8 text, as it is (JSON lines written in bulk).
+    func out(bytes: [UInt8])
     func err(_ s: String)
     /// Whether standard error is a terminal (for progress lines).
     var errIsTerminal: Bool { get }
+}
+
+extension Console {
+    public func out(bytes: [UInt8]) { out(String(decoding: bytes, as: UTF8.self)) }
 }
 
 /// The process's standard output and error, buffered.
@@ -26,6 +32,11 @@ public final class StandardConsole: Console {
 
     public func out(_ s: String) {
         buffer.append(contentsOf: s.utf8)
+        if buffer.count >= 1 << 16 { flush() }
+    }
+
+    public func out(bytes: [UInt8]) {
+        buffer.append(contentsOf: bytes)
         if buffer.count >= 1 << 16 { flush() }
     }
 
