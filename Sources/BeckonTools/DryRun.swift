@@ -43,23 +43,26 @@ public enum DryRunRunner {
         }
         let engine = Engine(ruleSet: ruleSet, options: Engine.Options(recordVerdicts: o.format == .table && !o.firedOnly))
         let table = TablePrinter(console: console)
-        stream.events(decoder: SegmentDecoder(ruleSet: ruleSet), console: console) {
-            let outcome = engine.process($0)
+        // JSON lines are written on a thread of their own for a file (ActionLines); what else is written to the
+        // console waits for the lines before it.
+        let lines = ActionLines(for: stream, to: console)
+        let console = lines.ordering(console)
+        defer { lines.drain() }
+        func show(_ outcome: EventOutcome) {
             switch o.format {
-            case .jsonl:
-                for a in outcome.actions { console.out(a.json + "\n") }
-            case .table:
-                table.print(outcome, firedOnly: o.firedOnly)
+            case .jsonl: lines.add(outcome.actions)
+            case .table: table.print(outcome, firedOnly: o.firedOnly)
             }
+        }
+        var outcome = EventOutcome()
+        stream.events(decoder: SegmentDecoder(ruleSet: ruleSet), console: console) {
+            engine.process($0, into: &outcome)
+            show(outcome)
         }
         if stream.finish(console: console) { return 1 }
         if let until = o.until {
             guard let end = untilTime(until, last: engine.latestEventTime, console: console) else { return 64 }
-            let outcome = engine.advance(to: end)
-            switch o.format {
-            case .jsonl: for a in outcome.actions { console.out(a.json + "\n") }
-            case .table: table.print(outcome, firedOnly: o.firedOnly)
-            }
+            show(engine.advance(to: end))
         }
         let summary = Summary(engine: engine, badLines: stream.badLines)
         if o.format == .table {
