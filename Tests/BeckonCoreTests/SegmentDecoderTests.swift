@@ -157,6 +157,21 @@ struct SegmentDecoderTests {
         }
     }
 
+    /// A number of half a million digits is a bad line whose report shows its start and its length, not all of it.
+    @Test func aHugeNumberIsShownShort() {
+        let digits = String(repeating: "9", count: 500_000)
+        for number in [digits + "e9", "1e" + digits] {
+            let line = #"{"type":"track","event":"E","userId":"u","properties":{"n":"# + number + "}}"
+            do {
+                _ = try SegmentDecoder(ruleSet: rs).decode(line)
+                Issue.record("decoded a number beyond a 64-bit float's range")
+            } catch {
+                #expect(error.message.utf8.count < 200, "\(error.message.prefix(200))")
+                #expect(error.message.contains("(\(number.utf8.count) characters)"), "\(error.message.prefix(200))")
+            }
+        }
+    }
+
     @Test func deepNestingIsRejected() {
         let deep = String(repeating: "[", count: 100) + String(repeating: "]", count: 100)
         let line = #"{"type":"track","event":"E","userId":"u","timestamp":"2026-01-05T09:00:00Z","traits":{"x":"# + deep + "}}"

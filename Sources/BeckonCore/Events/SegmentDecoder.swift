@@ -889,11 +889,18 @@ struct JSONScanner {
         }
         let text = String(decoding: bytes(start, i), as: UTF8.self)
         if !isDouble, let v = Int64(text) { return .int(v) }
-        guard let d = Double(text) else { throw DecodeError("invalid number '\(text)'", column: start + 1) }
+        guard let d = Double(text) else { throw DecodeError("invalid number '\(Self.shown(text))'", column: start + 1) }
         guard d.isFinite else {
-            throw DecodeError("the number \(text) is beyond a 64-bit float's range (about ±1.8e308)", column: start + 1)
+            throw DecodeError(
+                "the number \(Self.shown(text)) is beyond a 64-bit float's range (about ±1.8e308)", column: start + 1)
         }
         return .double(d)
+    }
+
+    /// A number's text as a report shows it: its first 32 characters and its length when it is longer than 40 (a line
+    /// may hold a megabyte of digits).
+    static func shown(_ text: String) -> String {
+        text.utf8.count <= 40 ? text : "\(text.prefix(32))… (\(text.utf8.count) characters)"
     }
 
     mutating func value(depth: Int) throws(DecodeError) -> Value {
