@@ -76,6 +76,10 @@ scripts/install-python-clients.sh
 # (A test skips only where a tmpfs cannot be mounted or a client is missing: here both must run.)
 suite hostile 600 no-skips Tests/Service/hostile_test.py
 
+echo "== the commands' output where it cannot be written: a full disk, a reader gone with SIGPIPE ignored, a slow"
+echo "   non-blocking pipe; an events file that cannot be opened says why"
+suite output 300 no-skips Tests/Service/output_test.py
+
 echo "== push and email, against local TLS doubles of APNs (ES256 provider tokens verified), FCM (RS256 OAuth"
 echo "   assertions verified) and a SendGrid-shaped email API: fan-out to devices, invalid tokens removed, 429 retried,"
 echo "   refused credentials renewed, send rates, kill -9; signed unsubscribe and click links; both stores"

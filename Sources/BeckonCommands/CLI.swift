@@ -26,13 +26,22 @@ extension ConsoleCommand {
         let console = StandardConsole()
         let status = run(console: console)
         console.flush()
+        if let failure = console.writeFailure {
+            // (Standard error may be where it failed: then this is lost too, and the status says it.)
+            console.err("error: the output could not be written (\(failure)); what was not written is lost\n")
+            throw ExitCode(BeckonCLI.writeFailed)
+        }
         if status != 0 { throw ExitCode(status) }
     }
 }
 
 extension BeckonCLI {
+    /// The exit status when the output could not be written (EX_IOERR of sysexits.h).
+    static let writeFailed: Int32 = 74
+
     /// Parses `arguments` (without the program name) and runs the command against `console`.
-    /// Returns the exit status: 0 clean, 1 problems found, 64 usage error.
+    /// Returns the exit status: 0 clean, 1 problems found, 64 usage error (and, run as a process, 74 when its output
+    /// could not be written: ``writeFailed``).
     public static func run(_ arguments: [String], console: any Console) -> Int32 {
         do {
             let command = try parseAsRoot(arguments)

@@ -38,7 +38,7 @@ public enum DryRunRunner {
         }
         if loaded.warningCount > 0 { console.err(loaded.rendered()) }
         guard let stream = EventStream(path: o.events, badLines: o.badLines) else {
-            console.err("error: cannot open events file '\(o.events)'\n")
+            console.err("error: " + EventStream.cannotOpen(o.events) + "\n")
             return 1
         }
         let engine = Engine(ruleSet: ruleSet, options: Engine.Options(recordVerdicts: o.format == .table && !o.firedOnly))

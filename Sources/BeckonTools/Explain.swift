@@ -103,7 +103,7 @@ public enum ExplainRunner {
             ruleIndex = rule.index
         }
         guard let stream = EventStream(path: o.events, badLines: o.badLines) else {
-            console.err("error: cannot open events file '\(o.events)'\n")
+            console.err("error: " + EventStream.cannotOpen(o.events) + "\n")
             return 1
         }
         var tracer = Tracer(ruleSet: ruleSet, user: o.user, rule: ruleIndex)

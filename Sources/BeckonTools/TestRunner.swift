@@ -450,7 +450,7 @@ struct StreamBuilder {
         let dir = (suite.path as NSString).deletingLastPathComponent
         let path = TestRunner.resolve(f.value, from: dir)
         guard let stream = EventStream(path: path, badLines: policy) else {
-            diagnostics.append(.error(.unreadableFile, "cannot open events file '\(path)'", at: f.location))
+            diagnostics.append(.error(.unreadableFile, EventStream.cannotOpen(path), at: f.location))
             return
         }
         stream.events(decoder: decoder, console: console) { events.append($0) }

@@ -80,6 +80,7 @@ package final class ActionLines: @unchecked Sendable {
             base.err(s)
         }
         var errIsTerminal: Bool { base.errIsTerminal }
+        var writeFailure: String? { base.writeFailure }
     }
 
     /// Adds an outcome's actions (taken as they are; the outcome can be reused at once).

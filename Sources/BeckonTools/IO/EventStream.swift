@@ -100,6 +100,15 @@ package final class EventStream {
         bad = BadLines(policy: policy, file: path == "-" ? "<stdin>" : path)
     }
 
+    /// Why `path` could not be opened as an event stream: "cannot open events file 'PATH': REASON" (as `open` says it
+    /// now; the file may have changed since).
+    package static func cannotOpen(_ path: String) -> String {
+        let fd = open(path, O_RDONLY)
+        let reason = fd < 0 ? String(cString: strerror(errno)) : "it can be opened now; try again"
+        if fd >= 0 { close(fd) }
+        return Terminal.safe("cannot open events file '\(path)': \(reason)")
+    }
+
     var displayName: String { bad.file }
     /// Bad lines met so far (reported or counted, and skipped or stopped at).
     package var badLines: Int { bad.count }
@@ -131,6 +140,8 @@ package final class EventStream {
                 body(event)
                 events += 1
                 progress.tick(events: events, bytes: d.bytesRead)
+                // (Output that cannot be written any more: the rest of the stream would be lost; stop.)
+                if console.writeFailure != nil { return false }
                 return !event.isOffPlan || bad.noteOffPlan(line: d.line, event.offPlan, console: console)
             case .failure(let error):
                 return bad.note(line: d.line, column: error.column, error.message, console: console)
@@ -192,6 +203,7 @@ package final class EventStream {
     /// At the end of the stream: says on standard error why the stream could not be read to its end, or that it
     /// stopped at a bad line, or how many bad lines were not shown. Returns whether the command must fail.
     package func finish(console: any Console) -> Bool {
+        if console.writeFailure != nil { return true }  // (said by the command's end: ``ConsoleCommand``)
         let stopped = bad.finish(console: console)
         // (Reading ahead may have met an error past the line a strict stream stopped at: line by line it would not.)
         guard !stopped, let error = readError else { return stopped }

@@ -1,4 +1,5 @@
 import BeckonCore
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -16,26 +17,38 @@ public protocol Console: AnyObject {
     func err(_ s: String)
     /// Whether standard error is a terminal (for progress lines).
     var errIsTerminal: Bool { get }
+    /// Why the output could not be written (a full disk, a reader gone), once it could not: what was not written is
+    /// lost, a command reading a stream stops, and the command exits 74.
+    var writeFailure: String? { get }
 }
 
 extension Console {
     public func out(bytes: [UInt8]) { out(String(decoding: bytes, as: UTF8.self)) }
+    public var writeFailure: String? { nil }
 }
 
-/// The process's standard output and error, buffered.
+/// The process's standard output and error, buffered. A write that fails for good (not `EINTR`; a non-blocking
+/// descriptor's `EAGAIN` waits until it can take more) is recorded in ``writeFailure``, and standard output is not
+/// buffered any more after it.
 public final class StandardConsole: Console {
     private var buffer: [UInt8] = []
+    /// Set once a write failed: read on every event by a stream's loop (``EventStream``), possibly on another thread
+    /// than the writer's (``ActionLines``).
+    private let failed = Atomic(false)
+    private let failure = Mutex<String?>(nil)
 
     public init() { buffer.reserveCapacity(1 << 16) }
 
     deinit { flush() }
 
     public func out(_ s: String) {
+        if failed.load(ordering: .relaxed) { return }
         buffer.append(contentsOf: s.utf8)
         if buffer.count >= 1 << 16 { flush() }
     }
 
     public func out(bytes: [UInt8]) {
+        if failed.load(ordering: .relaxed) { return }
         buffer.append(contentsOf: bytes)
         if buffer.count >= 1 << 16 { flush() }
     }
@@ -43,23 +56,45 @@ public final class StandardConsole: Console {
     public func err(_ s: String) {
         flush()
         var bytes = Array(s.utf8)
-        StandardConsole.writeAll(2, &bytes)
+        send(2, &bytes)
     }
 
     public func flush() {
         guard !buffer.isEmpty else { return }
-        StandardConsole.writeAll(1, &buffer)
+        send(1, &buffer)
         buffer.removeAll(keepingCapacity: true)
     }
 
-    static func writeAll(_ fd: Int32, _ bytes: inout [UInt8]) {
-        bytes.withUnsafeBufferPointer { p in
+    public var writeFailure: String? { failed.load(ordering: .acquiring) ? failure.withLock { $0 } : nil }
+
+    private func send(_ fd: Int32, _ bytes: inout [UInt8]) {
+        guard let error = StandardConsole.writeAll(fd, &bytes) else { return }
+        let reason = "\(fd == 1 ? "standard output" : "standard error"): \(String(cString: strerror(error)))"
+        failure.withLock { if $0 == nil { $0 = reason } }
+        failed.store(true, ordering: .releasing)
+    }
+
+    /// Writes all of `bytes`, going on after `EINTR` and waiting for a non-blocking descriptor to take more after
+    /// `EAGAIN`; the `errno` of a failure that is not that.
+    static func writeAll(_ fd: Int32, _ bytes: inout [UInt8]) -> Int32? {
+        bytes.withUnsafeBufferPointer { p -> Int32? in
             var off = 0
             while off < p.count {
                 let n = write(fd, p.baseAddress! + off, p.count - off)
-                if n <= 0 { return }
-                off += n
+                if n > 0 {
+                    off += n
+                    continue
+                }
+                let error = n < 0 ? errno : EIO
+                if error == EINTR { continue }
+                if error == EAGAIN || error == EWOULDBLOCK {
+                    var ready = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                    if poll(&ready, 1, -1) >= 0 || errno == EINTR { continue }
+                    return errno
+                }
+                return error
             }
+            return nil
         }
     }
 

@@ -35,7 +35,7 @@ public enum ReportRunner {
             return 1
         }
         guard let stream = EventStream(path: o.events, badLines: o.badLines) else {
-            console.err("error: cannot open events file '\(o.events)'\n")
+            console.err("error: " + EventStream.cannotOpen(o.events) + "\n")
             return 1
         }
         let builder = ReportBuilder(ruleSet: ruleSet)
