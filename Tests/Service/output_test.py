@@ -7,6 +7,7 @@
 3. Standard output a non-blocking pipe (as Node and some CI runners leave it) whose reader is slow: every line
    arrives, whole, exit 0.
 4. An events file that cannot be opened: the error says why.
+5. Standard error closed: the bad line's report is lost, the output is not (exit 0).
 
 Run: `BECKON=path/to/beckon python3 -m unittest Tests/Service/output_test.py -v` (default .build/debug/beckon).
 """
@@ -88,6 +89,17 @@ class Output(unittest.TestCase):
         err = p.communicate(timeout=60)[1]
         self.assertEqual(p.returncode, 0, err)
         self.assertEqual(bytes(got), whole.stdout)
+
+    def test_5_standard_error_closed_loses_no_output(self):
+        whole = subprocess.run(self.command, capture_output=True, timeout=120)
+        bad = self.events + ".bad"
+        with open(self.events) as f, open(bad, "w") as out:
+            out.write("not json\n" + f.read())
+        command = self.command[:-3] + [bad, "--format", "jsonl"]
+        r = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                           preexec_fn=lambda: os.close(2), timeout=120)
+        self.assertEqual(r.returncode, 0)
+        self.assertEqual(r.stdout, whole.stdout)
 
     def test_4_a_file_that_cannot_be_opened_says_why(self):
         r = subprocess.run([service_test.BECKON, "dry-run", self.rules, "--events", self.events + ".missing"],

@@ -17,8 +17,8 @@ public protocol Console: AnyObject {
     func err(_ s: String)
     /// Whether standard error is a terminal (for progress lines).
     var errIsTerminal: Bool { get }
-    /// Why the output could not be written (a full disk, a reader gone), once it could not: what was not written is
-    /// lost, a command reading a stream stops, and the command exits 74.
+    /// Why standard output could not be written (a full disk, a reader gone), once it could not: what was not written
+    /// is lost, a command reading a stream stops, and the command exits 74.
     var writeFailure: String? { get }
 }
 
@@ -27,9 +27,9 @@ extension Console {
     public var writeFailure: String? { nil }
 }
 
-/// The process's standard output and error, buffered. A write that fails for good (not `EINTR`; a non-blocking
-/// descriptor's `EAGAIN` waits until it can take more) is recorded in ``writeFailure``, and standard output is not
-/// buffered any more after it.
+/// The process's standard output and error, buffered. A write to standard output that fails for good (not `EINTR`; a
+/// non-blocking descriptor's `EAGAIN` waits until it can take more) is recorded in ``writeFailure``, and standard
+/// output is not buffered any more after it.
 public final class StandardConsole: Console {
     private var buffer: [UInt8] = []
     /// Set once a write failed: read on every event by a stream's loop (``EventStream``), possibly on another thread
@@ -67,9 +67,11 @@ public final class StandardConsole: Console {
 
     public var writeFailure: String? { failed.load(ordering: .acquiring) ? failure.withLock { $0 } : nil }
 
+    /// Writes to standard output (1) or error (2). Only standard output's failure counts: diagnostics that cannot be
+    /// shown (standard error closed or full) do not make the output itself incomplete, as with coreutils.
     private func send(_ fd: Int32, _ bytes: inout [UInt8]) {
-        guard let error = StandardConsole.writeAll(fd, &bytes) else { return }
-        let reason = "\(fd == 1 ? "standard output" : "standard error"): \(String(cString: strerror(error)))"
+        guard let error = StandardConsole.writeAll(fd, &bytes), fd == 1 else { return }
+        let reason = "standard output: \(String(cString: strerror(error)))"
         failure.withLock { if $0 == nil { $0 = reason } }
         failed.store(true, ordering: .releasing)
     }
