@@ -70,6 +70,9 @@ struct ArrivalTests {
     @Test(arguments: [
         #"{"batch": {}}"#, #"{"batch": [1]}"#, #"{"batch": [{}"#, #"{"events": []}"#, #"[]"#, #"{"batch": []} x"#,
         #"{"batch": [], "sentAt": "yesterday"}"#, "",
+        // A key given twice: which list of events, or which time, is meant cannot be told.
+        #"{"batch": [], "batch": [{"type":"track"}]}"#,
+        #"{"batch": [], "sentAt": "2026-06-01T12:00:00Z", "sentAt": "2026-06-01T13:00:00Z"}"#,
     ])
     func aBodyThatIsNotABatchIsAnError(_ text: String) {
         #expect(throws: DecodeError.self) { try SegmentBatch(Array(text.utf8)[...]) }

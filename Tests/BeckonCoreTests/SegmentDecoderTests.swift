@@ -253,11 +253,49 @@ struct HostileLineTests {
         #expect(throws: Never.self) { try decoder.decode(line(#""userId":"\#(id.dropLast())""#)) }
     }
 
+    /// A key given twice in an object Beckon reads is a bad line at the second value: JSON parsers differ on which
+    /// value wins (RFC 8259 leaves it open), so a proxy and Beckon could read two users, or two prices, from one line.
+    @Test func aKeyGivenTwiceIsABadLine() throws {
+        let rs = try load(campaign(where: "event.properties.price > 10 && event.properties.item.size == \"L\""))
+        let decoder = SegmentDecoder(ruleSet: rs)
+        let base = #"{"type":"track","event":"Opened","timestamp":"2026-03-01T09:00:00Z","#
+        let twice = [
+            (#""userId":"u","userId":"victim"}"#, "'userId' is given twice"),
+            (#""userId":"u","type":"identify"}"#, "'type' is given twice"),
+            (#""userId":"u","user\u0049d":"victim"}"#, "'userId' is given twice"),
+            (#""userId":"u","properties":{"price":1,"price":1000}}"#, "a key of 'properties' is given twice"),
+            (#""userId":"u","properties":{"item":{"size":"S","size":"L"}}}"#, "'size' is given twice"),
+            (#""userId":"u","traits":{"plan":"free","plan":"pro"}}"#, "'plan' is given twice"),
+            (#""userId":"u","properties":{},"properties":{"price":1000}}"#, "'properties' is given twice"),
+        ]
+        for (rest, message) in twice {
+            let line = base + rest
+            do {
+                _ = try decoder.decode(line)
+                Issue.record("decoded a repeated key: \(line)")
+            } catch {
+                #expect(error.message.contains(message), "\(error.message)")
+                #expect(error.column.map { $0 > base.utf8.count + 12 } == true, "\(error.column ?? -1) in \(line)")
+            }
+        }
+        // The same key in different objects, and keys that only look alike (é as one code point and as two), are not
+        // repeats; nor are keys of an object Beckon does not read.
+        let fine = [
+            #""userId":"u","properties":{"price":1,"item":{"price":2}},"context":{"price":3}}"#,
+            #""userId":"u","traits":{"caf\u00e9":1,"cafe\u0301":2}}"#,
+            #""userId":"u","integrations":{"All":true,"All":false}}"#,
+        ]
+        for rest in fine { #expect(throws: Never.self) { try decoder.decode(base + rest) } }
+    }
+
     /// An id holding U+0000 is a bad line at the id's column, whichever field it is: SQLite would store it cut at the
     /// NUL, the same as the id before it (two users merged), and PostgreSQL refuses it.
     @Test(arguments: ["userId", "anonymousId", "messageId"])
     func idsWithANulAreBadLines(_ key: String) throws {
-        let text = #"{"type":"track","event":"E","userId":"u","anonymousId":"a","messageId":"m","\#(key)":"victim\u0000x"}"#
+        let others = ["userId": "u", "anonymousId": "a", "messageId": "m"].filter { $0.key != key }.sorted { $0.key < $1.key }
+        let text =
+            #"{"type":"track","event":"E","# + others.map { #""\#($0.key)":"\#($0.value)","# }.joined()
+            + #""\#(key)":"victim\u0000x"}"#
         do {
             _ = try decoder.decode(text)
             Issue.record("decoded a NUL in \(key)")

@@ -51,9 +51,7 @@ enum JSONTree {
             var keys: Set<ExactString> = []
             try p.members { (p, key) throws(DecodeError) in
                 let value = try node(&p, depth: depth + 1, maxDepth: maxDepth)
-                guard keys.insert(ExactString(key)).inserted else {
-                    throw DecodeError("the key '\(key)' is repeated", column: value.offset + 1)
-                }
+                guard keys.insert(ExactString(key)).inserted else { throw JSONScanner.repeated(key, value.offset + 1) }
                 members.append((key, value))
             }
             return Node(kind: .object(members), offset: at)

@@ -168,6 +168,7 @@ public struct SegmentDecoder: Sendable {
         var appValue: Value?
 
         // The members one by one, in a loop rather than through closures (the top-level object of every event).
+        var keysSeen = SeenSlots()
         if try p.beginMembers() {
             repeat {
                 let code = try p.key(in: Key.table)
@@ -175,6 +176,7 @@ public struct SegmentDecoder: Sendable {
                     try p.skipValue(depth: 0)
                     continue
                 }
+                guard keysSeen.note(code) else { throw JSONScanner.repeated("\(key)", p.i + 1) }
                 switch key {
                 case .type:
                     // The common case read in place: an unescaped `track` or `identify` makes no string.
@@ -471,6 +473,7 @@ public struct SegmentBatch: Sendable {
             p.skipSpace()
             switch key {
             case "batch":
+                guard events == nil else { throw JSONScanner.repeated(key, p.i + 1) }
                 try p.expect(UInt8(ascii: "["))
                 var list: [Range<Int>] = []
                 p.skipSpace()
@@ -496,6 +499,7 @@ public struct SegmentBatch: Sendable {
                 }
                 events = list
             case "sentAt":
+                guard sentAt == nil else { throw JSONScanner.repeated(key, p.i + 1) }
                 let start = p.i
                 let t = try p.string(for: "sentAt")
                 guard let ms = SegmentDecoder.parseTime(t) else {
@@ -511,6 +515,24 @@ public struct SegmentBatch: Sendable {
         guard let events else { throw DecodeError("missing 'batch' (a list of events)", column: 1) }
         self.events = events
         self.sentAt = sentAt
+    }
+}
+
+/// The keys (by slot) read from one object, to refuse a key given twice. Slots below 64 are bits; more are listed.
+struct SeenSlots {
+    private var low: UInt64 = 0
+    private var high: [Int] = []
+
+    /// Notes `slot`; false when it was noted before.
+    @inline(__always) mutating func note(_ slot: Int) -> Bool {
+        if slot < 64 {
+            let bit = UInt64(1) << UInt64(slot)
+            defer { low |= bit }
+            return low & bit == 0
+        }
+        if high.contains(slot) { return false }
+        high.append(slot)
+        return true
     }
 }
 
@@ -622,8 +644,15 @@ struct JSONScanner {
             return
         }
         guard try beginMembers() else { return }
+        var seen = SeenSlots()
         repeat {
-            if let slot = try key(in: table) { out[slot] = try value(depth: 1) } else { try skipValue(depth: 1) }
+            let column = i + 1
+            if let slot = try key(in: table) {
+                guard seen.note(slot) else { throw Self.repeated(in: what, column) }
+                out[slot] = try value(depth: 1)
+            } else {
+                try skipValue(depth: 1)
+            }
         } while try nextMember()
     }
 
@@ -633,11 +662,24 @@ struct JSONScanner {
         into out: borrowing SlotRow, _ table: KeyTable, what: String, _ seen: (Int, Value) -> Bool
     ) throws(DecodeError) {
         guard try openObject(what) else { return }
+        var slots = SeenSlots()
         try members(in: table) { (p, slot) throws(DecodeError) in
             guard let slot else { return try p.skipValue(depth: 1) }
+            guard slots.note(slot) else { throw Self.repeated(in: what, p.i + 1) }
             let v = try p.value(depth: 1)
             if seen(slot, v) { out[slot] = v }
         }
+    }
+
+    /// A key given twice in an object Beckon reads: a bad line, as which of the two values is meant cannot be told
+    /// (a JSON parser may take either; RFC 8259 leaves it open).
+    static func repeated(_ key: String, _ column: Int) -> DecodeError {
+        DecodeError("the key '\(shown(key))' is given twice in one object; which value is meant cannot be told", column: column)
+    }
+
+    /// ``repeated(_:_:)`` for a key of `what` (`properties`, `context`) read into a slot, whose value is at `column`.
+    static func repeated(in what: String, _ column: Int) -> DecodeError {
+        DecodeError("a key of '\(what)' is given twice; which value is meant cannot be told", column: column)
     }
 
     mutating func string(for key: @autoclosure () -> String) throws(DecodeError) -> String {
@@ -912,7 +954,10 @@ struct JSONScanner {
         case UInt8(ascii: "{"):
             i += 1
             var m = ValueMap()
-            try members { (p, key) throws(DecodeError) in m[string: key] = try p.value(depth: depth + 1) }
+            try members { (p, key) throws(DecodeError) in
+                let column = p.i + 1
+                guard m.insertNew(string: key, try p.value(depth: depth + 1)) else { throw Self.repeated(key, column) }
+            }
             return .map(m)
         case UInt8(ascii: "["):
             i += 1

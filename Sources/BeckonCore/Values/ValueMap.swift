@@ -35,6 +35,18 @@ public struct ValueMap: Sendable {
         }
     }
 
+    /// Adds `key` with `value` unless the map holds `key` already: then it changes nothing and returns false (a JSON
+    /// object that gives a key twice, whose meant value cannot be told).
+    mutating func insertNew(string key: String, _ value: Value) -> Bool {
+        let mk = MapKey.string(ExactString(key))
+        if let held = index.updateValue(entries.count, forKey: mk) {
+            index[mk] = held
+            return false
+        }
+        entries.append((.string(key), value))
+        return true
+    }
+
     public var count: Int { entries.count }
     public var isEmpty: Bool { entries.isEmpty }
 
