@@ -167,7 +167,7 @@ struct SegmentDecoderTests {
                 Issue.record("decoded a number beyond a 64-bit float's range")
             } catch {
                 #expect(error.message.utf8.count < 200, "\(error.message.prefix(200))")
-                #expect(error.message.contains("(\(number.utf8.count) characters)"), "\(error.message.prefix(200))")
+                #expect(error.message.contains("(\(number.utf8.count) bytes)"), "\(error.message.prefix(200))")
             }
         }
     }
@@ -253,20 +253,22 @@ struct HostileLineTests {
         #expect(throws: Never.self) { try decoder.decode(line(#""userId":"\#(id.dropLast())""#)) }
     }
 
-    /// A key given twice in an object Beckon reads is a bad line at the second value: JSON parsers differ on which
-    /// value wins (RFC 8259 leaves it open), so a proxy and Beckon could read two users, or two prices, from one line.
+    /// A key given twice among the event's own keys or in its traits is a bad line at the second value: JSON parsers
+    /// differ on which value wins (RFC 8259 leaves it open), so a proxy and Beckon could read two users from one line.
     @Test func aKeyGivenTwiceIsABadLine() throws {
         let rs = try load(campaign(where: "event.properties.price > 10 && event.properties.item.size == \"L\""))
         let decoder = SegmentDecoder(ruleSet: rs)
         let base = #"{"type":"track","event":"Opened","timestamp":"2026-03-01T09:00:00Z","#
+        let long = String(repeating: "e\u{301}", count: 100)
         let twice = [
             (#""userId":"u","userId":"victim"}"#, "'userId' is given twice"),
             (#""userId":"u","type":"identify"}"#, "'type' is given twice"),
             (#""userId":"u","user\u0049d":"victim"}"#, "'userId' is given twice"),
-            (#""userId":"u","properties":{"price":1,"price":1000}}"#, "a key of 'properties' is given twice"),
-            (#""userId":"u","properties":{"item":{"size":"S","size":"L"}}}"#, "'size' is given twice"),
             (#""userId":"u","traits":{"plan":"free","plan":"pro"}}"#, "'plan' is given twice"),
+            (#""userId":"u","traits":{"address":{"city":"A","city":"B"}}}"#, "'city' is given twice"),
             (#""userId":"u","properties":{},"properties":{"price":1000}}"#, "'properties' is given twice"),
+            // A long key is shown by its start and its length (300 bytes here, one character).
+            (#""userId":"u","traits":{"\#(long)":1,"\#(long)":2}}"#, "… (300 bytes)"),
         ]
         for (rest, message) in twice {
             let line = base + rest
@@ -275,6 +277,8 @@ struct HostileLineTests {
                 Issue.record("decoded a repeated key: \(line)")
             } catch {
                 #expect(error.message.contains(message), "\(error.message)")
+                #expect(error.message.utf8.count < 200, "\(error.message)")
+                // At the second value: past the first one.
                 #expect(error.column.map { $0 > base.utf8.count + 12 } == true, "\(error.column ?? -1) in \(line)")
             }
         }
@@ -286,6 +290,40 @@ struct HostileLineTests {
             #""userId":"u","integrations":{"All":true,"All":false}}"#,
         ]
         for rest in fine { #expect(throws: Never.self) { try decoder.decode(base + rest) } }
+    }
+
+    /// Whether a line decodes does not depend on the rules (a service replays its log under later rules): a key given
+    /// twice in `properties` or `context` is taken as most parsers take it, the last, whether a rule reads it or not.
+    @Test func repeatedPropertyKeysDecodeAlikeUnderEveryRuleSet() throws {
+        let line =
+            #"{"type":"track","event":"Opened","userId":"u","timestamp":"2026-03-01T09:00:00Z","#
+            + #""properties":{"price":1,"price":1000,"item":{"size":"S","size":"L"}},"context":{"ip":"a","ip":"b"}}"#
+        let conditions = [
+            nil, "event.properties.price > 10", "event.properties.item.size == \"L\"", "size(event.properties) == 2",
+            "event.context.ip == \"b\"",
+        ]
+        for condition in conditions {
+            let rs = try load(campaign(where: condition))
+            #expect(throws: Never.self, "\(condition ?? "no condition")") { try SegmentDecoder(ruleSet: rs).decode(line) }
+            // The last value: the rule fires.
+            if let condition { #expect(try firedBy(rs, line) == 1, "\(condition)") }
+        }
+    }
+
+    /// A property key written with escapes is matched to a rule's name by its bytes, as one written without: a
+    /// decomposed `cafe\u0301` is not the rule's `café`, whichever way it is written.
+    @Test func anEscapedKeyIsMatchedByItsBytes() throws {
+        let rs = try load(campaign(where: "event.properties[\"caf\u{e9}\"] == 1"))
+        let base = #"{"type":"track","event":"Opened","userId":"u","timestamp":"2026-03-01T09:00:00Z","properties":"#
+        #expect(try firedBy(rs, base + #"{"caf\u00e9":1}}"#) == 1)
+        #expect(try firedBy(rs, base + "{\"caf\u{e9}\":1}}") == 1)
+        #expect(try firedBy(rs, base + #"{"cafe\u0301":1}}"#) == 0)
+        #expect(try firedBy(rs, base + "{\"cafe\u{301}\":1}}") == 0)
+    }
+
+    /// The actions one decoded line fires.
+    func firedBy(_ rs: CompiledRuleSet, _ line: String) throws -> Int {
+        Engine(ruleSet: rs).process(try SegmentDecoder(ruleSet: rs).decode(line)).actions.count
     }
 
     /// An id holding U+0000 is a bad line at the id's column, whichever field it is: SQLite would store it cut at the

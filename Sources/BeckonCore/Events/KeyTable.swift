@@ -11,11 +11,10 @@ struct KeyTable: Sendable {
     private var slots: [Slot]
     private var pool: [UInt8] = []
     private let mask: Int
-    /// The same keys as text (for keys written with escapes).
-    let byName: [String: Int]
+    private let count: Int
 
     init(_ table: [String: Int]) {
-        byName = table
+        count = table.count
         var size = 8
         while size < table.count * 2 { size <<= 1 }
         slots = Array(repeating: Slot(), count: size)
@@ -29,7 +28,7 @@ struct KeyTable: Sendable {
         }
     }
 
-    var isEmpty: Bool { byName.isEmpty }
+    var isEmpty: Bool { count == 0 }
 
     /// Where a probe for `key` starts: the high half of ``ByteHash/fold(_:seed:)`` (the hash without its finish). Any
     /// start gives the right answer — the table is at most half full and a probe compares bytes — so a poor spread of

@@ -168,7 +168,8 @@ public struct SegmentDecoder: Sendable {
         var appValue: Value?
 
         // The members one by one, in a loop rather than through closures (the top-level object of every event).
-        var keysSeen = SeenSlots()
+        // The keys read so far, a bit each (a key given twice is a bad line, whatever the rules).
+        var keysSeen: UInt32 = 0
         if try p.beginMembers() {
             repeat {
                 let code = try p.key(in: Key.table)
@@ -176,7 +177,8 @@ public struct SegmentDecoder: Sendable {
                     try p.skipValue(depth: 0)
                     continue
                 }
-                guard keysSeen.note(code) else { throw JSONScanner.repeated("\(key)", p.i + 1) }
+                guard keysSeen & (1 << code) == 0 else { throw JSONScanner.repeated("\(key)", p.i + 1) }
+                keysSeen |= 1 << code
                 switch key {
                 case .type:
                     // The common case read in place: an unescaped `track` or `identify` makes no string.
@@ -279,7 +281,13 @@ public struct SegmentDecoder: Sendable {
                         throw p.error("'traits' must be an object")
                     }
                     let start = p.i
+                    // (Traits are read whole whatever the rules, so a key given twice in them is refused whatever the
+                    // rules too; in `properties` and `context`, which are read as far as the rules read them, the last
+                    // of a repeated key is taken: a line must decode alike under every rule set, as a service replays
+                    // its log under later rules.)
+                    p.refusesRepeatedKeys = true
                     let v = try p.value(depth: 1)
+                    p.refusesRepeatedKeys = false
                     if case .map(let m) = v {
                         for (k, v) in m.entries {
                             guard case .string(let ks) = k else { continue }
@@ -518,26 +526,11 @@ public struct SegmentBatch: Sendable {
     }
 }
 
-/// The keys (by slot) read from one object, to refuse a key given twice. Slots below 64 are bits; more are listed.
-struct SeenSlots {
-    private var low: UInt64 = 0
-    private var high: [Int] = []
-
-    /// Notes `slot`; false when it was noted before.
-    @inline(__always) mutating func note(_ slot: Int) -> Bool {
-        if slot < 64 {
-            let bit = UInt64(1) << UInt64(slot)
-            defer { low |= bit }
-            return low & bit == 0
-        }
-        if high.contains(slot) { return false }
-        high.append(slot)
-        return true
-    }
-}
-
 /// A forward-only JSON scanner over UTF-8 bytes.
 struct JSONScanner {
+    /// Whether an object read by ``value(depth:)`` refuses a key given twice (``repeated(_:_:)``); otherwise the last
+    /// of them is kept.
+    var refusesRepeatedKeys = false
     let b: UnsafeBufferPointer<UInt8>
     var i = 0
 
@@ -598,7 +591,14 @@ struct JSONScanner {
     @inline(__always) mutating func key(in table: KeyTable) throws(DecodeError) -> Int? {
         try expectKey()
         let key: Int?
-        if let raw = plainStringBytes() { key = table.lookup(raw) } else { key = table.byName[try rawString()] }
+        if let raw = plainStringBytes() {
+            key = table.lookup(raw)
+        } else {
+            // (A key written with escapes, by its bytes too: not by `String` equality, which would take a decomposed
+            // `e\u0301` for a rule's `é`, as its unescaped bytes are not.)
+            var text = try rawString()
+            key = text.withUTF8 { table.lookup($0) }
+        }
         try endKey()
         return key
     }
@@ -644,15 +644,8 @@ struct JSONScanner {
             return
         }
         guard try beginMembers() else { return }
-        var seen = SeenSlots()
         repeat {
-            let column = i + 1
-            if let slot = try key(in: table) {
-                guard seen.note(slot) else { throw Self.repeated(in: what, column) }
-                out[slot] = try value(depth: 1)
-            } else {
-                try skipValue(depth: 1)
-            }
+            if let slot = try key(in: table) { out[slot] = try value(depth: 1) } else { try skipValue(depth: 1) }
         } while try nextMember()
     }
 
@@ -662,24 +655,18 @@ struct JSONScanner {
         into out: borrowing SlotRow, _ table: KeyTable, what: String, _ seen: (Int, Value) -> Bool
     ) throws(DecodeError) {
         guard try openObject(what) else { return }
-        var slots = SeenSlots()
         try members(in: table) { (p, slot) throws(DecodeError) in
             guard let slot else { return try p.skipValue(depth: 1) }
-            guard slots.note(slot) else { throw Self.repeated(in: what, p.i + 1) }
             let v = try p.value(depth: 1)
             if seen(slot, v) { out[slot] = v }
         }
     }
 
-    /// A key given twice in an object Beckon reads: a bad line, as which of the two values is meant cannot be told
-    /// (a JSON parser may take either; RFC 8259 leaves it open).
+    /// A key given twice in an object whose keys are checked (the event's own, `traits`, a batch body's): a bad line,
+    /// as which of the two values is meant cannot be told (a JSON parser may take either; RFC 8259 leaves it open).
+    /// `column`: the second value's.
     static func repeated(_ key: String, _ column: Int) -> DecodeError {
         DecodeError("the key '\(shown(key))' is given twice in one object; which value is meant cannot be told", column: column)
-    }
-
-    /// ``repeated(_:_:)`` for a key of `what` (`properties`, `context`) read into a slot, whose value is at `column`.
-    static func repeated(in what: String, _ column: Int) -> DecodeError {
-        DecodeError("a key of '\(what)' is given twice; which value is meant cannot be told", column: column)
     }
 
     mutating func string(for key: @autoclosure () -> String) throws(DecodeError) -> String {
@@ -939,10 +926,13 @@ struct JSONScanner {
         return .double(d)
     }
 
-    /// A number's text as a report shows it: its first 32 characters and its length when it is longer than 40 (a line
-    /// may hold a megabyte of digits).
+    /// A number's or key's text as a report shows it: its first 32 code points and its length in bytes when it is
+    /// longer than 40 bytes (a line may hold a megabyte of digits, or of combining marks on one letter).
     static func shown(_ text: String) -> String {
-        text.utf8.count <= 40 ? text : "\(text.prefix(32))… (\(text.utf8.count) characters)"
+        guard text.utf8.count > 40 else { return text }
+        var start = ""
+        start.unicodeScalars.append(contentsOf: text.unicodeScalars.prefix(32))
+        return "\(start)… (\(text.utf8.count) bytes)"
     }
 
     mutating func value(depth: Int) throws(DecodeError) -> Value {
@@ -955,6 +945,7 @@ struct JSONScanner {
             i += 1
             var m = ValueMap()
             try members { (p, key) throws(DecodeError) in
+                guard p.refusesRepeatedKeys else { return m[string: key] = try p.value(depth: depth + 1) }
                 let column = p.i + 1
                 guard m.insertNew(string: key, try p.value(depth: depth + 1)) else { throw Self.repeated(key, column) }
             }
