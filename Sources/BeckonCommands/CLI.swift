@@ -60,7 +60,10 @@ extension BeckonCLI {
 struct Validate: ConsoleCommand {
     static let configuration = CommandConfiguration(
         abstract: "Check rule files and report every problem with file:line:column.",
-        discussion: "Exit status: 0 when there are no errors, 1 when there are, 64 on a usage error.")
+        discussion: """
+            Exit status: 0 when there are no errors, 1 when there are, 64 on a usage error, 74 when standard output \
+            could not be written.
+            """)
 
     @Argument(help: "Rule files or folders (searched for .yaml and .yml).")
     var paths: [String]
@@ -218,7 +221,10 @@ struct Explain: ConsoleCommand {
 struct Test: ConsoleCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the campaign tests (files with `tests:`) found under the paths.",
-        discussion: "Exit status: 0 when every case passes, 1 when one fails or a test file has errors.")
+        discussion: """
+            Exit status: 0 when every case passes, 1 when one fails or a test file has errors, 74 when standard \
+            output could not be written.
+            """)
 
     @Argument(help: "Test files, or folders searched for them.")
     var paths: [String]

@@ -130,8 +130,9 @@ extension ReferenceDocs {
                             written (a file's stream, on more than one core)
                             """,
                         limit: """
-                            \(number(ActionLines.maxRunsOut * ActionLines.runActions)) actions: \(ActionLines.maxRunsOut) \
-                            runs of \(ActionLines.runActions) and one event's, and the run being gathered
+                            \(ActionLines.maxRunsOut) runs out, each of \(ActionLines.runActions) actions and the rest of \
+                            the event that filled it (and the run being gathered): about \
+                            \(number((ActionLines.maxRunsOut + 1) * ActionLines.runActions)) actions
                             """,
                         beyond: "the engine waits for the writer", tests: ["ActionLinesTests.aSlowOutputHoldsTheEngineBack"]),
                     Limit(

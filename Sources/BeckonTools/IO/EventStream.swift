@@ -203,8 +203,9 @@ package final class EventStream {
     /// At the end of the stream: says on standard error why the stream could not be read to its end, or that it
     /// stopped at a bad line, or how many bad lines were not shown. Returns whether the command must fail.
     package func finish(console: any Console) -> Bool {
-        if console.writeFailure != nil { return true }  // (said by the command's end: ``ConsoleCommand``)
-        let stopped = bad.finish(console: console)
+        // (Output that could not be written is said by the command's end, ``ConsoleCommand``; what is said here still
+        // goes to standard error.)
+        let stopped = bad.finish(console: console) || console.writeFailure != nil
         // (Reading ahead may have met an error past the line a strict stream stopped at: line by line it would not.)
         guard !stopped, let error = readError else { return stopped }
         console.err(Terminal.safe("error: \(displayName): reading stopped after line \(reader.lineNumber): \(error)") + "\n")
