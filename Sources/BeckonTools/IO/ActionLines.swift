@@ -85,14 +85,7 @@ package final class ActionLines: @unchecked Sendable {
 
     /// Adds an outcome's actions (taken as they are; the outcome can be reused at once).
     package func add(_ actions: FiredActions) {
-        guard let queue else {
-            for i in actions.indices {
-                actions.write(i, to: &out)
-                out.newline()
-            }
-            if out.bytes.count >= Self.chunkBytes { flush() }
-            return
-        }
+        guard let queue else { return format(actions) }
         gathering.append(contentsOf: actions)
         if gathering.count >= Self.runActions { handOver(queue) }
     }
@@ -105,14 +98,20 @@ package final class ActionLines: @unchecked Sendable {
         slots.wait()
         mostRunsOut = max(mostRunsOut, runsOut.add(1, ordering: .relaxed).newValue)
         queue.async { [self] in
-            for i in run.indices {
-                run.write(i, to: &out)
-                out.newline()
-            }
-            if out.bytes.count >= Self.chunkBytes { flush() }
+            format(run)
             runsOut.subtract(1, ordering: .relaxed)
             slots.signal()
         }
+    }
+
+    /// Writes `actions` as JSON lines into `out`, passing it on once a chunk is full (the writing queue, or the
+    /// caller's thread when not threaded).
+    private func format(_ actions: FiredActions) {
+        for i in actions.indices {
+            actions.write(i, to: &out)
+            out.newline()
+        }
+        if out.bytes.count >= Self.chunkBytes { flush() }
     }
 
     private func flush() {
