@@ -568,15 +568,20 @@ class Delivery(OpsCase):
 
 
 class DeliveryCrash(OpsCase):
-    def test_kill_9_between_the_fire_and_the_delivery_delivers_after_the_restart(self):
-        port = free_port()
-        capi = self.receiver(port=port, start=False)  # refuses connections until started
+    def fire_emit(self, capi, timeout):
+        """A service whose only destination is `capi` (retried every 200-500 ms, up to 100 attempts), and kim's emit
+        fired: the server and the action's id."""
         self.files(ops=OPS_RULES, settings=settings(
-            destination("capi", capi.url(), events="[Purchase]", timeout="1s", max_attempts=100, backoff="200ms",
+            destination("capi", capi.url(), events="[Purchase]", timeout=timeout, max_attempts=100, backoff="200ms",
                         max_backoff="500ms")))
         server = self.serve()
         self.post(server, track("kim", "Go Payload", "k1"))
-        emit = self.only(server.all_actions("kim"), action="emit")["id"]
+        return server, self.only(server.all_actions("kim"), action="emit")["id"]
+
+    def test_kill_9_between_the_fire_and_the_delivery_delivers_after_the_restart(self):
+        port = free_port()
+        capi = self.receiver(port=port, start=False)  # refuses connections until started
+        server, emit = self.fire_emit(capi, timeout="1s")
         row = wait_until(lambda: (lambda r: r if r and r["attempts"] >= 1 else None)(outbox_row(self.db, emit)),
                          what="a failed attempt in the outbox")
         self.assertEqual((row["state"], row["destination"], row["userId"]), ("pending", "capi", "kim"))
@@ -594,17 +599,11 @@ class DeliveryCrash(OpsCase):
         self.assertGreaterEqual(int(got[0].attempt), row["attempts"] + 1)
         self.assertEqual(got[0].json(), self.only(server.all_actions("kim"), action="emit"))
 
-
     def test_kill_9_during_an_attempt_sends_again_once_its_claim_lapses(self):
         # A fleet takes an entry for the longest destination timeout plus 5 s (a single service has no claims): an
         # attempt in flight when its process is killed is made again that soon after, not a minute later.
         capi = self.receiver(policy=lambda index, req: (200, {}, 4.0 if index == 0 else 0))
-        self.files(ops=OPS_RULES, settings=settings(
-            destination("capi", capi.url(), events="[Purchase]", timeout="2s", max_attempts=100, backoff="200ms",
-                        max_backoff="500ms")))
-        server = self.serve()
-        self.post(server, track("kim", "Go Payload", "k1"))
-        emit = self.only(server.all_actions("kim"), action="emit")["id"]
+        server, emit = self.fire_emit(capi, timeout="2s")
         capi.wait_for(1)  # the first attempt is in flight: the receiver holds it
         server.kill()
         server = self.serve()
