@@ -105,4 +105,39 @@ struct PlanConformanceTests {
         #expect(engine.stats.offPlan == 3)
         #expect(engine.stats.events == 3)
     }
+
+    /// Screens when the plan lists them: a listed screen fits whether or not a rule knows it, an unlisted one is named
+    /// (as a `screen` and as a `page`), and without a screens list every screen fits. (A name the rules know is looked
+    /// up by its id, an unknown one in the plan's names: both ways must agree.)
+    @Test func screensThePlanDoesNotListAreNamed() throws {
+        let rules = """
+            version: 1
+            campaign: app
+            rules:
+              - id: home
+                on_screen: Home
+                do:
+                  - message: { surface: home, title: Hi }
+            """
+        let plan = Self.plan + "\nscreens: [Home, Settings]\n"
+        func decoder(_ plan: String) throws -> SegmentDecoder {
+            let r = RuleLoader.load(texts: [("rules.yaml", rules), ("plan.yaml", plan)])
+            return SegmentDecoder(ruleSet: try #require(r.ruleSet, "\(r.rendered())"))
+        }
+        func screen(_ name: String, _ type: String = "screen") -> String {
+            #"{"type":"\#(type)","name":"\#(name)","userId":"a","timestamp":"2026-01-01T10:00:00Z"}"#
+        }
+        let listing = try decoder(plan)
+        #expect(try listing.decode(screen("Home")).offPlan.isEmpty)
+        #expect(try listing.decode(screen("Settings")).offPlan.isEmpty)
+        #expect(try listing.decode(screen("Cart")).offPlan == ["screen 'Cart' is not in the tracking plan"])
+        #expect(try listing.decode(screen("Cart", "page")).offPlan == ["screen 'Cart' is not in the tracking plan"])
+        #expect(try listing.decode(screen("Cart")).isOffPlan)
+        #expect(try !listing.decode(screen("Home")).isOffPlan)
+        let open = try decoder(Self.plan)
+        #expect(try open.decode(screen("Cart")).offPlan.isEmpty)
+        #expect(try open.decode(screen("Home")).offPlan.isEmpty)
+        let order = try open.decode(Self.order(#""revenue":12"#))
+        #expect(order.offPlan.isEmpty && !order.isOffPlan)
+    }
 }

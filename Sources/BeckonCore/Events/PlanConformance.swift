@@ -3,15 +3,17 @@
 /// a `string`), and what still does not fit — an event the plans do not list, a value that does not convert — is
 /// named, so the event is counted as off the plan. The event is processed either way.
 extension PlanNames {
-    /// Converts the properties the rules read (by slot) and the traits where the plan's type asks it, and returns one
-    /// line for each thing that does not fit (none: the event fits).
+    /// Converts the properties the rules read (by slot) and the traits where the plan's type asks it, and says what
+    /// does not fit: the event's name, or one line for each value. `listed`: whether the plans list the event's name,
+    /// when the caller knows it (``SegmentDecoder`` does for the names the rules know).
     func conform(
-        kind: Event.Kind, name: String, properties: borrowing SlotRow, traits: inout [(name: String, value: Value)]
-    ) -> [String] {
+        kind: Event.Kind, name: String, listed: Bool? = nil, properties: borrowing SlotRow,
+        traits: inout [(name: String, value: Value)]
+    ) -> Conformance {
         var off: [String] = []
         switch kind {
         case .track:
-            guard events.contains(name) else { return ["event '\(name)' is not in the tracking plan"] }
+            guard listed ?? events.contains(name) else { return .unlisted }
             for p in propertyTypes[name] ?? [] where p.slot < properties.count {
                 guard let v = properties[p.slot] else { continue }
                 switch Self.fit(v, p.type) {
@@ -21,7 +23,7 @@ extension PlanNames {
                 }
             }
         case .screen, .page:
-            if !screens.isEmpty && !screens.contains(name) { off.append("screen '\(name)' is not in the tracking plan") }
+            if !(listed ?? (screens.isEmpty || screens.contains(name))) { return .unlisted }
         case .identify:
             for i in traits.indices {
                 guard let type = traitTypes[traits[i].name] else { continue }
@@ -34,7 +36,22 @@ extension PlanNames {
         case .group, .alias:
             break
         }
-        return off
+        return off.isEmpty ? .fits : .misfits(off)
+    }
+
+    /// What ``conform(kind:name:listed:properties:traits:)`` found. An event the plans do not list is the common way
+    /// off them, and is said without a line of text made for each such event (``BoundEvent/offPlan`` makes it).
+    enum Conformance {
+        case fits
+        /// The plans do not list the event's name (a track event, or a screen when they list screens).
+        case unlisted
+        /// One line for each value that does not fit.
+        case misfits([String])
+    }
+
+    /// The line for an event of `kind` named `name` that the plans do not list.
+    static func unlistedLine(kind: Event.Kind, name: String) -> String {
+        kind == .track ? "event '\(name)' is not in the tracking plan" : "screen '\(name)' is not in the tracking plan"
     }
 
     enum Fit {

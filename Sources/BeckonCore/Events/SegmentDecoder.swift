@@ -46,6 +46,8 @@ public struct SegmentDecoder: Sendable {
     let contextKeys: KeyTable
     /// Event ids of track names and of screen names (`screen:NAME` keys without the prefix), looked up by bytes.
     let trackIDs: KeyTable
+    /// By event id: whether the tracking plans list the event (``PlanNames/has(event:)``; all, without plans).
+    let listedIDs: [Bool]
     let screenIDs: KeyTable
     /// The text of each event id's name as an event carries it (a screen's without `screen:`): an event whose name the
     /// rules know takes this string, so no string is made or checked for it.
@@ -71,6 +73,7 @@ public struct SegmentDecoder: Sendable {
             }
         }
         nameTexts = texts
+        listedIDs = ruleSet.eventNames.map { ruleSet.plan?.has(event: $0) ?? true }
         trackIDs = KeyTable(track)
         screenIDs = KeyTable(screen)
         var slots = ruleSet.contextSlots
@@ -370,13 +373,16 @@ public struct SegmentDecoder: Sendable {
             }
         }
         // (With a tracking plan: what converts without loss is converted, what does not fit is named.)
-        let offPlan = ruleSet.plan?.conform(kind: kind, name: eventName, properties: props, traits: &traits) ?? []
+        let fit =
+            ruleSet.plan?.conform(
+                kind: kind, name: eventName, listed: id >= 0 ? listedIDs[Int(id)] : nil, properties: props,
+                traits: &traits) ?? .fits
         return BoundEvent(
             kind: kind, nameID: id, name: eventName, userID: user, timestamp: time, messageID: messageID,
             propertySlots: props, contextSlots: ctx, traits: traits, allProperties: allProps, previousID: before,
             identified: userID?.text.isEmpty == false,
             device: contextWithDevice == nil ? nil : Self.device(deviceValue, os: osValue, app: appValue, at: time),
-            offPlan: offPlan)
+            fit: fit)
     }
 
     /// The error for a line longer than ``maxLineBytes`` (the column where it passed the limit).

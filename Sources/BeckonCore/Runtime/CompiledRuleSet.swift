@@ -673,7 +673,7 @@ public struct PlanNames: Sendable {
     /// Traits, with the attributes flows keep their state in.
     public var traits: Set<String>
     /// Per event, the plan's type of each of its properties the rules read (by ``CompiledRuleSet/propertySlots``):
-    /// what ``conform(kind:name:properties:traits:)`` checks and converts.
+    /// what ``conform(kind:name:listed:properties:traits:)`` checks and converts.
     var propertyTypes: [String: [(slot: Int, name: String, type: PlanType)]] = [:]
     /// The plan's type of each trait.
     var traitTypes: [String: PlanType] = [:]

@@ -104,16 +104,20 @@ public final class BoundEvent: @unchecked Sendable {
     /// Whether ``userID`` came as a `userId` (a signed-in user), not as an `anonymousId`: such an id is never merged
     /// into another user (``Engine/merge(_:into:)``). Events a library builds itself say so when they mean it.
     public let identified: Bool
+    /// Whether the tracking plans do not list the event (``offPlan`` says so).
+    let unlisted: Bool
     /// The push device the event's `context.device.token` reports (read only when the rule set has a push
     /// destination: docs/push.md), and what of it does not fit the tracking plan. Boxed: the event stays within the
     /// lines the engine prefetches.
     private let extra: Box?
     public var device: Device? { extra?.device }
-    /// What does not fit the loaded tracking plans, one line each (``PlanNames/conform(kind:name:properties:traits:)``);
-    /// empty when it fits, or no plan is loaded.
-    public var offPlan: [String] { extra?.offPlan ?? [] }
+    /// What does not fit the loaded tracking plans, one line each
+    /// (``PlanNames/conform(kind:name:listed:properties:traits:)``); empty when it fits, or no plan is loaded.
+    public var offPlan: [String] {
+        unlisted ? [PlanNames.unlistedLine(kind: kind, name: name)] : extra?.offPlan ?? []
+    }
     /// Whether ``offPlan`` names anything.
-    @inline(__always) public var isOffPlan: Bool { extra.map { !$0.offPlan.isEmpty } ?? false }
+    @inline(__always) public var isOffPlan: Bool { unlisted || extra.map { !$0.offPlan.isEmpty } ?? false }
     final class Box: Sendable {
         let device: Device?
         let offPlan: [String]
@@ -147,9 +151,12 @@ public final class BoundEvent: @unchecked Sendable {
         kind: Event.Kind, nameID: Int32, name: String, userID: String, timestamp: Int64, messageID: String?,
         propertySlots: consuming SlotRow, contextSlots: consuming SlotRow, traits: [(name: String, value: Value)],
         allProperties: ValueMap?, previousID: String? = nil, identified: Bool = false, device: Device? = nil,
-        offPlan: [String] = []
+        fit: PlanNames.Conformance = .fits
     ) {
-        extra = device == nil && offPlan.isEmpty ? nil : Box(device, offPlan: offPlan)
+        var misfits: [String] = []
+        if case .misfits(let lines) = fit { misfits = lines }
+        unlisted = if case .unlisted = fit { true } else { false }
+        extra = device == nil && misfits.isEmpty ? nil : Box(device, offPlan: misfits)
         self.identified = identified
         self.previousID = previousID?.isEmpty == false && previousID != userID ? previousID : nil
         self.kind = kind
