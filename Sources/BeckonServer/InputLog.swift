@@ -263,7 +263,9 @@ package struct InputLog: Sendable {
         while i < record.count {
             let start = i
             guard let nl = record[i...].firstIndex(of: 10) else { throw Damaged(offset: start) }
-            let fields = String(decoding: record[i..<nl], as: UTF8.self).split(separator: " ").map(String.init)
+            // (Split as bytes: a header's fields are short, each a `String` held inline, where splitting the line as
+            // `Character`s cost a grapheme break test a byte — 4.6% of a fleet process's time.)
+            let fields = record[i..<nl].split(separator: UInt8(ascii: " ")).map { String(decoding: $0, as: UTF8.self) }
             i = nl + 1
             func int(_ s: String) throws -> Int64? {
                 if s == "-" { return nil }
