@@ -46,9 +46,9 @@ public struct SegmentDecoder: Sendable {
     let contextKeys: KeyTable
     /// Event ids of track names and of screen names (`screen:NAME` keys without the prefix), looked up by bytes.
     let trackIDs: KeyTable
+    let screenIDs: KeyTable
     /// By event id: whether the tracking plans list the event (``PlanNames/has(event:)``; all, without plans).
     let listedIDs: [Bool]
-    let screenIDs: KeyTable
     /// The text of each event id's name as an event carries it (a screen's without `screen:`): an event whose name the
     /// rules know takes this string, so no string is made or checked for it.
     let nameTexts: [String]
