@@ -37,10 +37,7 @@ public enum DryRunRunner {
             return 1
         }
         if loaded.warningCount > 0 { console.err(loaded.rendered()) }
-        guard let stream = EventStream(path: o.events, badLines: o.badLines) else {
-            console.err("error: " + EventStream.cannotOpen(o.events) + "\n")
-            return 1
-        }
+        guard let stream = EventStream.opened(o.events, badLines: o.badLines, console: console) else { return 1 }
         let engine = Engine(ruleSet: ruleSet, options: Engine.Options(recordVerdicts: o.format == .table && !o.firedOnly))
         let table = TablePrinter(console: console)
         // JSON lines are written on a thread of their own for a file (ActionLines); what else is written to the

@@ -102,10 +102,7 @@ public enum ExplainRunner {
             }
             ruleIndex = rule.index
         }
-        guard let stream = EventStream(path: o.events, badLines: o.badLines) else {
-            console.err("error: " + EventStream.cannotOpen(o.events) + "\n")
-            return 1
-        }
+        guard let stream = EventStream.opened(o.events, badLines: o.badLines, console: console) else { return 1 }
         var tracer = Tracer(ruleSet: ruleSet, user: o.user, rule: ruleIndex)
         stream.events(decoder: SegmentDecoder(ruleSet: ruleSet), console: console) { tracer.feed($0) }
         if stream.finish(console: console) { return 1 }

@@ -100,6 +100,16 @@ package final class EventStream {
         bad = BadLines(policy: policy, file: path == "-" ? "<stdin>" : path)
     }
 
+    /// The stream of a command's `--events PATH`; when it cannot be opened, says why on standard error
+    /// (``cannotOpen(_:)``) and returns `nil`.
+    package static func opened(_ path: String, badLines policy: BadLinePolicy, console: any Console) -> EventStream? {
+        guard let stream = EventStream(path: path, badLines: policy) else {
+            console.err("error: " + cannotOpen(path) + "\n")
+            return nil
+        }
+        return stream
+    }
+
     /// Why `path` could not be opened as an event stream: "cannot open events file 'PATH': REASON" (as `open` says it
     /// now; the file may have changed since).
     package static func cannotOpen(_ path: String) -> String {

@@ -34,10 +34,7 @@ public enum ReportRunner {
             console.err(loaded.rendered())
             return 1
         }
-        guard let stream = EventStream(path: o.events, badLines: o.badLines) else {
-            console.err("error: " + EventStream.cannotOpen(o.events) + "\n")
-            return 1
-        }
+        guard let stream = EventStream.opened(o.events, badLines: o.badLines, console: console) else { return 1 }
         let builder = ReportBuilder(ruleSet: ruleSet)
         stream.events(decoder: SegmentDecoder(ruleSet: ruleSet), console: console) { builder.process($0) }
         if stream.finish(console: console) { return 1 }
