@@ -102,10 +102,13 @@ class Output(unittest.TestCase):
         self.assertEqual(r.stdout, whole.stdout)
 
     def test_4_a_file_that_cannot_be_opened_says_why(self):
-        r = subprocess.run([service_test.BECKON, "dry-run", self.rules, "--events", self.events + ".missing"],
-                           capture_output=True, text=True, timeout=60)
-        self.assertEqual(r.returncode, 1)
-        self.assertIn("No such file or directory", r.stderr)
+        for command in (["dry-run"], ["report"], ["explain", "--user", "u"]):
+            with self.subTest(command=command[0]):
+                r = subprocess.run([service_test.BECKON, *command, self.rules, "--events", self.events + ".missing"],
+                                   capture_output=True, text=True, timeout=60)
+                self.assertEqual(r.returncode, 1)
+                self.assertIn("cannot open events file", r.stderr)
+                self.assertIn("No such file or directory", r.stderr)
 
 
 if __name__ == "__main__":
