@@ -181,9 +181,14 @@ public final class FleetService: ServiceBackend {
     package var stopping: Bool { Task.isShuttingDownGracefully }
     package func stopWaiting() { worker.feed.close() }
 
+    /// The partitions decode each event again from the log under their rules: a request reads only its ids.
+    package func ingestDecoder(_ rules: ServingRules) -> SegmentDecoder { .logging }
+
     /// Appends each event with its arrival to its user's partition, all in one transaction; returns once it is
     /// committed, within ``ingestDeadline`` whatever the database does (else 503).
-    package func store(_ body: [UInt8], _ request: Ingest.Decoded, decodedUnder rules: ServingRules, now: Int64) async throws {
+    package func store(
+        _ body: [UInt8], _ request: SegmentRequest.Decoded, decodedUnder rules: ServingRules, now: Int64
+    ) async throws {
         var entries: [(userID: String, body: [UInt8], receivedAt: Int64)] = []
         entries.reserveCapacity(request.events.count)
         for (e, r) in zip(request.events, request.ranges) {

@@ -2,11 +2,8 @@ import BeckonCore
 
 /// The ingest endpoints' request bodies (``SegmentRequest``) and their input log records.
 package enum Ingest {
-    /// A request's events, each one's byte range in the body, and the arrival they were decoded with.
-    package typealias Decoded = (events: [BoundEvent], ranges: [Range<Int>], arrival: Arrival)
-
     /// The input log record of a decoded request: its arrival, then each event's bytes (an empty batch: none).
-    package static func record(_ body: [UInt8], _ request: Decoded) -> InputLog {
+    package static func record(_ body: [UInt8], _ request: SegmentRequest.Decoded) -> InputLog {
         var log = InputLog()
         guard !request.ranges.isEmpty else { return log }
         log.arrival(request.arrival)
@@ -18,7 +15,7 @@ package enum Ingest {
     /// `now` is taken as arriving now), with each one's byte range and the request's arrival: what both services log.
     package static func decode(
         _ body: [UInt8], kind: Event.Kind?, now: Int64, clock: ClockMode, decoder: SegmentDecoder
-    ) throws(SegmentRequest.Problem) -> Decoded {
+    ) throws(SegmentRequest.Problem) -> SegmentRequest.Decoded {
         let arrival = clock == .wall ? Arrival(receivedAt: now, latest: now) : Arrival(receivedAt: nil)
         return try SegmentRequest.events(body, kind: kind, arrival: arrival, decoder: decoder)
     }

@@ -19,7 +19,9 @@ struct SingleBackend: ServiceBackend {
     var rules: ServingRules { current.value }
     var messages: MessageCounts { MessageCounts(metrics: metrics, activity: processor.activity) }
 
-    func store(_ body: [UInt8], _ request: Ingest.Decoded, decodedUnder rules: ServingRules, now: Int64) async throws {
+    func ingestDecoder(_ rules: ServingRules) -> SegmentDecoder { rules.decoder }
+
+    func store(_ body: [UInt8], _ request: SegmentRequest.Decoded, decodedUnder rules: ServingRules, now: Int64) async throws {
         do {
             _ = try await processor.submit(.events(request.events, Ingest.record(body, request), decodedUnder: rules))
         } catch {

@@ -450,6 +450,59 @@ struct DecodingDoesNotDependOnRules {
         _ = try decoder.decode(
             #"{"type":"track","event":"x","userId":"u","timestamp":"2026-01-05T09:00:00Z","properties":null}"#)
     }
+
+    /// A fleet's ingest decodes with ``SegmentDecoder/logging``, which keeps no property or context value: it must
+    /// refuse what a rule set that reads them refuses, with the same message at the same column, and take the rest
+    /// with the same ids, name and time. (The fuzz target `requests` checks the same on every body it makes.)
+    @Test func theLoggingDecoderTakesWhatTheRulesTake() throws {
+        let push = """
+            version: 1
+            settings: push
+            destinations:
+              - name: ios
+                url: https://api.push.apple.com
+                apns: { topic: com.example, team_id: T, key_id: K, key_env: APNS_KEY }
+            """
+        // Reads every property (`size(event.properties)`), one by name, the context and (with push) the device.
+        let rules = try load(
+            campaign(on: "on: x", if: #"size(event.properties) > 0 && event.properties.zz == "a" && context.zz == "b""#),
+            settings: push)
+        let decoder = SegmentDecoder(ruleSet: rules)
+        let more: [(String, [UInt8])] = [
+            ("properties not an object", Self.line(#""properties":[1]}"#)),
+            ("context not an object", Self.line(#""context":"x"}"#)),
+            ("a bad number in a property", Self.line(#""properties":{"zz":01}}"#)),
+            ("a bad literal in the context", Self.line(#""context":{"device":{"token":tru}}}"#)),
+            ("nested too deep", Self.line(#""properties":{"a":"# + String(repeating: "[", count: 70))),
+            ("a property object not closed", Self.line(#""properties":{"zz":"a""#)),
+            ("a key given twice in the traits", Self.line(#""traits":{"a":1,"a":2}}"#)),
+            (
+                "fine",
+                Self.line(
+                    #""properties":{"zz":"a","n":[1,{"b":null}]},"#
+                        + #""context":{"zz":"b","device":{"token":"t","type":"ios"}}}"#)
+            ),
+            ("fine, no properties", Self.line(#""messageId":"m1","anonymousId":"a"}"#)),
+        ]
+        let arrival = Arrival(receivedAt: 1_767_600_000_000, latest: 1_767_600_000_000)
+        for (what, line) in Self.lines + more {
+            let a = Result { () throws(DecodeError) in try decoder.decode(line[...], arrival: arrival) }
+            let b = Result { () throws(DecodeError) in try SegmentDecoder.logging.decode(line[...], arrival: arrival) }
+            switch (a, b) {
+            case (.success(let e), .success(let f)):
+                #expect(what.hasPrefix("fine"), "\(what) decoded")
+                #expect(
+                    [e.userID, e.name, e.messageID ?? "-", "\(e.timestamp)"]
+                        == [f.userID, f.name, f.messageID ?? "-", "\(f.timestamp)"], "\(what)")
+                if what == "fine" { #expect(e.device != nil, "the rules' decoder read no device") }
+                #expect(f.properties.allSatisfy { $0 == nil } && f.device == nil, "\(what): the logging decoder kept a value")
+            case (.failure(let e), .failure(let f)):
+                #expect(!what.hasPrefix("fine"), "\(what): \(e)")
+                #expect(e.description == f.description, "\(what)")
+            default: Issue.record("\(what): \(a) under the rules, \(b) logging")
+            }
+        }
+    }
 }
 
 /// The scanner tests a string's bytes eight at a time: a quote, a backslash, a control character or a byte that is not

@@ -58,21 +58,46 @@ public enum FuzzEntry {
     }
 
     /// A request body of `beckon serve`'s ingest (``SegmentRequest``): as a batch and as one `track` call, on the live
-    /// clock and as a replay; what it accepts is processed, then time runs a month on.
+    /// clock and as a replay; what it accepts is processed, then time runs a month on. A fleet's ingest, which decodes
+    /// with ``SegmentDecoder/logging``, must take the same bodies with the same ids, and refuse the others alike.
     public static func requests(_ bytes: UnsafeBufferPointer<UInt8>) {
         let body = Array(bytes)
         let decoder = SegmentDecoder(ruleSet: eventRules)
         let now: Int64 = 1_780_000_000_000
         for kind in [nil, Event.Kind.track] {
             for arrival in [Arrival(receivedAt: now, latest: now), Arrival(receivedAt: nil)] {
-                guard let r = try? SegmentRequest.events(body, kind: kind, arrival: arrival, decoder: decoder) else {
-                    continue
+                let decoded = Result { () throws(SegmentRequest.Problem) in
+                    try SegmentRequest.events(body, kind: kind, arrival: arrival, decoder: decoder)
                 }
+                let logged = Result { () throws(SegmentRequest.Problem) in
+                    try SegmentRequest.events(body, kind: kind, arrival: arrival, decoder: .logging)
+                }
+                precondition(sameIngest(decoded, logged), "the logging decoder and the rules' disagree")
+                guard let r = try? decoded.get() else { continue }
                 precondition(r.events.count == r.ranges.count, "an event without its bytes")
                 let engine = Engine(ruleSet: eventRules)
                 for e in r.events { for a in engine.process(e).actions { _ = a.json } }
                 engine.advance(to: min(engine.latestEventTime, Int64(1) << 44) + 30 * Milliseconds.day)
             }
+        }
+    }
+
+    /// Whether two decodings of one request body take it alike (the same events' ids, kinds, times and bytes) or
+    /// refuse it alike (the same problem at the same place).
+    static func sameIngest(
+        _ a: Result<SegmentRequest.Decoded, SegmentRequest.Problem>,
+        _ b: Result<SegmentRequest.Decoded, SegmentRequest.Problem>
+    ) -> Bool {
+        switch (a, b) {
+        case (.success(let x), .success(let y)):
+            return x.ranges == y.ranges
+                && zip(x.events, y.events).allSatisfy { e, f in
+                    e.userID == f.userID && e.previousID == f.previousID && e.kind == f.kind && e.timestamp == f.timestamp
+                        && e.name == f.name && e.messageID == f.messageID
+                }
+        case (.failure(let x), .failure(let y)):
+            return x.message == y.message && x.event == y.event && x.column == y.column
+        default: return false
         }
     }
 

@@ -57,6 +57,12 @@ public struct SegmentDecoder: Sendable {
     let contextWithDevice: KeyTable?
     let deviceSlots: (device: Int, os: Int, app: Int)
 
+    /// A decoder that keeps no property or context value, for a service that only logs the events and decodes them
+    /// again where the rules run (a fleet's ingest). It accepts and refuses exactly the lines a rule set's decoder
+    /// does, with the same errors, since a line's fate never depends on which values the rules read
+    /// (``JSONScanner/skipString()``); its events carry the ids, the kind, the name, the time and the traits.
+    public static let logging = SegmentDecoder(ruleSet: RuleSetCompiler.compile([]).0!)
+
     public init(ruleSet: CompiledRuleSet) {
         self.ruleSet = ruleSet
         propertyKeys = KeyTable(ruleSet.propertySlots)
@@ -255,8 +261,9 @@ public struct SegmentDecoder: Sendable {
                             try p.skipValue(depth: 0)
                             continue
                         }
-                        let v = try p.value(depth: 0)
-                        guard case .map(let m) = v else { throw p.error("'properties' must be an object") }
+                        // (Refused at its first byte, as `slots` refuses it, before it is read.)
+                        guard p.peek() == UInt8(ascii: "{") else { throw p.error("'properties' must be an object") }
+                        guard case .map(let m) = try p.value(depth: 0) else { continue }
                         for (k, v) in m.entries {
                             if case .string(let ks) = k, let slot = ruleSet.propertySlots[ks] { props[slot] = v }
                         }

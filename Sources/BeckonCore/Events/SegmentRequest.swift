@@ -21,11 +21,14 @@ public enum SegmentRequest {
         }
     }
 
+    /// A request's events, each one's byte range in the body, and the arrival they were decoded with.
+    public typealias Decoded = (events: [BoundEvent], ranges: [Range<Int>], arrival: Arrival)
+
     /// The events of `body`, in order, with their byte ranges and the arrival they were decoded with (a batch's
     /// `sentAt` added to `arrival`). `kind` is the endpoint's event type, `nil` for a batch.
     public static func events(
         _ body: [UInt8], kind: Event.Kind?, arrival: Arrival, decoder: SegmentDecoder
-    ) throws(Problem) -> (events: [BoundEvent], ranges: [Range<Int>], arrival: Arrival) {
+    ) throws(Problem) -> Decoded {
         guard body.count <= maxRequestBytes else {
             throw Problem(message: "the request is \(body.count) bytes; the limit is \(maxRequestBytes)")
         }

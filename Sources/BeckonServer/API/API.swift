@@ -279,9 +279,9 @@ package struct API: Sendable {
     func accept(_ body: [UInt8], kind: Event.Kind?) async throws {
         let rules = backend.rules
         let now = Processor.nowMs()
-        let decoded: Ingest.Decoded
+        let decoded: SegmentRequest.Decoded
         do {
-            decoded = try Ingest.decode(body, kind: kind, now: now, clock: backend.clock, decoder: rules.decoder)
+            decoded = try Ingest.decode(body, kind: kind, now: now, clock: backend.clock, decoder: backend.ingestDecoder(rules))
         } catch {
             backend.metrics.ingest(.rejected).increment()
             throw APIError(error)

@@ -13,9 +13,12 @@ package protocol ServiceBackend: Sendable {
     /// Where pushes and emails are counted, by rule (`/metrics` and the console).
     var messages: MessageCounts { get }
 
+    /// The decoder of an ingest body under `rules`: the rules' own where the events it makes are the ones run (a
+    /// single service), ``SegmentDecoder/logging`` where they are only logged (a fleet). Both take the same lines.
+    func ingestDecoder(_ rules: ServingRules) -> SegmentDecoder
     /// Stores a decoded ingest body durably (its events with their arrival); returns once they are committed. Throws
     /// ``APIError`` (503) when they are not: the client sends them again.
-    func store(_ body: [UInt8], _ request: Ingest.Decoded, decodedUnder rules: ServingRules, now: Int64) async throws
+    func store(_ body: [UInt8], _ request: SegmentRequest.Decoded, decodedUnder rules: ServingRules, now: Int64) async throws
 
     /// A user's stored actions after a cursor, oldest first.
     func actions(of user: String, after: Int64, limit: Int) async throws -> [(seq: Int64, json: String)]
