@@ -192,6 +192,11 @@ extension ReferenceDocs {
                 """,
                 [
                     Limit(
+                        what: "a request's head (its request line and header fields)",
+                        limit: bytes(ServiceLimits.maxHeadBytes) + " (SwiftNIO's HTTP parser)",
+                        beyond: "400 and the connection is closed; the service goes on serving the others",
+                        tests: ["hostile_test.test_12_a_request_head_past_80_kib_is_400_and_closed"]),
+                    Limit(
                         what: "time to send a request's head, from connecting or from its first byte after a response",
                         limit: seconds(ServiceLimits.headTimeoutSeconds),
                         beyond: "the connection is closed (`--head-timeout`)",

@@ -29,7 +29,8 @@ client addresses). One line per item:
     write-ahead log. (11d, a fleet on PostgreSQL, is not tested here.)
 12. Bounds: a user id over 1,024 bytes and a bad device token are 400 in a path too; a token whose header names
     another algorithm than HS256, or whose `nbf` is ahead, is 401; an unknown route answers a ProblemBody; a batch's
-    event nests as deep as one sent alone; the last time limits.md gives is taken.
+    event nests as deep as one sent alone; the last time limits.md gives is taken; a request head past 80 KiB (one
+    long header, 20,000 headers, a long URL) is 400 and its connection closed, one under it is served.
 
 Run: `BECKON=path/to/beckon python3 -m unittest Tests/Service/hostile_test.py -v` (default .build/debug/beckon), as
 root: items 4c and 6 mount a 4 MB tmpfs (they are skipped where mount is refused). Item 10's SDK tests need
@@ -1189,6 +1190,39 @@ class Bounds(Case):
         for stamp, status in (("2527-06-23T06:20:44Z", 200), ("2527-06-23T06:20:44.001Z", 400)):
             self.assertEqual(server.post("/v1/track", {"userId": "late", "event": "ping", "messageId": stamp,
                                                        "timestamp": stamp})[0], status, stamp)
+
+    def test_12_a_request_head_past_80_kib_is_400_and_closed(self):
+        server = self.serve([os.path.join(FIXTURES, "ping.yaml")])
+
+        def send(raw, wait=5):
+            """The status line answered to `raw`, and whether the connection was closed within `wait` s after it."""
+            s = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+            self.addCleanup(s.close)
+            s.sendall(raw)
+            answer = b""
+            while b"\r\n\r\n" not in answer:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                answer += chunk
+            closed = read_until_closed(s, time.monotonic() + wait) is not None
+            return answer.split(b"\r\n")[0], closed
+
+        def head(line, fields):
+            return line + b"\r\nHost: x\r\n" + fields + b"\r\n"
+
+        fine, _ = send(head(b"GET /readyz HTTP/1.1", b"X-Big: " + b"a" * 60_000 + b"\r\n"), wait=0)
+        self.assertEqual(fine, b"HTTP/1.1 200 OK")
+        for what, raw in (
+            ("one long header", head(b"GET /readyz HTTP/1.1", b"X-Big: " + b"a" * 100_000 + b"\r\n")),
+            ("20,000 headers", head(b"GET /readyz HTTP/1.1", b"".join(b"X-%d: a\r\n" % i for i in range(20_000)))),
+            ("a long URL", head(b"GET /readyz?" + b"a" * 100_000 + b" HTTP/1.1", b"")),
+            ("a long header on an ingest", head(b"POST /v1/track HTTP/1.1", b"X-Big: " + b"a" * 100_000 + b"\r\n")),
+        ):
+            status, closed = send(raw)
+            self.assertEqual(status, b"HTTP/1.1 400 Bad Request", what)
+            self.assertTrue(closed, f"{what}: the connection was left open")
+        self.assertEqual(server.post("/v1/track", {"userId": "after", "event": "ping", "messageId": "m-1"})[0], 200)
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -1,6 +1,10 @@
 /// The bounds of `beckon serve` on its clients and its work, each defined here once (the service enforces them;
 /// docs/reference/limits.md lists them with their tests; docs/operations.md explains them).
 public enum ServiceLimits {
+    /// Bytes of a request's head (its request line and header fields): SwiftNIO's HTTP parser's bound (llhttp's
+    /// `HTTP_MAX_HEADER_SIZE`, fixed when it is built), which answers a longer head 400 and closes the connection.
+    /// Stated here so that the limits page gives it; the service does not set it.
+    public static let maxHeadBytes = 80 * 1024
     /// Seconds a client has to send a request's head, from connecting or from the head's first byte after a response.
     public static let headTimeoutSeconds = 10.0
     /// Seconds a client has to send a request's body once its head is in.
