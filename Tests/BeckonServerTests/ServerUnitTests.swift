@@ -110,6 +110,16 @@ struct InputLogTests {
         #expect(throws: InputLog.Damaged.self) { try InputLog.read(Array("A - - - -\nE 99\n{}\n".utf8)) { _ in } }
         #expect(throws: InputLog.Damaged.self) { try InputLog.read(Array("E 2\n{}\n".utf8)) { _ in } }
         #expect(throws: InputLog.Damaged.self) { try InputLog.read(Array("X 1\n".utf8)) { _ in } }
+        // A header's type is one letter, its numbers are numbers, and its kind and flags are the ones written.
+        for bad in [
+            "AA - - - -\n", "T x\n", "T 1x\n", "T 99999999999999999999\n", "A tracks - - -\n", "A - - -\n",
+            "V 1 2\n", "P 1 1 1 - ios 2\nut\n", "P 1 1 1 - windows 1\nut\n", "\u{E9} 1\n",
+        ] {
+            #expect(throws: InputLog.Damaged.self, "\(bad)") { try InputLog.read(Array(bad.utf8)) { _ in } }
+        }
+        var read: [String] = []
+        try? InputLog.read(Array("A identify -5 +7 - \nT 3\nP 4 1 1 - ios 1\nut\n".utf8)) { read.append("\($0)") }
+        #expect(read.count == 2, "\(read)")
     }
 }
 

@@ -119,7 +119,9 @@ extension UserState {
     /// database that logs only the changed middle of a row (PostgreSQL's update of a row on the same page) then logs
     /// a few dozen bytes a save instead of the whole window: docs/fleet.md.
     public func encoded() -> [UInt8] {
-        var w = StateWriter()
+        // (Room for the usual state at once: a `messageId` takes ~10 bytes, most other parts fewer than 24.)
+        let parts = attributes.count + context.count + records.count + series.count + pending.count + devices.count
+        var w = StateWriter(capacity: 64 + userID.utf8.count + 24 * parts + 11 * (messageIDs.count + expiredMessageIDs.count))
         for b in UserState.magic { w.byte(b) }
         w.byte(UserState.formatVersion)
         w.string(userID)
