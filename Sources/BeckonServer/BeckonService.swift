@@ -87,7 +87,7 @@ public final class BeckonService: Sendable {
         self.logger = logger
         metrics = ServiceMetrics(version: Self.version)
         lock = try DatabaseLock(database: options.database)
-        let backend = try SQLiteStateBackend(path: options.database)
+        let backend = try SQLiteStateBackend(path: options.database, service: true)
         self.backend = backend
         let now = Processor.nowMs()
         let serving = try ServingRules.make(loaded, environment: ProcessInfo.processInfo.environment, at: now) {

@@ -15,20 +15,43 @@ import GRDB
 public final class SQLiteStateBackend: StateBackend, Sendable {
     let pool: DatabasePool
     public let path: String
+    /// Folds the write-ahead log into the file on a thread of its own (a service's database: ``init(path:service:)``).
+    let checkpointer: WALCheckpointer?
 
-    /// Opens (or creates) the database at `path`.
-    public init(path: String) throws {
+    /// The log's size in pages at which the writer folds it in itself when it commits, with checkpoints in the
+    /// background (``ServiceLimits/logBackstopBytes`` of 4 KiB pages; SQLite's default, without them, is 1,000 pages).
+    public static let backstopLogPages = ServiceLimits.logBackstopBytes / 4096
+
+    /// Opens (or creates) the database at `path`. A `service` (`beckon serve`) folds the write-ahead log into the file
+    /// on a thread of its own (``WALCheckpointer``), so that its commits only append to the log.
+    public init(path: String, service: Bool = false) throws {
         self.path = path
         var config = Configuration()
         config.label = "beckon-state"
-        // A commit is on disk when it returns (fsync of the log), not only in the OS's cache: "200 means durable"
-        // holds across a power cut, not only a crash of the process.
-        config.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
+        config.prepareDatabase { db in
+            // A commit is on disk when it returns (fsync of the log), not only in the OS's cache: "200 means durable"
+            // holds across a power cut, not only a crash of the process.
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+            if service {
+                // (And the log's file is cut back to that size when the writer starts it again.)
+                try db.execute(sql: "PRAGMA wal_autocheckpoint = \(Self.backstopLogPages)")
+                try db.execute(sql: "PRAGMA journal_size_limit = \(ServiceLimits.logBackstopBytes)")
+            }
+        }
         // A command (`beckon outbox`) may write while a service runs: wait for the other's transaction.
         config.busyMode = .timeout(10)
         pool = try DatabasePool(path: path, configuration: config)
         try Self.migrator.migrate(pool)
+        checkpointer = service ? try WALCheckpointer(path: path) : nil
     }
+
+    /// An integer setting of the database's connections (`PRAGMA name`), for tests.
+    package func pragma(_ name: String) throws -> Int? {
+        try pool.read { db in try Int.fetchOne(db, sql: "PRAGMA \(name)") }
+    }
+
+    /// Frames of the write-ahead log folded into the file by the background checkpoints (0 without them).
+    public var framesFoldedInBackground: Int { checkpointer?.framesFolded ?? 0 }
 
     static var migrator: DatabaseMigrator {
         var m = DatabaseMigrator()
@@ -181,8 +204,10 @@ public final class SQLiteStateBackend: StateBackend, Sendable {
         }
     }
 
-    /// Folds the write-ahead log into the database and truncates it to nothing: what a clean stop leaves.
+    /// Folds the write-ahead log into the database and truncates it to nothing: what a clean stop leaves. The
+    /// background checkpoints stop first: this is the last write.
     public func truncateLog() throws {
+        checkpointer?.stop()
         try pool.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
     }
 

@@ -192,6 +192,16 @@ extension ReferenceDocs {
                 """,
                 [
                     Limit(
+                        what:
+                            "a single service's write-ahead log before the committing thread folds it into the database "
+                            + "file itself (a thread of its own folds it in while the service runs)",
+                        limit: bytes(ServiceLimits.logBackstopBytes),
+                        beyond:
+                            "SQLite's checkpoint in the commit, as without that thread; the log's file is cut back to "
+                            + "this size when the log starts again (it grows past it while a reader holds older pages, "
+                            + "as with SQLite's own checkpoint)",
+                        tests: ["SQLiteStateTests.aServicesLogIsFoldedInOnAThreadOfItsOwn"]),
+                    Limit(
                         what: "a request's head (its request line and header fields)",
                         limit: bytes(ServiceLimits.maxHeadBytes) + " (SwiftNIO's HTTP parser)",
                         beyond: "400 and the connection is closed; the service goes on serving the others",

@@ -55,6 +55,30 @@ struct SQLiteStateTests {
         }
     }
 
+    /// A service's database folds its write-ahead log in on a thread of its own: its writer only appends (SQLite's
+    /// own checkpoint waits for the backstop), the log is folded in with no further write, and a clean stop leaves
+    /// no log. A command's database keeps SQLite's checkpoint.
+    @Test func aServicesLogIsFoldedInOnAThreadOfItsOwn() throws {
+        try SQLiteStateTests.withDatabase { path in
+            let command = try SQLiteStateBackend(path: path)
+            #expect(try command.pragma("wal_autocheckpoint") == 1000)
+            let backend = try SQLiteStateBackend(path: path, service: true)
+            #expect(try backend.pragma("wal_autocheckpoint") == SQLiteStateBackend.backstopLogPages)
+            for n in 0..<50 {
+                try backend.write(
+                    (0..<20).map { SavedState(userID: "u\(n)-\($0)", bytes: Array(repeating: 7, count: 2000), nextDue: nil) })
+            }
+            let deadline = Date(timeIntervalSinceNow: 10)
+            while backend.framesFoldedInBackground == 0 && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+            #expect(backend.framesFoldedInBackground > 0, "nothing was folded in within 10 s")
+            #expect(try backend.userCount() == 1000)
+            try backend.truncateLog()
+            let log = try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int
+            #expect(log == 0)
+            #expect(try SQLiteStateBackend(path: path).read("u49-19") == Array(repeating: 7, count: 2000))
+        }
+    }
+
     /// A row that does not decode is reported and its user starts empty: one damaged row never stops the stream.
     @Test func aDamagedRowIsReportedNotFatal() throws {
         try SQLiteStateTests.withDatabase { path in

@@ -42,6 +42,10 @@ public enum ServiceLimits {
     /// again (doubling while writes keep failing), and at most.
     public static let unrecordedDeliveryHoldMs: Int64 = 1000
     public static let maxUnrecordedDeliveryHoldMs: Int64 = 60_000
+    /// Bytes of a single service's write-ahead log at which its writer folds the log into the database file itself
+    /// (SQLite's checkpoint, in the commit); below it a thread of its own does (``WALCheckpointer``). The log's file is
+    /// cut back to this size when the writer starts it again.
+    public static let logBackstopBytes = 64 << 20
     /// Seconds between two small writes that tell a service whose commit failed when the database takes writes again.
     public static let writeProbeSeconds = 1.0
 }
