@@ -23,6 +23,9 @@ final class WALCheckpointer: Sendable {
         config.label = "beckon-checkpoint"
         // (A passive checkpoint waits for no one; the stop's own checkpoint may hold the lock for a moment.)
         config.busyMode = .timeout(1)
+        // The database file is synced before the log may start again over what was folded in (SQLite's default too:
+        // stated, as the writer's is).
+        config.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
         let loop = Loop(try DatabaseQueue(path: path, configuration: config))
         self.loop = loop
         let thread = Thread { loop.run() }
