@@ -100,14 +100,6 @@ struct DeviceTests {
     /// With a push destination, an event's `context.device.token` registers the device (platform from
     /// `device.type` or `os.name`, `app.namespace`, `device.pushEnabled`); without one, nothing is read.
     @Test func anEventsContextReportsItsDeviceWhenTheRulesPush() throws {
-        let settings = """
-            version: 1
-            settings: push
-            destinations:
-              - name: ios
-                url: https://api.push.apple.com
-                apns: { topic: com.example, team_id: T, key_id: K, key_env: APNS_KEY }
-            """
         let lines = [
             #"{"type":"track","event":"Opened","userId":"ann","timestamp":"2026-03-02T09:00:00Z","#
                 + #""context":{"device":{"token":"tok-1","type":"ios"},"app":{"namespace":"com.example"}}}"#,
@@ -119,7 +111,7 @@ struct DeviceTests {
                 + #""context":{"device":{"token":"tok-1","type":"ios"},"locale":"de"}}"#,
         ]
         for (withPush, expected) in [(true, ["tok-1 ios com.example true", "tok-2 android - false"]), (false, [])] {
-            let rs = try load(Self.rules, settings: withPush ? settings : nil)
+            let rs = try load(Self.rules, settings: withPush ? pushSettings : nil)
             let decoder = SegmentDecoder(ruleSet: rs)
             let engine = Engine(ruleSet: rs)
             for line in lines { engine.process(try decoder.decode(line)) }

@@ -455,18 +455,10 @@ struct DecodingDoesNotDependOnRules {
     /// refuse what a rule set that reads them refuses, with the same message at the same column, and take the rest
     /// with the same ids, name and time. (The fuzz target `requests` checks the same on every body it makes.)
     @Test func theLoggingDecoderTakesWhatTheRulesTake() throws {
-        let push = """
-            version: 1
-            settings: push
-            destinations:
-              - name: ios
-                url: https://api.push.apple.com
-                apns: { topic: com.example, team_id: T, key_id: K, key_env: APNS_KEY }
-            """
         // Reads every property (`size(event.properties)`), one by name, the context and (with push) the device.
         let rules = try load(
             campaign(on: "on: x", if: #"size(event.properties) > 0 && event.properties.zz == "a" && context.zz == "b""#),
-            settings: push)
+            settings: pushSettings)
         let decoder = SegmentDecoder(ruleSet: rules)
         let more: [(String, [UInt8])] = [
             ("properties not an object", Self.line(#""properties":[1]}"#)),

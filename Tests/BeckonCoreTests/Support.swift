@@ -47,6 +47,16 @@ func load(
 
 struct LoadFailed: Error {}
 
+/// A settings file with one push destination (APNs): with it, the decoder reads an event's `context.device`.
+let pushSettings = """
+    version: 1
+    settings: push
+    destinations:
+      - name: ios
+        url: https://api.push.apple.com
+        apns: { topic: com.example, team_id: T, key_id: K, key_env: APNS_KEY }
+    """
+
 /// Diagnostics of loading `yaml` (and an optional settings file).
 func diagnostics(_ yaml: String, settings: String? = nil) -> [Diagnostic] {
     var texts: [(path: String, text: String)] = [("rules.yaml", yaml)]
