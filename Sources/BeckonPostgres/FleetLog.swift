@@ -332,6 +332,68 @@ public final class FleetLog: Sendable {
             "9: users' states rewritten in place",
             ["ALTER TABLE beckon_user_state SET (fillfactor = 70)"]
         ),
+        (
+            // Pending entries per destination, counted by the database as entries come and go, so that the pending
+            // gauge reads a few rows rather than every pending entry (a paused destination's backlog, every 5 s, in
+            // every process). Each connection adds to rows of its own (`shard`: its backend's pid), so that two
+            // processes' commits never wait on one count; ``FleetState/pendingOutboxCounts()`` folds the rows of
+            // connections gone into shard 0. The due entries and a user's entries get the indexes their reads need.
+            "10: pending outbox entries counted, the outbox's indexes",
+            [
+                """
+                CREATE TABLE beckon_outbox_pending (
+                    destination text NOT NULL,
+                    shard int NOT NULL,
+                    n bigint NOT NULL,
+                    PRIMARY KEY (destination, shard)
+                )
+                """,
+                """
+                INSERT INTO beckon_outbox_pending (destination, shard, n)
+                SELECT destination, 0, count(*) FROM beckon_outbox WHERE state = 0 GROUP BY destination
+                """,
+                """
+                CREATE FUNCTION beckon_outbox_pending_count() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN
+                    IF TG_OP = 'INSERT' THEN
+                        INSERT INTO beckon_outbox_pending AS p (destination, shard, n)
+                        SELECT destination, pg_backend_pid(), count(*) FROM added WHERE state = 0
+                        GROUP BY destination ORDER BY destination
+                        ON CONFLICT (destination, shard) DO UPDATE SET n = p.n + excluded.n;
+                    ELSIF TG_OP = 'DELETE' THEN
+                        INSERT INTO beckon_outbox_pending AS p (destination, shard, n)
+                        SELECT destination, pg_backend_pid(), -count(*) FROM removed WHERE state = 0
+                        GROUP BY destination ORDER BY destination
+                        ON CONFLICT (destination, shard) DO UPDATE SET n = p.n + excluded.n;
+                    ELSE
+                        INSERT INTO beckon_outbox_pending AS p (destination, shard, n)
+                        SELECT destination, pg_backend_pid(), sum(d) FROM (
+                            SELECT destination, 1 AS d FROM added WHERE state = 0
+                            UNION ALL SELECT destination, -1 FROM removed WHERE state = 0
+                        ) AS c GROUP BY destination HAVING sum(d) <> 0 ORDER BY destination
+                        ON CONFLICT (destination, shard) DO UPDATE SET n = p.n + excluded.n;
+                    END IF;
+                    RETURN NULL;
+                END
+                $$
+                """,
+                """
+                CREATE TRIGGER beckon_outbox_pending_added AFTER INSERT ON beckon_outbox
+                REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION beckon_outbox_pending_count()
+                """,
+                """
+                CREATE TRIGGER beckon_outbox_pending_removed AFTER DELETE ON beckon_outbox
+                REFERENCING OLD TABLE AS removed FOR EACH STATEMENT EXECUTE FUNCTION beckon_outbox_pending_count()
+                """,
+                """
+                CREATE TRIGGER beckon_outbox_pending_changed AFTER UPDATE ON beckon_outbox
+                REFERENCING OLD TABLE AS removed NEW TABLE AS added
+                FOR EACH STATEMENT EXECUTE FUNCTION beckon_outbox_pending_count()
+                """,
+                "CREATE INDEX beckon_outbox_due ON beckon_outbox (next_at, id) WHERE state = 0",
+                "CREATE INDEX beckon_outbox_user ON beckon_outbox (user_id)",
+            ]
+        ),
     ]
 
     /// A database this process must not run on: starting again does not help.

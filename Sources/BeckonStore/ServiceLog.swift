@@ -77,9 +77,18 @@ extension SQLiteStateBackend {
                     INSERT OR IGNORE INTO outbox (destination, action_id, user_id, body, next_at, created_at)
                     VALUES (?, ?, ?, ?, ?, ?)
                     """)
+            var added: [String: Int] = [:]
             for o in commit.outbox where stored.contains(o.actionID) {
                 try entry.execute(arguments: [o.destination, o.actionID, o.userID, Data(o.body.utf8), o.createdAt, o.createdAt])
+                if db.changesCount > 0 { added[o.destination, default: 0] += 1 }
             }
+            // (The pending count, once a destination: the other changes of the outbox are counted by its triggers.)
+            let count = try db.cachedStatement(
+                sql: """
+                    INSERT INTO outbox_pending (destination, n) VALUES (?, ?)
+                    ON CONFLICT (destination) DO UPDATE SET n = n + excluded.n
+                    """)
+            for (destination, n) in added { try count.execute(arguments: [destination, n]) }
         }
         if let checkpoint = commit.checkpoint {
             let state = try db.cachedStatement(

@@ -87,6 +87,67 @@ struct FleetStateTests {
         }
     }
 
+    /// The pending entries the database counts per destination (migration 10) follow every way an entry comes and
+    /// goes: a commit, a claim, an outcome, a retry, a drop, a forget; and the rows of a connection that is gone are
+    /// folded into one without changing the sum.
+    @Test func thePendingCountFollowsEveryWayAnEntryComesAndGoes() async throws {
+        try await withFleet { log in
+            func counted() async throws -> [String: Int] {
+                var out: [String: Int] = [:]
+                for try await (d, n) in try await log.client.query(
+                    "SELECT destination, count(*)::bigint FROM beckon_outbox WHERE state = 0 GROUP BY destination",
+                    logger: log.logger
+                ).decode((String, Int).self) {
+                    out[d] = n
+                }
+                return out
+            }
+            var steps: [[String: Int]] = []
+            func check() async throws {
+                let kept = try await log.pendingOutboxCounts()
+                #expect(kept == (try await counted()))
+                steps.append(kept)
+            }
+            let ana = try #require(try await log.acquire(partition: FleetLog.partition(of: "ana"), owner: "a", ttl: .seconds(30)))
+            let cy = try #require(try await log.acquire(partition: FleetLog.partition(of: "cy"), owner: "a", ttl: .seconds(30)))
+            var b = Self.batch(processed: 3, actions: ["a1", "a2", "a3"])
+            b.actions[0].outbox.append((destination: "mail", body: [1], nextAt: 5, createdAt: 5))
+            _ = try await log.commit(b, lease: ana)
+            _ = try await log.commit(Self.batch(processed: 1, actions: ["c1"], user: "cy"), lease: cy)
+            try await check()
+            let claimed = try await log.claimDueOutbox(destinations: ["meta", "mail"], limit: 10, claimMs: 60_000)
+            #expect(claimed.count == 5)
+            try await check()  // (a claim moves the due time only)
+            func entry(_ action: String, _ destination: String) throws -> FleetLog.OutboxClaim {
+                try #require(claimed.first { $0.actionID == action && $0.destination == destination })
+            }
+            let delivered = try entry("a1", "meta")
+            let dead = try entry("a2", "meta")
+            let again = try entry("a1", "mail")
+            _ = try await log.recordOutbox([
+                (delivered.id, 1, 0, nil, delivered.claimedUntil), (dead.id, 2, 0, "400", dead.claimedUntil),
+                (again.id, 0, 60_000, "503", again.claimedUntil),
+            ])
+            try await check()
+            #expect(try await log.retryOutbox(actionIDs: ["a2"], now: 9) == 1)
+            try await check()
+            #expect(try await log.dropOutbox(actionIDs: ["a3"]) == 1)
+            try await check()
+            try await log.forget("cy", lease: cy, through: 1)
+            try await check()
+            #expect(
+                steps == [
+                    ["meta": 4, "mail": 1], ["meta": 4, "mail": 1], ["meta": 2, "mail": 1], ["meta": 3, "mail": 1],
+                    ["meta": 2, "mail": 1], ["meta": 1, "mail": 1],
+                ])
+            // A connection that is gone (no backend has this pid) left its rows: folded into shard 0 when read.
+            _ = try await Self.count(
+                log, "INSERT INTO beckon_outbox_pending VALUES ('meta', -7, 5), ('meta', -8, -5) RETURNING 0::bigint")
+            #expect(try await log.pendingOutboxCounts() == ["meta": 1, "mail": 1])
+            #expect(try await Self.count(log, "SELECT count(*) FROM beckon_outbox_pending WHERE shard < 0") == 0)
+        }
+    }
+
     /// A stored user's state is written over whole (bytes, due time, merge pointer) and a new user's added, in one
     /// batch: the update for stored users and the insert for new ones (``FleetLog/commit(_:)``) split them rightly.
     @Test func storedStatesAreReplacedAndNewOnesAdded() async throws {

@@ -1,10 +1,11 @@
 import BeckonCore
-import BeckonStore
 import BeckonYAML
 import Foundation
+import GRDB
 import Testing
 
 @testable import BeckonServer
+@testable import BeckonStore
 
 /// `destinations:` in a settings file: what it means, and the mistakes `validate` names.
 struct DestinationSettingsTests {
@@ -260,6 +261,80 @@ struct OutboxStoreTests {
                 [("a", 0, 9), ("b", 0, 9)], by: ==))
         #expect(try b.dropOutbox(actionIDs: ["a", "c"]) == 2)
         #expect(try b.outbox(states: [.pending, .dead]).map(\.entry.actionID) == ["b"])
+    }
+
+    /// Pending entries per destination, counted from the rows themselves.
+    func counted(_ b: SQLiteStateBackend) throws -> [String: Int] {
+        try b.outbox(states: [.pending]).reduce(into: [:]) { $0[$1.entry.destination, default: 0] += 1 }
+    }
+
+    func fire(_ id: String, user: String, to destinations: [String]) -> ServiceCommit {
+        var c = ServiceCommit()
+        c.actions = [LoggedAction(userID: user, actionID: id, json: #"{"id":"\#(id)"}"#)]
+        c.outbox = destinations.map { OutboxEntry(destination: $0, actionID: id, userID: user, body: "{}", createdAt: 5) }
+        return c
+    }
+
+    @Test func thePendingCountFollowsEveryWayAnEntryComesAndGoes() async throws {
+        let b = try backend()
+        var steps: [[String: Int]] = []
+        func check() throws {
+            let kept = try b.pendingOutboxCounts()
+            #expect(kept == (try counted(b)))
+            steps.append(kept)
+        }
+        try b.write([
+            fire("a", user: "u1", to: ["d", "e"]), fire("b", user: "u1", to: ["d"]), fire("c", user: "u2", to: ["d"]),
+            fire("f", user: "u3", to: ["d", "e"]),
+        ])
+        try b.write([fire("a", user: "u1", to: ["d", "e"])])  // (fired again: stored once)
+        try check()
+        let rows = try b.dueOutbox(now: 5, destinations: ["d", "e"], limit: 10, excluding: [])
+        func row(_ action: String, _ destination: String) throws -> Int64 {
+            try #require(rows.first { $0.entry.actionID == action && $0.entry.destination == destination }).id
+        }
+        // Delivered, dead, and pending again later (still pending).
+        _ = try await b.recordAttempts(
+            [
+                OutboxAttempt(id: try row("a", "d"), state: .delivered, nextAt: 5, error: nil),
+                OutboxAttempt(id: try row("b", "d"), state: .dead, nextAt: 5, error: "HTTP 400"),
+                OutboxAttempt(id: try row("a", "e"), state: .pending, nextAt: 60, error: "HTTP 503"),
+                OutboxAttempt(id: try row("c", "d"), state: .dead, nextAt: 5, error: "HTTP 400"),
+            ], at: 6)
+        try check()
+        #expect(try b.retryOutbox(actionIDs: ["b"], now: 9) == 1)
+        try check()
+        #expect(try b.dropOutbox(actionIDs: ["b"]) == 1)  // (a pending one)
+        try check()
+        #expect(try b.retryOutbox(actionIDs: nil, now: 9) == 1)  // (c)
+        try check()
+        try b.forget(["u3"], checkpoint: ServiceCommit())
+        try check()
+        #expect(try b.deleteOlder(than: 100).delivered == 1)  // (only delivered entries go)
+        try check()
+        #expect(
+            steps == [
+                ["d": 4, "e": 2], ["d": 1, "e": 2], ["d": 2, "e": 2], ["d": 1, "e": 2], ["d": 2, "e": 2],
+                ["d": 1, "e": 1], ["d": 1, "e": 1],
+            ])
+    }
+
+    @Test func aDatabaseFromBeforeTheCountIsCountedWhenOpened() throws {
+        let b = try backend()
+        try b.write([fire("a", user: "u1", to: ["d", "e"]), fire("b", user: "u2", to: ["d"])])
+        // As a Beckon before the count left it: no table, no triggers, no record of the migration.
+        try b.pool.write { db in
+            try db.execute(
+                sql: """
+                    DROP TRIGGER outbox_pending_deleted;
+                    DROP TRIGGER outbox_pending_changed; DROP TABLE outbox_pending;
+                    DELETE FROM grdb_migrations WHERE identifier LIKE 'v7:%';
+                    """)
+        }
+        let reopened = try SQLiteStateBackend(path: b.path)
+        #expect(try reopened.pendingOutboxCounts() == ["d": 2, "e": 1])
+        try reopened.write([fire("c", user: "u3", to: ["e"])])
+        #expect(try reopened.pendingOutboxCounts() == ["d": 2, "e": 2])
     }
 }
 

@@ -1,6 +1,6 @@
 // The raw SQLite ceiling for `beckon serve`'s writes, through SQLite's C API: the same rows the service wrote in a run
 // (its input log records, its actions, their outbox entries for destinations, its checkpoints' user states), copied
-// from that run's database into a new one with the service's tables and the indexes those rows touch, in the same
+// from that run's database into a new one with the service's schema (its tables, indexes and triggers), in the same
 // transactions' shape — as many transactions as the service committed, each with its share of the input records and
 // their actions, and every user's state as many times as the service wrote checkpoints, evenly spread — with the
 // service's settings (WAL, synchronous=FULL), as fast as one thread goes: prepared statements, values bound in place
@@ -85,6 +85,9 @@ int main(int argc, char **argv) {
   Rows actions = load(src, "SELECT user_id, action_id, json FROM action_log ORDER BY seq");
   Rows outbox = load(src, "SELECT destination, action_id, user_id, body, next_at, created_at FROM outbox ORDER BY id");
   Rows states = load(src, "SELECT user_id, bytes, next_due, merged_into FROM user_state");
+  Rows schema = load(src,
+                     "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%'"
+                     " AND tbl_name != 'grdb_migrations' ORDER BY type = 'table' DESC, type = 'index' DESC, rowid");
   sqlite3_close(src);
   if (inputs.count == 0) {
     fprintf(stderr, "ceiling: %s has no input records\n", argv[1]);
@@ -104,26 +107,9 @@ int main(int argc, char **argv) {
   if (sqlite3_open(path, &db) != SQLITE_OK) die(db, path);
   exec(db, "PRAGMA journal_mode=WAL");
   exec(db, "PRAGMA synchronous=FULL");
-  exec(db,
-       "CREATE TABLE user_state (user_id TEXT PRIMARY KEY NOT NULL, bytes BLOB NOT NULL, next_due INTEGER,"
-       " merged_into TEXT) WITHOUT ROWID;"
-       "CREATE INDEX user_state_next_due ON user_state(next_due) WHERE next_due IS NOT NULL;"
-       "CREATE INDEX user_state_merged ON user_state(merged_into) WHERE merged_into IS NOT NULL;"
-       "CREATE TABLE stream_state (id INTEGER PRIMARY KEY CHECK (id = 1), bytes BLOB NOT NULL);"
-       "CREATE TABLE input_log (seq INTEGER PRIMARY KEY AUTOINCREMENT, received_at INTEGER NOT NULL,"
-       " events INTEGER NOT NULL, body BLOB NOT NULL);"
-       "CREATE TABLE action_log (seq INTEGER PRIMARY KEY AUTOINCREMENT, user_id TEXT NOT NULL, action_id TEXT NOT NULL,"
-       " json TEXT NOT NULL);"
-       "CREATE INDEX action_log_user ON action_log(user_id, seq);"
-       "CREATE UNIQUE INDEX action_log_id ON action_log(action_id);"
-       "CREATE TABLE outbox (id INTEGER PRIMARY KEY, destination TEXT NOT NULL, action_id TEXT NOT NULL,"
-       " user_id TEXT NOT NULL, body BLOB NOT NULL, state INTEGER NOT NULL DEFAULT 0,"
-       " attempts INTEGER NOT NULL DEFAULT 0, next_at INTEGER NOT NULL, created_at INTEGER NOT NULL, done_at INTEGER,"
-       " last_error TEXT);"
-       "CREATE UNIQUE INDEX outbox_action ON outbox(destination, action_id);"
-       "CREATE INDEX outbox_due ON outbox(next_at) WHERE state = 0;"
-       "CREATE INDEX outbox_user ON outbox(user_id);"
-       "CREATE TABLE checkpoint (id INTEGER PRIMARY KEY CHECK (id = 1), input_seq INTEGER NOT NULL);");
+  // The service's own schema, as its run left it: every table, index and trigger its rows touch (and the few they
+  // do not, empty), so that the ceiling keeps what the service's writes keep.
+  for (size_t i = 0; i < schema.count; i++) exec(db, (const char *)sqlite3_value_text(schema.values[i]));
   sqlite3_stmt *putInput = prepare(db, "INSERT INTO input_log (received_at, events, body) VALUES (?, ?, ?)");
   sqlite3_stmt *putAction = prepare(db, "INSERT INTO action_log (user_id, action_id, json) VALUES (?, ?, ?)");
   sqlite3_stmt *putOutbox = prepare(
@@ -131,6 +117,12 @@ int main(int argc, char **argv) {
   sqlite3_stmt *putState = prepare(db, "INSERT OR REPLACE INTO user_state (user_id, bytes, next_due, merged_into) VALUES (?, ?, ?, ?)");
   sqlite3_stmt *putStream = prepare(db, "INSERT OR REPLACE INTO stream_state (id, bytes) VALUES (1, x'00')");
   sqlite3_stmt *putCheckpoint = prepare(db, "INSERT OR REPLACE INTO checkpoint (id, input_seq) VALUES (1, ?)");
+  // The pending entries counted per destination, once a destination a transaction, as the service's commit does.
+  sqlite3_stmt *putPending = prepare(
+      db, "INSERT INTO outbox_pending (destination, n) VALUES (?, ?) ON CONFLICT (destination) DO UPDATE SET n = n + excluded.n");
+  enum { maxDestinations = 64 };
+  const char *pendingName[maxDestinations];
+  int pendingLength[maxDestinations], pendingCount[maxDestinations], pending = 0;
 
   long long events = 0;
   for (size_t i = 0; i < inputs.count; i++) events += sqlite3_value_int64(inputs.values[i * 3 + 1]);
@@ -147,7 +139,18 @@ int main(int argc, char **argv) {
     if (i % perCommit == 0) exec(db, "BEGIN");
     insert(db, putInput, &inputs, i);
     for (size_t end = share(actions.count, i, n); a < end; a++) insert(db, putAction, &actions, a);
-    for (size_t end = share(outbox.count, i, n); o < end; o++) insert(db, putOutbox, &outbox, o);
+    for (size_t end = share(outbox.count, i, n); o < end; o++) {
+      insert(db, putOutbox, &outbox, o);
+      sqlite3_value *d = outbox.values[o * outbox.columns];
+      const char *name = (const char *)sqlite3_value_text(d);
+      int length = sqlite3_value_bytes(d), k = 0;
+      while (k < pending && !(pendingLength[k] == length && memcmp(pendingName[k], name, (size_t)length) == 0)) k++;
+      if (k == pending) {
+        if (pending == maxDestinations) die(NULL, "destinations");
+        pendingName[k] = name, pendingLength[k] = length, pendingCount[k] = 0, pending++;
+      }
+      pendingCount[k]++;
+    }
     if ((i + 1) % perCheckpoint == 0 || i == n - 1) {
       for (size_t s = 0; s < states.count; s++) insert(db, putState, &states, s);
       if (sqlite3_step(putStream) != SQLITE_DONE) die(db, "stream_state");
@@ -156,7 +159,16 @@ int main(int argc, char **argv) {
       if (sqlite3_step(putCheckpoint) != SQLITE_DONE) die(db, "checkpoint");
       sqlite3_reset(putCheckpoint);
     }
-    if ((i + 1) % perCommit == 0 || i == n - 1) exec(db, "COMMIT");
+    if ((i + 1) % perCommit == 0 || i == n - 1) {
+      for (int k = 0; k < pending; k++) {
+        sqlite3_bind_text(putPending, 1, pendingName[k], pendingLength[k], SQLITE_STATIC);
+        sqlite3_bind_int(putPending, 2, pendingCount[k]);
+        if (sqlite3_step(putPending) != SQLITE_DONE) die(db, "outbox_pending");
+        sqlite3_reset(putPending);
+      }
+      pending = 0;
+      exec(db, "COMMIT");
+    }
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
   double seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
@@ -166,6 +178,7 @@ int main(int argc, char **argv) {
   sqlite3_finalize(putState);
   sqlite3_finalize(putStream);
   sqlite3_finalize(putCheckpoint);
+  sqlite3_finalize(putPending);
   sqlite3_close(db);
   for (int k = 0; k < 3; k++) {
     char p[4200];
