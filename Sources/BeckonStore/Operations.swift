@@ -235,7 +235,9 @@ extension SQLiteStateBackend {
             var n = 0
             if let ids = actionIDs {
                 for id in ids {
-                    try db.execute(sql: "UPDATE outbox SET \(set) WHERE action_id = ? AND state = 2", arguments: [now, id])
+                    try db.execute(
+                        sql: "UPDATE outbox SET \(set) WHERE action_seq = (\(Self.actionWithID)) AND state = 2",
+                        arguments: [now, id])
                     n += db.changesCount
                 }
             } else {
@@ -252,7 +254,8 @@ extension SQLiteStateBackend {
             var n = 0
             if let ids = actionIDs {
                 for id in ids {
-                    try db.execute(sql: "DELETE FROM outbox WHERE action_id = ? AND state != 1", arguments: [id])
+                    try db.execute(
+                        sql: "DELETE FROM outbox WHERE action_seq = (\(Self.actionWithID)) AND state != 1", arguments: [id])
                     n += db.changesCount
                 }
             } else {
@@ -287,8 +290,9 @@ extension SQLiteStateBackend {
             try Self.write(checkpoint, db)
             for userID in userIDs {
                 try db.execute(sql: "DELETE FROM user_state WHERE user_id = ?", arguments: [userID])
+                // (The entries by their actions' positions, before the actions.)
+                try db.execute(sql: "DELETE FROM outbox WHERE action_seq IN (\(Self.actionsOfUser))", arguments: [userID])
                 try db.execute(sql: "DELETE FROM action_log WHERE user_id = ?", arguments: [userID])
-                try db.execute(sql: "DELETE FROM outbox WHERE user_id = ?", arguments: [userID])
                 try db.execute(sql: "DELETE FROM device_owner WHERE user_id = ?", arguments: [userID])
                 try db.execute(
                     sql:
@@ -365,11 +369,18 @@ extension SQLiteStateBackend {
         }
     }
 
+    /// The positions of a user's actions (one argument, the user id): their outbox entries are those with these
+    /// `action_seq`s (migration v8).
+    static let actionsOfUser = "SELECT seq FROM action_log WHERE user_id = ?"
+    /// The position of the action with an id (one argument), by which its outbox entries are found.
+    static let actionWithID = "SELECT seq FROM action_log WHERE action_id = ?"
+
     /// A user's outbox entries, oldest first.
     public func outbox(of userID: String) throws -> [OutboxRow] {
         try pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM outbox WHERE user_id = ? ORDER BY id", arguments: [userID]).map(
-                OutboxRow.init)
+            try Row.fetchAll(
+                db, sql: "SELECT * FROM outbox WHERE action_seq IN (\(Self.actionsOfUser)) ORDER BY id", arguments: [userID]
+            ).map(OutboxRow.init)
         }
     }
 

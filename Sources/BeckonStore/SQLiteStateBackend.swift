@@ -219,6 +219,26 @@ public final class SQLiteStateBackend: StateBackend, Sendable {
                     END;
                     """)
         }
+        m.registerMigration("v8: the outbox's entries found by their action's position, not indexed by key") { db in
+            // The commit's random-key indexes cost it most of its writing: each dirties a leaf page a key, a 4 KiB
+            // frame in the log (bench-service/ceiling.c on one run's rows: 125,704–129,490 events/s with every index,
+            // 544,000 with none). Two go:
+            // - `outbox_action`, unique (destination, action_id): an entry is added only with its action, by the
+            //   transaction that stores the action (``write(_:_:)``), and an action id is stored once
+            //   (`action_log_id`), so it kept nothing out that those do not, and no read used it (171,301–176,519
+            //   without it);
+            // - `outbox_user`, for a forget and a user's export: an entry now holds its action's position in the action
+            //   log (`action_seq`, rising as entries are added: the index is appended to), and a user's entries are
+            //   those of the user's actions (`action_log_user`).
+            try db.execute(
+                sql: """
+                    DROP INDEX outbox_action;
+                    ALTER TABLE outbox ADD COLUMN action_seq INTEGER;
+                    UPDATE outbox SET action_seq = (SELECT seq FROM action_log WHERE action_log.action_id = outbox.action_id);
+                    CREATE INDEX outbox_action_seq ON outbox(action_seq);
+                    DROP INDEX outbox_user;
+                    """)
+        }
         return m
     }
 

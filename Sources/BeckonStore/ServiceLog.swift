@@ -44,6 +44,12 @@ extension SQLiteStateBackend {
         }
     }
 
+    /// An outbox entry's destination and action: one entry each.
+    private struct OutboxKey: Hashable {
+        var destination: String
+        var actionID: String
+    }
+
     static func write(_ commit: ServiceCommit, _ db: Database) throws {
         if let input = commit.input {
             try db.execute(
@@ -64,23 +70,31 @@ extension SQLiteStateBackend {
         // is not delivered twice.
         let action = try db.cachedStatement(
             sql: "INSERT OR IGNORE INTO action_log (user_id, action_id, json) VALUES (?, ?, ?)")
-        var stored: Set<String> = []
+        var stored: [String: Int64] = [:]  // (each stored action's position in the log)
         for a in commit.actions {
             try action.execute(arguments: [a.userID, a.actionID, a.json])
-            if db.changesCount > 0 { stored.insert(a.actionID) }
+            if db.changesCount > 0 { stored[a.actionID] = db.lastInsertedRowID }
         }
         // An action goes to destinations only when it is stored now: one fired again (stored before, perhaps
-        // delivered and its entry gone since) is not sent again.
+        // delivered and its entry gone since) is not sent again — nor one fired twice in this commit. This is what
+        // keeps an action's entry for a destination single: the outbox has no unique index (migration v8). An entry
+        // holds its action's position, by which a user's entries are found.
         if !commit.outbox.isEmpty {
             let entry = try db.cachedStatement(
                 sql: """
-                    INSERT OR IGNORE INTO outbox (destination, action_id, user_id, body, next_at, created_at)
-                    VALUES (?, ?, ?, ?, ?, ?)
+                    INSERT INTO outbox (destination, action_id, user_id, body, next_at, created_at, action_seq)
+                    VALUES (?, ?, ?, ?, ?, ?, ?)
                     """)
             var added: [String: Int] = [:]
-            for o in commit.outbox where stored.contains(o.actionID) {
-                try entry.execute(arguments: [o.destination, o.actionID, o.userID, Data(o.body.utf8), o.createdAt, o.createdAt])
-                if db.changesCount > 0 { added[o.destination, default: 0] += 1 }
+            var entered: Set<OutboxKey> = []
+            for o in commit.outbox {
+                guard let seq = stored[o.actionID],
+                    entered.insert(OutboxKey(destination: o.destination, actionID: o.actionID)).inserted
+                else { continue }
+                try entry.execute(arguments: [
+                    o.destination, o.actionID, o.userID, Data(o.body.utf8), o.createdAt, o.createdAt, seq,
+                ])
+                added[o.destination, default: 0] += 1
             }
             // (The pending count, once a destination: the other changes of the outbox are counted by its triggers.)
             let count = try db.cachedStatement(

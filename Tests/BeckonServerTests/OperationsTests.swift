@@ -319,6 +319,40 @@ struct OutboxStoreTests {
             ])
     }
 
+    /// The outbox has no unique index (migration v8): what keeps an action's entry for a destination single is the
+    /// commit, which adds entries only for an action it stores now, and once each.
+    @Test func anActionGetsOneEntryADestinationHoweverOftenItIsFired() throws {
+        let b = try backend()
+        var twice = fire("a", user: "u1", to: ["d", "e"])
+        twice.actions += twice.actions
+        twice.outbox += twice.outbox
+        try b.write([twice, fire("a", user: "u1", to: ["d"])])
+        try b.write([fire("a", user: "u1", to: ["d", "e"])])
+        #expect(try b.outbox(states: [.pending]).map { "\($0.entry.destination)/\($0.entry.actionID)" } == ["d/a", "e/a"])
+        #expect(try b.pendingOutboxCounts() == ["d": 1, "e": 1])
+    }
+
+    @Test func entriesFromBeforeTheirActionsPositionAreFoundByIt() throws {
+        let b = try backend()
+        try b.write([fire("a", user: "u1", to: ["d", "e"]), fire("b", user: "u2", to: ["d"]), fire("c", user: "u1", to: ["d"])])
+        // As a Beckon before migration v8 left the outbox: no positions, indexed by key and by user.
+        try b.pool.write { db in
+            try db.execute(
+                sql: """
+                    DROP INDEX outbox_action_seq; ALTER TABLE outbox DROP COLUMN action_seq;
+                    CREATE UNIQUE INDEX outbox_action ON outbox(destination, action_id);
+                    CREATE INDEX outbox_user ON outbox(user_id);
+                    DELETE FROM grdb_migrations WHERE identifier LIKE 'v8:%';
+                    """)
+        }
+        let reopened = try SQLiteStateBackend(path: b.path)
+        #expect(try reopened.outbox(of: "u1").map { "\($0.entry.destination)/\($0.entry.actionID)" } == ["d/a", "e/a", "d/c"])
+        #expect(try reopened.dropOutbox(actionIDs: ["c"]) == 1)
+        try reopened.forget(["u1"], checkpoint: ServiceCommit())
+        #expect(try reopened.outbox(states: [.pending]).map(\.entry.actionID) == ["b"])
+        #expect(try reopened.pendingOutboxCounts() == ["d": 1])
+    }
+
     @Test func aDatabaseFromBeforeTheCountIsCountedWhenOpened() throws {
         let b = try backend()
         try b.write([fire("a", user: "u1", to: ["d", "e"]), fire("b", user: "u2", to: ["d"])])

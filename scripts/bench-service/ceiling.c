@@ -83,7 +83,12 @@ int main(int argc, char **argv) {
   if (sqlite3_open_v2(argv[1], &src, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) die(src, argv[1]);
   Rows inputs = load(src, "SELECT received_at, events, body FROM input_log ORDER BY seq");
   Rows actions = load(src, "SELECT user_id, action_id, json FROM action_log ORDER BY seq");
-  Rows outbox = load(src, "SELECT destination, action_id, user_id, body, next_at, created_at FROM outbox ORDER BY id");
+  // An entry holds its action's position where the schema has it (a build before it did not).
+  sqlite3_stmt *probe = NULL;
+  int positions = sqlite3_prepare_v2(src, "SELECT action_seq FROM outbox LIMIT 0", -1, &probe, NULL) == SQLITE_OK;
+  sqlite3_finalize(probe);
+  Rows outbox = load(src, positions ? "SELECT destination, action_id, user_id, body, next_at, created_at, action_seq FROM outbox ORDER BY id"
+                                    : "SELECT destination, action_id, user_id, body, next_at, created_at FROM outbox ORDER BY id");
   Rows states = load(src, "SELECT user_id, bytes, next_due, merged_into FROM user_state");
   Rows schema = load(src,
                      "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%'"
@@ -113,13 +118,18 @@ int main(int argc, char **argv) {
   sqlite3_stmt *putInput = prepare(db, "INSERT INTO input_log (received_at, events, body) VALUES (?, ?, ?)");
   sqlite3_stmt *putAction = prepare(db, "INSERT INTO action_log (user_id, action_id, json) VALUES (?, ?, ?)");
   sqlite3_stmt *putOutbox = prepare(
-      db, "INSERT INTO outbox (destination, action_id, user_id, body, next_at, created_at) VALUES (?, ?, ?, ?, ?, ?)");
+      db, positions ? "INSERT INTO outbox (destination, action_id, user_id, body, next_at, created_at, action_seq)"
+                      " VALUES (?, ?, ?, ?, ?, ?, ?)"
+                    : "INSERT INTO outbox (destination, action_id, user_id, body, next_at, created_at) VALUES (?, ?, ?, ?, ?, ?)");
   sqlite3_stmt *putState = prepare(db, "INSERT OR REPLACE INTO user_state (user_id, bytes, next_due, merged_into) VALUES (?, ?, ?, ?)");
   sqlite3_stmt *putStream = prepare(db, "INSERT OR REPLACE INTO stream_state (id, bytes) VALUES (1, x'00')");
   sqlite3_stmt *putCheckpoint = prepare(db, "INSERT OR REPLACE INTO checkpoint (id, input_seq) VALUES (1, ?)");
-  // The pending entries counted per destination, once a destination a transaction, as the service's commit does.
-  sqlite3_stmt *putPending = prepare(
-      db, "INSERT INTO outbox_pending (destination, n) VALUES (?, ?) ON CONFLICT (destination) DO UPDATE SET n = n + excluded.n");
+  // The pending entries counted per destination, once a destination a transaction, as the service's commit does
+  // (when its schema has the count: a build before it did not).
+  sqlite3_stmt *putPending = NULL;
+  sqlite3_prepare_v2(
+      db, "INSERT INTO outbox_pending (destination, n) VALUES (?, ?) ON CONFLICT (destination) DO UPDATE SET n = n + excluded.n",
+      -1, &putPending, NULL);
   enum { maxDestinations = 64 };
   const char *pendingName[maxDestinations];
   int pendingLength[maxDestinations], pendingCount[maxDestinations], pending = 0;
@@ -160,7 +170,7 @@ int main(int argc, char **argv) {
       sqlite3_reset(putCheckpoint);
     }
     if ((i + 1) % perCommit == 0 || i == n - 1) {
-      for (int k = 0; k < pending; k++) {
+      for (int k = 0; putPending && k < pending; k++) {
         sqlite3_bind_text(putPending, 1, pendingName[k], pendingLength[k], SQLITE_STATIC);
         sqlite3_bind_int(putPending, 2, pendingCount[k]);
         if (sqlite3_step(putPending) != SQLITE_DONE) die(db, "outbox_pending");
