@@ -225,12 +225,7 @@ struct OutboxStoreTests {
         return try SQLiteStateBackend(path: dir.appendingPathComponent("db.sqlite").path)
     }
 
-    func fire(_ id: String) -> ServiceCommit {
-        var c = ServiceCommit()
-        c.actions = [LoggedAction(userID: "u1", actionID: id, json: #"{"id":"\#(id)"}"#)]
-        c.outbox = [OutboxEntry(destination: "d", actionID: id, userID: "u1", body: "{}", createdAt: 5)]
-        return c
-    }
+    func fire(_ id: String) -> ServiceCommit { fire(id, user: "u1", to: ["d"]) }
 
     @Test func anActionFiredAgainIsNotSentAgain() async throws {
         let b = try backend()
