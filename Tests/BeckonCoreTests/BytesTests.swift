@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Testing
 
@@ -89,5 +90,26 @@ struct BytesTests {
             }
         }
         #expect(!Bytes.isASCII("é"))
+    }
+
+    /// The digits of an action id, written four bytes to a word, are those of each byte in turn (every byte value in
+    /// every place of a word, and counts that leave a tail of one to three bytes).
+    @Test func hexDigitsAreEachBytesInTurn() {
+        for round in 0..<64 {
+            let digest = SHA256.hash(data: Array("id \(round)".utf8))
+            for count in [0, 1, 3, 4, 7, 16, 31, 32] {
+                var out: [UInt8] = [42]
+                Bytes.appendHex(first: count, of: digest, to: &out)
+                var expected: [UInt8] = [42]
+                Hex.append(Array(digest).prefix(count), to: &expected)
+                #expect(out == expected, "round \(round), \(count) bytes")
+            }
+        }
+        for b in 0...255 {
+            let w = UInt32(b) | UInt32(255 - b) << 8 | UInt32(b ^ 0x5A) << 16 | UInt32(b &* 7 & 255) << 24
+            var expected: [UInt8] = []
+            Hex.append([UInt8(b), UInt8(255 - b), UInt8(b ^ 0x5A), UInt8(b &* 7 & 255)], to: &expected)
+            #expect(withUnsafeBytes(of: Bytes.hexDigits(w).littleEndian) { Array($0) } == expected, "byte \(b)")
+        }
     }
 }

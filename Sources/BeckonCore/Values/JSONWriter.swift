@@ -69,24 +69,15 @@ public struct JSONWriter {
     /// A key that needs no escaping, written without scanning it.
     mutating func key(static k: String) {
         separate()
-        let span = k.utf8.span
-        bytes.append(addingCapacity: span.count + 3) { out in
-            out.append(UInt8(ascii: "\""))
-            for i in span.indices { out.append(span[i]) }
-            out.append(UInt8(ascii: "\""))
-            out.append(UInt8(ascii: ":"))
-        }
+        bytes.append(UInt8(ascii: "\""))
+        JSONWriter.appendUTF8(k, to: &bytes)
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(UInt8(ascii: ":"))
         afterKey = true
     }
 
-    /// Appends the UTF-8 bytes of `s` to `out`, read in place and written after one capacity check (`append(contentsOf:
-    /// s.utf8)` goes through the generic sequence path: about three times the instructions for a short string).
-    @inline(__always) static func appendUTF8(_ s: String, to out: inout [UInt8]) {
-        let span = s.utf8.span
-        out.append(addingCapacity: span.count) { o in
-            for i in span.indices { o.append(span[i]) }
-        }
-    }
+    /// Appends the UTF-8 bytes of `s` to `out` (``Bytes/append(utf8:to:)``: copied at once).
+    @inline(__always) static func appendUTF8(_ s: String, to out: inout [UInt8]) { Bytes.append(utf8: s, to: &out) }
 
     /// A key; the value written next belongs to it.
     public mutating func key(_ k: String) {
