@@ -90,7 +90,12 @@ struct BadLines {
 package final class EventStream {
     let path: String
     private let reader: LineReader
-    private(set) var bad: BadLines
+    #if DEBUG
+        private(set) var bad: BadLines
+    #else
+        /// (Reached for every event: without run-time exclusivity checks in release builds. One thread reads a stream.)
+        @exclusivity(unchecked) private(set) var bad: BadLines
+    #endif
 
     /// `nil` when the file cannot be opened.
     package init?(path: String, badLines policy: BadLinePolicy, chunkSize: Int = 1 << 20) {
@@ -187,8 +192,15 @@ package final class EventStream {
     /// ``events(decoder:console:workers:_:)`` decodes on other threads: not a live stream.
     package var isFile: Bool { reader.fileSize != nil }
 
-    /// The line of the event ``events(decoder:console:workers:_:)`` handed over last (the reader may be ahead of it).
-    package private(set) var eventLine = 0
+    #if DEBUG
+        /// The line of the event ``events(decoder:console:workers:_:)`` handed over last (the reader may be ahead of
+        /// it).
+        package private(set) var eventLine = 0
+    #else
+        /// The line of the event ``events(decoder:console:workers:_:)`` handed over last (the reader may be ahead of
+        /// it). Set and read for every event: without run-time exclusivity checks in release builds (one thread).
+        @exclusivity(unchecked) package private(set) var eventLine = 0
+    #endif
     /// Lines read but not yet handed over (decoded ahead, or being decoded): of them, those that are not blank are at
     /// most ``DecodingPipeline/maxLinesAhead(workers:)``.
     package var linesAhead: Int { reader.lineNumber - eventLine }

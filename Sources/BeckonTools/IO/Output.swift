@@ -138,9 +138,17 @@ public final class LineReader {
     /// The last line ended with a `\r`: a `\n` right after it (perhaps in the next read) belongs to it.
     private var afterCR = false
     private var atFirstLine = true
-    /// 1-based number of the line last returned.
-    public private(set) var lineNumber = 0
-    public private(set) var bytesRead = 0
+    // (Read for every line by the loop that hands the lines on: without run-time exclusivity checks in release builds,
+    // which cost more than the read. One thread reads a reader; debug builds keep the checks.)
+    #if DEBUG
+        /// 1-based number of the line last returned.
+        public private(set) var lineNumber = 0
+        public private(set) var bytesRead = 0
+    #else
+        /// 1-based number of the line last returned.
+        @exclusivity(unchecked) public private(set) var lineNumber = 0
+        @exclusivity(unchecked) public private(set) var bytesRead = 0
+    #endif
     /// Why reading stopped before the end of the file, if it did (the lines before it were read).
     public private(set) var readError: String?
 
