@@ -394,6 +394,21 @@ public final class FleetLog: Sendable {
                 "CREATE INDEX beckon_outbox_user ON beckon_outbox (user_id)",
             ]
         ),
+        (
+            // The commit's outbox entries dirtied two indexes on random keys: the unique (destination, action_id),
+            // which kept nothing out (an entry is added only with its action, by the statement that stores it, and
+            // the statement adds one entry a destination an action: ``FleetState/commit(_:)``), and the one by user.
+            // An entry now holds its action's position (`beckon_action.seq`, rising, so its index is appended to), by
+            // which a user's entries (a forget, an export) and an action's (`beckon outbox retry/drop`) are found.
+            "11: the outbox's entries found by their action's position",
+            [
+                "ALTER TABLE beckon_outbox ADD COLUMN action_seq bigint",
+                "UPDATE beckon_outbox o SET action_seq = a.seq FROM beckon_action a WHERE a.action_id = o.action_id",
+                "CREATE INDEX beckon_outbox_action ON beckon_outbox (action_seq)",
+                "DROP INDEX beckon_outbox_user",
+                "ALTER TABLE beckon_outbox DROP CONSTRAINT beckon_outbox_destination_action_id_key",
+            ]
+        ),
     ]
 
     /// A database this process must not run on: starting again does not help.

@@ -229,13 +229,17 @@ extension FleetLog {
                     SELECT a, u, p, j FROM unnest(\(actionPartitions)::int[], \(ids)::text[], \(actionUsers)::text[],
                         \(json)::text[]) WITH ORDINALITY AS t(p, a, u, j, n)
                     WHERE p IN (SELECT partition FROM lease) ORDER BY n
-                    ON CONFLICT (action_id) DO NOTHING RETURNING action_id, partition
+                    ON CONFLICT (action_id) DO NOTHING RETURNING seq, action_id, partition
                 ), outbox AS (
-                    INSERT INTO beckon_outbox (destination, action_id, user_id, body, next_at, created_at)
-                    SELECT t.* FROM unnest(\(destinations)::text[], \(outboxActions)::text[], \(outboxUsers)::text[],
-                        \(bodies)::bytea[], \(next)::bigint[], \(created)::bigint[]) AS t(d, a, u, b, n, c)
-                    JOIN actions ON actions.action_id = t.a
-                    ON CONFLICT (destination, action_id) DO NOTHING
+                    INSERT INTO beckon_outbox (destination, action_id, user_id, body, next_at, created_at, action_seq)
+                    SELECT d, a, u, b, n, c, s FROM (
+                        SELECT DISTINCT ON (t.d, t.a) t.*, actions.seq AS s
+                        FROM unnest(\(destinations)::text[], \(outboxActions)::text[], \(outboxUsers)::text[],
+                            \(bodies)::bytea[], \(next)::bigint[], \(created)::bigint[]) WITH ORDINALITY
+                            AS t(d, a, u, b, n, c, o)
+                        JOIN actions ON actions.action_id = t.a
+                        ORDER BY t.d, t.a, t.o
+                    ) AS e ORDER BY o
                 ), position AS (
                     UPDATE beckon_lease l SET processed_seq = b.position, rules_version = b.rules FROM batch b
                     WHERE l.partition = b.p AND b.p IN (SELECT partition FROM lease)
@@ -378,7 +382,9 @@ extension FleetLog {
                     ), actions AS (
                         DELETE FROM beckon_action WHERE user_id = \(user) AND EXISTS (SELECT 1 FROM lease)
                     ), outbox AS (
-                        DELETE FROM beckon_outbox WHERE user_id = \(user) AND EXISTS (SELECT 1 FROM lease)
+                        DELETE FROM beckon_outbox
+                        WHERE action_seq IN (SELECT seq FROM beckon_action WHERE user_id = \(user))
+                            AND EXISTS (SELECT 1 FROM lease)
                     ), devices AS (
                         DELETE FROM beckon_device_owner WHERE user_id = \(user) AND EXISTS (SELECT 1 FROM lease)
                     ), entries AS (
@@ -449,7 +455,8 @@ extension FleetLog {
                     """
                     SELECT id, destination, action_id, user_id, body, state, attempts, next_at, created_at, done_at,
                         last_error
-                    FROM beckon_outbox WHERE user_id = \(user) ORDER BY id
+                    FROM beckon_outbox WHERE action_seq IN (SELECT seq FROM beckon_action WHERE user_id = \(user))
+                    ORDER BY id
                     """, logger: logger))
         }
     }
@@ -489,7 +496,9 @@ extension FleetLog {
             """
             WITH u AS (
                 UPDATE beckon_outbox SET state = 0, attempts = 0, next_at = \(now), done_at = NULL
-                WHERE state = 2 AND (\(all) OR action_id = ANY(\(ids)::text[])) RETURNING 1)
+                WHERE state = 2
+                    AND (\(all) OR action_seq IN (SELECT seq FROM beckon_action WHERE action_id = ANY(\(ids)::text[])))
+                RETURNING 1)
             SELECT count(*) FROM u
             """)
     }
@@ -502,7 +511,9 @@ extension FleetLog {
             """
             WITH d AS (
                 DELETE FROM beckon_outbox
-                WHERE CASE WHEN \(all) THEN state = 2 ELSE state <> 1 AND action_id = ANY(\(ids)::text[]) END
+                WHERE CASE WHEN \(all) THEN state = 2
+                    ELSE state <> 1
+                        AND action_seq IN (SELECT seq FROM beckon_action WHERE action_id = ANY(\(ids)::text[])) END
                 RETURNING 1)
             SELECT count(*) FROM d
             """)

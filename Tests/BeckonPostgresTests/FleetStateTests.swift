@@ -148,6 +148,49 @@ struct FleetStateTests {
         }
     }
 
+    /// An action's entry for a destination is single however often the action comes in one commit (the outbox has no
+    /// unique index since migration 11: the commit keeps the first of each destination and action, in the order they
+    /// fired), and none is added for an action stored before.
+    @Test func anActionGetsOneEntryADestinationHoweverOftenItIsFired() async throws {
+        try await withFleet { log in
+            let lease = try #require(
+                try await log.acquire(partition: FleetLog.partition(of: "ana"), owner: "a", ttl: .seconds(30)))
+            var b = Self.batch(processed: 3, actions: ["a1", "a2", "a1"])
+            b.actions[0].outbox.append((destination: "mail", body: [1], nextAt: 5, createdAt: 5))
+            b.actions[2].outbox = [(destination: "meta", body: [2], nextAt: 5, createdAt: 5)]
+            _ = try await log.commit(b, lease: lease)
+            _ = try await log.commit(Self.batch(processed: 4, actions: ["a2", "a4"]), lease: lease)
+            #expect(
+                try await log.outbox(of: "ana").map { "\($0.destination)/\($0.actionID)/\($0.body)" } == [
+                    "meta/a1/\(Array("a1".utf8))", "mail/a1/[1]", "meta/a2/\(Array("a2".utf8))", "meta/a4/\(Array("a4".utf8))",
+                ])
+        }
+    }
+
+    /// Entries from before migration 11 get their action's position from it, and a forget, an export, a retry and a
+    /// drop find them by it.
+    @Test func entriesFromBeforeTheirActionsPositionAreFoundByIt() async throws {
+        try await withFleet { log in
+            let ana = try #require(
+                try await log.acquire(partition: FleetLog.partition(of: "ana"), owner: "a", ttl: .seconds(30)))
+            _ = try await log.commit(Self.batch(processed: 3, actions: ["a1", "a2", "a3"]), lease: ana)
+            // As an older Beckon left them: no position.
+            #expect(
+                try await Self.count(
+                    log, "WITH u AS (UPDATE beckon_outbox SET action_seq = NULL RETURNING 1) SELECT count(*) FROM u") == 3)
+            #expect(try await log.outbox(of: "ana").isEmpty)
+            let backfill = try #require(FleetLog.migrations.first { $0.name.hasPrefix("11:") }?.sql[1])
+            _ = try await log.client.query(PostgresQuery(unsafeSQL: backfill), logger: log.logger)
+            #expect(try await log.outbox(of: "ana").map(\.actionID) == ["a1", "a2", "a3"])
+            _ = try await Self.count(log, "WITH u AS (UPDATE beckon_outbox SET state = 2 RETURNING 1) SELECT count(*) FROM u")
+            #expect(try await log.retryOutbox(actionIDs: ["a2"], now: 9) == 1)
+            #expect(try await log.dropOutbox(actionIDs: ["a3"]) == 1)
+            #expect(try await log.outbox(of: "ana").map { "\($0.actionID)/\($0.state)" } == ["a1/2", "a2/0"])
+            try await log.forget("ana", lease: ana, through: 3)
+            #expect(try await Self.count(log, "SELECT count(*) FROM beckon_outbox") == 0)
+        }
+    }
+
     /// A stored user's state is written over whole (bytes, due time, merge pointer) and a new user's added, in one
     /// batch: the update for stored users and the insert for new ones (``FleetLog/commit(_:)``) split them rightly.
     @Test func storedStatesAreReplacedAndNewOnesAdded() async throws {
