@@ -322,6 +322,38 @@ struct ActionLinesTests {
         return console.stdout
     }
 
+    /// On the thread that also decodes the file's lines (the stream's helper, as `dry-run --format jsonl` of a file
+    /// writes them): the same lines as on the engine's thread, a bad line skipped between blocks of both kinds of work.
+    @Test func onTheThreadThatDecodesAsOnTheEnginesThread() throws {
+        let rules = try #require(RuleLoader.load(texts: [("r.yaml", Self.rules)]).ruleSet)
+        var text = ""
+        for i in 0..<3000 {
+            if i == 1500 { text += "{not json\n" }
+            text += #"{"type":"track","event":"Opened","userId":"u\#(i % 40)","properties":{"n":\#(i)},"#
+            text += #""timestamp":"2026-03-01T09:00:00Z","messageId":"m\#(i)"}"# + "\n"
+        }
+        let path = NSTemporaryDirectory() + "helper-\(UUID().uuidString).jsonl"
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let expected = Self.outcomes(rules).map { $0.map { $0.json + "\n" }.joined() }.joined()
+        for workers in [0, 1, 2] {
+            let stream = try #require(EventStream(path: path, badLines: .goOn))
+            let console = StringConsole()
+            let target = Target(console)
+            let lines = ActionLines(on: workers > 0 ? stream.helper : nil) { target.console.out(bytes: $0) }
+            let engine = Engine(ruleSet: rules)
+            var outcome = EventOutcome()
+            stream.events(decoder: SegmentDecoder(ruleSet: rules), console: lines.ordering(console), workers: workers) {
+                engine.process($0, into: &outcome)
+                lines.add(outcome.actions)
+            }
+            lines.drain()
+            #expect(!stream.finish(console: console))
+            #expect(stream.badLines == 1, "\(workers) decoding threads")
+            #expect(console.stdout == expected, "\(workers) decoding threads")
+        }
+    }
+
     @Test func onAThreadOfTheirOwnAsOnTheEnginesThread() throws {
         let rules = try #require(RuleLoader.load(texts: [("r.yaml", Self.rules)]).ruleSet)
         let outcomes = Self.outcomes(rules)

@@ -161,10 +161,10 @@ public enum BenchRunner {
             throw BenchWorkload.Problem(description: "cannot read \(segment)")
         }
         // The actions' JSON goes to /dev/null: written on the engine's thread, or with the lines decoded on the other
-        // cores, on a thread of its own too (as `dry-run` writes them).
+        // cores, on the stream's helper thread, which decodes too (as `dry-run` writes them).
         let fd = open("/dev/null", O_WRONLY)
         defer { close(fd) }
-        let sink = ActionLines(threaded: workers > 0) { bytes in
+        let sink = ActionLines(on: workers > 0 ? stream.helper : nil) { bytes in
             bytes.withUnsafeBytes { _ = Glibc.write(fd, $0.baseAddress, $0.count) }
         }
         var t0 = 0.0

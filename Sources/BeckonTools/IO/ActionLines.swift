@@ -3,9 +3,10 @@ import Dispatch
 import Foundation
 import Synchronization
 
-/// Fired actions written as JSON lines (``FiredActions/write(_:to:)``), in the order they were added, on a serial
-/// queue of their own when the machine has a core to spare: the engine's thread hands over a run of events' actions
-/// and goes on, while another core writes them (a fifth of the engine thread's time end to end: docs/bench.md).
+/// Fired actions written as JSON lines (``FiredActions/write(_:to:)``), in the order they were added, on another
+/// thread's serial queue when the machine has a core to spare (a file's stream: its helper, which decodes lines too):
+/// the engine's thread hands over a run of events' actions and goes on, while another core writes them (a fifth of the
+/// engine thread's time end to end: docs/bench.md).
 ///
 /// The actions are taken from each outcome as they are kept there (no action is made, nothing is written on the
 /// engine's thread), and at most ``maxRunsOut`` runs of ``runActions`` actions are out at once, so memory stays
@@ -33,18 +34,24 @@ package final class ActionLines: @unchecked Sendable {
     /// run-time exclusivity check an action).
     @exclusivity(unchecked) private var out = JSONWriter()
 
-    /// `threaded`: write on a queue of its own (worth it when another core is free).
-    package init(threaded: Bool, write: @escaping @Sendable ([UInt8]) -> Void) {
+    /// Lines written on `queue` (a serial queue: the lines keep their order), or on the caller's thread when `nil`.
+    package init(on queue: DispatchQueue?, write: @escaping @Sendable ([UInt8]) -> Void) {
         self.write = write
-        queue = threaded ? DispatchQueue(label: "beckon.actions", qos: .userInitiated) : nil
+        self.queue = queue
     }
 
-    /// Lines for `console`'s standard output, written on a thread of their own when `stream` is a file and the
-    /// machine has a core to spare (a live stream's lines are written as they come). Report what else goes to
-    /// `console` through ``ordering(_:)`` so that it keeps its place among the lines.
+    /// `threaded`: write on a queue of its own.
+    package convenience init(threaded: Bool, write: @escaping @Sendable ([UInt8]) -> Void) {
+        self.init(on: threaded ? DispatchQueue(label: "beckon.actions", qos: .userInitiated) : nil, write: write)
+    }
+
+    /// Lines for `console`'s standard output, written on the stream's helper thread (``EventStream/helper``, which
+    /// decodes too) when `stream` is a file and the machine has a core to spare (a live stream's lines are written as
+    /// they come). Report what else goes to `console` through ``ordering(_:)`` so that it keeps its place among the
+    /// lines.
     package convenience init(for stream: EventStream, to console: any Console) {
         let target = Target(console)
-        self.init(threaded: stream.isFile && ProcessInfo.processInfo.activeProcessorCount > 1) {
+        self.init(on: stream.isFile && ProcessInfo.processInfo.activeProcessorCount > 1 ? stream.helper : nil) {
             target.console.out(bytes: $0)
         }
     }

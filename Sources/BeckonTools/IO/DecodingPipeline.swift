@@ -33,10 +33,12 @@ package struct DecodingPipeline: ~Copyable {
     private var submitted = 0
     private var taken = 0
 
-    init(decoder: SegmentDecoder, workers: Int) {
+    /// `first`: the queue of the first decoding thread (the stream's ``EventStream/helper``, which writes the actions'
+    /// JSON too); the others' are the pipeline's own.
+    init(decoder: SegmentDecoder, workers: Int, first: DispatchQueue) {
         precondition(workers > 0, "a pipeline decodes on at least one other thread")
         self.decoder = decoder
-        queues = (0..<workers).map { DispatchQueue(label: "beckon.decode.\($0)", qos: .userInitiated) }
+        queues = [first] + (1..<workers).map { DispatchQueue(label: "beckon.decode.\($0)", qos: .userInitiated) }
         pending.reserveCapacity(Self.inFlight(workers: workers) + 1)
     }
 
