@@ -188,11 +188,11 @@ package final class EventStream {
         progress.finish()
     }
 
-    /// The serial queue of the thread that decodes the file's first block of every ``DecodingPipeline/maxWorkers``
-    /// (``events(decoder:console:workers:_:)``) and writes the actions' JSON (``ActionLines/init(for:to:)``): with
-    /// the engine's thread, the threads of a file's run are no more than the cores, so that none of them waits for one.
-    /// On 2 cores a writer of its own, a third thread, took the engine's core at each hand-over: sharing one thread,
-    /// 1.19M → 1.28M events/s end to end, the median of 10 rounds alternating the two builds (docs/bench.md).
+    /// The serial queue of the first decoding thread (block *i* of the file goes to decoding thread *i* mod the
+    /// workers: ``events(decoder:console:workers:_:)``), which writes the actions' JSON too (``ActionLines/init(for:to:)``):
+    /// with the engine's thread, the threads of a file's run are no more than the cores, so that none waits for one. On
+    /// 2 cores a writer of its own, a third thread, took the engine's core at its hand-overs; sharing one thread, end to
+    /// end went from 1.09–1.24M to 1.30–1.34M events/s in six rounds alternating the two builds (docs/bench.md).
     package let helper = DispatchQueue(label: "beckon.helper", qos: .userInitiated)
 
     /// Whether the stream is a regular file (standard input redirected from one too), which
