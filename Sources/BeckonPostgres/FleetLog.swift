@@ -397,7 +397,7 @@ public final class FleetLog: Sendable {
         (
             // The commit's outbox entries dirtied two indexes on random keys: the unique (destination, action_id),
             // which kept nothing out (an entry is added only with its action, by the statement that stores it, and
-            // the statement adds one entry a destination an action: ``FleetState/commit(_:)``), and the one by user.
+            // the statement adds one entry a destination an action: ``FleetLog/commit(_:)``), and the one by user.
             // An entry now holds its action's position (`beckon_action.seq`, rising, so its index is appended to), by
             // which a user's entries (a forget, an export) and an action's (`beckon outbox retry/drop`) are found.
             "11: the outbox's entries found by their action's position",

@@ -155,19 +155,19 @@ public struct FiredAction: Sendable {
                 scale /= 10
             } while scale > 0
         }
-        JSONWriter.appendUTF8(rule, to: &m)
+        Bytes.append(utf8: rule, to: &m)
         m.append(0)
         decimal(action)
         m.append(0)
-        JSONWriter.appendUTF8(user, to: &m)
+        Bytes.append(utf8: user, to: &m)
         m.append(0)
         if let id = trigger.messageID {
-            JSONWriter.appendUTF8(id, to: &m)
+            Bytes.append(utf8: id, to: &m)
         } else {
             m.append(UInt8(ascii: "#"))
             decimal(Int(trigger.eventCount))
         }
-        JSONWriter.appendUTF8(trigger.suffix, to: &m)
+        Bytes.append(utf8: trigger.suffix, to: &m)
         m.append(0)
         Bytes.appendHex(first: 16, of: SHA256.hash(data: m), to: &digits)
     }

@@ -70,14 +70,11 @@ public struct JSONWriter {
     mutating func key(static k: String) {
         separate()
         bytes.append(UInt8(ascii: "\""))
-        JSONWriter.appendUTF8(k, to: &bytes)
+        Bytes.append(utf8: k, to: &bytes)
         bytes.append(UInt8(ascii: "\""))
         bytes.append(UInt8(ascii: ":"))
         afterKey = true
     }
-
-    /// Appends the UTF-8 bytes of `s` to `out` (``Bytes/append(utf8:to:)``: copied at once).
-    @inline(__always) static func appendUTF8(_ s: String, to out: inout [UInt8]) { Bytes.append(utf8: s, to: &out) }
 
     /// A key; the value written next belongs to it.
     public mutating func key(_ k: String) {
@@ -143,7 +140,7 @@ public struct JSONWriter {
         bytes.append(UInt8(ascii: "\""))
         // Most strings need no escape: scanned, then copied at once.
         if !JSONWriter.needsEscaping(s) {
-            JSONWriter.appendUTF8(s, to: &bytes)
+            Bytes.append(utf8: s, to: &bytes)
             bytes.append(UInt8(ascii: "\""))
             return
         }
