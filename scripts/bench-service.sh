@@ -2,7 +2,8 @@
 # The service's load benchmark, on loopback with the load from a second process, bounded in time (about a minute):
 #  1. durable ingest throughput: after a 3-second warm-up, wrk posts /v1/batch bodies of 100 new events (one in ten an
 #     app open that the bossup onboarding acts on; the rest screens and taps) from 128, then 512 connections for
-#     SECONDS, against `beckon serve` (wall clock, release build) on rules/bossup + the benchmark's reminder campaign;
+#     SECONDS, against `beckon serve` (wall clock, release build) on rules/bossup + the benchmark's reminder campaign,
+#     with the CPU each of its threads spent an event (bench-service/threads.py: the engine's, the commit's, ...);
 #  2. the raw SQLite ceiling: the same rows that run wrote, copied by a minimal C program through SQLite's C API, the
 #     library the service links (bench-service/ceiling.c, built here with cc);
 #  3. latency: single /v1/track requests at 1,000 a second for SECONDS against a fresh server, p50/p99 from the moment
@@ -56,10 +57,15 @@ ingest() {
   local conns=$1
   start_server
   BENCH_AUTH=$auth wrk -t1 -c"$conns" -d3s -s scripts/bench-service/batch.lua "http://127.0.0.1:$port" > /dev/null 2>&1
+  local before accepted checkpoints commits actions rps non2xx durable ceiling threads
+  before=$(metric 'beckon_ingest_events_total{result="accepted"}')
+  python3 scripts/bench-service/threads.py snapshot "$server_pid" > "$work/threads.before"
   BENCH_AUTH=$auth wrk -t1 -c"$conns" -d"${seconds}s" -s scripts/bench-service/batch.lua "http://127.0.0.1:$port" \
     > "$work/wrk" 2>&1
-  local accepted checkpoints commits actions rps non2xx durable ceiling
+  python3 scripts/bench-service/threads.py snapshot "$server_pid" > "$work/threads.after"
   accepted=$(metric 'beckon_ingest_events_total{result="accepted"}')
+  threads=$(python3 scripts/bench-service/threads.py split "$work/threads.before" "$work/threads.after" \
+    "$(awk -v a="$accepted" -v b="$before" 'BEGIN { print a - b }')")
   checkpoints=$(metric 'beckon_checkpoints_total')
   commits=$(metric 'beckon_database_commit_seconds_count')
   actions=$(python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('select count(*) from action_log').fetchone()[0])" "$work/db.sqlite")
@@ -77,6 +83,14 @@ ingest() {
     "batch latency $(awk '/Latency/ { print "avg " $2 ", max " $4 }' "$work/wrk"))"
   echo "  SQLite ceiling, the same rows in as many transactions: $ceiling events/s; the service reaches" \
     "$(awk -v a="$durable" -v b="$ceiling" 'BEGIN { printf "%.2f", a / b }')x"
+  echo "  CPU an event by thread in the measured run, microseconds: $threads"
+  # (A build from before the threads were named has no figure for them: side-by-side.py shows a dash.)
+  local cpu name role
+  for name in "the engine's thread:beckon-engine" "the commit thread:beckon-commit" "the whole process:all"; do
+    role=${name##*:}
+    cpu=$(sed -n "s/.*$role \([0-9.]*\)[;,]\?.*/\1/p" <<< "$threads")
+    if [ -n "$cpu" ]; then figure "CPU an event, $conns connections: ${name%:*}" "$cpu" µs; fi
+  done
 }
 ingest 128
 ingest 512

@@ -36,8 +36,7 @@ extension GroupCommit where Item == RoundCommit, Output == Void {
     static var depth: Int { 4 }
 
     convenience init(backend: SQLiteStateBackend, metrics: ServiceMetrics, logger: Logger) {
-        self.init(thread: "beckon-committer", chained: true, depth: Self.depth, stoppedError: { Processor.ServiceUnavailable() })
-        {
+        self.init(thread: "beckon-commit", chained: true, depth: Self.depth, stoppedError: { Processor.ServiceUnavailable() }) {
             rounds in
             let commits = rounds.map { $0.withActions() }.filter { !$0.isEmpty }
             if !commits.isEmpty {

@@ -1,3 +1,4 @@
+import BeckonStore
 import Foundation
 
 /// The service's one committer, on both stores: items written together, in order. While one write is in progress the
@@ -74,7 +75,7 @@ package final class GroupCommit<Item: Sendable, Output: Sendable>: @unchecked Se
         write: @escaping @Sendable ([Item]) throws -> [Output]
     ) {
         self.init(.thread(write), chained, depth, maxSize, size, stoppedError)
-        let t = Thread { [self] in
+        startThread(named: name) { [self] in
             // Drains whenever items are queued; ends once stopped with nothing queued.
             while true {
                 lock.lock()
@@ -93,8 +94,6 @@ package final class GroupCommit<Item: Sendable, Output: Sendable>: @unchecked Se
                 }
             }
         }
-        t.name = name
-        t.start()
     }
 
     /// Writes `item` with the items queued beside it; returns its output.

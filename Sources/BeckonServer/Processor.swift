@@ -252,9 +252,7 @@ package final class Processor: @unchecked Sendable {
     }
 
     package func start() {
-        let t = Thread { [self] in run() }
-        t.name = "beckon-processor"
-        t.start()
+        startThread(named: "beckon-engine") { [self] in run() }
     }
 
     /// Processes what is queued, commits it with a checkpoint, and stops the thread.

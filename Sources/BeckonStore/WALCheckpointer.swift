@@ -28,9 +28,7 @@ final class WALCheckpointer: Sendable {
         config.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
         let loop = Loop(try DatabaseQueue(path: path, configuration: config))
         self.loop = loop
-        let thread = Thread { loop.run() }
-        thread.name = "beckon-checkpoint"
-        thread.start()
+        startThread(named: "beckon-walfold") { loop.run() }
     }
 
     /// Frames the thread has folded into the database file so far.

@@ -1,3 +1,4 @@
+import BeckonStore
 import Foundation
 import Synchronization
 import Testing
@@ -185,5 +186,44 @@ import Testing
         await Self.offPool { commit.stop() }
         await #expect(throws: Failed.self) { try await commit.submit(6) }
         #expect(!inTask.withLock { $0 })
+    }
+}
+
+/// The service's own threads carry their names into the kernel, where `top -H`, `perf` and
+/// `scripts/bench-service/threads.py` find them (Foundation's `Thread.name` alone does not reach it on Linux).
+@Suite struct NamedThreadTests {
+    /// The name a thread started by ``startThread(named:_:)`` reads back from `/proc/thread-self/comm`.
+    func kernelName(of name: String) -> String? {
+        let seen = Mutex<String?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        startThread(named: name) {
+            let comm = try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)
+            seen.withLock { $0 = comm?.trimmingCharacters(in: .newlines) }
+            done.signal()
+        }
+        done.wait()
+        return seen.withLock { $0 }
+    }
+
+    @Test func aThreadIsKnownToTheKernelByItsName() throws {
+        #if os(Linux)
+            #expect(kernelName(of: "beckon-engine") == "beckon-engine")
+            // The kernel keeps 15 bytes of a name.
+            #expect(kernelName(of: "beckon-a-long-thread-name") == "beckon-a-long-t")
+        #endif
+    }
+
+    @Test func theCommittersThreadIsNamed() async throws {
+        #if os(Linux)
+            let names = Mutex<[String]>([])
+            let commit = GroupCommit<Int, Int>(thread: "beckon-test-gc") { items in
+                let comm = try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)
+                names.withLock { $0.append(comm?.trimmingCharacters(in: .newlines) ?? "") }
+                return items
+            }
+            _ = try await commit.submit(1)
+            commit.stop()
+            #expect(names.withLock { $0 } == ["beckon-test-gc"])
+        #endif
     }
 }
