@@ -563,6 +563,30 @@ struct ActionTests {
         #expect(a.json.contains(#""tracking":true"#))
     }
 
+    /// A field that cannot be computed is named in its warning by its place in the action (made only then), and an
+    /// emit's payload leaves out what came out null, at every depth, and keeps the rest in its order.
+    @Test func warningsNameTheFieldAndAnEmitLeavesOutNulls() throws {
+        let payload =
+            #"{ first: "${event.properties.email.trim()}", missing: "${event.properties.nope.size()}", "#
+            + #"user_data: { em: "${event.properties.nope.trim()}", kept: [1, "${null}", { x: "${null}" }] }, last: true }"#
+        let emit = try #require(try one("emit: { event: Lead, payload: \(payload) }").first)
+        #expect(
+            emit.json.contains(
+                #""event":"Lead","payload":{"first":"User@Example.com","user_data":{"kept":[1,null,{}]},"last":true}"#),
+            "\(emit.json)")
+        #expect(emit.warnings.map { $0.prefix(while: { $0 != ":" }) } == ["payload.missing", "payload.user_data.em"])
+        let nope = "event.properties.nope"
+        let message = try one(
+            "message: { surface: launch, title: \"${\(nope).trim()}\", "
+                + "buttons: [{ label: OK, deep_link: \"${\(nope).trim()}\" }], data: { n: \"${\(nope).size()}\" } }")
+        #expect(
+            message.first?.warnings.map { $0.prefix(while: { $0 != ":" }) } == ["title", "buttons[0].deep_link", "data.n"])
+        // Nothing fails: no warning, and the payload as written.
+        let clean = try #require(try one(#"emit: { event: Lead, payload: { a: 1, b: { c: "${user.id}" } } }"#).first)
+        #expect(clean.warnings.isEmpty)
+        #expect(clean.json.contains(#""payload":{"a":1,"b":{"c":"u1"}}"#), "\(clean.json)")
+    }
+
     @Test func setAndUnset() throws {
         let rs = try load(
             """

@@ -300,13 +300,13 @@ indirect enum CompiledValue: Sendable {
     }
 
     /// Evaluates; an expression that fails becomes `null` (or empty text) and a warning naming `field`, and so does
-    /// one whose value is larger than ``ValueLimits/maxBuiltBytes``.
-    func evaluate(_ s: EvalScope, field: String, warnings: inout [String]) -> Value {
+    /// one whose value is larger than ``ValueLimits/maxBuiltBytes``. (`field` is made only for a warning.)
+    func evaluate(_ s: EvalScope, field: @autoclosure () -> String, warnings: inout [String]) -> Value {
         func checked(_ v: Value, _ e: CompiledExpr) -> Value {
             var v = v
             if v.byteSize(upTo: ValueLimits.maxBuiltBytes) > ValueLimits.maxBuiltBytes { v = .error(ValueLimits.builtTooLarge) }
             if case .error(let err) = v {
-                warnings.append("\(field): \(err.message) (in '\(e.source)')")
+                warnings.append("\(field()): \(err.message) (in '\(e.source)')")
                 return .null
             }
             return v
@@ -322,7 +322,7 @@ indirect enum CompiledValue: Sendable {
                 case .expr(let e):
                     let v = checked(e.evaluate(s), e)
                     if out.utf8.count > ValueLimits.maxBuiltBytes - v.byteSize(upTo: ValueLimits.maxBuiltBytes) {
-                        warnings.append("\(field): \(ValueLimits.builtTooLarge.message) (in '\(e.source)')")
+                        warnings.append("\(field()): \(ValueLimits.builtTooLarge.message) (in '\(e.source)')")
                         continue
                     }
                     switch v {
@@ -336,9 +336,10 @@ indirect enum CompiledValue: Sendable {
             }
             return .string(out)
         case .list(let items):
-            return .list(items.enumerated().map { $1.evaluate(s, field: "\(field)[\($0)]", warnings: &warnings) })
+            return .list(items.enumerated().map { $1.evaluate(s, field: "\(field())[\($0)]", warnings: &warnings) })
         case .map(let pairs):
-            return .map(ValueMap(pairs.map { ($0.key, $0.value.evaluate(s, field: field + "." + $0.key, warnings: &warnings)) }))
+            return .map(
+                ValueMap(pairs.map { ($0.key, $0.value.evaluate(s, field: field() + "." + $0.key, warnings: &warnings)) }))
         }
     }
 }
@@ -370,9 +371,13 @@ enum ActionTemplate: Sendable {
     case flow(verb: FlowActionSpec.Verb, flow: CompiledValue, step: CompiledValue?)
 
     /// The fields of an action that only shows or sends something (message, screen, deep_link, push, email, prompt, emit), each
-    /// value computed by `value(template, field name)`; `nil` for the kinds that read or change the user's state.
-    func pureFields(_ value: (CompiledValue, String) -> Value) -> [(key: String, value: Value)]? {
-        func eval(_ v: CompiledValue?, _ field: String) -> Value? { v.map { value($0, field) } }
+    /// value computed by `value(template, field name)` (the name made only when asked for: a warning's); `nil` for the
+    /// kinds that read or change the user's state.
+    func pureFields(_ evaluate: (CompiledValue, () -> String) -> Value) -> [(key: String, value: Value)]? {
+        func value(_ v: CompiledValue, _ field: @autoclosure () -> String) -> Value {
+            withoutActuallyEscaping(field) { evaluate(v, $0) }
+        }
+        func eval(_ v: CompiledValue?, _ field: @autoclosure () -> String) -> Value? { v.map { value($0, field()) } }
         switch self {
         case .message(let surface, let template, let title, let body, let image, let buttons, let data):
             var m = ValueMap()

@@ -223,12 +223,24 @@ extension Value {
 extension Value {
     var isNullValue: Bool { if case .null = self { true } else { false } }
 
-    /// This value with null members of maps and lists removed, at every depth.
+    /// This value with the null members of its maps removed, at every depth (in maps inside lists too; a list keeps
+    /// its own nulls).
     var withoutNulls: Value {
+        guard holdsNull else { return self }  // (the common case: nothing to build again)
         switch self {
-        case .map(let m): .map(ValueMap(m.entries.filter { !$0.value.isNullValue }.map { ($0.key, $0.value.withoutNulls) }))
-        case .list(let xs): .list(xs.map(\.withoutNulls))
-        default: self
+        case .map(let m):
+            return .map(ValueMap(m.entries.filter { !$0.value.isNullValue }.map { ($0.key, $0.value.withoutNulls) }))
+        case .list(let xs): return .list(xs.map(\.withoutNulls))
+        default: return self
+        }
+    }
+
+    /// Whether a map's value, here or in a map or list inside it, is null: what ``withoutNulls`` takes out.
+    private var holdsNull: Bool {
+        switch self {
+        case .map(let m): m.entries.contains { $0.value.isNullValue || $0.value.holdsNull }
+        case .list(let xs): xs.contains(where: \.holdsNull)
+        default: false
         }
     }
 }

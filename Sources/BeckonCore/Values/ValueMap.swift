@@ -16,6 +16,7 @@ public struct ValueMap: Sendable {
     public init(_ pairs: [(Value, Value)]) {
         self.init()
         entries.reserveCapacity(pairs.count)
+        index.reserveCapacity(pairs.count)
         for (k, v) in pairs { self[k] = v }
     }
 

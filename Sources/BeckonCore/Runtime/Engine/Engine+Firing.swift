@@ -162,7 +162,7 @@ extension Engine {
             if case .string(let s) = Conversions.toString(v) { return s }
             return JSONWriter.encode(v)
         }
-        if let fields = a.pureFields({ $0.evaluate(scope, field: $1, warnings: &w) }) {
+        if let fields = a.pureFields({ $0.evaluate(scope, field: $1(), warnings: &w) }) {
             if let reason = a.skipReason(fields) {
                 // A visible skip, not a silent drop: the dry-run, the pull and the report all see it.
                 fa.kind = ActionKind.skipped.rawValue
