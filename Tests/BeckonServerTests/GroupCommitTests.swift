@@ -192,13 +192,17 @@ import Testing
 /// The service's own threads carry their names into the kernel, where `top -H`, `perf` and
 /// `scripts/bench-service/threads.py` find them (Foundation's `Thread.name` alone does not reach it on Linux).
 @Suite struct NamedThreadTests {
-    /// The name a thread started by ``startThread(named:_:)`` reads back from `/proc/thread-self/comm`.
+    /// The calling thread's name as the kernel has it.
+    static func ownKernelName() -> String? {
+        (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8))?.trimmingCharacters(in: .newlines)
+    }
+
+    /// The name a thread started by ``startThread(named:_:)`` reads back from the kernel.
     func kernelName(of name: String) -> String? {
         let seen = Mutex<String?>(nil)
         let done = DispatchSemaphore(value: 0)
         startThread(named: name) {
-            let comm = try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)
-            seen.withLock { $0 = comm?.trimmingCharacters(in: .newlines) }
+            seen.withLock { $0 = Self.ownKernelName() }
             done.signal()
         }
         done.wait()
@@ -217,8 +221,7 @@ import Testing
         #if os(Linux)
             let names = Mutex<[String]>([])
             let commit = GroupCommit<Int, Int>(thread: "beckon-test-gc") { items in
-                let comm = try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)
-                names.withLock { $0.append(comm?.trimmingCharacters(in: .newlines) ?? "") }
+                names.withLock { $0.append(Self.ownKernelName() ?? "") }
                 return items
             }
             _ = try await commit.submit(1)
