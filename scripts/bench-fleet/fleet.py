@@ -10,7 +10,11 @@ on this machine. Usage: fleet.py BECKON POSTGRES_URL SECONDS. Each part uses a d
 3. processing alone: 200,000 events written straight into the log (no process running), then one process started:
    the time until every partition has processed them (events/s for 64 partitions), and the same for 50,000 events
    of users of one partition (one partition's throughput);
-4. PostgreSQL's work per event over part 1's 1-process run: commits, rows written and WAL bytes (pg_stat_database,
+4. CPU an event, in parts 1 and 3: the beckon processes' own (all their threads), PostgreSQL's (the postmaster, its
+   backends and background processes, and those that ended meanwhile), the rest of the machine's (wrk, this script)
+   and its idle share, from /proc: with everything on one machine, N cores carry at most N × 10^6 / (their sum)
+   events a second;
+5. PostgreSQL's work per event over part 1's 1-process run: commits, rows written and WAL bytes (pg_stat_database,
    pg_stat_wal), and where the WAL goes: pg_waldump over the run's WAL, each record's bytes counted to the table or
    index its first block belongs to (with BENCH_PG_DATA, the cluster's data folder, which scripts/bench-fleet.sh sets),
    and the share of users' state rewrites that were heap-only (HOT: on the same page, no index entry).
@@ -85,6 +89,68 @@ class Process:
         self.proc.wait(timeout=60)
 
 
+HZ = os.sysconf("SC_CLK_TCK")
+
+
+def ticks(pid, ended=False):
+    """A process's CPU ticks (user + system, all its threads); with `ended`, also its children that ended."""
+    with open(f"/proc/{pid}/stat") as f:
+        stat = f.read()
+    fields = stat[stat.rindex(")") + 2:].split()
+    return int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if ended else 0)
+
+
+def postgres_ticks():
+    """PostgreSQL's CPU ticks: the postmaster, its live children, and those that ended (the postmaster waits for its
+    children, so theirs is in its own children's count). None without BENCH_PG_DATA (its data folder)."""
+    data = os.environ.get("BENCH_PG_DATA")
+    if not data:
+        return None
+    with open(os.path.join(data, "postmaster.pid")) as f:
+        master = int(f.readline())
+    total = ticks(master, ended=True)
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+            if int(stat[stat.rindex(")") + 2:].split()[1]) == master:
+                total += ticks(pid)
+        except (OSError, ValueError):
+            continue  # (it ended meanwhile: then it is in the postmaster's count, or in neither if between the two)
+    return total
+
+
+def machine_ticks():
+    """The machine's (busy, idle) ticks over all cores, from /proc/stat."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return sum(v) - v[3] - v[4], v[3] + v[4]
+
+
+class CPU:
+    """CPU spent from its making to `stop()` by the beckon processes `pids`, by PostgreSQL and by the machine."""
+
+    def __init__(self, pids):
+        self.pids = pids
+        self.before = ([ticks(p) for p in pids], postgres_ticks(), machine_ticks())
+
+    def stop(self, events, what):
+        """A line for the report, and the beckon processes' and PostgreSQL's µs an event (None: not measured)."""
+        beckon = sum(ticks(p) for p in self.pids) - sum(self.before[0])
+        pg = postgres_ticks()
+        pg = pg - self.before[1] if pg is not None and self.before[1] is not None else None
+        busy, idle = (a - b for a, b in zip(machine_ticks(), self.before[2]))
+        us = lambda t: t / HZ * 1e6 / events  # noqa: E731
+        parts = [f"beckon {us(beckon):.1f} µs"]
+        if pg is not None:
+            parts.append(f"PostgreSQL {us(pg):.1f} µs")
+            parts.append(f"the rest of the machine {us(busy - beckon - pg):.1f} µs")
+        line = (f"  CPU an event ({what}): {', '.join(parts)}; {100 * idle / max(busy + idle, 1):.0f}% of the "
+                f"machine's {os.cpu_count()} cores idle; at 100,000 events/s they give {os.cpu_count() * 10} µs an "
+                f"event in all")
+        return line, us(beckon), (us(pg) if pg is not None else None)
+
+
 def wait_held(url, processes, seconds=30):
     deadline = time.time() + seconds
     while time.time() < deadline:
@@ -127,6 +193,7 @@ def ingest(n):
         before = [p.metrics() for p in procs]
         stats0 = pg_stats(url)
         lsn0 = psql(url, "SELECT pg_current_wal_lsn()")
+        cpu = CPU([p.proc.pid for p in procs])
         outs = []
         threads = [threading.Thread(target=wrk, args=(p.port, conns, seconds, outs)) for p in procs]
         [t.start() for t in threads]
@@ -140,10 +207,12 @@ def ingest(n):
         while lag(url) > 0:
             time.sleep(0.1)
         drain = time.time() - stopped
+        rps = sum(float(re.search(r"Requests/sec:\s+([\d.]+)", o).group(1)) for o in outs)
+        events = rps * 100 * seconds
+        spent = cpu.stop(events, "the run and the processing of what was left")
         stats1 = pg_stats(url)
         lsn1 = psql(url, "SELECT pg_current_wal_lsn()")
         after = [p.metrics() for p in procs]
-        rps = sum(float(re.search(r"Requests/sec:\s+([\d.]+)", o).group(1)) for o in outs)
         non2xx = sum(int(m.group(1)) for o in outs for m in [re.search(r"Non-2xx or 3xx responses: (\d+)", o)] if m)
         p50 = max(wrk_value(o, "50%") for o in outs)
         p99 = max(wrk_value(o, "99%") for o in outs)
@@ -155,7 +224,6 @@ def ingest(n):
 
         append_ms, appends = mean("beckon_fleet_append_seconds")
         commit_ms, commits = mean("beckon_fleet_partition_commit_seconds")
-        events = rps * 100 * seconds
         print(f"ingest through {n} process(es), /v1/batch of 100, {128} connections, {seconds} s after 3 s of warm-up: "
               f"{rps * 100:.0f} events/s ({non2xx} non-200)")
         print(f"  batch latency p50 {p50:.1f} ms, p99 {p99:.1f} ms; append (one transaction for the requests queued "
@@ -163,6 +231,10 @@ def ingest(n):
               f"over {commits:.0f} commits ({events / max(commits, 1):.0f} events each)")
         print(f"  lag: at most {peak} events sampled each second; {left} left when the load stopped, processed "
               f"{drain:.1f} s later")
+        print(spent[0])
+        figure(f"fleet ingest through {n} process(es), beckon CPU an event", spent[1], "µs")
+        if spent[2] is not None:
+            figure(f"fleet ingest through {n} process(es), PostgreSQL CPU an event", spent[2], "µs")
         # (Warm-up included: the load is the same throughout.)
         rows, entries = (int(x) for x in psql(
             url, "SELECT count(*), coalesce(sum(coalesce(cardinality(users), 1)), 0) FROM beckon_log").split("|"))
@@ -274,14 +346,19 @@ def drain(name, count, one_partition):
     for p in range(64):
         psql(url, f"UPDATE beckon_sequence SET next_seq = {seq[p] + 1} WHERE partition = {p}")
     started = time.time()
+    pg, busy = postgres_ticks(), machine_ticks()
     proc = Process(url, "drain")
     try:
+        cpu = CPU([proc.proc.pid])
+        # (From before the process was started: its start, and PostgreSQL's work for it, are in the count.)
+        cpu.before = ([0], pg, busy)
         while lag(url) > 0:
             time.sleep(0.05)
         took = time.time() - started
+        spent = cpu.stop(count, "processing alone, its start included")
     finally:
         proc.stop()
-    return took
+    return took, spent
 
 
 print(f"binary: {beckon} (sha256 {hashlib.sha256(open(beckon, 'rb').read()).hexdigest()[:12]})")
@@ -290,10 +367,14 @@ print(f"machine: {os.cpu_count()} cores, PostgreSQL {psql(base_url, 'SHOW server
 ingest(1)
 ingest(2)
 latency()
-t = drain("bench_drain", 200_000, False)
+t, spent = drain("bench_drain", 200_000, False)
 print(f"processing alone, 200,000 logged events of 10,000 users, one process from start: {200_000 / t:.0f} events/s "
       f"({t:.1f} s, including its start)")
+print(spent[0])
 figure("fleet processing alone, 64 partitions", 200_000 / t, "events/s")
-t = drain("bench_drain_one", 50_000, True)
+figure("fleet processing alone, beckon CPU an event", spent[1], "µs")
+if spent[2] is not None:
+    figure("fleet processing alone, PostgreSQL CPU an event", spent[2], "µs")
+t, _ = drain("bench_drain_one", 50_000, True)
 print(f"one partition alone, 50,000 logged events of its users: {50_000 / t:.0f} events/s ({t:.1f} s)")
 figure("fleet processing alone, one partition", 50_000 / t, "events/s")
