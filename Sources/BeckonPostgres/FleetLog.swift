@@ -531,7 +531,7 @@ public final class FleetLog: Sendable {
                 guard latest == version else { return false }
                 let partitions = Array(0..<Self.partitionCount)
                 _ = try await append(partitions.map { _ in ("", body, receivedAt) }, in: partitions) { query in
-                    try await c.query(query, logger: logger)
+                    try await allRows(c.query(query, logger: logger))
                 }
                 return true
             }
@@ -545,14 +545,14 @@ public final class FleetLog: Sendable {
         _ events: [(userID: String, body: [UInt8], receivedAt: Int64)], in partitionOf: [Int]
     ) async throws -> [Entry] {
         try await timed("append", shortDeadline) { [self] in
-            try await append(events, in: partitionOf) { query in try await client.query(query, logger: logger) }
+            try await append(events, in: partitionOf) { query in try await prepared(Statements.Append.self, query) }
         }
     }
 
-    /// ``append(_:)``'s statement, run by `run` (the pool, or a transaction's connection).
+    /// ``append(_:)``'s statement, run by `run` (the pool, prepared, or a transaction's connection).
     func append(
         _ events: [(userID: String, body: [UInt8], receivedAt: Int64)], in partitionOf: [Int],
-        run: (PostgresQuery) async throws -> PostgresRowSequence
+        run: (PostgresQuery) async throws -> [PostgresRow]
     ) async throws -> [Entry] {
         do {
             guard !events.isEmpty else { return [] }
@@ -572,7 +572,7 @@ public final class FleetLog: Sendable {
             // their latest numbers; the update moves each on by its partition's count; the rows take the numbers from
             // there (their first entry's rank within the partition added to its first; a page's last likewise).
             var firsts: [Int: Int64] = [:]
-            for try await (p, first) in try await run(
+            for row in try await run(
                 """
                 WITH locked AS MATERIALIZED (
                     SELECT partition, next_seq FROM beckon_sequence WHERE partition = ANY(\(partitions)::int[])
@@ -593,7 +593,8 @@ public final class FleetLog: Sendable {
                 )
                 SELECT partition, first FROM moved
                 """
-            ).decode((Int, Int64).self) {
+            ) {
+                let (p, first) = try row.decode((Int, Int64).self)
                 firsts[p] = first
             }
             guard firsts.count == partitions.count else { throw AppendFailed() }
@@ -614,35 +615,40 @@ public final class FleetLog: Sendable {
     public func read(partition: Int, after seq: Int64, limit: Int) async throws -> [Entry] {
         try await timed("read", nil) { [self] in
             var rows = try await readRows(
-                partition, "seq > \(seq) AND seq <= \(seq + Int64(limit)) ORDER BY seq")
+                partition, "seq > \(seq) AND seq <= \(seq + Int64(limit)) ORDER BY seq", Statements.Read.self)
             if rows.first?.seq != seq + 1 {
                 rows =
-                    try await readRows(partition, "seq <= \(seq) ORDER BY seq DESC LIMIT 1").filter {
-                        ($0.last ?? 0) > seq
-                    } + rows
+                    try await readRows(partition, "seq <= \(seq) ORDER BY seq DESC LIMIT 1", Statements.ReadBefore.self)
+                    .filter { ($0.last ?? 0) > seq } + rows
             }
             var entries = rows.flatMap { $0.entries(partition: partition) }.filter { $0.seq > seq }
             if entries.isEmpty {
-                entries = try await readRows(partition, "seq > \(seq) ORDER BY seq LIMIT 1").flatMap {
-                    $0.entries(partition: partition)
-                }
+                entries = try await readRows(partition, "seq > \(seq) ORDER BY seq LIMIT 1", Statements.ReadNext.self)
+                    .flatMap { $0.entries(partition: partition) }
             }
             return Array(entries.prefix(limit))
         }
     }
 
     /// The log's rows of `partition` that `condition` (SQL after `WHERE partition = … AND`) selects, read by `run`
-    /// (the pool, or a transaction's connection).
+    /// (a transaction's connection), or on the pool: as the prepared statement `name` when given.
     func readRows(
-        _ partition: Int, _ condition: PostgresQuery, run: ((PostgresQuery) async throws -> PostgresRowSequence)? = nil
+        _ partition: Int, _ condition: PostgresQuery, _ name: (any StatementName.Type)? = nil,
+        run: ((PostgresQuery) async throws -> [PostgresRow])? = nil
     ) async throws -> [LogPages.Row] {
-        var query = PostgresQuery(
-            unsafeSQL: "SELECT seq, user_id, received_at, last_seq, body FROM beckon_log WHERE partition = \(partition) AND ")
-        query.sql += condition.sql
-        query.binds = condition.binds
-        let rows = if let run { try await run(query) } else { try await client.query(query, logger: logger) }
+        // (The partition is bound after the condition's own parameters, which keep their numbers.)
+        var query = condition
+        query.binds.append(partition, context: .default)
+        query.sql =
+            "SELECT seq, user_id, received_at, last_seq, body FROM beckon_log WHERE partition = $\(query.binds.count) AND "
+            + condition.sql
+        let rows =
+            if let run { try await run(query) } else if let name { try await prepared(name, query) } else {
+                try await allRows(client.query(query, logger: logger))
+            }
         var out: [LogPages.Row] = []
-        for try await (s, u, r, last, b) in rows.decode((Int64, String, Int64, Int64?, ByteBuffer).self) {
+        for row in rows {
+            let (s, u, r, last, b) = try row.decode((Int64, String, Int64, Int64?, ByteBuffer).self)
             out.append(LogPages.Row(seq: s, userID: u, receivedAt: r, last: last, body: Array(b.readableBytesView)))
         }
         return out
@@ -677,15 +683,15 @@ public final class FleetLog: Sendable {
     public func renew(_ lease: Lease, ttl: Duration) async throws -> Bool {
         try await timed("renew", nil) { [self] in
             let ms = Self.milliseconds(ttl)
-            let rows = try await client.query(
+            let rows = try await prepared(
+                Statements.Renew.self,
                 """
                 UPDATE beckon_lease SET expires_at = clock_timestamp() + \(ms) * interval '1 millisecond'
                 WHERE partition = \(lease.partition) AND owner = \(lease.owner) AND epoch = \(lease.epoch)
                     AND expires_at >= clock_timestamp()
                 RETURNING epoch
-                """, logger: logger)
-            for try await _ in rows.decode(Int64.self) { return true }
-            return false
+                """)
+            return !rows.isEmpty
         }
     }
 

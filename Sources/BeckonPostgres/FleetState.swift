@@ -12,9 +12,12 @@ extension FleetLog {
         try await timed("states", nil) { [self] in
             var out: [String: [UInt8]] = [:]
             guard !users.isEmpty else { return out }
-            let rows = try await client.query(
-                "SELECT user_id, bytes FROM beckon_user_state WHERE user_id = ANY(\(users)::text[])", logger: logger)
-            for try await (u, b) in rows.decode((String, ByteBuffer).self) { out[u] = Array(b.readableBytesView) }
+            for row in try await prepared(
+                Statements.States.self, "SELECT user_id, bytes FROM beckon_user_state WHERE user_id = ANY(\(users)::text[])")
+            {
+                let (u, b) = try row.decode((String, ByteBuffer).self)
+                out[u] = Array(b.readableBytesView)
+            }
             return out
         }
     }
@@ -179,7 +182,8 @@ extension FleetLog {
             let bodies = entries.map { ByteBuffer(bytes: $0.1.body) }
             let next = entries.map(\.1.nextAt)
             let created = entries.map(\.1.createdAt)
-            let rows = try await client.query(
+            let rows = try await prepared(
+                Statements.Commit.self,
                 """
                 WITH batch AS (
                     SELECT * FROM unnest(\(leasePartitions)::int[], \(owners)::text[], \(epochs)::bigint[],
@@ -245,10 +249,13 @@ extension FleetLog {
                     WHERE l.partition = b.p AND b.p IN (SELECT partition FROM lease)
                 )
                 SELECT partition, (SELECT count(*) FROM actions a WHERE a.partition = lease.partition) FROM lease
-                """, logger: logger)
+                """)
             var out: [Int: Int?] = [:]
             for p in leasePartitions { out[p] = .some(nil) }
-            for try await (p, new) in rows.decode((Int, Int64).self) { out[p] = Int(new) }
+            for row in rows {
+                let (p, new) = try row.decode((Int, Int64).self)
+                out[p] = Int(new)
+            }
             return out
         }
     }
@@ -300,7 +307,7 @@ extension FleetLog {
                 }
                 guard held else { throw Fenced(partition: lease.partition) }
                 _ = try await append(entries, in: entries.map { Self.partition(of: $0.userID) }) { query in
-                    try await c.query(query, logger: logger)
+                    try await allRows(c.query(query, logger: logger))
                 }
                 try await c.query(
                     """
@@ -757,12 +764,15 @@ extension FleetLog {
         try await timed("appended", shortDeadline) { [self] in
             var appended = [Int64](repeating: 0, count: Self.partitionCount)
             var processed = appended
-            for try await (p, a, d) in try await client.query(
+            for row in try await prepared(
+                Statements.Positions.self,
                 """
                 SELECT s.partition, s.next_seq - 1, COALESCE(l.processed_seq, 0)
                 FROM beckon_sequence s LEFT JOIN beckon_lease l USING (partition) ORDER BY s.partition
-                """, logger: logger
-            ).decode((Int, Int64, Int64).self) where p < appended.count {
+                """)
+            {
+                let (p, a, d) = try row.decode((Int, Int64, Int64).self)
+                guard p < appended.count else { continue }
                 appended[p] = a
                 processed[p] = d
             }

@@ -160,7 +160,7 @@ enum LogPages {
         var select = PostgresQuery(unsafeSQL: "last_seq IS NOT NULL AND ")
         select.sql += condition.sql + " ORDER BY seq FOR UPDATE"
         select.binds = condition.binds
-        let pages = try await log.readRows(partition, select) { try await c.query($0, logger: log.logger) }
+        let pages = try await log.readRows(partition, select) { try await allRows(c.query($0, logger: log.logger)) }
         for page in pages {
             // (A damaged page is left as it is: what it holds cannot be told apart.)
             guard let entries = page.pageEntries(partition: partition) else { continue }

@@ -68,6 +68,35 @@ struct FleetLogTests {
         }
     }
 
+    enum Probe: StatementName { static let name = "beckon_test_probe" }
+
+    /// A prepared statement is parsed once a connection, under its name and with its text, and run again with new
+    /// values; a query of another text under the same name is refused rather than run as the first.
+    @Test func aPreparedStatementIsParsedOnceAConnection() async throws {
+        try await withFleet { log in
+            let (sums, prepared) = try await log.transaction { c in
+                var sums: [Int64] = []
+                for n in Int64(1)...7 {
+                    for try await row in try await c.execute(try Prepared<Probe>("SELECT \(n)::bigint + 1"), logger: log.logger) {
+                        sums.append(try row.decode(Int64.self))
+                    }
+                }
+                var prepared: [(String, Int64)] = []
+                for try await p in try await c.query(
+                    "SELECT statement, generic_plans + custom_plans FROM pg_prepared_statements WHERE name = \(Probe.name)",
+                    logger: log.logger
+                ).decode((String, Int64).self) {
+                    prepared.append(p)
+                }
+                return (sums, prepared)
+            }
+            #expect(sums == [2, 3, 4, 5, 6, 7, 8])
+            #expect(prepared.map(\.0) == ["SELECT $1::bigint + 1"])
+            #expect(prepared.map(\.1) == [7])
+            #expect(throws: Prepared<Probe>.TextChanged.self) { try Prepared<Probe>("SELECT \(Int64(1))::bigint + 2") }
+        }
+    }
+
     @Test func thePartitionOfAUserNeverChanges() {
         // (Pinned values: a change would reorder every stored user's events.)
         #expect(FleetLog.partition(of: "") == 37)  // (0xcbf29ce484222325, the FNV offset basis, mod 64)

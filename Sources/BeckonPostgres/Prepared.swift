@@ -1,0 +1,74 @@
+import Logging
+import PostgresNIO
+import Synchronization
+
+/// A statement of the fleet's that PostgreSQL parses and plans once a connection rather than at every run: the
+/// statements a process runs many times a second with the same text and new values (the append, a partition's read,
+/// its users' states, its commit). As unnamed statements, PostgreSQL parsed and planned each run again: at 300
+/// single-event requests a second, planning took twice the time of executing (docs/fleet.md, "Capacity").
+///
+/// PostgresNIO prepares a statement on a connection the first time that connection runs it, under the name of its
+/// type; a `Name` names each statement. A statement's text is that of the queries run under its name, which is the same
+/// every time: only the values bound to it change (``FleetLog/prepared(_:_:)`` checks it).
+protocol StatementName {
+    static var name: String { get }
+}
+
+struct Prepared<Name: StatementName>: PostgresPreparedStatement {
+    typealias Row = PostgresRow
+    static var name: String { Name.name }
+    static var sql: String { preparedTexts.withLock { $0[Name.name] } ?? "" }
+    let binds: PostgresBindings
+
+    init(_ query: PostgresQuery) throws {
+        let known = preparedTexts.withLock { texts in
+            if let text = texts[Name.name] { return text == query.sql }
+            texts[Name.name] = query.sql
+            return true
+        }
+        guard known else { throw TextChanged(name: Name.name) }
+        binds = query.binds
+    }
+
+    func makeBindings() -> PostgresBindings { binds }
+    func decodeRow(_ row: PostgresRow) -> PostgresRow { row }
+
+    /// A query run under a statement's name with another text than the name's first (a programming error: the
+    /// statement would run with the first text).
+    struct TextChanged: Error, CustomStringConvertible {
+        var name: String
+        var description: String { "the prepared statement \(name) was given another text" }
+    }
+}
+
+/// Each prepared statement's text, by name.
+private let preparedTexts = Mutex<[String: String]>([:])
+
+/// The prepared statements (``Prepared``).
+enum Statements {
+    enum Append: StatementName { static let name = "beckon_append" }
+    enum Read: StatementName { static let name = "beckon_read" }
+    enum ReadBefore: StatementName { static let name = "beckon_read_before" }
+    enum ReadNext: StatementName { static let name = "beckon_read_next" }
+    enum States: StatementName { static let name = "beckon_states" }
+    enum Commit: StatementName { static let name = "beckon_commit" }
+    enum Positions: StatementName { static let name = "beckon_positions" }
+    enum Renew: StatementName { static let name = "beckon_renew" }
+}
+
+extension FleetLog {
+    /// The rows of `query` run on the pool as the prepared statement `name`.
+    func prepared<Name: StatementName>(_ name: Name.Type, _ query: PostgresQuery) async throws -> [PostgresRow] {
+        var out: [PostgresRow] = []
+        for try await row in try await client.execute(try Prepared<Name>(query), logger: logger) { out.append(row) }
+        return out
+    }
+}
+
+/// The rows of a query run as an unnamed statement (on a transaction's connection), as ``FleetLog/prepared(_:_:)``
+/// gives them.
+func allRows(_ rows: PostgresRowSequence) async throws -> [PostgresRow] {
+    var out: [PostgresRow] = []
+    for try await row in rows { out.append(row) }
+    return out
+}
