@@ -13,7 +13,8 @@ on this machine. Usage: fleet.py BECKON POSTGRES_URL SECONDS. Each part uses a d
 4. CPU an event, in parts 1 and 3: the beckon processes' own (all their threads), PostgreSQL's (the postmaster, its
    backends and background processes, and those that ended meanwhile), the rest of the machine's (wrk, this script)
    and its idle share, from /proc: with everything on one machine, N cores carry at most N × 10^6 / (their sum)
-   events a second;
+   events a second (the benchmark's own lag polls, a `beckon fleet status` and its connection each, are in the rest
+   and in PostgreSQL's share: one a second under load, up to twenty a second while the lag drains);
 5. PostgreSQL's work per event over part 1's 1-process run: commits, rows written and WAL bytes (pg_stat_database,
    pg_stat_wal), and where the WAL goes: pg_waldump over the run's WAL, each record's bytes counted to the table or
    index its first block belongs to (with BENCH_PG_DATA, the cluster's data folder, which scripts/bench-fleet.sh sets),
