@@ -7,9 +7,9 @@ import Synchronization
 /// its users' states, its commit). As unnamed statements, PostgreSQL parsed and planned each run again: at 300
 /// single-event requests a second, planning took twice the time of executing (docs/fleet.md, "Capacity").
 ///
-/// PostgresNIO prepares a statement on a connection the first time that connection runs it, under the name of its
-/// type; a `Name` names each statement. A statement's text is that of the queries run under its name, which is the same
-/// every time: only the values bound to it change (``FleetLog/prepared(_:_:)`` checks it).
+/// PostgresNIO prepares a statement on a connection the first time that connection runs it, under its type's name:
+/// here `Name`'s (``Statements``). Its text is that of the first query run under the name; every later query under
+/// the name must have the same text, only other values bound to it (``init(_:)`` throws ``TextChanged`` otherwise).
 protocol StatementName {
     static var name: String { get }
 }
