@@ -58,10 +58,23 @@ enum Statements {
 
 extension FleetLog {
     /// The rows of `query` run on the pool as the prepared statement `name`.
+    ///
+    /// PostgresNIO keeps a failed preparation's error for the statement's name on its connection and answers every
+    /// later run there with it: a statement that could not be prepared once (its table locked past `lock_timeout` by
+    /// a migration, or not there yet) would fail on that connection for good. So a connection on which a statement
+    /// fails with the server's error is closed, and the pool makes a new one.
     func prepared<Name: StatementName>(_ name: Name.Type, _ query: PostgresQuery) async throws -> [PostgresRow] {
-        var out: [PostgresRow] = []
-        for try await row in try await client.execute(try Prepared<Name>(query), logger: logger) { out.append(row) }
-        return out
+        let statement = try Prepared<Name>(query)
+        return try await client.withConnection { c in
+            do {
+                var out: [PostgresRow] = []
+                for try await row in try await c.execute(statement, logger: logger) { out.append(row) }
+                return out
+            } catch let error as PSQLError where error.code == .server {
+                try? await c.close()
+                throw error
+            }
+        }
     }
 }
 

@@ -97,6 +97,27 @@ struct FleetLogTests {
         }
     }
 
+    enum Late: StatementName { static let name = "beckon_test_late" }
+
+    /// A statement that could not be prepared (its table was not there yet) runs once it can, whichever connection
+    /// runs it: the connections it failed on are closed, not kept with the failure.
+    @Test func aStatementThatFailedToPrepareRunsOnceItCan() async throws {
+        try await withFleet { log in
+            let failed = await withTaskGroup(of: Bool.self) { group in
+                for _ in 0..<16 {
+                    group.addTask { (try? await log.prepared(Late.self, "SELECT count(*) FROM beckon_test_late")) == nil }
+                }
+                return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+            }
+            #expect(failed == 16)
+            try await log.client.query("CREATE TABLE beckon_test_late (n int)")
+            for _ in 0..<32 {
+                let rows = try await log.prepared(Late.self, "SELECT count(*) FROM beckon_test_late")
+                #expect(try rows.map { try $0.decode(Int64.self) } == [0])
+            }
+        }
+    }
+
     @Test func thePartitionOfAUserNeverChanges() {
         // (Pinned values: a change would reorder every stored user's events.)
         #expect(FleetLog.partition(of: "") == 37)  // (0xcbf29ce484222325, the FNV offset basis, mod 64)
