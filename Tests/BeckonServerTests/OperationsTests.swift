@@ -218,10 +218,19 @@ struct ScrubTests {
 }
 
 /// The outbox's rows as the database keeps them.
-struct OutboxStoreTests {
+///
+/// A class: each test's database folders are deleted with the test's instance.
+final class OutboxStoreTests {
+    private var folders: [URL] = []
+
+    deinit {
+        for folder in folders { try? FileManager.default.removeItem(at: folder) }
+    }
+
     func backend() throws -> SQLiteStateBackend {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("beckon-outbox-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        folders.append(dir)
         return try SQLiteStateBackend(path: dir.appendingPathComponent("db.sqlite").path)
     }
 
