@@ -263,7 +263,8 @@ public final class BeckonClient: Sendable {
     private func startPulling() {
         state.withLock { s in
             guard !s.closed, s.foreground, s.puller == nil, s.streamError == nil else { return }
-            s.puller = Task { [parts] in await parts.pullLoop() }
+            let user = s.identity.current
+            s.puller = Task { [parts] in await parts.pullLoop(for: user) }
         }
     }
 
@@ -602,14 +603,16 @@ extension ClientParts {
         }
     }
 
-    func pullLoop() async {
+    /// Pulls `user`'s actions until cancelled, or until another id is signed in (its own loop pulls for it: this one,
+    /// between the change and its cancellation, asks nothing for the new id).
+    func pullLoop(for user: String) async {
         var failures = 0
         while !Task.isCancelled {
             if store.pendingCount >= configuration.maxPendingActions {
                 await pullSignal.wait(timeout: .seconds(5))
                 continue
             }
-            let user = state.withLock { $0.identity.current }
+            guard state.withLock({ $0.identity.current }) == user else { return }
             let cursor = store.cursor(for: user)
             let wait = Double(configuration.pollWait.components.seconds)
             let answer: Transport.Answer
@@ -632,6 +635,8 @@ extension ClientParts {
                 // `enterForeground()` or a sign-in.
                 logger.error("beckon: pulling actions stopped: \(error)")
                 state.withLock { s in
+                    // (Not a later id's stream: its own loop runs.)
+                    guard s.identity.current == user else { return }
                     s.streamError = error
                     s.puller = nil
                 }

@@ -285,6 +285,8 @@ struct ClientTests {
         } else {
             Issue.record("stream error: \(String(describing: forged.streamError))")
         }
+        // A refused token is asked for again once, then the pull stops; the loop of the id before the sign-in asks
+        // nothing for the new one.
         #expect(calls() == 2)
         await #expect(throws: BeckonClientError.self) { _ = try await forged.inbox() }
         forged.close()
