@@ -67,9 +67,7 @@ extension FleetLog {
         let statement = try Prepared<Name>(query)
         return try await client.withConnection { c in
             do {
-                var out: [PostgresRow] = []
-                for try await row in try await c.execute(statement, logger: logger) { out.append(row) }
-                return out
+                return try await allRows(c.execute(statement, logger: logger))
             } catch let error as PSQLError where error.code == .server {
                 try? await c.close()
                 throw error
@@ -78,9 +76,9 @@ extension FleetLog {
     }
 }
 
-/// The rows of a query run as an unnamed statement (on a transaction's connection), as ``FleetLog/prepared(_:_:)``
-/// gives them.
-func allRows(_ rows: PostgresRowSequence) async throws -> [PostgresRow] {
+/// The rows of a query, read to the end: a prepared statement's (``FleetLog/prepared(_:_:)``) or an unnamed one's (on
+/// a transaction's connection), given to their callers alike.
+func allRows<Rows: AsyncSequence>(_ rows: Rows) async throws -> [PostgresRow] where Rows.Element == PostgresRow {
     var out: [PostgresRow] = []
     for try await row in rows { out.append(row) }
     return out
