@@ -35,6 +35,7 @@ from collections import Counter
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench-service"))
 from figures import figure  # noqa: E402
+from threads import cpu_ticks, stat  # noqa: E402
 
 beckon, base_url, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3])
 root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -95,10 +96,7 @@ HZ = os.sysconf("SC_CLK_TCK")
 
 def ticks(pid, ended=False):
     """A process's CPU ticks (user + system, all its threads); with `ended`, also its children that ended."""
-    with open(f"/proc/{pid}/stat") as f:
-        stat = f.read()
-    fields = stat[stat.rindex(")") + 2:].split()
-    return int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if ended else 0)
+    return cpu_ticks(stat(f"/proc/{pid}/stat")[1], ended)
 
 
 def postgres_ticks():
@@ -112,10 +110,9 @@ def postgres_ticks():
     total = ticks(master, ended=True)
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            with open(f"/proc/{pid}/stat") as f:
-                stat = f.read()
-            if int(stat[stat.rindex(")") + 2:].split()[1]) == master:
-                total += ticks(pid)
+            _, fields = stat(f"/proc/{pid}/stat")
+            if int(fields[1]) == master:
+                total += cpu_ticks(fields)
         except (OSError, ValueError):
             continue  # (it ended meanwhile: then it is in the postmaster's count, or in neither if between the two)
     return total
@@ -129,11 +126,17 @@ def machine_ticks():
 
 
 class CPU:
-    """CPU spent from its making to `stop()` by the beckon processes `pids`, by PostgreSQL and by the machine."""
+    """CPU spent from its making to `stop()` by the beckon processes `pids`, by PostgreSQL and by the machine; or
+    from `before`, counts taken earlier (`counts()`)."""
 
-    def __init__(self, pids):
+    def __init__(self, pids, before=None):
         self.pids = pids
-        self.before = ([ticks(p) for p in pids], postgres_ticks(), machine_ticks())
+        self.before = before or self.counts(pids)
+
+    @staticmethod
+    def counts(pids):
+        """The processes' ticks, PostgreSQL's and the machine's now (processes not started yet: `[]`)."""
+        return [ticks(p) for p in pids], postgres_ticks(), machine_ticks()
 
     def stop(self, events, what):
         """A line for the report, and the beckon processes' and PostgreSQL's µs an event (None: not measured)."""
@@ -347,12 +350,11 @@ def drain(name, count, one_partition):
     for p in range(64):
         psql(url, f"UPDATE beckon_sequence SET next_seq = {seq[p] + 1} WHERE partition = {p}")
     started = time.time()
-    pg, busy = postgres_ticks(), machine_ticks()
+    # (From before the process is started: its start, and PostgreSQL's work for it, are in the count.)
+    before = CPU.counts([])
     proc = Process(url, "drain")
     try:
-        cpu = CPU([proc.proc.pid])
-        # (From before the process was started: its start, and PostgreSQL's work for it, are in the count.)
-        cpu.before = ([0], pg, busy)
+        cpu = CPU([proc.proc.pid], before)
         while lag(url) > 0:
             time.sleep(0.05)
         took = time.time() - started

@@ -17,17 +17,26 @@ import sys
 OWN = ("beckon-engine", "beckon-commit", "beckon-walfold")
 
 
+def stat(path):
+    """A `/proc/…/stat` file's name and its fields after the name, from the state on (field 3 is `fields[0]`):
+    the name is in parentheses and may hold spaces. Raises OSError when the process or thread has ended."""
+    with open(path) as f:
+        text = f.read()
+    return text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 2:].split()
+
+
+def cpu_ticks(fields, ended=False):
+    """User and system ticks (fields 14 and 15); with `ended`, those of the children waited for too (16 and 17)."""
+    return int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if ended else 0)
+
+
 def snapshot(pid):
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                stat = f.read()
+            name, fields = stat(f"/proc/{pid}/task/{tid}/stat")
         except OSError:
             continue  # the thread ended
-        # comm is in parentheses and may hold spaces; utime and stime are fields 14 and 15.
-        name = stat[stat.index("(") + 1:stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2:].split()
-        print(f"{tid}\t{name}\t{int(fields[11]) + int(fields[12])}")
+        print(f"{tid}\t{name}\t{cpu_ticks(fields)}")
 
 
 def load(path):
