@@ -125,12 +125,14 @@ let package = Package(
         .target(
             name: "BeckonPostgres",
             dependencies: [
-                "CBeckonZlib", .product(name: "PostgresNIO", package: "postgres-nio"),
+                "CBeckonZlib", "CBeckonZstd", .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        // The system's zlib (no package): BeckonClient's gzip bodies, the fleet log's deflated bodies.
+        // The system's zlib (no package): BeckonClient's gzip bodies, the fleet log's bodies written before zstd.
         .systemLibrary(name: "CBeckonZlib"),
+        // The system's zstd (Debian's libzstd-dev, scripts/install-headers.sh): the fleet log's bodies.
+        .systemLibrary(name: "CBeckonZstd"),
         .target(name: "BeckonClient", dependencies: ["CBeckonZlib", .product(name: "Logging", package: "swift-log")]),
         // A command-line app over BeckonClient: what BeckonClientTests start and kill -9 mid-batch.
         .executableTarget(name: "beckon-client-probe", dependencies: ["BeckonClient"], path: "Tests/BeckonClientProbe"),
@@ -183,6 +185,7 @@ let package = Package(
     ]
 )
 
-for target in package.targets where !["BeckonAllocCount", "BeckonMemory", "CBeckon", "CBeckonZlib"].contains(target.name) {
+let cTargets = ["BeckonAllocCount", "BeckonMemory", "CBeckon", "CBeckonZlib", "CBeckonZstd"]
+for target in package.targets where !cTargets.contains(target.name) {
     target.swiftSettings = (target.swiftSettings ?? []) + strict
 }

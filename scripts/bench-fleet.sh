@@ -10,6 +10,7 @@ cd "$(dirname "$0")/.."
 source scripts/bench-figures.sh
 seconds=${1:-10}
 command -v wrk > /dev/null || { apt-get update > /dev/null && apt-get install -y wrk > /dev/null; }
+scripts/install-headers.sh
 if [ -z "${BECKON:-}" ]; then
   swift build -c release --product beckon > /tmp/beckon-build.log 2>&1 || { cat /tmp/beckon-build.log; exit 1; }
 fi

@@ -17,6 +17,7 @@ cd "$(dirname "$0")/.."
 source scripts/bench-figures.sh
 seconds=${1:-10}
 command -v wrk > /dev/null || apt-get install -y wrk > /dev/null 2>&1 || { apt-get update > /dev/null && apt-get install -y wrk > /dev/null; }
+bash scripts/install-headers.sh  # (SQLite's, for the C ceiling below and the build; zstd's, for the build)
 if [ -z "${BECKON:-}" ]; then
   swift build -c release --product beckon > /tmp/beckon-build.log 2>&1 || { cat /tmp/beckon-build.log; exit 1; }
 fi
@@ -25,7 +26,6 @@ work=$(mktemp -d)
 key=bench-key
 server_pid=
 trap '[ -n "$server_pid" ] && kill "$server_pid" 2> /dev/null; rm -rf "$work"' EXIT
-bash scripts/install-sqlite.sh  # (SQLite's headers; the service builds against them too)
 # The C ceiling, built with the system's C compiler or the Swift toolchain's clang.
 "$(command -v cc || command -v clang)" -O2 -o "$work/ceiling" scripts/bench-service/ceiling.c -lsqlite3
 

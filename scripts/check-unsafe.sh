@@ -3,7 +3,7 @@
 # @exclusivity(unchecked), unsafeBitCast, unsafe addressors, nonisolated(unsafe)) and fails when one is outside the
 # allowed places: the storage layer (Sources/BeckonCore/Runtime/Storage/) and the byte scanners that read input
 # in place (the event decoder, the YAML event reader), plus the command-line tools' line reader,
-# the bench's timed loops, the fuzz glue and the zlib calls (the app client's gzip, the fleet log's bodies).
+# the bench's timed loops, the fuzz glue and the zlib and zstd calls (the app client's gzip, the fleet log's bodies).
 # The semantic layer (rules, limits, time, actions, state, the engine) holds none. Run by scripts/test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +22,7 @@ allowed=(
   "Sources/BeckonCommands/Fuzz/FuzzEntry.swift"    # libFuzzer's input buffer
   "Fuzz/Sources/"                                  # the fuzz harness
   "Sources/BeckonClient/Gzip.swift"                # the app client's zlib call: bytes in, bytes out
-  "Sources/BeckonPostgres/LogBody.swift"           # the fleet log's zlib calls: bytes in, bytes out
+  "Sources/BeckonPostgres/LogBody.swift"           # the fleet log's zstd and zlib calls: bytes in, bytes out
 )
 
 status=0

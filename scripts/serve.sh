@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 config=release
 [ "${1:-}" = "--debug" ] && config=debug
-scripts/install-sqlite.sh
+scripts/install-headers.sh
 echo "building beckon ($config)…"
 swift build -c "$config" --product beckon > /tmp/beckon-build.log 2>&1 || { cat /tmp/beckon-build.log; exit 1; }
 beckon=".build/$config/beckon"

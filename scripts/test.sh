@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-scripts/install-sqlite.sh
+scripts/install-headers.sh
 echo "== swift build"
 swift build
 echo "== a throw-away PostgreSQL on loopback for the fleet's tests"

@@ -265,12 +265,12 @@ class Fleet(unittest.TestCase):
             acked = post_all(self, procs, events)
             s = wait_caught_up(self, url)
             self.assertEqual(len({p["owner"] for p in s}), 3, "the partitions are not shared by the three")
-            # The log keeps the events deflated (LogBody: first byte 1, or 2 for a page of several entries).
+            # The log keeps the events compressed (LogBody: first byte 4, or 5 for a page of several entries).
             packed, logged = (int(x) for x in query(
-                url, "SELECT coalesce(sum(coalesce(cardinality(users), 1)) FILTER (WHERE get_byte(body, 0) IN (1, 2)), 0), "
+                url, "SELECT coalesce(sum(coalesce(cardinality(users), 1)) FILTER (WHERE get_byte(body, 0) IN (4, 5)), 0), "
                      "sum(coalesce(cardinality(users), 1)) FROM beckon_log WHERE user_id <> '' OR users IS NOT NULL").split("|"))
             self.assertGreaterEqual(logged, len(events))
-            self.assertGreater(packed, 0.9 * logged, f"{packed} of {logged} log bodies deflated")
+            self.assertGreater(packed, 0.9 * logged, f"{packed} of {logged} log bodies compressed")
             # A partition's entries of one append (the requests waiting together) share a row: a page.
             rows, pages = (int(x) for x in query(
                 url, "SELECT count(*), count(*) FILTER (WHERE last_seq IS NOT NULL) FROM beckon_log").split("|"))

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Installs the C headers the build needs, unless they are there: Debian's libsqlite3-dev (SQLite's, which GRDB builds
+# BeckonStore against) and libzstd-dev (zstd's, for the fleet log's bodies in BeckonPostgres).
+set -euo pipefail
+missing=()
+[ -f /usr/include/sqlite3.h ] || missing+=(libsqlite3-dev)
+[ -f /usr/include/zstd.h ] || missing+=(libzstd-dev)
+if [ ${#missing[@]} -eq 0 ]; then exit 0; fi
+sudo_="" ; [ "$(id -u)" -ne 0 ] && sudo_="sudo"
+$sudo_ apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
