@@ -114,12 +114,17 @@ struct InputLogTests {
         for bad in [
             "AA - - - -\n", "T x\n", "T 1x\n", "T 99999999999999999999\n", "A tracks - - -\n", "A - - -\n",
             "V 1 2\n", "P 1 1 1 - ios 2\nut\n", "P 1 1 1 - windows 1\nut\n", "\u{E9} 1\n",
+            "U 1 1 1 1 1 1 1 1\nut\n", "P 1 1 1 - ios 1 1 1 1 1 1 1 1\nut\n",
         ] {
             #expect(throws: InputLog.Damaged.self, "\(bad)") { try InputLog.read(Array(bad.utf8)) { _ in } }
         }
         var read: [String] = []
         try? InputLog.read(Array("A identify -5 +7 - \nT 3\nP 4 1 1 - ios 1\nut\n".utf8)) { read.append("\($0)") }
         #expect(read.count == 2, "\(read)")
+        // Fields are split at spaces as `split` does: runs of spaces and spaces at either end make no empty field.
+        var ticks: [String] = []
+        try? InputLog.read(Array("  T   3 \nT 4\n".utf8)) { ticks.append("\($0)") }
+        #expect(ticks == ["tick(3)", "tick(4)"])
     }
 }
 
