@@ -409,6 +409,12 @@ public final class FleetLog: Sendable {
                 "ALTER TABLE beckon_outbox DROP CONSTRAINT beckon_outbox_destination_action_id_key",
             ]
         ),
+        (
+            // The log's bodies are written as zstd frames (``LogBody``: 0x04, 0x05), which earlier versions read as
+            // damaged entries. No table changes: the migration marks the database, so that an earlier version refuses
+            // it at start (``SetUpByALaterVersion``) rather than stop at the first such row of each partition it holds.
+            "12: the log's bodies in zstd", []
+        ),
     ]
 
     /// A database this process must not run on: starting again does not help.
