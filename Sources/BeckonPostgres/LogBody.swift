@@ -174,8 +174,8 @@ package enum LogBody {
     /// zstd's dictionaries (made once, read by every thread at once) and its contexts (one thread's at a time: kept
     /// between calls, as making one costs more than compressing a small page).
     private final class Zstd: @unchecked Sendable {
-        let compressing: OpaquePointer?
-        let decompressing: OpaquePointer?
+        let compressionDictionary: OpaquePointer?
+        let decompressionDictionary: OpaquePointer?
         /// A context, which one thread uses at a time (handed from one to another through `idle`, under its lock).
         struct Context: @unchecked Sendable { let pointer: OpaquePointer }
         private let idle = Mutex<(compress: [Context], decompress: [Context])>(([], []))
@@ -184,13 +184,13 @@ package enum LogBody {
         static let keep = 8
 
         init() {
-            compressing = LogBody.dictionary.withUnsafeBytes { ZSTD_createCDict($0.baseAddress, $0.count, 1) }
-            decompressing = LogBody.dictionary.withUnsafeBytes { ZSTD_createDDict($0.baseAddress, $0.count) }
+            compressionDictionary = LogBody.dictionary.withUnsafeBytes { ZSTD_createCDict($0.baseAddress, $0.count, 1) }
+            decompressionDictionary = LogBody.dictionary.withUnsafeBytes { ZSTD_createDDict($0.baseAddress, $0.count) }
         }
 
         /// `body` with a compression context that has the dictionary and the frame's checksum set.
         func compressing<T>(_ body: (OpaquePointer) -> T?) -> T? {
-            guard let dictionary = compressing else { return nil }
+            guard let dictionary = compressionDictionary else { return nil }
             var context = idle.withLock { $0.compress.popLast() }?.pointer
             if context == nil, let made = ZSTD_createCCtx() {
                 guard ZSTD_isError(ZSTD_CCtx_setParameter(made, ZSTD_c_checksumFlag, 1)) == 0,
@@ -208,7 +208,7 @@ package enum LogBody {
 
         /// `body` with a decompression context.
         func decompressing<T>(_ body: (OpaquePointer, OpaquePointer) -> T?) -> T? {
-            guard let dictionary = decompressing,
+            guard let dictionary = decompressionDictionary,
                 let context = idle.withLock({ $0.decompress.popLast() })?.pointer ?? ZSTD_createDCtx()
             else { return nil }
             defer { keep(context, compressing: false) }
