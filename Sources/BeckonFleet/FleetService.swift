@@ -191,8 +191,12 @@ public final class FleetService: ServiceBackend {
     ) async throws {
         var entries: [(userID: String, body: [UInt8], receivedAt: Int64)] = []
         entries.reserveCapacity(request.events.count)
+        // (The arrival's line is made once a request, and each record in one allocation: the line's text and the
+        // record's growth were 4.6% of a fleet process's time at ingest.)
+        var arrival = InputLog()
+        arrival.arrival(request.arrival)
         for (e, r) in zip(request.events, request.ranges) {
-            var record = InputLog()
+            var record = InputLog(capacity: arrival.bytes.count + r.count + 16)
             // A sign-in: the earlier id's partition hands its state over (an entry appended with the event, before it,
             // so that the hand-over precedes the sign-in in every order a runner can wait in: docs/fleet.md).
             if let before = e.previousID {
@@ -203,7 +207,7 @@ public final class FleetService: ServiceBackend {
                 }
                 record.takeOver(from: before, to: e.userID)
             }
-            record.arrival(request.arrival)
+            record.append(arrival)
             record.event(body[r])
             entries.append((userID: e.userID, body: record.bytes, receivedAt: now))
         }

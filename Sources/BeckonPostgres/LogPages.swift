@@ -43,7 +43,7 @@ enum LogPages {
     static func rows(
         _ events: [(userID: String, body: [UInt8], receivedAt: Int64)], partitionOf: [Int], ranks: [Int64]
     ) async -> Rows {
-        let groups = pages(events.map(\.body.count), partitionOf: partitionOf)
+        let groups = pages(events.map { $0.body.count }, partitionOf: partitionOf)
         // A row's `received_at`: its latest entry's.
         let latest = groups.map { g in g.map { events[$0].receivedAt }.max()! }
         func body(_ k: Int) -> [UInt8] {

@@ -29,6 +29,9 @@ package struct InputLog: Sendable {
 
     package init() {}
 
+    /// An empty record with room for `capacity` bytes (one allocation for a record whose size is known).
+    package init(capacity: Int) { bytes.reserveCapacity(capacity) }
+
     package enum Input {
         case event(ArraySlice<UInt8>, Arrival)
         case markRead(userID: String, itemID: String, time: Int64)

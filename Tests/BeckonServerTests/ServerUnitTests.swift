@@ -97,6 +97,32 @@ struct InputLogTests {
             ])
     }
 
+    /// A fleet's ingest makes a request's arrival line once and appends it to each event's record, made with room for
+    /// it: the record is the one written line by line.
+    @Test func aRecordWithASharedArrivalLineIsTheOneWrittenWhole() throws {
+        let arrival = Arrival(kind: .track, receivedAt: 1_700_000_000_000, sentAt: nil, latest: 1_700_000_000_001)
+        var line = InputLog()
+        line.arrival(arrival)
+        let records: [(json: String, before: String?)] = [
+            ("{\"userId\":\"u\"}", nil), ("{}", "a 1"), (String(repeating: "x", count: 300), nil),
+        ]
+        for (json, before) in records {
+            var whole = InputLog()
+            if let before { whole.takeOver(from: before, to: "u") }
+            whole.arrival(arrival)
+            whole.event(Array(json.utf8)[...])
+            var shared = InputLog(capacity: line.bytes.count + json.utf8.count + 16)
+            if let before { shared.takeOver(from: before, to: "u") }
+            shared.append(line)
+            shared.event(Array(json.utf8)[...])
+            #expect(shared.bytes == whole.bytes)
+            #expect(shared.events == 1)
+            var read: [Arrival] = []
+            try InputLog.read(shared.bytes) { if case .event(_, let a) = $0 { read.append(a) } }
+            #expect(read.map(\.latest) == [1_700_000_000_001] && read.map(\.kind) == [.track])
+        }
+    }
+
     @Test func aDamagedRecordIsAnErrorNotACrash() {
         var log = InputLog()
         log.arrival(Arrival(receivedAt: 1))
