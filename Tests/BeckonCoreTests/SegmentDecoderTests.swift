@@ -468,6 +468,14 @@ struct DecodingDoesNotDependOnRules {
             ("nested too deep", Self.line(#""properties":{"a":"# + String(repeating: "[", count: 70))),
             ("a property object not closed", Self.line(#""properties":{"zz":"a""#)),
             ("a key given twice in the traits", Self.line(#""traits":{"a":1,"a":2}}"#)),
+            // Keys the logging decoder skips without making them: refused as the rules' decoder refuses them.
+            ("a property key with a control character", Self.line("\"properties\":{\"z\u{01}z\":1}}")),
+            ("a context key with a bad escape", Self.line(#""context":{"os":{"n\qame":"iOS"}}}"#)),
+            ("a context key with a lone surrogate", Self.line(#""context":{"os":{"\ud800":"iOS"}}}"#)),
+            ("a context key not closed", Self.line(#""context":{"os":{"name"#)),
+            ("a context key that is not a string", Self.line(#""context":{"os":{name:"iOS"}}}"#)),
+            ("a context key's value missing", Self.line(#""context":{"os":{"name"}}}"#)),
+            ("fine, escaped keys", Self.line(#""properties":{"z\u007a":"a"},"context":{"os":{"n\u00e9":"iOS"}}}"#)),
             (
                 "fine",
                 Self.line(
