@@ -5,8 +5,18 @@ import JWTKit
 /// equivalence): the write keys of ingest and the admin keys.
 package struct KeyRing: Sendable {
     package let keys: [[UInt8]]
+    /// Each key's `Authorization` header as Segment's libraries send it (`Basic ` and the key and a colon in base64),
+    /// compared whole before any other form is decoded: Foundation's base64 and trimming were 0.7% of a fleet
+    /// process's time at ingest.
+    let basicHeaders: [[UInt8]]
 
-    package init(keys: some Sequence<String>) { self.keys = keys.map { Array($0.utf8) } }
+    package init(keys: some Sequence<String>) {
+        self.keys = keys.map { Array($0.utf8) }
+        // (Not for a key that is empty or has a colon, which no `Authorization: Basic` header names.)
+        basicHeaders = self.keys.filter { !$0.isEmpty && !$0.contains(UInt8(ascii: ":")) }.map {
+            Array(("Basic " + Data($0 + [UInt8(ascii: ":")]).base64EncodedString()).utf8)
+        }
+    }
 
     package func contains(_ key: String) -> Bool {
         let given = Array(key.utf8)
@@ -26,7 +36,12 @@ package struct KeyRing: Sendable {
     /// Whether an `Authorization` header is HTTP Basic with one of the keys as the user name and an empty password,
     /// as Segment's API (a key with no colon at all is taken too).
     package func allowsBasic(_ header: String?) -> Bool {
-        guard let header, header.count > 6, header.prefix(6).lowercased() == "basic " else { return false }
+        guard let header else { return false }
+        let given = Array(header.utf8)
+        var found = false
+        for h in basicHeaders where Self.same(h, given) { found = true }
+        if found { return true }
+        guard header.count > 6, header.prefix(6).lowercased() == "basic " else { return false }
         guard let data = Data(base64Encoded: String(header.dropFirst(6)).trimmingCharacters(in: .whitespaces)),
             let text = String(data: data, encoding: .utf8)
         else { return false }

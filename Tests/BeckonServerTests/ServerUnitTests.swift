@@ -169,6 +169,15 @@ struct AuthTests {
         #expect(!keys.allowsBasic("Bearer wk1"))
         #expect(!keys.allowsBasic("Basic !!!"))
         #expect(!keys.allowsBasic(nil))
+        // The form Segment's libraries send is compared whole; the others are decoded, as before.
+        #expect(keys.allowsBasic(basic("wk2:")) && keys.allowsBasic(" " + basic("wk2:") + " ") == false)
+        #expect(keys.allowsBasic(basic("wk2:") + "  "))
+        #expect(!keys.allowsBasic(String(basic("wk2:").dropLast())))
+        #expect(!keys.allowsBasic(basic("wk2:").uppercased()))
+        #expect(!keys.allowsBasic(basic("wk:")) && !keys.allowsBasic(basic("wk22:")))
+        // A key that is empty or has a colon is named by no Basic header, in the form sent or another.
+        let odd = KeyRing(keys: ["", "a:b"])
+        #expect(!odd.allowsBasic(basic(":")) && !odd.allowsBasic(basic("a:b:")) && !odd.allowsBasic(basic("a:b")))
     }
 
     @Test func adminKeysAreBearerKeysComparedByBytes() {
