@@ -110,7 +110,7 @@ public final class FleetService: ServiceBackend {
                 backend: self, writeKeys: writeKeys, adminKeys: adminKeys, userAuth: userAuth, logger: logger
             ).router(),
             server: options.connections.server(table: connections),
-            configuration: .init(address: .hostname(options.host, port: options.port), serverName: "beckon"),
+            configuration: options.connections.configuration(host: options.host, port: options.port),
             onServerRunning: { channel in await onRunning("http://\(host):\(channel.localAddress?.port ?? 0)") },
             logger: logger)
         var configuration = ServiceGroupConfiguration(

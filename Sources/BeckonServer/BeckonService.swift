@@ -124,7 +124,7 @@ public final class BeckonService: Sendable {
         return Application(
             router: api.router(),
             server: options.connections.server(table: table),
-            configuration: .init(address: .hostname(options.host, port: options.port), serverName: "beckon"),
+            configuration: options.connections.configuration(host: options.host, port: options.port),
             onServerRunning: { channel in await onRunning("http://\(host):\(channel.localAddress?.port ?? 0)") },
             logger: logger)
     }

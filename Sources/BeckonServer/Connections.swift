@@ -381,6 +381,11 @@ extension ConnectionLimits {
         ConnectionTable(cap: cap(descriptorLimit: Self.raiseDescriptorLimit()), maxBodyBytes: maxBodyBytes, logger: logger)
     }
 
+    /// The server's address and listen backlog (``ServiceLimits/listenBacklog``).
+    package func configuration(host: String, port: Int) -> ApplicationConfiguration {
+        .init(address: .hostname(host, port: port), serverName: "beckon", backlog: ServiceLimits.listenBacklog)
+    }
+
     /// Hummingbird's HTTP/1 server with these limits enforced on every connection (``ConnectionGuard``), counted in
     /// `table`.
     package func server(table: ConnectionTable) -> HTTPServerBuilder {

@@ -234,6 +234,14 @@ extension ReferenceDocs {
                             """,
                         tests: ["hostile_test.test_01_silent_connections_past_the_descriptor_limit_do_not_stop_ingest"]),
                     Limit(
+                        what: "connections waiting to be accepted (the listen backlog)",
+                        limit: "\(number(ServiceLimits.listenBacklog)), or the kernel's `net.core.somaxconn` when lower",
+                        beyond: """
+                            the kernel drops the handshake and the client tries again a second later; at the connection \
+                            cap the service goes on accepting, closing the connection waiting longest
+                            """,
+                        tests: ["hostile_test.test_01_silent_connections_past_the_descriptor_limit_do_not_stop_ingest"]),
+                    Limit(
                         what: "request bodies held at once, all connections together (read, their requests not yet answered)",
                         limit: bytes(ServiceLimits.bodyMemoryBytes),
                         beyond: """

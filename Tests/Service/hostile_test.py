@@ -315,6 +315,13 @@ class Connections(Case):
             self.skipTest("this process cannot open 1,100 sockets")
         server = self.serve([os.path.join(FIXTURES, "ping.yaml")],
                             preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024)))
+        # The listen backlog holds a burst of connections (docs/reference/limits.md): past it the kernel drops their
+        # handshakes and a client waits a second to try again, as a /readyz did here under Hummingbird's 256.
+        with open("/proc/sys/net/core/somaxconn") as f:
+            somaxconn = int(f.read())
+        listening = subprocess.run(["ss", "-ltnH", f"sport = :{server.port}"], capture_output=True, text=True,
+                                   check=True).stdout.split()
+        self.assertEqual(int(listening[2]), min(4096, somaxconn), f"the listen backlog: {listening}")
         silent, refused = [], [0]
         opened = threading.Event()
 

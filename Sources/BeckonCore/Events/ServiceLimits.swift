@@ -19,6 +19,11 @@ public enum ServiceLimits {
     /// long before a large descriptor limit is reached).
     public static let minConnections = 32
     public static let maxDefaultConnections = 10_000
+    /// Connections the kernel may hold for the service before it accepts them (the listen backlog; Linux caps it at
+    /// `net.core.somaxconn`, 4096 by default). A burst of connections past it has its handshakes dropped, and each
+    /// client dropped waits a second to try again: with 256, a flood of 1,100 silent connections held up a `/readyz`
+    /// for a second.
+    public static let listenBacklog = 4096
     /// Bytes of request bodies all connections may hold at once (read, and not yet answered): a body that would pass
     /// it is answered 503 and its connection closed, so that slow or withheld bodies on many connections cannot take
     /// the service's memory (one body is at most ``SegmentRequest/maxRequestBytes``).
