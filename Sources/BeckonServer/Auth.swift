@@ -18,10 +18,12 @@ package struct KeyRing: Sendable {
         }
     }
 
-    package func contains(_ key: String) -> Bool {
-        let given = Array(key.utf8)
+    package func contains(_ key: String) -> Bool { Self.any(of: keys, is: Array(key.utf8)) }
+
+    /// Whether one of `list` is `given`, every entry compared in full (no early exit at the first found).
+    static func any(of list: [[UInt8]], is given: [UInt8]) -> Bool {
         var found = false
-        for k in keys where Self.same(k, given) { found = true }
+        for k in list where same(k, given) { found = true }
         return found
     }
 
@@ -37,10 +39,7 @@ package struct KeyRing: Sendable {
     /// as Segment's API (a key with no colon at all is taken too).
     package func allowsBasic(_ header: String?) -> Bool {
         guard let header else { return false }
-        let given = Array(header.utf8)
-        var found = false
-        for h in basicHeaders where Self.same(h, given) { found = true }
-        if found { return true }
+        if Self.any(of: basicHeaders, is: Array(header.utf8)) { return true }
         guard header.count > 6, header.prefix(6).lowercased() == "basic " else { return false }
         guard let data = Data(base64Encoded: String(header.dropFirst(6)).trimmingCharacters(in: .whitespaces)),
             let text = String(data: data, encoding: .utf8)
