@@ -98,9 +98,17 @@ public final class FleetLog: Sendable {
             p.running = false
             return p.task
         }
-        task?.cancel()
-        await task?.value
+        guard let task else { return }
+        task.cancel()
+        // (Bounded: postgres-nio's pool, cancelled, closes its connections at once, but its `run()` has been seen not
+        // to return with none left open, holding a test, or a process's shutdown, for good. Waited on from a task
+        // of its own: this one is cancelled, which would end the wait at once.)
+        let stopped = await Task { (try? await withDeadline(Self.stopWithin, "stop") { await task.value }) != nil }.value
+        if !stopped { logger.warning("the connection pool did not stop within \(Self.stopWithin) of the shutdown: left") }
     }
+
+    /// How long ``run()``, cancelled, waits for the connection pool to stop.
+    public static let stopWithin = Duration.seconds(5)
 
     /// Runs one database call with a deadline. Past it, the call fails with ``DeadlineExceeded``; if it has still not
     /// ended ``hungAfter`` later, the pool is replaced by a new one (at most once a second) and the old one shut down:
