@@ -218,9 +218,9 @@ struct FleetStateTests {
     @Test func aStaleOwnersBatchIsRefusedWhole() async throws {
         try await withFleet { log in
             let p = FleetLog.partition(of: "ana")
-            let old = try #require(try await log.acquire(partition: p, owner: "a", ttl: .milliseconds(300)))
+            let old = try #require(try await log.acquire(partition: p, owner: "a", ttl: .seconds(30)))
             try await log.commit(Self.batch(processed: 2, actions: ["x1"]), lease: old)
-            try await Task.sleep(for: .milliseconds(500))
+            try await lapse(old, in: log)
             let new = try #require(try await log.acquire(partition: p, owner: "b", ttl: .seconds(30)))
             await #expect(throws: FleetLog.Fenced.self) {
                 try await log.commit(Self.batch(processed: 9, actions: ["stale"], state: [6]), lease: old)
@@ -240,9 +240,9 @@ struct FleetStateTests {
         try await withFleet { log in
             let (pa, pc) = (FleetLog.partition(of: "ana"), FleetLog.partition(of: "cy"))
             try #require(pa != pc)
-            let a = try #require(try await log.acquire(partition: pa, owner: "me", ttl: .milliseconds(300)))
+            let a = try #require(try await log.acquire(partition: pa, owner: "me", ttl: .seconds(30)))
             let c = try #require(try await log.acquire(partition: pc, owner: "me", ttl: .seconds(30)))
-            try await Task.sleep(for: .milliseconds(500))
+            try await lapse(a, in: log)
             _ = try #require(try await log.acquire(partition: pa, owner: "other", ttl: .seconds(30)))
             let result = try await log.commit([
                 (a, Self.batch(processed: 5, actions: ["from-ana"])),

@@ -113,8 +113,8 @@ struct LogPagesTests {
             let u = Self.users(1, of: 6)[0]
             let cy = Self.users(1, of: 8)[0]
             try await log.append([(u, [1], 1), (u, [2], 1)])
-            let old = try #require(try await log.acquire(partition: 6, owner: "a", ttl: .milliseconds(300)))
-            try await Task.sleep(for: .milliseconds(500))
+            let old = try #require(try await log.acquire(partition: 6, owner: "a", ttl: .seconds(30)))
+            try await lapse(old, in: log)
             _ = try #require(try await log.acquire(partition: 6, owner: "b", ttl: .seconds(30)))
             await #expect(throws: FleetLog.Fenced.self) { try await log.forget(u, lease: old, through: 2) }
             await #expect(throws: FleetLog.Fenced.self) {
