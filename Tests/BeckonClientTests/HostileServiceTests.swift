@@ -35,9 +35,13 @@ final class Stub: @unchecked Sendable {
         port = Int(lines.all[0])!
     }
 
+    /// Closes the stub's standard input, which ends it (within 20 s; past that, SIGKILL).
     deinit {
         try? input.fileHandleForWriting.close()
-        process.waitUntilExit()
+        if !exits(process, within: 20) {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
     }
 }
 

@@ -88,10 +88,15 @@ final class LiveService: @unchecked Sendable {
         process = nil
     }
 
+    /// SIGTERM, and the exit it brings (within 60 s: past that, SIGKILL and a failed test, not a hung one).
     func stop() {
         guard let p = process else { return }
         p.terminate()
-        p.waitUntilExit()
+        if !exits(p, within: 60) {
+            Issue.record("beckon serve did not exit within 60 s of SIGTERM")
+            kill(p.processIdentifier, SIGKILL)
+            p.waitUntilExit()
+        }
         process = nil
     }
 
@@ -215,6 +220,16 @@ func eventually(seconds: Double = 30, _ what: String, _ condition: () async thro
         guard Date() < deadline else { throw Failure("not within \(seconds) s: \(what)") }
         try await Task.sleep(for: .milliseconds(20))
     }
+}
+
+/// Whether `process` ends within `seconds`.
+func exits(_ process: Process, within seconds: Double) -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while process.isRunning {
+        guard Date() < deadline else { return false }
+        usleep(10_000)
+    }
+    return true
 }
 
 /// A value shared between a test and the closures it gives the client.
