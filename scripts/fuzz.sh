@@ -7,21 +7,25 @@
 # version-1 state) and from every input that once crashed it (Fuzz/regressions/TARGET/), and stops at the first crash,
 # at an input slower than 1 s (-timeout=1) or over 2 GB of memory, or when its time or run count is spent.
 #
-# Usage: scripts/fuzz.sh [--seconds N | --runs N] [--jobs N] [TARGET...]   (default: 30 s each, every target)
+# Usage: scripts/fuzz.sh [--seconds N | --runs N] [--jobs N] [--debug] [TARGET...]   (default: 30 s each, every target)
+# --debug builds without optimization: fewer executions a second, and a shorter first build (CI's smoke, which builds
+# from nothing, is mostly that build: 15.5 minutes in release on 2 cores).
 # Prints per target: executions, crashes (0 or 1: libFuzzer stops at the first) and where the crash input was saved.
 # Exit status 1 if any target crashed, timed out or ran out of memory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 limit=(-max_total_time=30)
 jobs=1
+config=release
 targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) limit=(-max_total_time="$2"); shift ;;
     --runs) limit=(-runs="$2" -max_total_time=1800); shift ;;
     --jobs) jobs="$2"; shift ;;
+    --debug) config=debug ;;
     rules|expression|events|textproto|state|requests|http) targets+=("$1") ;;
-    *) echo "usage: scripts/fuzz.sh [--seconds N | --runs N] [--jobs N] [rules|expression|events|textproto|state|requests|http]..." >&2; exit 64 ;;
+    *) echo "usage: scripts/fuzz.sh [--seconds N | --runs N] [--jobs N] [--debug] [rules|expression|events|textproto|state|requests|http]..." >&2; exit 64 ;;
   esac
   shift
 done
@@ -30,7 +34,7 @@ done
 echo "== building the fuzz harness (Fuzz/, -sanitize=fuzzer,address)"
 build_log=$(mktemp)
 build() {
-  swift build -c release --package-path Fuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -g -Xcc -DBECKON_NO_ALLOC_COUNT \
+  swift build -c "$config" --package-path Fuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -g -Xcc -DBECKON_NO_ALLOC_COUNT \
     "$@" > "$build_log" 2>&1
 }
 # (On stderr: scripts/test.sh keeps only the summary of stdout.) A build tool that crashed rather than failed, which a
@@ -42,7 +46,7 @@ if ! build; then
   echo "scripts/fuzz.sh: building it once more with -j 2" >&2
   build -j 2 || { tail -n 60 "$build_log" >&2; exit 1; }
 fi
-bin="Fuzz/.build/release"
+bin="Fuzz/.build/$config"
 work="Fuzz/.build/fuzz"
 
 # Seed corpora from what ships: rule files, the expressions in them and in the cel-spec tests, event lines and streams,

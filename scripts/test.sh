@@ -131,6 +131,6 @@ suite "fleet fault" 900 no-skips Tests/Service/fleet_fault_test.py
 say "validate shipped rule sets and dry-run the samples"
 scripts/run-samples.sh --debug --quiet
 
-say "fuzz smoke (every target 12 s; full runs: scripts/fuzz.sh --runs 10000000)"
-scripts/fuzz.sh --seconds 12 | sed -n '/== fuzz summary/,$p'
+say "fuzz smoke (every target 12 s, a debug build; full runs: scripts/fuzz.sh --runs 10000000)"
+scripts/fuzz.sh --seconds 12 --debug | sed -n '/== fuzz summary/,$p'
 echo "all checks passed"
