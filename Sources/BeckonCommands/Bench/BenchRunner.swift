@@ -204,7 +204,13 @@ public enum BenchRunner {
         for run in 0..<max(1, repeats) {
             let heapBefore = heapInUse()
             let engine = Engine(ruleSet: rules)
+            let allocsBeforeUsers = beckon_alloc_count()
             for u in users { _ = engine.process(u) }
+            // Each new user's profile is an allocation: fewer counted means the counting allocator (a count per thread)
+            // does not count this thread's calls, and "0 allocations an event" would be no measure.
+            precondition(
+                beckon_alloc_counting() == 0 || beckon_alloc_count() - allocsBeforeUsers >= UInt64(users.count),
+                "the counting allocator counted fewer allocations than new users")
             let actionsBefore = engine.stats.actions
             let allocs0 = beckon_alloc_count()
             let t0 = now()

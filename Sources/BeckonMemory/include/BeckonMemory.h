@@ -19,7 +19,7 @@ void beckon_configure_allocator(void);
 /// The process's peak resident set size in KiB (getrusage's ru_maxrss).
 long beckon_peak_rss_kb(void);
 
-/// The number of malloc, calloc and realloc calls in this process so far, where the counting allocator
+/// The number of malloc, calloc and realloc calls the calling thread has made so far, where the counting allocator
 /// (BeckonAllocCount) is linked into the executable: `beckon-bench`. Elsewhere 0.
 unsigned long long beckon_alloc_count(void);
 
