@@ -306,12 +306,16 @@ struct Bench: ConsoleCommand {
     @Flag(name: .long, help: .hidden)
     var noEndToEnd = false
 
+    @Option(name: .long, help: .hidden)
+    var export: String?
+
     func run(console: any Console) -> Int32 {
         var o = BenchRunner.Options(workload: workload, format: format, reference: reference)
         o.scaleRules = scaleRules
         o.compileRules = compileRules
         o.repeats = repeats
         o.endToEnd = !noEndToEnd
+        o.export = export
         return BenchRunner.run(o, console: console)
     }
 }

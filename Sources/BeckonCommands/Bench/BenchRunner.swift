@@ -29,6 +29,10 @@ public enum BenchRunner {
         public var endToEnd = true
         /// The reference's result (`bench.py ref` writes `results/ref.json`), to compare fires with.
         public var reference: String?
+        /// Only write the translated rules (`bench.yaml`) and the Segment stream (`events.jsonl`, the users' identifies
+        /// first) into this directory, and measure nothing (`--export`, hidden: scripts/bench-instructions.sh runs
+        /// `dry-run` on them under callgrind).
+        public var export: String?
         public init(workload: String, format: Format = .text, reference: String? = nil) {
             self.workload = workload
             self.format = format
@@ -63,6 +67,17 @@ public enum BenchRunner {
 
     public static func run(_ o: Options, console: any Console) -> Int32 {
         do {
+            if let dir = o.export {
+                let workload = try BenchWorkload(dir: o.workload)
+                let yaml = (dir as NSString).appendingPathComponent("bench.yaml")
+                guard FileManager.default.createFile(atPath: yaml, contents: Data(try workload.rulesYAML().utf8)) else {
+                    throw BenchWorkload.Problem(description: "cannot write \(yaml)")
+                }
+                let (users, events) = try workload.writeSegment(
+                    to: (dir as NSString).appendingPathComponent("events.jsonl"), console: console)
+                console.err("bench: wrote \(dir)/bench.yaml and \(dir)/events.jsonl (\(users) users, \(events) events)\n")
+                return 0
+            }
             let r = try measure(o, console: console)
             switch o.format {
             case .text: console.out(text(r))
