@@ -177,6 +177,15 @@ package struct ConnectionDrain: Service {
 /// closed for a new connection at the cap (a response sent before its request's body ended included: the rest is only
 /// drained). Answering is bound by the service (a long poll waits 30 s at most), and a response its client does not
 /// read for the body timeout closes the connection.
+///
+/// Requests are let through one at a time: the next request's head goes on only once the one before is answered and
+/// the socket can take more (pipelined requests are answered in order anyway). Parts read ahead of their turn wait
+/// here, and the socket is not read while any wait, so a client that sends requests and reads no answer holds at most
+/// one read of requests and one answer beyond the socket's buffer, until the stalled answer closes it.
+///
+/// A body counts against the bytes all connections may hold (``ConnectionTable/hold(_:)``) until its request is
+/// answered: what comes after the answer (a body over its route's bound, or one its route never reads) is only drained
+/// and held nowhere.
 package final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     package typealias InboundIn = HTTPRequestPart
     package typealias InboundOut = HTTPRequestPart
@@ -201,6 +210,15 @@ package final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandl
     private var held = 0
     /// A response's head went out and its end has not.
     private var responding = false
+    /// The request being read was answered before its end: the rest of its body is drained, not held.
+    private var answeredEarly = false
+    /// Parts read ahead of their turn (a pipelined request while one is owed, or while the socket takes no more),
+    /// in order; the socket is not read while any wait here.
+    private var waiting = CircularBuffer<HTTPRequestPart>()
+    /// A read was asked for while parts waited: it is passed on once they have gone.
+    private var readHeld = false
+    /// A pass over ``waiting`` is scheduled.
+    private var passScheduled = false
 
     package init(limits: ConnectionLimits, table: ConnectionTable) {
         self.limits = limits
@@ -244,6 +262,7 @@ package final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandl
         id = nil
         table.release(held)
         held = 0
+        waiting.removeAll()
     }
 
     /// A byte arrived (seen before the HTTP decoder).
@@ -257,7 +276,60 @@ package final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandl
     }
 
     package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
+        let part = unwrapInboundIn(data)
+        if !waiting.isEmpty || (isHead(part) && !mayTakeRequest(context)) {
+            waiting.append(part)
+            return
+        }
+        take(part, context)
+    }
+
+    private func isHead(_ part: HTTPRequestPart) -> Bool {
+        if case .head = part { true } else { false }
+    }
+
+    /// A new request may go on: nothing is owed, and the socket takes the answer.
+    private func mayTakeRequest(_ context: ChannelHandlerContext) -> Bool {
+        unanswered == 0 && context.channel.isWritable
+    }
+
+    /// Lets through the parts that waited, as far as their turn has come; then reads again if a read was held.
+    private func takeWaiting(_ context: ChannelHandlerContext) {
+        while let part = waiting.first {
+            if isHead(part) && !mayTakeRequest(context) { break }
+            waiting.removeFirst()
+            // (Taking a part may close the connection, which drops what waits.)
+            take(part, context)
+        }
+        if waiting.isEmpty && readHeld {
+            readHeld = false
+            context.read()
+        }
+    }
+
+    /// After the current event: an answer's end or the socket's writability may let a waiting request through.
+    private func scheduleTakeWaiting(_ context: ChannelHandlerContext) {
+        guard !waiting.isEmpty, !passScheduled else { return }
+        passScheduled = true
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        context.eventLoop.execute {
+            let (handler, context) = loopBound.value
+            handler.passScheduled = false
+            guard handler.id != nil else { return }
+            handler.takeWaiting(context)
+        }
+    }
+
+    package func read(context: ChannelHandlerContext) {
+        if waiting.isEmpty {
+            context.read()
+        } else {
+            readHeld = true
+        }
+    }
+
+    private func take(_ part: HTTPRequestPart, _ context: ChannelHandlerContext) {
+        switch part {
         case .head(let request):
             // A client that waits for a 100 Continue before it sends the body (curl does above 1 KB) is told to go on;
             // the request is then read like any other, under the body timeout.
@@ -266,6 +338,7 @@ package final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandl
             }
             unanswered += 1
             readingRequest = true
+            answeredEarly = false
             idle = false
             headBegun = false
             if let id {
@@ -274,14 +347,16 @@ package final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandl
             }
             arm(context, limits.bodyTimeout)
         case .body(let bytes):
-            guard table.hold(bytes.readableBytes) else { return refuseBody(context) }
-            held += bytes.readableBytes
+            if !answeredEarly {
+                guard table.hold(bytes.readableBytes) else { return refuseBody(context) }
+                held += bytes.readableBytes
+            }
         case .end:
             readingRequest = false
             if let id { table.reading(id, false) }
             settle(context)
         }
-        context.fireChannelRead(data)
+        context.fireChannelRead(wrapInboundOut(part))
     }
 
     package func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
@@ -291,19 +366,24 @@ package final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandl
             unanswered = max(0, unanswered - 1)
             if !readingRequest {
                 settle(context)
-            } else if unanswered == 0, let id {
-                // (Answered before its body ended: what is left is drained, under the body timeout, and the connection
-                // owes nothing.)
-                table.waiting(id, true)
+            } else if unanswered == 0 {
+                // (Answered before its body ended: what is left is drained, under the body timeout, held nowhere, and
+                // the connection owes nothing.)
+                answeredEarly = true
+                table.release(held)
+                held = 0
+                if let id { table.waiting(id, true) }
             }
         }
         context.write(data, promise: promise)
+        if case .end = unwrapOutboundIn(data) { scheduleTakeWaiting(context) }
     }
 
     package func channelWritabilityChanged(context: ChannelHandlerContext) {
         if context.channel.isWritable {
             stalled?.cancel()
             stalled = nil
+            scheduleTakeWaiting(context)
         } else if stalled == nil {
             let channel = context.channel
             stalled = context.eventLoop.scheduleTask(in: TimeAmount(limits.bodyTimeout)) { channel.close(promise: nil) }

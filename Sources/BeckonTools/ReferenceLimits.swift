@@ -242,13 +242,27 @@ extension ReferenceDocs {
                             """,
                         tests: ["hostile_test.test_01_silent_connections_past_the_descriptor_limit_do_not_stop_ingest"]),
                     Limit(
-                        what: "request bodies held at once, all connections together (read, their requests not yet answered)",
+                        what: """
+                            request bodies held at once, all connections together (read, their requests not yet \
+                            answered; what comes after an answer is drained and held nowhere)
+                            """,
                         limit: bytes(ServiceLimits.bodyMemoryBytes),
                         beyond: """
                             the request whose bytes would pass it is answered 503 (`Retry-After: 1`) and its connection \
                             closed (`--max-body-memory`, in MiB)
                             """,
-                        tests: ["hostile_test.test_01_withheld_bodies_on_many_connections_cannot_take_the_memory"]),
+                        tests: [
+                            "hostile_test.test_01_withheld_bodies_on_many_connections_cannot_take_the_memory",
+                            "hostile_test.test_01_a_body_drained_after_its_answer_holds_nothing",
+                        ]),
+                    Limit(
+                        what: "requests of one connection let through at once (pipelined requests)",
+                        limit: "1, and only while the socket takes its answer",
+                        beyond: """
+                            the next request waits, and the connection is not read, until the one before is answered \
+                            and the client reads; an answer the client does not read closes it after the body timeout
+                            """,
+                        tests: ["hostile_test.test_01_pipelined_requests_whose_answers_are_not_read_hold_bounded_memory"]),
                     Limit(
                         what: "a compressed request body (`Content-Encoding: gzip` or `deflate`)",
                         limit: "the limits above, on the inflated bytes",

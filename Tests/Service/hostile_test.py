@@ -4,7 +4,8 @@ client addresses). One line per item:
 
  1. Connections: 1,100 silent connections under RLIMIT_NOFILE 1024 do not stop ingest or /readyz; a silent connection,
     a half-sent head, a stalled body and an idle kept-alive connection are closed by --head-timeout, --body-timeout and
-    --keep-alive-timeout.
+    --keep-alive-timeout; a body over its bound drained after its answer holds nothing against --max-body-memory;
+    connections that pipeline requests and read no answer hold about one answer each.
  2. Reload race: invalid UTF-8 or a lone surrogate anywhere in an event is a 400 under every rule set, also while the
     rules are reloaded every 50 ms between a set that reads the bad property and one that does not.
  3. Forget and export: an anonymous id merged into a user is exported with it (`mergedIds`, its events) and forgotten
@@ -485,6 +486,65 @@ class Connections(Case):
         time.sleep(0.5)
         again = answers(holders(5), 1.5)
         self.assertEqual(again, [None] * 5, "bodies of closed connections still count against the bound")
+        self.assertIsNone(server.proc.poll(), "the server died")
+
+    def test_01_a_body_drained_after_its_answer_holds_nothing(self):
+        # One connection, no key needed: a head announcing 1 GB, then 2 MiB less 100 bytes of it, then nothing. /livez
+        # answers without reading a body and /v1/track at its 500 KiB bound; the rest is drained. Under
+        # --max-body-memory 2 (MiB), bytes drained after the answer counted against the bound, and every other
+        # client's event got 503 until the body timeout closed the attacker (60 s by default).
+        server = self.serve([os.path.join(FIXTURES, "ping.yaml")], extra=["--max-body-memory", "2"])
+        for path, auth in (("/livez", ""), ("/v1/track", f"Authorization: {basic(KEY)}\r\n")):
+            s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+            self.addCleanup(s.close)
+            s.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\n{auth}Content-Type: application/json\r\n"
+                      f"Content-Length: 1000000000\r\n\r\n".encode())
+            s.sendall(b"x" * ((2 << 20) - 100))
+            time.sleep(0.5)
+            event = {"userId": "d-" + path[-4:], "event": "ping", "properties": {"p": "x" * 300}}
+            status, body = server.request("POST", "/v1/track", event, JSON_HEADERS, timeout=5)
+            self.assertEqual(status, 200, f"beside a drained body to {path}: {body}")
+        self.assertIsNone(server.proc.poll(), "the server died")
+
+    def test_01_pipelined_requests_whose_answers_are_not_read_hold_bounded_memory(self):
+        # 30 connections, each with a 4 KB receive buffer, send 1 MB of pipelined GET /openapi.json (an 87 KB answer)
+        # and read nothing. Requests go on one at a time, and only while the socket takes the answer: the server holds
+        # about one answer a connection. (Before: 15 MB a connection, 1.6 GB for 100 of them.)
+        server = self.serve([os.path.join(FIXTURES, "ping.yaml")])
+        one = b"GET /openapi.json HTTP/1.1\r\nHost: x\r\n\r\n"
+        data = one * ((1 << 20) // len(one))
+        socks = []
+        for _ in range(30):
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect(("127.0.0.1", server.port))
+            s.setblocking(False)
+            self.addCleanup(s.close)
+            socks.append([s, 0])
+        before, _ = proc_status(server.proc.pid)
+        with Sampler(server.proc.pid) as sampler:
+            deadline = time.time() + 6
+            while time.time() < deadline:
+                progress = 0
+                for entry in socks:
+                    s, sent = entry
+                    if sent >= len(data):
+                        continue
+                    try:
+                        n = s.send(data[sent:sent + 65536])
+                        entry[1] += n
+                        progress += n
+                    except BlockingIOError:
+                        pass
+                    except OSError:
+                        entry[1] = len(data)
+                if progress == 0:
+                    time.sleep(0.05)
+            time.sleep(1)
+        grew = sampler.max_rss - before
+        self.assertLess(grew, 64 << 20, f"30 connections that read no answer grew the server by {grew >> 20} MB")
+        status, _ = server.request("GET", "/livez", timeout=5)
+        self.assertEqual(status, 200)
         self.assertIsNone(server.proc.poll(), "the server died")
 
 
