@@ -87,6 +87,15 @@ public enum YAMLLoader {
             return .error(.yamlSyntax, "YAML: \(f.problem)", at: at(pos))
         }
         let contextPos = f.contextMark.map { lines.position(ofScalarOffset: offsetOfIndex($0.index)) }
+        // An escape a double-quoted value cannot hold (`\q`, `\uZZZZ`, a lone surrogate `\ud800`): at the backslash (the
+        // digits after `\u`).
+        if f.context?.contains("quoted scalar") == true, f.problem.contains("escape") || f.problem.contains("hexdecimal") {
+            return .error(
+                .yamlSyntax,
+                "this is not an escape a double-quoted value can hold (\\n, \\t, \\\\, \\\", \\uXXXX for a character "
+                    + "that is not half of a surrogate pair, …)", at: at(pos),
+                suggestion: "write \\\\ for a backslash, or quote the value with ' instead (it has no escapes)")
+        }
         // A quote that is never closed: the file ends inside the quoted value. Point at the opening quote.
         if f.context?.contains("quoted scalar") == true, let open = contextPos {
             return .error(
@@ -162,7 +171,9 @@ public enum YAMLLoader {
         if problem.contains("could not find expected ':'") {
             return "a key needs ':' after it; a multi-line string needs '|' or quotes"
         }
-        if context?.contains("quoted scalar") == true { return "close the quote" }
+        if context?.contains("quoted scalar") == true && !problem.contains("escape") && !problem.contains("hexdecimal") {
+            return "close the quote"
+        }
         return nil
     }
 }

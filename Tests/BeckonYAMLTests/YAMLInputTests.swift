@@ -82,18 +82,30 @@ struct YAMLInputTests {
 
     // MARK: Errors that point right
 
-    /// An unterminated quote is reported at the opening quote, not at the end of the file.
+    /// An unterminated quote is reported at the opening quote, not at the end of the file; an escape a double-quoted
+    /// value cannot hold, as what it is, at its backslash (for `\u`, at the digits libyaml could not read), not as a
+    /// quote never closed.
     @Test(arguments: [
-        ("      - message: { surface: s, title: \"Welcome }\n      - message: { surface: s, title: Hi }\n", 7, 39),
-        ("      - message:\n          surface: s\n          title: \"Welcome\n          body: \"Hi\"\n", 9, 18),
-        ("      - message:\n          surface: s\n          title: 'Welcome\n", 9, 18),
+        (
+            "      - message: { surface: s, title: \"Welcome }\n      - message: { surface: s, title: Hi }\n", 7, 39,
+            "close the quote"
+        ),
+        (
+            "      - message:\n          surface: s\n          title: \"Welcome\n          body: \"Hi\"\n", 9, 18,
+            "close the quote"
+        ),
+        ("      - message:\n          surface: s\n          title: 'Welcome\n", 9, 18, "close the quote"),
+        ("      - set: { a: \"x \\uZZZZ\" }\n", 7, 24, "quote the value with '"),
+        ("      - set: { a: \"r\\q\" }\n", 7, 21, "quote the value with '"),
+        ("      - set: { a: \"r\\ud800\" }\n", 7, 23, "quote the value with '"),
     ])
-    func unterminatedQuotesPointAtTheOpeningQuote(_ actions: String, _ line: Int, _ column: Int) throws {
+    func quoteMistakesPointWhereTheyAre(_ actions: String, _ line: Int, _ column: Int, _ fix: String) throws {
         let yaml = "version: 1\ncampaign: c\nrules:\n  - id: r\n    on: x\n    do:\n" + actions
         let d = try #require(errors(yaml).first)
         #expect(d.id == .yamlSyntax)
         #expect(d.location.position == SourcePosition(line: line, column: column), "\(d)")
-        #expect(d.suggestion == "close the quote")
+        #expect(d.suggestion?.contains(fix) == true, "\(d)")
+        #expect(d.message.contains("not an escape") == fix.hasPrefix("quote the value"), "\(d)")
     }
 
     /// A tab in the indentation is named, and pointed at.
