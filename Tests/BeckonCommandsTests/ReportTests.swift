@@ -194,6 +194,38 @@ struct ReportTests {
         #expect(out.contains(":1:2: bad event: expected a key in quotes"))
         #expect(out.contains("bad lines 1"))
     }
+
+    /// `--html PATH` replaces a regular file whole (through a symbolic link, the file, not the link), writes into a pipe
+    /// as it is (not a file put in its place), and refuses a folder with a reason.
+    @Test func theHTMLPageGoesWhereThePathLeads() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("beckon-html-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let events = Self.small.appendingPathComponent("events.jsonl").path
+        let file = dir.appendingPathComponent("page.html").path
+        let link = dir.appendingPathComponent("link.html").path
+        try "old".write(toFile: file, atomically: true, encoding: .utf8)
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: "page.html")
+        #expect(run([Self.small.path], events: events, html: link).0 == 0)
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: link) == "page.html")
+        #expect(try String(contentsOfFile: file, encoding: .utf8).contains("<html"))
+
+        let fifo = dir.appendingPathComponent("pipe").path
+        #expect(mkfifo(fifo, 0o600) == 0)
+        // (A reader that does not wait for a writer, so that the page's write can open the pipe.)
+        let reader = open(fifo, O_RDONLY | O_NONBLOCK)
+        #expect(reader >= 0)
+        defer { close(reader) }
+        #expect(run([Self.small.path], events: events, html: fifo).0 == 0)
+        let read = FileHandle(fileDescriptor: reader, closeOnDealloc: false).availableData
+        #expect(String(decoding: read, as: UTF8.self).contains("<html"))
+        let type = try FileManager.default.attributesOfItem(atPath: fifo)[.type] as? FileAttributeType
+        #expect(type != .typeRegular, "the pipe became a file")
+
+        let (status, out) = run([Self.small.path], events: events, html: dir.path)
+        #expect(status == 1)
+        #expect(out.contains("it is a folder"), "\(out)")
+    }
 }
 
 struct StatisticsTests {

@@ -52,13 +52,57 @@ public enum ReportRunner {
         }
         if let path = o.html {
             do {
-                try ReportHTML.page(report).write(toFile: path, atomically: true, encoding: .utf8)
+                try writePage(ReportHTML.page(report), to: path)
             } catch {
-                console.err("error: cannot write \(path): \(error.localizedDescription)\n")
+                console.err(Terminal.safe("error: cannot write \(path): \(error.reason)") + "\n")
                 return 1
             }
         }
         return 0
+    }
+
+    /// Why a page could not be written.
+    struct WriteProblem: Error {
+        var reason: String
+    }
+
+    /// Writes `page` to `path`: a regular file, or none yet, is replaced whole and at once (through a symbolic link
+    /// to it: the link stays); anything else that takes bytes — standard output, a pipe, a terminal, `/dev/null` — is
+    /// written to as it is, never replaced by a file; a folder is an error, and so is a write that fails (a full disk).
+    static func writePage(_ page: String, to path: String) throws(WriteProblem) {
+        var st = stat()
+        if stat(path, &st) == 0 && (st.st_mode & S_IFMT) != S_IFREG {
+            if (st.st_mode & S_IFMT) == S_IFDIR { throw WriteProblem(reason: "it is a folder; give a file's path") }
+            guard let handle = FileHandle(forWritingAtPath: path) else {
+                throw WriteProblem(reason: String(cString: strerror(errno)))
+            }
+            do {
+                try handle.write(contentsOf: Data(page.utf8))
+                try handle.close()
+            } catch {
+                throw WriteProblem(reason: reason(error))
+            }
+            return
+        }
+        // (Through a symbolic link, its file is replaced, not the link.)
+        var target = path
+        if let resolved = realpath(path, nil) {
+            target = String(cString: resolved)
+            free(resolved)
+        }
+        do {
+            try page.write(toFile: target, atomically: true, encoding: .utf8)
+        } catch {
+            throw WriteProblem(reason: reason(error))
+        }
+    }
+
+    /// The system's words for why a write failed (Foundation's own on Linux are a domain and a number).
+    private static func reason(_ error: any Error) -> String {
+        let e = error as NSError
+        let posix = e.domain == NSPOSIXErrorDomain ? e : e.userInfo[NSUnderlyingErrorKey] as? NSError
+        if let posix, posix.domain == NSPOSIXErrorDomain { return String(cString: strerror(Int32(posix.code))) }
+        return e.localizedDescription
     }
 
     // MARK: Text
