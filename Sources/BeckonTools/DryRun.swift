@@ -59,7 +59,7 @@ public enum DryRunRunner {
         if stream.finish(console: console) { return 1 }
         if let until = o.until {
             guard let end = untilTime(until, last: engine.latestEventTime, console: console) else { return 64 }
-            show(engine.advance(to: end))
+            engine.advance(to: end, each: show)
         }
         let summary = Summary(engine: engine, badLines: stream.badLines)
         if o.format == .table {

@@ -50,6 +50,34 @@ struct ScheduleTriggerTests {
         #expect(Set(out.map(\.id)).count == 4)
     }
 
+    /// Letting a long span pass an instant at a time (`dry-run --until`, `report --until`) hands over the same actions
+    /// in the same order as one ``Engine/advance(to:)``, each instant's in an outcome of its own, so that no outcome
+    /// holds more than one instant's.
+    @Test func aLongSpanIsHandedOverAnInstantAtATime() throws {
+        let daily = """
+            version: 1
+            campaign: c
+            rules:
+              - id: daily
+                schedule: every day 18:00
+                do: [ { set: { a: 1 } } ]
+            """
+        func engine() throws -> Engine {
+            let engine = Engine(ruleSet: try load(daily))
+            for user in ["ann", "bo", "cy"] { _ = engine.process(identify(user, at: "2026-03-01T08:00:00Z", [])) }
+            return engine
+        }
+        let whole = try engine().advance(to: t("2026-03-31T00:00:00Z")).actions.map(\.id)
+        var outcomes: [[String]] = []
+        let stepped = try engine()
+        stepped.advance(to: t("2026-03-31T00:00:00Z")) { outcomes.append($0.actions.map(\.id)) }
+        // 30 evenings (March 1 to 30), each an 18:00 for all three (one zone).
+        #expect(whole.count == 3 * 30)
+        #expect(outcomes.flatMap { $0 } == whole)
+        #expect(outcomes.map(\.count) == Array(repeating: 3, count: 30))
+        #expect(stepped.clock == t("2026-03-31T00:00:00Z"))
+    }
+
     /// The condition is read at each run, on the user's state then.
     @Test func conditionsAreReadAtEachRun() throws {
         let events: [Event] = [

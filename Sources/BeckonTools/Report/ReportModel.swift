@@ -154,7 +154,7 @@ final class ReportBuilder {
     }
 
     /// Lets time run to `end` (delayed actions come due).
-    func finish(at end: Int64) { collect(engine.advance(to: end)) }
+    func finish(at end: Int64) { engine.advance(to: end, each: collect) }
 
     private func collect(_ o: EventOutcome) {
         for v in o.verdicts { triggered[Int(ruleSet.rules[Int(v.rule)].unit)].insert(v.userID) }

@@ -26,6 +26,22 @@ extension Engine {
         return out
     }
 
+    /// ``advance(to:)`` with what fires handed to `each` a due instant at a time: the same fires in the same order,
+    /// the clock at `time` throughout, but never all of a long span's actions at once (`dry-run --until` a year ahead
+    /// of a daily schedule over many users held millions of actions in one outcome).
+    public func advance(to time: Int64, each: (EventOutcome) -> Void) {
+        if time > clock { clock = time }
+        while let due = nextTimerDue, due <= time {
+            var out = EventOutcome(status: .processed, late: false, actions: [], verdicts: [])
+            out.actions.reset(for: ruleSet)
+            advance(to: due, into: &out)
+            totals.actions += out.actions.count
+            each(out)
+            // (Something still due at this instant was left by the bound on users loaded: the next call goes on.)
+            if let next = nextTimerDue, next <= due { return }
+        }
+    }
+
     func advance(to time: Int64, into out: inout EventOutcome) {
         // Keep the caller's scope (an event may be mid-processing when its user's timers come due).
         let saved = (scope.event, scope.profile, scope.now, scope.change)
