@@ -95,6 +95,11 @@ extension ReferenceDocs {
                     Limit(
                         what: "events one `repeat:` line of a test expands to", limit: number(TestRunner.maxRepeat),
                         beyond: "an error at the value", tests: ["TestRunnerTests.repeatHasALimit"]),
+                    Limit(
+                        what: "the events one test case's `events:` lines expand to, all together, as JSON",
+                        limit: bytes(TestRunner.maxCaseEventBytes),
+                        beyond: "an error at the line that passes it; the lines after it are not expanded",
+                        tests: ["TestRunnerTests.repeatHasALimit"]),
                 ]
             ),
             (

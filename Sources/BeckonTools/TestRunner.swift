@@ -9,6 +9,9 @@ import Foundation
 public enum TestRunner {
     /// Most events one shorthand line may expand to with `repeat`.
     public static let maxRepeat = 100_000
+    /// Most bytes (as JSON) of the events one case's `events:` lines expand to, all together: `repeat:` lines of large
+    /// events would otherwise hold gigabytes of a 100 KB file.
+    public static let maxCaseEventBytes = 64 << 20
     /// How many of a rule's triggers a failure's explain trace shows (the last ones).
     static let maxTraceSteps = 5
 
@@ -404,6 +407,10 @@ struct StreamBuilder {
     private(set) var users: [String] = []
     /// Bad lines of the `events_file`, skipped.
     private(set) var badLines = 0
+    /// Bytes (as JSON) of the events the case's lines expanded to so far (``TestRunner/maxCaseEventBytes``), and
+    /// whether they passed the bound (the lines after it are not expanded).
+    private var eventBytes = 0
+    private var overBytes = false
 
     static let shorthandKeys = [
         "user", "event", "screen", "identify", "at", "after", "properties", "context", "id", "repeat", "every",
@@ -632,8 +639,18 @@ struct StreamBuilder {
     }
 
     private mutating func decode(_ v: Value, at location: SourceLocation) -> BoundEvent? {
+        guard !overBytes else { return nil }
+        let json = JSONWriter.encode(v)
+        eventBytes += json.utf8.count
+        guard eventBytes <= TestRunner.maxCaseEventBytes else {
+            overBytes = true
+            error(
+                "the case's events come to more than \(TestRunner.maxCaseEventBytes >> 20) MiB (as JSON) by this line; "
+                    + "repeat fewer events, or put a long stream in an `events_file`", at: location)
+            return nil
+        }
         do throws(DecodeError) {
-            return try decoder.decode(JSONWriter.encode(v))
+            return try decoder.decode(json)
         } catch {
             diagnostics.append(.error(.invalidValue, "bad test event: \(error.message)", at: location))
             return nil

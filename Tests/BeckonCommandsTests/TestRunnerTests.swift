@@ -194,6 +194,25 @@ struct TestRunnerTests {
         let (status, out) = try runInline(rules: Self.rules, test: test(TestRunner.maxRepeat + 1))
         #expect(status != 0)
         #expect(out.contains(":7:69: error: 'repeat' is a whole number from 1 to 100000"), "\(out)")
+
+        // Lines within their own bound that together pass the case's: an error at the line that passes it, and the
+        // lines after it are not expanded (a 100 KB property repeated 16,000 times was 1.6 GB in memory).
+        let blob = String(repeating: "a", count: 100_000)
+        let big = """
+            version: 1
+            tests: shop
+            cases:
+              - name: big
+                users: { u: {} }
+                events:
+                  - { event: Order Completed, at: 2026-01-01T00:00:00Z, repeat: 400, every: 1s, properties: { blob: \(blob) } }
+                  - { event: Order Completed, at: 2026-01-02T00:00:00Z, repeat: 400, every: 1s, properties: { blob: \(blob) } }
+                expect: []
+            """
+        let (bigStatus, bigOut) = try runInline(rules: Self.rules, test: big)
+        #expect(bigStatus != 0)
+        #expect(bigOut.contains(":8:9: error: the case's events come to more than 64 MiB"), "\(bigOut.prefix(2000))")
+        #expect(!bigOut.contains(":7:9: error"), "\(bigOut.prefix(2000))")
     }
 
     /// `every` present with a value that is no duration is that value's mistake, at it (it was "'repeat' needs
