@@ -85,13 +85,9 @@ public enum ReportRunner {
             return
         }
         // (Through a symbolic link, its file is replaced, not the link.)
-        var target = path
-        if let resolved = realpath(path, nil) {
-            target = String(cString: resolved)
-            free(resolved)
-        }
+        let target = URL(fileURLWithPath: path).resolvingSymlinksInPath()
         do {
-            try page.write(toFile: target, atomically: true, encoding: .utf8)
+            try page.write(to: target, atomically: true, encoding: .utf8)
         } catch {
             throw WriteProblem(reason: reason(error))
         }
