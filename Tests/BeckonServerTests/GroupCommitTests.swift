@@ -112,6 +112,9 @@ import Testing
         w.failing.withLock { $0 = [1] }
         let commit = GroupCommit<Int, Int>(write: w.write)
         try await withThrowingTaskGroup(of: Void.self) { group in
+            // (Opened on every way out of the group, which waits for its tasks: a wait below that throws would
+            // otherwise leave the first write at the gate, and the test hung rather than failed.)
+            defer { w.open() }
             group.addTask { await #expect(throws: Failed.self) { try await commit.submit(1) } }
             try await Self.until { w.calls.withLock { $0.count } == 1 }
             group.addTask {
