@@ -18,12 +18,8 @@ extension Engine {
     /// (a service's clock, or `beckon dry-run --until`).
     @discardableResult
     public func advance(to time: Int64) -> EventOutcome {
-        var out = EventOutcome(status: .processed, late: false, actions: [], verdicts: [])
-        out.actions.reset(for: ruleSet)
         if time > clock { clock = time }
-        advance(to: time, into: &out)
-        totals.actions += out.actions.count
-        return out
+        return firing(upTo: time)
     }
 
     /// ``advance(to:)`` with what fires handed to `each` a due instant at a time: the same fires in the same order,
@@ -32,14 +28,19 @@ extension Engine {
     public func advance(to time: Int64, each: (EventOutcome) -> Void) {
         if time > clock { clock = time }
         while let due = nextTimerDue, due <= time {
-            var out = EventOutcome(status: .processed, late: false, actions: [], verdicts: [])
-            out.actions.reset(for: ruleSet)
-            advance(to: due, into: &out)
-            totals.actions += out.actions.count
-            each(out)
+            each(firing(upTo: due))
             // (Something still due at this instant was left by the bound on users loaded: the next call goes on.)
             if let next = nextTimerDue, next <= due { return }
         }
+    }
+
+    /// What fires of the delayed actions due at or before `time` (the clock already moved), counted in the totals.
+    private func firing(upTo time: Int64) -> EventOutcome {
+        var out = EventOutcome(status: .processed, late: false, actions: [], verdicts: [])
+        out.actions.reset(for: ruleSet)
+        advance(to: time, into: &out)
+        totals.actions += out.actions.count
+        return out
     }
 
     func advance(to time: Int64, into out: inout EventOutcome) {
