@@ -89,7 +89,7 @@ public enum YAMLLoader {
         let contextPos = f.contextMark.map { lines.position(ofScalarOffset: offsetOfIndex($0.index)) }
         // An escape a double-quoted value cannot hold (`\q`, `\uZZZZ`, a lone surrogate `\ud800`): at the backslash (the
         // digits after `\u`).
-        if f.context?.contains("quoted scalar") == true, f.problem.contains("escape") || f.problem.contains("hexdecimal") {
+        if f.context?.contains("quoted scalar") == true, isBadEscape(f.problem) {
             return .error(
                 .yamlSyntax,
                 "this is not an escape a double-quoted value can hold (\\n, \\t, \\\\, \\\", \\uXXXX for a character "
@@ -159,6 +159,10 @@ public enum YAMLLoader {
         return nil
     }
 
+    /// Whether libyaml's problem inside a quoted value is an escape it cannot read (`\q`, `\uZZZZ`, `\ud800`), not
+    /// the end of the file.
+    static func isBadEscape(_ problem: String) -> Bool { problem.contains("escape") || problem.contains("hexdecimal") }
+
     static func hint(_ problem: String, context: String?) -> String? {
         if problem.contains("tab") { return "indent with spaces, not tabs" }
         if problem.contains("mapping values are not allowed") {
@@ -171,9 +175,7 @@ public enum YAMLLoader {
         if problem.contains("could not find expected ':'") {
             return "a key needs ':' after it; a multi-line string needs '|' or quotes"
         }
-        if context?.contains("quoted scalar") == true && !problem.contains("escape") && !problem.contains("hexdecimal") {
-            return "close the quote"
-        }
+        if context?.contains("quoted scalar") == true && !isBadEscape(problem) { return "close the quote" }
         return nil
     }
 }
