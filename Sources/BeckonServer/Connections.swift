@@ -212,8 +212,8 @@ package final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandl
     private var responding = false
     /// The request being read was answered before its end: the rest of its body is drained, not held.
     private var answeredEarly = false
-    /// Parts read ahead of their turn (a pipelined request while one is owed, or while the socket takes no more),
-    /// in order; the socket is not read while any wait here.
+    /// Parts read and not yet let through (every part passes here; a pipelined request waits while one is owed, or
+    /// while the socket takes no more), in order; the socket is not read while any wait here.
     private var waiting = CircularBuffer<HTTPRequestPart>()
     /// A read was asked for while parts waited: it is passed on once they have gone.
     private var readHeld = false
@@ -276,12 +276,9 @@ package final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandl
     }
 
     package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let part = unwrapInboundIn(data)
-        if !waiting.isEmpty || (isHead(part) && !mayTakeRequest(context)) {
-            waiting.append(part)
-            return
-        }
-        take(part, context)
+        // (Every part joins the line, which goes on at once unless a request must wait its turn.)
+        waiting.append(unwrapInboundIn(data))
+        takeWaiting(context)
     }
 
     private func isHead(_ part: HTTPRequestPart) -> Bool {
@@ -293,7 +290,8 @@ package final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandl
         unanswered == 0 && context.channel.isWritable
     }
 
-    /// Lets through the parts that waited, as far as their turn has come; then reads again if a read was held.
+    /// Lets through the parts that waited, as far as their turn has come (the one rule of when a request goes on);
+    /// then reads again if a read was held.
     private func takeWaiting(_ context: ChannelHandlerContext) {
         while let part = waiting.first {
             if isHead(part) && !mayTakeRequest(context) { break }
