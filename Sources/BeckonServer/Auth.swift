@@ -50,16 +50,17 @@ package struct KeyRing: Sendable {
 
     /// The key of an `Authorization: Bearer KEY` header, if it is one of the keys.
     package func bearer(_ header: String?) -> String? {
-        guard let credential = bearerCredential(header) else { return nil }
-        let key = credential.trimmingCharacters(in: .whitespaces)
-        return !key.isEmpty && contains(key) ? key : nil
+        guard let key = bearerCredential(header), contains(key) else { return nil }
+        return key
     }
 }
 
-/// What follows `Bearer ` (any case) in an `Authorization` header, as sent; `nil` for another scheme or nothing.
+/// What follows `Bearer` (any case) and the spaces after it in an `Authorization` header, without the spaces around
+/// it (HTTP allows one or more: RFC 9110, 11.4); `nil` for another scheme or no credential.
 package func bearerCredential(_ header: String?) -> String? {
     guard let header, header.count > 7, header.prefix(7).lowercased() == "bearer " else { return nil }
-    return String(header.dropFirst(7))
+    let credential = header.dropFirst(7).trimmingCharacters(in: .whitespaces)
+    return credential.isEmpty ? nil : credential
 }
 
 /// The claims of a user's token: `sub` is the user id; `exp` and `nbf`, when present, are checked.
@@ -90,8 +91,9 @@ package struct UserAuth: Sendable {
     package func check(_ header: String?, user: String) async throws(Failure) {
         guard let credential = bearerCredential(header) else { throw .missing }
         // The header must say what the token is signed with: HS256 (one signed so but saying `none` or `RS256` is
-        // not taken, so that no reader of the token is misled by it).
-        guard Self.saysHS256(credential) else { throw .invalid }
+        // not taken, so that no reader of the token is misled by it), and ask for no extension (`crit`), which this
+        // reader would not honour (RFC 7515, 4.1.11).
+        guard Self.headerIsTaken(credential) else { throw .invalid }
         let token: UserToken
         do {
             token = try await keys.verify(credential, as: UserToken.self)
@@ -102,8 +104,8 @@ package struct UserAuth: Sendable {
         guard token.sub.value.utf8.elementsEqual(user.utf8) else { throw .otherUser }
     }
 
-    /// Whether a compact JWT's header (its first part, base64url JSON) names `HS256` as its `alg`.
-    static func saysHS256(_ token: some StringProtocol) -> Bool {
+    /// Whether a compact JWT's header (its first part, base64url JSON) names `HS256` as its `alg` and has no `crit`.
+    static func headerIsTaken(_ token: some StringProtocol) -> Bool {
         guard let head = token.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false).first,
             head.count <= 1024
         else { return false }
@@ -112,6 +114,6 @@ package struct UserAuth: Sendable {
         guard let data = Data(base64Encoded: b64),
             let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
         else { return false }
-        return object["alg"] as? String == "HS256"
+        return object["alg"] as? String == "HS256" && object["crit"] == nil
     }
 }

@@ -3,7 +3,9 @@ import Hummingbird
 import HummingbirdCore
 import Logging
 import NIOCore
+import NIOHTTP1
 import NIOHTTPTypes
+import NIOHTTPTypesHTTP1
 import ServiceLifecycle
 import Synchronization
 
@@ -183,6 +185,9 @@ package struct ConnectionDrain: Service {
 /// here, and the socket is not read while any wait, so a client that sends requests and reads no answer holds at most
 /// one read of requests and one answer beyond the socket's buffer, until the stalled answer closes it.
 ///
+/// A request that says `Connection: close` (``KeepAlive`` says it for one that does not keep alive), or an answer that
+/// does, ends the connection: the answer says so and the connection is closed once it has been written.
+///
 /// A body counts against the bytes all connections may hold (``ConnectionTable/hold(_:)``) until its request is
 /// answered: what comes after the answer (a body over its route's bound, or one its route never reads) is only drained
 /// and held nowhere.
@@ -219,6 +224,8 @@ package final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandl
     private var readHeld = false
     /// A pass over ``waiting`` is scheduled.
     private var passScheduled = false
+    /// The request being answered, or its answer, says `Connection: close`: the connection ends with the answer.
+    private var closeAfterAnswer = false
 
     package init(limits: ConnectionLimits, table: ConnectionTable) {
         self.limits = limits
@@ -227,6 +234,9 @@ package final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandl
 
     package func handlerAdded(context: ChannelHandlerContext) {
         try? context.pipeline.syncOperations.addHandler(FirstByte(guard: self), position: .first)
+        if let codec = try? context.pipeline.syncOperations.handler(type: HTTP1ToHTTPServerCodec.self) {
+            try? context.pipeline.syncOperations.addHandler(KeepAlive(), position: .before(codec))
+        }
         if context.channel.isActive { opened(context) }
     }
 
@@ -335,6 +345,7 @@ package final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandl
                 context.writeAndFlush(wrapOutboundOut(.head(HTTPResponse(status: .continue))), promise: nil)
             }
             unanswered += 1
+            closeAfterAnswer = request.headerFields[.connection] == "close"
             readingRequest = true
             answeredEarly = false
             idle = false
@@ -358,7 +369,23 @@ package final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandl
     }
 
     package func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if case .head = unwrapOutboundIn(data) { responding = true }
+        if case .head(var head) = unwrapOutboundIn(data), head.status.kind != .informational {
+            responding = true
+            // (A request or an answer that ends the connection: the answer says so, and the connection is closed once
+            // it has gone, whether or not the client closes its side.)
+            if head.headerFields[.connection] == "close" { closeAfterAnswer = true }
+            if closeAfterAnswer {
+                head.headerFields[.connection] = "close"
+                return context.write(wrapOutboundOut(.head(head)), promise: promise)
+            }
+        }
+        var promise = promise
+        if case .end = unwrapOutboundIn(data), closeAfterAnswer {
+            let channel = context.channel
+            let written = promise ?? context.eventLoop.makePromise()
+            written.futureResult.whenComplete { _ in channel.close(promise: nil) }
+            promise = written
+        }
         if case .end = unwrapOutboundIn(data) {
             responding = false
             unanswered = max(0, unanswered - 1)
@@ -438,6 +465,22 @@ package final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandl
     private func disarm() {
         timer?.cancel()
         timer = nil
+    }
+
+    /// Before the request head becomes HTTP types, which keep no version: a request that does not keep its connection
+    /// alive (HTTP/1.0 without `Connection: keep-alive`, or `close` among its `Connection` tokens in any case) is
+    /// marked with exactly `Connection: close`, the one form after which the server closes the connection once it has
+    /// answered. Without it, an HTTP/1.0 client's connection stayed open for the keep-alive timeout.
+    final class KeepAlive: ChannelInboundHandler, RemovableChannelHandler {
+        typealias InboundIn = HTTPServerRequestPart
+        typealias InboundOut = HTTPServerRequestPart
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            guard case .head(var head) = unwrapInboundIn(data), !head.isKeepAlive else {
+                return context.fireChannelRead(data)
+            }
+            head.headers.replaceOrAdd(name: "connection", value: "close")
+            context.fireChannelRead(wrapInboundOut(.head(head)))
+        }
     }
 
     /// First in the pipeline: tells the guard that bytes arrived, and passes them on.

@@ -32,6 +32,10 @@ client addresses). One line per item:
     another algorithm than HS256, or whose `nbf` is ahead, is 401; an unknown route answers a ProblemBody; a batch's
     event nests as deep as one sent alone; the last time limits.md gives is taken; a request head past 80 KiB (one
     long header, 20,000 headers, a long URL) is 400 and its connection closed, one under it is served.
+13. Framing: HTTP/1.0 without keep-alive and `Connection: Close` (any case, in a list) are closed once answered; a
+    transfer coding besides `chunked` is 501; malformed chunks are 400 on ingest and on a device registration, and so
+    is a registration that gives a key twice; one or more spaces may follow `Bearer`; a user token whose header has
+    `crit` is 401.
 
 Run: `BECKON=path/to/beckon python3 -m unittest Tests/Service/hostile_test.py -v` (default .build/debug/beckon), as
 root: items 4c and 6 mount a 4 MB tmpfs (they are skipped where mount is refused). Item 10's SDK tests need
@@ -228,6 +232,22 @@ def read_until_closed(sock, deadline):
             return None
         except (ConnectionResetError, BrokenPipeError):
             return time.monotonic()
+
+
+def exchange(server, raw, wait):
+    """Sends `raw` on a new connection: the status line of the answer, its head (lower-cased), and the seconds until
+    the server closed the connection after it (None: still open after `wait`)."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+        s.sendall(raw)
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+        start = time.monotonic()
+        closed = read_until_closed(s, start + wait)
+        return answer.split(b"\r\n")[0], answer.split(b"\r\n\r\n")[0].lower(), None if closed is None else closed - start
 
 
 class Case(unittest.TestCase):
@@ -1263,17 +1283,8 @@ class Bounds(Case):
 
         def send(raw, wait=5):
             """The status line answered to `raw`, and whether the connection was closed within `wait` s after it."""
-            s = socket.create_connection(("127.0.0.1", server.port), timeout=5)
-            self.addCleanup(s.close)
-            s.sendall(raw)
-            answer = b""
-            while b"\r\n\r\n" not in answer:
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                answer += chunk
-            closed = read_until_closed(s, time.monotonic() + wait) is not None
-            return answer.split(b"\r\n")[0], closed
+            status, _, after = exchange(server, raw, wait)
+            return status, after is not None
 
         def head(line, fields):
             return line + b"\r\nHost: x\r\n" + fields + b"\r\n"
@@ -1290,6 +1301,94 @@ class Bounds(Case):
             self.assertEqual(status, b"HTTP/1.1 400 Bad Request", what)
             self.assertTrue(closed, f"{what}: the connection was left open")
         self.assertEqual(server.post("/v1/track", {"userId": "after", "event": "ping", "messageId": "m-1"})[0], 200)
+
+
+class Framing(Case):
+    """13. How a request comes (found by an attack run): an HTTP/1.0 request without keep-alive, or one with
+    `Connection: Close` in any case, has its connection closed once answered (not held for the keep-alive timeout),
+    its answer saying so; a body in a transfer coding besides `chunked` is 501 (400 and closed when `chunked` is not
+    the last); a body whose chunks are malformed is 400 on every route that reads one (not 413); a device
+    registration with a key given twice is 400; one or more spaces may follow `Bearer`; a token whose header asks for
+    an extension (`crit`) is refused."""
+
+    def raw(self, server, data, wait=5):
+        """The status line answered to `data` (its head, lower-cased, in `self.last_head`), and the seconds until the
+        server closed the connection after answering (None: still open after `wait`)."""
+        status, self.last_head, after = exchange(server, data, wait)
+        return status, after
+
+    def test_13_connections_that_do_not_keep_alive_are_closed_once_answered(self):
+        server = self.serve([os.path.join(FIXTURES, "ping.yaml")])
+        auth = basic(KEY).encode()
+        event = json.dumps({"userId": "old", "event": "ping", "messageId": "m-10"}).encode()
+        post = b"POST /v1/track %s\r\nHost: x\r\nAuthorization: " + auth + b"\r\nContent-Type: application/json\r\n"
+        for what, version, extra, closes in (
+            ("HTTP/1.0", b"HTTP/1.0", b"", True),
+            ("HTTP/1.1, Connection: Close", b"HTTP/1.1", b"Connection: Close\r\n", True),
+            ("HTTP/1.1, Connection: TE, close", b"HTTP/1.1", b"Connection: TE, close\r\n", True),
+            ("HTTP/1.0, Connection: keep-alive", b"HTTP/1.0", b"Connection: keep-alive\r\n", False),
+            ("HTTP/1.1", b"HTTP/1.1", b"", False),
+        ):
+            raw = post % version + extra + b"Content-Length: %d\r\n\r\n" % len(event) + event
+            status, after = self.raw(server, raw, wait=3)
+            self.assertTrue(status.endswith(b" 200 OK"), (what, status))
+            if closes:
+                self.assertIsNotNone(after, f"{what}: the connection was held open after the answer")
+                self.assertIn(b"\r\nconnection: close", self.last_head, what)
+            else:
+                self.assertIsNone(after, f"{what}: a kept-alive connection was closed")
+        status, after = self.raw(server, b"GET /readyz HTTP/1.0\r\n\r\n", wait=3)
+        self.assertEqual((status, after is not None), (b"HTTP/1.1 200 OK", True))
+
+    def test_13_transfer_codings_and_bad_chunks(self):
+        server = self.serve([os.path.join(FIXTURES, "ping.yaml")])
+        event = json.dumps({"userId": "te", "event": "ping", "messageId": "m-te"}).encode()
+        chunked = b"%x\r\n" % len(event) + event + b"\r\n0\r\n\r\n"
+        head = (b"POST /v1/track HTTP/1.1\r\nHost: x\r\nAuthorization: " + basic(KEY).encode()
+                + b"\r\nContent-Type: application/json\r\n")
+        self.assertEqual(self.raw(server, head + b"Transfer-Encoding: chunked\r\n\r\n" + chunked, 0)[0],
+                         b"HTTP/1.1 200 OK")
+        for coding in (b"gzip, chunked", b"identity, chunked", b"x-custom,chunked"):
+            status, _ = self.raw(server, head + b"Transfer-Encoding: " + coding + b"\r\n\r\n" + chunked, 0)
+            self.assertEqual(status, b"HTTP/1.1 501 Not Implemented", coding)
+        # A last coding other than chunked: where the body ends cannot be told, 400 and closed.
+        status, after = self.raw(server, head + b"Transfer-Encoding: gzip\r\n\r\n" + event, 3)
+        self.assertEqual((status, after is not None), (b"HTTP/1.1 400 Bad Request", True))
+        # Chunks whose sizes are not hex, or longer than they say: 400 on ingest and on a device registration.
+        bad = b"zz\r\n" + event + b"\r\n0\r\n\r\n"
+        device = (b"POST /v1/users/ann/devices HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                  + service_test.token("ann").encode() + b"\r\nContent-Type: application/json\r\n")
+        for what, raw in (("ingest", head), ("device", device)):
+            status, _ = self.raw(server, raw + b"Transfer-Encoding: chunked\r\n\r\n" + bad, 0)
+            self.assertEqual(status, b"HTTP/1.1 400 Bad Request", what)
+        self.assertEqual(self.ping(server, "after-te")[0], 200)
+        # A device registration whose token is given twice: which is meant cannot be told, as in an event.
+        user = {"Authorization": "Bearer " + service_test.token("ann"), "Content-Type": "application/json"}
+        for body, status in ((b'{"token": "tok-a", "platform": "ios"}', 200),
+                             (b'{"token": "tok-a", "platform": "ios", "token": "tok-b"}', 400),
+                             (b'{"token": "tok-\xff", "platform": "ios"}', 400)):
+            self.assertEqual(server.request("POST", "/v1/users/ann/devices", body, user)[0], status, body)
+
+    def test_13_bearer_spaces_and_critical_extensions(self):
+        server = self.serve([os.path.join(FIXTURES, "ping.yaml")])
+
+        def inbox(authorization):
+            return server.request("GET", "/v1/users/ann/inbox", headers={"Authorization": authorization})[0]
+
+        good = service_test.token("ann")
+        for spaces in (" ", "  ", "   "):
+            self.assertEqual(inbox("Bearer" + spaces + good), 200, repr(spaces))
+        self.assertEqual(server.request("GET", "/admin/rules", headers={"Authorization": "Bearer  " + ADMIN_KEY})[0], 200)
+
+        def signed(header):
+            h = service_test.b64url(json.dumps(header).encode())
+            c = service_test.b64url(json.dumps({"sub": "ann"}).encode())
+            sig = service_test.b64url(hmac.new(service_test.SECRET.encode(), f"{h}.{c}".encode(), hashlib.sha256).digest())
+            return f"{h}.{c}.{sig}"
+
+        self.assertEqual(inbox("Bearer " + signed({"alg": "HS256", "typ": "JWT"})), 200)
+        for header in ({"alg": "HS256", "crit": ["exp"]}, {"alg": "HS256", "crit": ["x-ext"], "x-ext": 1}):
+            self.assertEqual(inbox("Bearer " + signed(header)), 401, header)
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -1059,12 +1059,14 @@ struct JSONScanner {
     }
 }
 
-/// Any JSON text as a ``Value`` (numbers without a fraction or exponent are `int`), with the decoder's depth limit.
+/// Any JSON text as a ``Value`` (numbers without a fraction or exponent are `int`), with the decoder's depth limit;
+/// `refusingRepeatedKeys`: a key given twice in an object is an error, as in an event (else the last is kept).
 public enum JSONValue {
-    public static func parse(_ text: String) throws(DecodeError) -> Value {
+    public static func parse(_ text: String, refusingRepeatedKeys: Bool = false) throws(DecodeError) -> Value {
         var s = text
         let result: Result<Value, DecodeError> = s.withUTF8 { buf in
             var p = JSONScanner(buf)
+            p.refusesRepeatedKeys = refusingRepeatedKeys
             do throws(DecodeError) {
                 let v = try p.value(depth: 0)
                 p.skipSpace()

@@ -39,6 +39,7 @@ package struct API: Sendable {
     package func router() -> Router<BeckonContext> {
         let router = Router(context: BeckonContext.self)
         router.add(middleware: ProblemForNoRoute())
+        router.add(middleware: OnlyChunked())
         router.add(middleware: MetricsMiddleware(metrics: backend.metrics))
         router.add(middleware: CredentialThrottleMiddleware(throttle: CredentialThrottle(), logger: logger))
 
@@ -239,23 +240,12 @@ package struct API: Sendable {
         }
         let limit = SegmentRequest.maxRequestBytes
         let tooLarge = APIError(.badRequest, "the request is over \(limit) bytes")
-        // (Collected into a buffer of the length the head gives, when it gives one within the limit: growing by
-        // doubling held up to half as much again, per connection, while the body came.)
-        var body = ByteBuffer()
-        if let n = request.headers[.contentLength].flatMap({ Int($0) }), n > 0, n <= limit { body.reserveCapacity(n) }
-        do {
-            for try await part in request.body {
-                guard body.readableBytes + part.readableBytes <= limit else {
-                    metrics.ingest(.rejected).increment()
-                    throw tooLarge
-                }
-                body.writeImmutableBuffer(part)
-            }
-        } catch let error as APIError {
-            throw error
+        let body: ByteBuffer
+        do throws(BodyRefusal) {
+            body = try await collect(request, upTo: limit)
         } catch {
             metrics.ingest(.rejected).increment()
-            throw APIError(.badRequest, "the request's body could not be read: it is not framed as its head says")
+            throw error == .tooLarge ? tooLarge : APIError(error, limit: limit)
         }
         do {
             return try encoding.decoded(body, upTo: SegmentRequest.maxRequestBytes)
@@ -266,6 +256,33 @@ package struct API: Sendable {
             metrics.ingest(.rejected).increment()
             throw APIError(.badRequest, "the body is not valid \(encoding)")
         }
+    }
+
+    /// Why a request's body was not read whole.
+    package enum BodyRefusal: Error, Equatable {
+        /// It passed the route's bound.
+        case tooLarge
+        /// Its bytes did not come as its head says (bad chunks).
+        case unframed
+    }
+
+    /// A request's body, whole, at most `limit` bytes: every route that reads a body reads it here. (Collected into a
+    /// buffer of the length the head gives, when it gives one within the limit: growing by doubling held up to half
+    /// as much again, per connection, while the body came.)
+    package static func collect(_ request: Request, upTo limit: Int) async throws(BodyRefusal) -> ByteBuffer {
+        var body = ByteBuffer()
+        if let n = request.headers[.contentLength].flatMap({ Int($0) }), n > 0, n <= limit { body.reserveCapacity(n) }
+        do {
+            for try await part in request.body {
+                guard body.readableBytes + part.readableBytes <= limit else { throw BodyRefusal.tooLarge }
+                body.writeImmutableBuffer(part)
+            }
+        } catch let refusal as BodyRefusal {
+            throw refusal
+        } catch {
+            throw .unframed
+        }
+        return body
     }
 
     /// Decodes the body under the rules served now (a bad event: 400, nothing stored) and has the store keep it;
@@ -361,6 +378,34 @@ package struct MetricsMiddleware<Context: RequestContext>: RouterMiddleware {
                 ContinuousClock.now - start)
             throw error
         }
+    }
+}
+
+/// A request whose body comes in a transfer coding besides `chunked` is refused, as RFC 9112 (6.1, 6.3) has it: the
+/// HTTP parser undoes the chunks alone, and the coded bytes would be read as the body itself. `gzip, chunked`: 501;
+/// a last coding other than `chunked` (`gzip`): the body's end cannot be found, 400 and the connection closed. (A body
+/// is compressed with `Content-Encoding`.)
+struct OnlyChunked: RouterMiddleware {
+    typealias Context = BeckonContext
+
+    func handle(
+        _ request: Request, context: BeckonContext, next: (Request, BeckonContext) async throws -> Response
+    ) async throws -> Response {
+        let codings = request.headers[values: .transferEncoding].flatMap { $0.split(separator: ",") }.map {
+            $0.trimmingCharacters(in: .whitespaces).lowercased()
+        }
+        guard codings.last.map({ $0 == "chunked" }) ?? true else {
+            throw APIError(
+                .badRequest, "Transfer-Encoding must end with 'chunked': where the body ends cannot be told",
+                headers: [.connection: "close"])
+        }
+        if let other = codings.first(where: { $0 != "chunked" }) {
+            throw APIError(
+                .notImplemented,
+                "Transfer-Encoding '\(other.prefix(64))' is not taken; send the body chunked or as it is "
+                    + "(compress it with Content-Encoding)")
+        }
+        return try await next(request, context)
     }
 }
 

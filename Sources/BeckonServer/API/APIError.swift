@@ -21,6 +21,15 @@ package struct APIError: HTTPResponseError, Sendable {
         body = ProblemBody(error: problem.message, event: problem.event, column: problem.column)
     }
 
+    /// A body not read whole (``API/collect(_:upTo:)``): 413 past the route's bound, 400 when not framed as its head
+    /// says.
+    package init(_ refusal: API.BodyRefusal, limit: Int) {
+        switch refusal {
+        case .tooLarge: self.init(.contentTooLarge, "the body is over \(limit) bytes")
+        case .unframed: self.init(.badRequest, "the request's body could not be read: it is not framed as its head says")
+        }
+    }
+
     package func response(from request: Request, context: some RequestContext) throws -> Response {
         var response = try context.responseEncoder.encode(body, from: request, context: context)
         response.status = status

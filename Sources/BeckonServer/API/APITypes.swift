@@ -26,10 +26,14 @@ package struct DeviceRegistration: Decodable, Sendable {
     /// The registration a request's body holds (a refusal says what is wrong with it).
     package static func read(_ request: Request) async throws -> DeviceRegistration {
         let body: ByteBuffer
-        do { body = try await request.body.collect(upTo: maxBytes) } catch {
-            throw APIError(.contentTooLarge, "a device registration is at most \(maxBytes) bytes")
+        do throws(API.BodyRefusal) { body = try await API.collect(request, upTo: maxBytes) } catch {
+            throw APIError(error, limit: maxBytes)
         }
         do {
+            // (Read as an event's JSON is first: its bytes UTF-8, no key given twice, whose value is meant being
+            // ambiguous.)
+            guard let text = String(validating: body.readableBytesView, as: UTF8.self) else { throw DecodeError("not UTF-8") }
+            _ = try JSONValue.parse(text, refusingRepeatedKeys: true)
             return try JSONDecoder().decode(DeviceRegistration.self, from: Data(body.readableBytesView))
         } catch {
             throw APIError(

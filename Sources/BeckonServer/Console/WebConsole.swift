@@ -137,12 +137,10 @@ package struct WebConsole: Sendable {
         }
         if let refused = crossSite(request, session: session) { return .failure(refused) }
         let body: ByteBuffer
-        do {
-            body = try await request.body.collect(upTo: limit)
+        do throws(API.BodyRefusal) {
+            body = try await API.collect(request, upTo: limit)
         } catch {
-            return .failure(
-                Refused(
-                    response: message(.contentTooLarge, "Too large", "The form is over \(limit / 1024) KiB.", session: session)))
+            return .failure(Refused(response: unread(error, limit: limit, session: session)))
         }
         let fields = FormData(body.readableBytesView)
         guard let token = fields["csrf"], KeyRing.same(Array(token.utf8), Array(session.csrf.utf8)) else {
@@ -155,6 +153,15 @@ package struct WebConsole: Sendable {
                         session: session)))
         }
         return .success((session, fields))
+    }
+
+    /// The page for a form not read whole (``API/collect(_:upTo:)``).
+    func unread(_ refusal: API.BodyRefusal, limit: Int, session: ConsoleSessions.Session?) -> Response {
+        switch refusal {
+        case .tooLarge: message(.contentTooLarge, "Too large", "The form is over \(limit / 1024) KiB.", session: session)
+        case .unframed:
+            message(.badRequest, "Not read", "The form did not come as its request said; send it again.", session: session)
+        }
     }
 
     /// A refusal when the browser says the request comes from a page of another site (`Sec-Fetch-Site` other than
@@ -178,8 +185,11 @@ package struct WebConsole: Sendable {
 
     func login(_ request: Request) async -> Response {
         if let refused = crossSite(request, session: nil) { return refused.response }
-        guard let body = try? await request.body.collect(upTo: Self.maxLoginBytes) else {
-            return message(.contentTooLarge, "Too large", "The form is too large.", session: nil)
+        let body: ByteBuffer
+        do throws(API.BodyRefusal) {
+            body = try await API.collect(request, upTo: Self.maxLoginBytes)
+        } catch {
+            return unread(error, limit: Self.maxLoginBytes, session: nil)
         }
         let fields = FormData(body.readableBytesView)
         guard let token = fields["csrf"], let expected = ConsoleSessions.cookie(ConsoleSessions.loginCookie, in: request.headers),
