@@ -496,6 +496,10 @@ private struct Composer {
                 let src = lines[line - 1]
                 out.append((offset, SourcePosition(line: line, column: col)))
                 var c = col - 1
+                // An escaped line break (`\` last on a line of a double-quoted scalar) joins the lines with nothing.
+                var joined = false
+                // Where the last escape of the line ended (a space it wrote is not dropped as the line's end).
+                var escaped = col - 1
                 // Walk the source characters of this line, advancing `offset` by the characters they produce.
                 while c < src.count && offset < textCount {
                     let ch = src[c]
@@ -510,6 +514,10 @@ private struct Composer {
                         return out
                     }
                     if style == .doubleQuoted && ch == "\\" {
+                        if c + 1 == src.count {
+                            joined = true
+                            break
+                        }
                         let skip: Int
                         switch c + 1 < src.count ? src[c + 1] : " " {
                         case "x": skip = 4
@@ -518,6 +526,7 @@ private struct Composer {
                         default: skip = 2
                         }
                         c += skip
+                        escaped = c
                         offset += 1
                         if offset < textCount { out.append((offset, SourcePosition(line: line, column: c + 1))) }
                         continue
@@ -526,9 +535,20 @@ private struct Composer {
                     c += 1
                     offset += 1
                 }
-                // The line break folds into one space; the next line starts at its first non-space.
-                offset += 1
+                // Folding drops the spaces that end a line; the line break becomes one space, or a line break for each
+                // blank line after it (after an escaped one, only those); the next line starts at its first non-space.
+                if !joined {
+                    var end = c
+                    while end > max(col - 1, escaped) && (src[end - 1] == " " || src[end - 1] == "\t") { end -= 1 }
+                    offset -= c - end
+                }
                 line += 1
+                var blank = 0
+                while line <= lines.count && lines[line - 1].allSatisfy({ $0 == " " || $0 == "\t" }) {
+                    blank += 1
+                    line += 1
+                }
+                offset += joined ? blank : max(1, blank)
                 guard line <= lines.count else { break }
                 let next = lines[line - 1]
                 col = (next.firstIndex(where: { $0 != " " && $0 != "\t" }) ?? 0) + 1

@@ -28,6 +28,37 @@ struct RenderBoundTests {
     }
 }
 
+/// A key or a name of the file quoted in a message or a help line is shown safe: an escape sequence in a quoted key
+/// drove the terminal of whoever ran `beckon validate` on the file, and a newline forged a line of the report.
+struct RenderSafetyTests {
+    @Test func controlCharactersOfTheFileAreShownAsTheirCodes() {
+        let yaml =
+            "version: 1\nruleset: t\nrules:\n  - { id: a, on: Opened, do: [ { deep_link: x } ], \"\\e[2Jk\\nx.yaml:1:1: ok\": 1 }\n"
+        let result = RuleLoader.load(texts: [("rules.yaml", yaml)])
+        #expect(result.errorCount == 1)
+        let text = result.rendered()
+        #expect(!text.unicodeScalars.contains { $0.value < 0x20 && $0 != "\n" }, "\(text.debugDescription)")
+        #expect(text.contains("\\u{1B}[2Jk\\u{A}x.yaml:1:1: ok"), "\(text)")
+        #expect(text.split(separator: "\n").filter { $0.hasPrefix("x.yaml") }.isEmpty)
+    }
+}
+
+/// An empty name in a list of names (`on: ''`, `on_screen: [""]`, `silence: ""`) is an error where it is: a rule on
+/// the empty event was one no event could fire, and validate passed it.
+struct EmptyNameTests {
+    @Test func anEmptyNameIsAnErrorAtIt() {
+        for (trigger, column) in [("on: ''", 18), ("on: [Opened, \"\"]", 27), ("on_screen: \"\"", 25)] {
+            let yaml = "version: 1\nruleset: t\nrules:\n  - { id: a, \(trigger), do: [ { deep_link: x } ] }\n"
+            let result = RuleLoader.load(texts: [("rules.yaml", yaml)])
+            let empty = result.diagnostics.filter { $0.message.contains("holds an empty name") }
+            #expect(empty.count == 1, "\(trigger): \(result.rendered())")
+            #expect(empty.first?.location.position.line == 4)
+            #expect(empty.first?.location.position.column == column, "\(trigger): \(result.rendered())")
+            #expect(result.ruleSet == nil)
+        }
+    }
+}
+
 /// A named pipe called `*.yaml` in a rules folder is reported, not opened: opening it waited for a writer for ever.
 struct SpecialFileTests {
     @Test func aNamedPipeInAFolderIsAnErrorNotAHang() throws {

@@ -152,7 +152,8 @@ public struct DiagnosticRenderer: Sendable {
     public static let maxRendered = 200
 
     public func render(_ d: Diagnostic) -> String {
-        var out = d.description + "\n"
+        // (The message and the help quote names and values of the file, which may hold any character: shown safe.)
+        var out = Terminal.safe(d.description) + "\n"
         if let full = sources[d.location.file]?.text(ofLine: d.location.position.line).map(DiagnosticRenderer.visible) {
             var line = Array(full.unicodeScalars)
             var col = max(1, d.location.position.column)
@@ -171,7 +172,7 @@ public struct DiagnosticRenderer: Sendable {
             let available = max(1, line.count - (col - 1))
             out += prefix + "^" + String(repeating: "~", count: max(0, min(length, available) - 1)) + "\n"
         }
-        if let s = d.suggestion { out += "help: \(s)\n" }
+        if let s = d.suggestion { out += "help: \(Terminal.safe(s))\n" }
         return out
     }
 

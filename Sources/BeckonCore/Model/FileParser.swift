@@ -222,11 +222,18 @@ public struct FileParser {
     }
 
     mutating func oneOrMany(_ node: SourceNode, _ key: String) -> [Located<String>]? {
+        // (Every list of names: events, screens, attributes, ids, schemes. An empty name names nothing: `on: ''` was
+        // a rule no event could fire.)
+        func named(_ name: Located<String>) -> Located<String>? {
+            guard name.value.isEmpty else { return name }
+            diagnostics.error(.invalidValue, "'\(key)' holds an empty name", at: name.location)
+            return nil
+        }
         switch node {
-        case .scalar(let s) where !s.isNull: return [Located(s.text, s.location)]
+        case .scalar(let s) where !s.isNull: return named(Located(s.text, s.location)).map { [$0] } ?? []
         case .sequence(let items, _):
             var out: [Located<String>] = []
-            for item in items { if let v = string(item, key) { out.append(v) } }
+            for item in items { if let v = string(item, key).flatMap(named) { out.append(v) } }
             if items.isEmpty { diagnostics.error(.invalidValue, "'\(key)' is an empty list", at: node.location) }
             return out
         default:

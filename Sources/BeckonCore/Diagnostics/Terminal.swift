@@ -4,8 +4,8 @@
 /// the dry-run table (`… ✓ …`), escape sequences would drive the terminal, and bidirectional overrides would show
 /// text in another order than it is. Each such character is shown as `\u{…}` with its code instead: C0 controls, DEL,
 /// C1 controls, U+2028 and U+2029, and the bidirectional marks, embeddings, overrides and isolates.
-enum Terminal {
-    static func safe(_ s: String) -> String {
+package enum Terminal {
+    package static func safe(_ s: String) -> String {
         // Printable ASCII, the common case, as it is.
         if s.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) { return s }
         var out = ""
@@ -20,7 +20,7 @@ enum Terminal {
         return out
     }
 
-    static func isUnsafe(_ u: Unicode.Scalar) -> Bool {
+    package static func isUnsafe(_ u: Unicode.Scalar) -> Bool {
         switch u.value {
         case 0x00..<0x20, 0x7F..<0xA0: true
         case 0x2028, 0x2029: true
