@@ -450,6 +450,10 @@ extension ReferenceDocs {
                         what: "an explanation (`explain`, `dry-run --explain`)",
                         limit: "\(ExprTrace.maxEntries) values, each shown in \(ExprTrace.maxValueText) characters",
                         beyond: "the rest is counted, not shown", tests: ["ValueBoundTests.explanationsAreBounded"]),
+                    Limit(
+                        what: "an expression's error message (one quoting an event's value: a pattern, a string to convert)",
+                        limit: "\(EvalError.maxMessageCharacters) characters",
+                        beyond: "cut with `…`", tests: ["RegexTests.throughCEL"]),
                 ]
             ),
             (

@@ -132,6 +132,23 @@ struct BadLinePolicyTests {
         }
     }
 
+    /// A folder where the events should be is refused when it is opened, once, in the command's words: a folder
+    /// opened and failed at its first read, and `test` printed an error placed nowhere besides its case's.
+    @Test(arguments: Command.allCases)
+    func aFolderForTheEventsIsRefusedOnce(_ command: Command) throws {
+        let dir = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let events = dir.appendingPathComponent("events.jsonl")
+        try FileManager.default.removeItem(at: events)
+        try FileManager.default.createDirectory(at: events, withIntermediateDirectories: false)
+        let (status, console) = run(arguments(command, in: dir))
+        #expect(status != 0, "\(console.stdout)\n\(console.stderr)")
+        let said = console.stdout + console.stderr
+        #expect(said.components(separatedBy: "events.jsonl': Is a directory").count == 2, "\(said)")
+        #expect(!said.contains("reading stopped"), "\(said)")
+        if command == .test { #expect(said.contains("events.test.yaml:6:18"), "\(said)") }
+    }
+
     /// Ten bad lines are all reported, with no line for more.
     @Test func tenBadLinesAreAllReported() throws {
         let dir = try Self.folder()

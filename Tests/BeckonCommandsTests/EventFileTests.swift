@@ -99,8 +99,8 @@ struct EventFileTests {
         return (status, console)
     }
 
-    /// A file that cannot be read to its end (here a folder: open succeeds, read fails) is an error, not an empty
-    /// stream: dry-run, explain and report fail and say why.
+    /// A file that cannot be read to its end (here `/proc/self/mem`: open succeeds, read fails) is an error, not an
+    /// empty stream: dry-run, explain and report fail and say why. A folder is refused when it is opened.
     @Test func aReadErrorFailsTheCommand() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("beckon-readerr-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
@@ -108,11 +108,14 @@ struct EventFileTests {
         try Self.rules.write(to: dir.appendingPathComponent("rules.yaml"), atomically: true, encoding: .utf8)
         let rules = [dir.appendingPathComponent("rules.yaml").path]
         let dry = StringConsole()
-        #expect(DryRunRunner.run(.init(paths: rules, events: dir.path), console: dry) == 1)
-        #expect(dry.stderr.contains("reading stopped after line 0: Is a directory"), "\(dry.stderr)")
+        #expect(DryRunRunner.run(.init(paths: rules, events: "/proc/self/mem"), console: dry) == 1)
+        #expect(dry.stderr.contains("reading stopped after line 0: Input/output error"), "\(dry.stderr)")
         let report = StringConsole()
-        #expect(ReportRunner.run(.init(paths: rules, events: dir.path), console: report) == 1)
-        #expect(report.stderr.contains("Is a directory"), "\(report.stderr)")
+        #expect(ReportRunner.run(.init(paths: rules, events: "/proc/self/mem"), console: report) == 1)
+        #expect(report.stderr.contains("Input/output error"), "\(report.stderr)")
+        let folder = StringConsole()
+        #expect(DryRunRunner.run(.init(paths: rules, events: dir.path), console: folder) == 1)
+        #expect(folder.stderr == "error: cannot open events file '\(dir.path)': Is a directory\n", "\(folder.stderr)")
     }
 
     func event(_ user: String, _ time: String, id: String? = nil) -> String {

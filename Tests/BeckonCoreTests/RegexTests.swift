@@ -248,6 +248,16 @@ struct RegexTests {
             return
         }
         #expect(e.message.contains("lookbehind '(?<='"))
+        // A long pattern from data, or a long string to convert, is cut in the message: an error never holds it whole.
+        let long = String(repeating: "x", count: 100_000)
+        for (expression, value) in [("'a'.matches(p)", long + "("), ("int(p)", long), ("timestamp(p)", long)] {
+            guard case .error(let e) = eval(expression, ["p": .string(value)]) else {
+                Issue.record("\(expression) was not an error")
+                continue
+            }
+            #expect(e.message.count <= EvalError.maxMessageCharacters, "\(expression): \(e.message.count)")
+            if expression != "'a'.matches(p)" { #expect(e.message.hasSuffix("…"), "\(expression)") }
+        }
         #expect(same(eval("s.matches('^(a|a)*b$')", ["s": .string(String(repeating: "a", count: 10_000))]), .bool(false)))
     }
 

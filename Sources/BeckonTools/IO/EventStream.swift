@@ -119,7 +119,10 @@ package final class EventStream {
     /// now; the file may have changed since).
     package static func cannotOpen(_ path: String) -> String {
         let fd = open(path, O_RDONLY)
-        let reason = fd < 0 ? String(cString: strerror(errno)) : "it can be opened now; try again"
+        let reason =
+            fd < 0
+            ? String(cString: strerror(errno))
+            : LineReader.isDirectory(fd) ? String(cString: strerror(EISDIR)) : "it can be opened now; try again"
         if fd >= 0 { close(fd) }
         return Terminal.safe("cannot open events file '\(path)': \(reason)")
     }

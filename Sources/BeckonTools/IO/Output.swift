@@ -159,6 +159,12 @@ public final class LineReader {
         } else {
             fd = open(path, O_RDONLY)
             guard fd >= 0 else { return nil }
+            // (A folder opens, and only its first read fails: it is refused here, where a path is refused.)
+            guard !LineReader.isDirectory(fd) else {
+                close(fd)
+                errno = EISDIR
+                return nil
+            }
             ownsFD = true
         }
         self.maxLineBytes = maxLineBytes
@@ -172,6 +178,11 @@ public final class LineReader {
 
     /// The bytes the reader holds for lines (tests check that it stays near the line limit).
     public var bufferCapacity: Int { buffer.count }
+
+    static func isDirectory(_ fd: Int32) -> Bool {
+        var st = stat()
+        return fstat(fd, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
+    }
 
     /// Total size of the file, when it is a regular file.
     public var fileSize: Int? {
