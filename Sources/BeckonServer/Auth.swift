@@ -1,3 +1,4 @@
+import BeckonCore
 import Foundation
 import JWTKit
 
@@ -104,16 +105,23 @@ package struct UserAuth: Sendable {
         guard token.sub.value.utf8.elementsEqual(user.utf8) else { throw .otherUser }
     }
 
-    /// Whether a compact JWT's header (its first part, base64url JSON) names `HS256` as its `alg` and has no `crit`.
+    /// Whether a compact JWT's header (its first part, base64url JSON) names `HS256` as its `alg` and has no `crit`,
+    /// and neither it nor the claims give a key twice (readers differ on which one counts: `{"alg": "none", "alg":
+    /// "HS256"}` was taken, the last `alg` read here, and of two `sub`s jwt-kit read the first).
     static func headerIsTaken(_ token: some StringProtocol) -> Bool {
-        guard let head = token.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false).first,
-            head.count <= 1024
+        let parts = token.split(separator: ".", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0].utf8.count <= 1024, parts[1].utf8.count <= 16 * 1024,
+            case .map(let header)? = json(parts[0]), json(parts[1]) != nil
         else { return false }
-        var b64 = head.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        guard case .string("HS256")? = header[string: "alg"] else { return false }
+        return header[string: "crit"] == nil
+    }
+
+    /// A base64url part of a token as JSON, no key given twice; `nil` if it is not.
+    static func json(_ part: some StringProtocol) -> Value? {
+        var b64 = part.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while b64.count % 4 != 0 { b64 += "=" }
-        guard let data = Data(base64Encoded: b64),
-            let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
-        else { return false }
-        return object["alg"] as? String == "HS256" && object["crit"] == nil
+        guard let data = Data(base64Encoded: b64), let text = String(validating: data, as: UTF8.self) else { return nil }
+        return try? JSONValue.parse(text, refusingRepeatedKeys: true)
     }
 }

@@ -324,7 +324,11 @@ package final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandl
             let (handler, context) = loopBound.value
             handler.passScheduled = false
             guard handler.id != nil else { return }
+            let before = handler.waiting.count
             handler.takeWaiting(context)
+            // (Out of a read, what was passed on must be said complete: the handlers after hand reads on only then,
+            // and a pipelined request sat there unanswered, its connection open for good.)
+            if handler.waiting.count != before { context.fireChannelReadComplete() }
         }
     }
 
@@ -475,11 +479,19 @@ package final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandl
         typealias InboundIn = HTTPServerRequestPart
         typealias InboundOut = HTTPServerRequestPart
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-            guard case .head(var head) = unwrapInboundIn(data), !head.isKeepAlive else {
+            guard case .head(var head) = unwrapInboundIn(data), !Self.keepsAlive(head) else {
                 return context.fireChannelRead(data)
             }
             head.headers.replaceOrAdd(name: "connection", value: "close")
             context.fireChannelRead(wrapInboundOut(.head(head)))
+        }
+
+        /// `close` among the `Connection` tokens ends it in any version (NIO's `isKeepAlive` looks only for
+        /// `keep-alive` in HTTP/1.0); without it, HTTP/1.1 keeps alive, and HTTP/1.0 only with `keep-alive`.
+        static func keepsAlive(_ head: HTTPRequestHead) -> Bool {
+            let tokens = head.headers[canonicalForm: "connection"].map { $0.lowercased() }
+            if tokens.contains("close") { return false }
+            return head.version.major > 1 || head.version.minor >= 1 || tokens.contains("keep-alive")
         }
     }
 

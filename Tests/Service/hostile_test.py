@@ -5,7 +5,8 @@ client addresses). One line per item:
  1. Connections: 1,100 silent connections under RLIMIT_NOFILE 1024 do not stop ingest or /readyz; a silent connection,
     a half-sent head, a stalled body and an idle kept-alive connection are closed by --head-timeout, --body-timeout and
     --keep-alive-timeout; a body over its bound drained after its answer holds nothing against --max-body-memory;
-    connections that pipeline requests and read no answer hold about one answer each.
+    connections that pipeline requests and read no answer hold about one answer each; requests pipelined in one
+    packet are all answered.
  2. Reload race: invalid UTF-8 or a lone surrogate anywhere in an event is a 400 under every rule set, also while the
     rules are reloaded every 50 ms between a set that reads the bad property and one that does not.
  3. Forget and export: an anonymous id merged into a user is exported with it (`mergedIds`, its events) and forgotten
@@ -32,10 +33,10 @@ client addresses). One line per item:
     another algorithm than HS256, or whose `nbf` is ahead, is 401; an unknown route answers a ProblemBody; a batch's
     event nests as deep as one sent alone; the last time limits.md gives is taken; a request head past 80 KiB (one
     long header, 20,000 headers, a long URL) is 400 and its connection closed, one under it is served.
-13. Framing: HTTP/1.0 without keep-alive and `Connection: Close` (any case, in a list) are closed once answered; a
-    transfer coding besides `chunked` is 501; malformed chunks are 400 on ingest and on a device registration, and so
-    is a registration that gives a key twice; one or more spaces may follow `Bearer`; a user token whose header has
-    `crit` is 401.
+13. Framing: HTTP/1.0 without keep-alive (or with `close` beside it) and `Connection: Close` (any case, in a list)
+    are closed once answered; a transfer coding besides `chunked` is 501; malformed chunks are 400 on ingest and on a
+    device registration, and so is a registration that gives a key twice; one or more spaces may follow `Bearer`; a
+    user token whose header has `crit`, or whose header or claims give a key twice, is 401.
 
 Run: `BECKON=path/to/beckon python3 -m unittest Tests/Service/hostile_test.py -v` (default .build/debug/beckon), as
 root: items 4c and 6 mount a 4 MB tmpfs (they are skipped where mount is refused). Item 10's SDK tests need
@@ -525,6 +526,35 @@ class Connections(Case):
             status, body = server.request("POST", "/v1/track", event, JSON_HEADERS, timeout=5)
             self.assertEqual(status, 200, f"beside a drained body to {path}: {body}")
         self.assertIsNone(server.proc.poll(), "the server died")
+
+    def test_01_pipelined_requests_in_one_packet_are_all_answered(self):
+        # Requests sent together, the socket read once: the one let through after the first's answer was passed on
+        # outside a read, never said complete, and sat unanswered with the connection open for good (45 such
+        # connections took a service's --max-connections 40, and a SIGTERM waited for them).
+        server = self.serve([os.path.join(FIXTURES, "ping.yaml")])
+        track = lambda mid: json.dumps({"userId": "pipe", "event": "ping", "messageId": mid}).encode()
+        post = lambda mid: (f"POST /v1/track HTTP/1.1\r\nHost: x\r\nAuthorization: {basic(KEY)}\r\n"
+                            f"Content-Type: application/json\r\nContent-Length: {len(track(mid))}\r\n\r\n").encode() + track(mid)
+        for what, data, answers in (
+            ("three GET /livez", b"GET /livez HTTP/1.1\r\nHost: x\r\n\r\n" * 3, 3),
+            ("two tracks and a GET", post("p-1") + post("p-2") + b"GET /livez HTTP/1.1\r\nHost: x\r\n\r\n", 3),
+        ):
+            with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+                s.sendall(data)
+                got = b""
+                deadline = time.monotonic() + 10
+                while got.count(b"HTTP/1.1 200 OK") < answers and time.monotonic() < deadline:
+                    s.settimeout(max(0.1, deadline - time.monotonic()))
+                    try:
+                        chunk = s.recv(65536)
+                    except socket.timeout:
+                        break
+                    if not chunk:
+                        break
+                    got += chunk
+                self.assertEqual(got.count(b"HTTP/1.1 200 OK"), answers, f"{what}: {got[:400]!r}")
+        export = self.export(server, "pipe")
+        self.assertEqual(sorted(e["event"]["messageId"] for e in export["events"]), ["p-1", "p-2"], export)
 
     def test_01_pipelined_requests_whose_answers_are_not_read_hold_bounded_memory(self):
         # 30 connections, each with a 4 KB receive buffer, send 1 MB of pipelined GET /openapi.json (an 87 KB answer)
@@ -1326,6 +1356,8 @@ class Framing(Case):
             ("HTTP/1.0", b"HTTP/1.0", b"", True),
             ("HTTP/1.1, Connection: Close", b"HTTP/1.1", b"Connection: Close\r\n", True),
             ("HTTP/1.1, Connection: TE, close", b"HTTP/1.1", b"Connection: TE, close\r\n", True),
+            ("HTTP/1.0, Connection: keep-alive, close", b"HTTP/1.0", b"Connection: keep-alive, close\r\n", True),
+            ("HTTP/1.0, two Connection lines", b"HTTP/1.0", b"Connection: keep-alive\r\nConnection: close\r\n", True),
             ("HTTP/1.0, Connection: keep-alive", b"HTTP/1.0", b"Connection: keep-alive\r\n", False),
             ("HTTP/1.1", b"HTTP/1.1", b"", False),
         ):
@@ -1389,6 +1421,19 @@ class Framing(Case):
         self.assertEqual(inbox("Bearer " + signed({"alg": "HS256", "typ": "JWT"})), 200)
         for header in ({"alg": "HS256", "crit": ["exp"]}, {"alg": "HS256", "crit": ["x-ext"], "x-ext": 1}):
             self.assertEqual(inbox("Bearer " + signed(header)), 401, header)
+
+        # A key given twice, in the header or the claims: readers differ on which counts (the last `alg` was read
+        # here, the first `sub` by the JWT library), so neither is taken.
+        def raw_signed(header, claims):
+            h, c = service_test.b64url(header.encode()), service_test.b64url(claims.encode())
+            sig = service_test.b64url(hmac.new(service_test.SECRET.encode(), f"{h}.{c}".encode(), hashlib.sha256).digest())
+            return f"{h}.{c}.{sig}"
+
+        self.assertEqual(inbox("Bearer " + raw_signed('{"alg":"HS256"}', '{"sub":"ann"}')), 200)
+        for header, claims in (('{"alg":"none","alg":"HS256"}', '{"sub":"ann"}'),
+                               ('{"alg":"HS256"}', '{"sub":"ann","sub":"ann"}'),
+                               ('{"alg":"HS256"}', '{"sub":"other","sub":"ann"}')):
+            self.assertEqual(inbox("Bearer " + raw_signed(header, claims)), 401, (header, claims))
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
