@@ -97,7 +97,7 @@ public enum ExplainRunner {
         if let r = o.rule {
             guard let rule = ruleSet.rule(named: r) else {
                 let hint = Suggest.nearest(r, in: ruleSet.rules.map(\.id)).map { "; did you mean '\($0)'?" } ?? ""
-                console.err("error: no rule '\(r)' in the loaded files\(hint)\n")
+                console.err(Terminal.safe("error: no rule '\(r)' in the loaded files\(hint)") + "\n")
                 return 64
             }
             ruleIndex = rule.index
@@ -115,7 +115,7 @@ public enum ExplainRunner {
         let steps = tracer.steps
         let pending = tracer.pending
         if steps.isEmpty {
-            console.err("no events for user '\(o.user)' in \(o.events)\n")
+            console.err(Terminal.safe("no events for user '\(o.user)' in \(o.events)") + "\n")
             return 1
         }
         switch o.format {

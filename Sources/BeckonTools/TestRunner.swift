@@ -40,7 +40,7 @@ public enum TestRunner {
             ruleSets[key] = loaded
             let cases = suite.cases.filter { c in filter.map { c.name.value.localizedCaseInsensitiveContains($0) } ?? true }
             if cases.isEmpty { continue }
-            console.out("\(suite.path)  \(suite.name.value)\n")
+            console.out(Terminal.safe("\(suite.path)  \(suite.name.value)") + "\n")
             guard let ruleSet = loaded.ruleSet else {
                 console.out("  ✗ the rules do not load (\(rulePaths.joined(separator: ", "))):\n")
                 console.out(indent(loaded.rendered(), by: 6))
@@ -53,11 +53,12 @@ public enum TestRunner {
                 tally.badLines += result.badLines
                 if result.passed {
                     tally.passed += 1
-                    console.out("  ✓ \(c.name.value)\n")
+                    console.out("  ✓ \(Terminal.safe(c.name.value))\n")
                 } else {
                     tally.failed += 1
-                    console.out("  ✗ \(c.name.value)\n")
-                    console.out(indent(result.report, by: 6))
+                    console.out("  ✗ \(Terminal.safe(c.name.value))\n")
+                    // (The report quotes the events' ids and values, which may hold any character.)
+                    console.out(indent(Terminal.safe(result.report, keepingLineBreaks: true), by: 6))
                 }
             }
         }
@@ -68,7 +69,7 @@ public enum TestRunner {
                 + "\(tally.passed) passed, \(tally.failed) failed"
                 + (tally.badLines > 0 ? " (bad lines \(tally.badLines), skipped)" : "") + "\n")
         if total == 0, let filter {
-            console.err("no test case matches '\(filter)'\n")
+            console.err(Terminal.safe("no test case matches '\(filter)'") + "\n")
             return 1
         }
         return tally.failed == 0 ? 0 : 1

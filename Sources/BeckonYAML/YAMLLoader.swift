@@ -555,24 +555,64 @@ private struct Composer {
             }
             return out
         case .literal, .folded:
-            // Content starts on the line after the indicator, at the block's indentation.
+            // Content starts on the line after the indicator, at the block's indentation: the one the header gives
+            // (`|2`: two more than the parent's), else the first line's that is not blank.
+            var indent = Self.indentation(givenBy: lines[mark.line - 1], at: mark.column - 1)
             var line = mark.line + 1
-            var indent: Int?
             var offset = 0
+            var blank = 0
+            var previous: (moreIndented: Bool, seen: Bool) = (false, false)
             while line <= lines.count && offset < textCount {
                 let src = lines[line - 1]
-                let first = src.firstIndex(where: { $0 != " " })
-                if let first {
-                    if indent == nil { indent = first }
-                    if first < indent! { break }
-                    out.append((offset, SourcePosition(line: line, column: indent! + 1)))
-                    offset += src.count - indent! + 1
-                } else {
-                    offset += 1
+                guard let first = src.firstIndex(where: { $0 != " " }) else {
+                    blank += 1
+                    line += 1
+                    continue
                 }
+                if indent == nil { indent = first }
+                guard first >= indent! else { break }
+                let moreIndented = first > indent! || src[first] == "\t"
+                // The line break before this line and the blank lines between: one character each, except that
+                // folding drops the break between two lines at the block's indentation when blank lines come
+                // between them (they alone are written) and turns it into a space when none do.
+                if previous.seen {
+                    let folds = style == .folded && blank > 0 && !moreIndented && !previous.moreIndented
+                    offset += folds ? blank : blank + 1
+                } else {
+                    offset += blank
+                }
+                out.append((offset, SourcePosition(line: line, column: indent! + 1)))
+                offset += src.count - indent!
+                previous = (moreIndented, true)
+                blank = 0
                 line += 1
             }
             return out
         }
+    }
+
+    /// The content indentation (0-based) a block scalar's header gives with an indentation indicator (`|2`, `>1-`,
+    /// `|-2`): the digit more than its parent's, which is that of the key before it on the line (or of the `-` of the
+    /// sequence item it is); `nil` without a digit.
+    static func indentation(givenBy header: [Unicode.Scalar], at indicator: Int) -> Int? {
+        guard indicator >= 0, indicator < header.count else { return nil }
+        let after = header[(indicator + 1)...].prefix(2)
+        guard let digit = after.first(where: { ("1"..."9").contains($0) }).map({ Int($0.value) - 0x30 }) else { return nil }
+        // The parent: skip the sequence dashes before the key; a line that has no key before the indicator is an
+        // item of the sequence whose last dash it follows.
+        var i = 0
+        var lastDash: Int?
+        while i < indicator {
+            if header[i] == " " {
+                i += 1
+            } else if header[i] == "-" && i + 1 < header.count && header[i + 1] == " " {
+                lastDash = i
+                i += 2
+            } else {
+                break
+            }
+        }
+        let parent = i < indicator ? i : (lastDash ?? 0)
+        return parent + digit
     }
 }

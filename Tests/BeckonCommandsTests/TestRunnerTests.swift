@@ -120,6 +120,27 @@ struct TestRunnerTests {
         #expect(out.contains("3 cases: 1 passed, 2 failed"))
     }
 
+    /// A failing case's report quotes the events' ids and values, which may hold any character: an escape sequence, a
+    /// bidirectional override or a line break in a user id, a property or the case's name is shown as its code, never
+    /// written raw to the terminal.
+    @Test func aFailingCaseShowsTheEventsDataSafe() throws {
+        let test = #"""
+            version: 1
+            tests: shop
+            cases:
+              - name: "x\e[2Jname\u202E"
+                events:
+                  - { user: "u\e[1m\n✓ forged", event: Signed Up, at: 2026-01-01T00:00:00Z }
+                expect:
+                  - { rule: thanks }
+            """#
+        let (status, out) = try runInline(rules: Self.rules, test: test)
+        #expect(status == 1)
+        #expect(!out.unicodeScalars.contains { ($0.value < 0x20 && $0 != "\n") || $0.value == 0x202E }, "\(out.debugDescription)")
+        #expect(out.contains("✗ x\\u{1B}[2Jname\\u{202E}"), "\(out)")
+        #expect(!out.split(separator: "\n").contains { $0.hasPrefix("✓ forged") }, "\(out)")
+    }
+
     /// An expectation that can never match is an error, not a pass of `expect_none`: an unknown action kind, a kind the
     /// rule does not fire, a field no such action has, a key its map does not have; each with the nearest name.
     @Test func expectationsNameKindsAndFieldsThatCanCome() throws {

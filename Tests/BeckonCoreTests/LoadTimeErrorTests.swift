@@ -164,6 +164,19 @@ struct LoadTimeErrorTests {
         #expect(typeErrors(condition).isEmpty, "\(typeErrors(condition))")
     }
 
+    /// The negation of the least 64-bit integer is no constant: the analysis that prints a comparison's constant
+    /// trapped on it (`--9223372036854775808`), and validate and dry-run died with SIGILL.
+    @Test(arguments: [
+        "event.properties.m == --9223372036854775808", "event.properties.m == -(-9223372036854775808)",
+        "event.properties.m > 1 && event.properties.m == --9223372036854775808",
+        "event.properties.m < 1 || -(-9223372036854775808) == event.properties.m",
+    ])
+    func negatingTheLeastIntegerIsNoConstant(_ condition: String) {
+        let yaml = "version: 1\ncampaign: c\nrules:\n  - id: r\n    on: Bought\n    if: '\(condition)'\n"
+        let result = RuleLoader.load(texts: [("rules.yaml", yaml + "    do: [ { deep_link: \"a://x\" } ]\n")])
+        #expect(result.diagnostics.allSatisfy { $0.location.position.line == 6 }, "\(result.rendered())")
+    }
+
     // MARK: Every problem in one run
 
     /// A rule with a bad id still has its other problems reported.

@@ -41,10 +41,34 @@ struct RenderSafetyTests {
         #expect(text.contains("\\u{1B}[2Jk\\u{A}x.yaml:1:1: ok"), "\(text)")
         #expect(text.split(separator: "\n").filter { $0.hasPrefix("x.yaml") }.isEmpty)
     }
+
+    /// The source line under a problem shows a bidirectional override or a zero-width character as `�`, one for one
+    /// (the override showed the rest of the line reversed; the caret stays under its character), and a message
+    /// quoting a 1 MB name is cut.
+    @Test func bidiControlsInTheSourceLineAndLongNames() {
+        let yaml =
+            "version: 1\nruleset: t\nrules:\n  - { id: a, on: Opened, title: \"a\u{202E}b\u{200B}c\", bogus: 1, do: [ { deep_link: x } ] }\n"
+        let result = RuleLoader.load(texts: [("rules.yaml", yaml)])
+        let text = result.rendered()
+        #expect(!text.unicodeScalars.contains { $0.value == 0x202E || $0.value == 0x200B }, "\(text)")
+        let lines = text.split(separator: "\n")
+        let caret = lines.lastIndex { $0.contains("^") }
+        #expect(caret != nil, "\(text)")
+        if let caret {
+            let column = Array(lines[caret].unicodeScalars).firstIndex(of: "^")!
+            #expect(Array(lines[caret - 1].unicodeScalars)[column...].starts(with: "bogus".unicodeScalars), "\(text)")
+        }
+        let long = String(repeating: "R", count: 1_000_000)
+        let big = RuleLoader.load(texts: [
+            ("rules.yaml", "version: 1\nruleset: t\nrules:\n  - { id: \(long), on: X, do: [ { deep_link: x } ] }\n")
+        ])
+        #expect(big.errorCount == 1)
+        #expect(big.rendered().utf8.count < 4 * Diagnostic.maxMessageCharacters, "\(big.rendered().utf8.count)")
+    }
 }
 
-/// An empty name in a list of names (`on: ''`, `on_screen: [""]`, `silence: ""`) is an error where it is: a rule on
-/// the empty event was one no event could fire, and validate passed it.
+/// An empty name (`on: ''`, `on_screen: [""]`, `unless: ''`, a step of a sequence, `on_change: ''`) is an error
+/// where it is: a rule on the empty event was one no event could fire, and validate passed it.
 struct EmptyNameTests {
     @Test func anEmptyNameIsAnErrorAtIt() {
         for (trigger, column) in [("on: ''", 18), ("on: [Opened, \"\"]", 27), ("on_screen: \"\"", 25)] {
@@ -55,6 +79,16 @@ struct EmptyNameTests {
             #expect(empty.first?.location.position.line == 4)
             #expect(empty.first?.location.position.column == column, "\(trigger): \(result.rendered())")
             #expect(result.ruleSet == nil)
+        }
+        // And wherever else an event or an attribute is named.
+        for trigger in [
+            "on: X, wait: 1h, unless: ''", "on: X, wait: 1h, unless: { event: '' }", "sequence: ['', Y], within: 1h",
+            "on_change: ''",
+        ] {
+            let yaml = "version: 1\nruleset: t\nrules:\n  - { id: a, \(trigger), do: [ { deep_link: x } ] }\n"
+            let result = RuleLoader.load(texts: [("rules.yaml", yaml)])
+            #expect(
+                result.diagnostics.contains { $0.message.contains("holds an empty name") }, "\(trigger): \(result.rendered())")
         }
     }
 }

@@ -625,7 +625,7 @@ enum ExprPrinter {
         case .literal(let v): return v
         case .call("-_", nil, let args) where args.count == 1:
             switch constant(args[0]) {
-            case .int(let n)?: return .int(-n)
+            case .int(let n)?: return n == .min ? nil : .int(-n)  // (-Int.min overflows: no constant.)
             case .double(let d)?: return .double(-d)
             default: return nil
             }

@@ -21,15 +21,19 @@ public struct Diagnostic: Sendable, Hashable, CustomStringConvertible {
     /// A replacement or next step, shown as `help: …`.
     public var suggestion: String?
 
+    /// The most characters a message or a suggestion keeps (cut with `…`): one quoting a name or a value of the file
+    /// (a 1 MB id) does not print it whole, twice. The longest written by the checks is about 320.
+    public static let maxMessageCharacters = 1_000
+
     public init(
         _ severity: Severity, _ id: DiagnosticID, _ message: String, at location: SourceLocation,
         suggestion: String? = nil
     ) {
         self.severity = severity
         self.id = id
-        self.message = message
+        self.message = message.clipped(to: Self.maxMessageCharacters)
         self.location = location
-        self.suggestion = suggestion
+        self.suggestion = suggestion?.clipped(to: Self.maxMessageCharacters)
     }
 
     public static func error(
@@ -187,21 +191,31 @@ public struct DiagnosticRenderer: Sendable {
         return out
     }
 
-    /// A source line with control characters (a NUL, an escape…) shown as symbols (␀, ␛), one for one so that the
-    /// caret still lines up, instead of written raw to the terminal. Tabs stay.
+    /// A source line with control characters (a NUL, an escape…) shown as symbols (␀, ␛), and the other characters
+    /// ``Terminal`` does not show raw, or of no width, as `�`: one for one so that the caret still lines up, instead of
+    /// written raw to the terminal. Tabs stay.
     static func visible(_ line: String) -> String {
-        guard line.unicodeScalars.contains(where: { ($0.value < 0x20 && $0 != "\t") || (0x7F...0x9F).contains($0.value) })
-        else { return line }
+        func shown(_ c: Unicode.Scalar) -> Bool { c != "\t" && (Terminal.isUnsafe(c) || isInvisible(c)) }
+        guard line.unicodeScalars.contains(where: shown) else { return line }
         var out = String.UnicodeScalarView()
         for c in line.unicodeScalars {
             switch c.value {
             case 0x09: out.append(c)
             case 0x00..<0x20: out.append(Unicode.Scalar(0x2400 + c.value)!)
             case 0x7F: out.append("\u{2421}")
-            case 0x80...0x9F: out.append("\u{FFFD}")
-            default: out.append(c)
+            // (Bidirectional controls would show the rest of the line in another order, zero-width ones move the
+            // caret off its character: one column each, as the caret counts them.)
+            default: out.append(shown(c) ? "\u{FFFD}" : c)
             }
         }
         return String(out)
+    }
+
+    /// Characters of no width: the zero-width space, joiners, word joiner, a byte-order mark within a line.
+    static func isInvisible(_ c: Unicode.Scalar) -> Bool {
+        switch c.value {
+        case 0x200B...0x200D, 0x2060, 0xFEFF: true
+        default: false
+        }
     }
 }

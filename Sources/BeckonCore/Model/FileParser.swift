@@ -221,19 +221,25 @@ public struct FileParser {
         return ExpressionSource(text: s.text, scalar: s)
     }
 
+    /// A name (of an event, a screen, an attribute, an id): text, and not empty, which names nothing (`on: ''` was a
+    /// rule no event could fire).
+    mutating func named(_ node: SourceNode, _ key: String) -> Located<String>? {
+        string(node, key).flatMap { nonEmpty($0, key) }
+    }
+
+    mutating func nonEmpty(_ name: Located<String>, _ key: String) -> Located<String>? {
+        guard name.value.isEmpty else { return name }
+        diagnostics.error(.invalidValue, "'\(key)' holds an empty name", at: name.location, suggestion: "write the name")
+        return nil
+    }
+
+    /// One name or a list of names (events, screens, attributes, ids, schemes).
     mutating func oneOrMany(_ node: SourceNode, _ key: String) -> [Located<String>]? {
-        // (Every list of names: events, screens, attributes, ids, schemes. An empty name names nothing: `on: ''` was
-        // a rule no event could fire.)
-        func named(_ name: Located<String>) -> Located<String>? {
-            guard name.value.isEmpty else { return name }
-            diagnostics.error(.invalidValue, "'\(key)' holds an empty name", at: name.location)
-            return nil
-        }
         switch node {
-        case .scalar(let s) where !s.isNull: return named(Located(s.text, s.location)).map { [$0] } ?? []
+        case .scalar(let s) where !s.isNull: return nonEmpty(Located(s.text, s.location), key).map { [$0] } ?? []
         case .sequence(let items, _):
             var out: [Located<String>] = []
-            for item in items { if let v = string(item, key).flatMap(named) { out.append(v) } }
+            for item in items { if let v = named(item, key) { out.append(v) } }
             if items.isEmpty { diagnostics.error(.invalidValue, "'\(key)' is an empty list", at: node.location) }
             return out
         default:
@@ -523,7 +529,7 @@ public struct FileParser {
             var values: [ConversionValueSpec.Row] = []
             for row in rows {
                 guard let rk = keys(of: row, DSL.conversionValueEntry, context: "conversion value"),
-                    let event = rk["event"].flatMap({ string($0.value, "event") }),
+                    let event = rk["event"].flatMap({ named($0.value, "event") }),
                     let value = rk["value"].flatMap({ integer($0.value, "value", min: 0) })
                 else { continue }
                 if value.value > 63 {
@@ -618,7 +624,7 @@ public struct FileParser {
             triggers.append(.screens(names))
             triggerKeys.append(on.key)
         }
-        if let ch = k["on_change"], let attr = string(ch.value, "on_change") {
+        if let ch = k["on_change"], let attr = named(ch.value, "on_change") {
             func values(_ key: String) -> [Located<Value>]? {
                 guard let n = k[key]?.value else { return nil }
                 let items: [SourceNode]
@@ -927,9 +933,9 @@ public struct FileParser {
     mutating func eventStep(_ node: SourceNode, _ key: String) -> StepSpec? {
         switch node {
         case .scalar(let s) where !s.isNull:
-            return StepSpec(event: Located(s.text, s.location), whereClause: nil)
+            return nonEmpty(Located(s.text, s.location), key).map { StepSpec(event: $0, whereClause: nil) }
         case .mapping:
-            guard let k = keys(of: node, DSL.eventStep, context: key), let ev = k["event"].flatMap({ string($0.value, "event") })
+            guard let k = keys(of: node, DSL.eventStep, context: key), let ev = k["event"].flatMap({ named($0.value, "event") })
             else { return nil }
             return StepSpec(event: ev, whereClause: k["where"].flatMap { expression($0.value, "where") })
         default:
@@ -1081,7 +1087,7 @@ public struct FileParser {
                         template: template, to: to, subject: k["subject"].flatMap { templateValue($0.value, "subject") },
                         data: k["data"].map { valueMap($0.value, "data") } ?? [])), key.location)
         case .emit:
-            guard let k = keys(of: value, DSL.emit, context: "emit"), let ev = k["event"].flatMap({ string($0.value, "event") })
+            guard let k = keys(of: value, DSL.emit, context: "emit"), let ev = k["event"].flatMap({ named($0.value, "event") })
             else { return nil }
             return Located(
                 .emit(event: ev.value, payload: k["payload"].map { valueMap($0.value, "payload") } ?? []), key.location)
@@ -1643,7 +1649,7 @@ public struct FileParser {
         var out: [GoalSpec] = []
         for item in items {
             guard let k = keys(of: item, DSL.goal, context: "goal"), let id = k["id"].flatMap({ identifier($0.value, "id") }),
-                let ev = k["event"].flatMap({ string($0.value, "event") }),
+                let ev = k["event"].flatMap({ named($0.value, "event") }),
                 let within = k["within"].flatMap({ duration($0.value, "within") })
             else { continue }
             if out.contains(where: { $0.id.value == id.value }) {

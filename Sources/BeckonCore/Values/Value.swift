@@ -36,11 +36,7 @@ public struct EvalError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The most characters a message keeps: one that quotes a value of an event (a pattern, a string to convert, a
     /// key) is cut there with `…`, so an error never holds, logs or shows a large input whole.
     public static let maxMessageCharacters = 400
-    public init(_ message: String) {
-        self.message =
-            message.utf8.count <= Self.maxMessageCharacters || message.count <= Self.maxMessageCharacters
-            ? message : message.prefix(Self.maxMessageCharacters - 1) + "…"
-    }
+    public init(_ message: String) { self.message = message.clipped(to: Self.maxMessageCharacters) }
     public var description: String { message }
 
     static let noSuchOverload = EvalError("no such overload")
