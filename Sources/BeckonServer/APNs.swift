@@ -93,10 +93,9 @@ package final class APNsSender: PushProvider {
                 value: String(spec.expirationSeconds.map { Int64(Date().timeIntervalSince1970) + $0 } ?? 0))
             request.headers.add(name: "content-type", value: "application/json")
             request.body = .bytes(ByteBuffer(bytes: payload))
-            let response = try await client.execute(request, timeout: .milliseconds(timeoutMs))
+            let answer = try await client.exchange(request, timeout: .milliseconds(timeoutMs), bodyUpTo: 16 * 1024)
             return Self.outcome(
-                status: Int(response.status.code), body: await response.bodyBytes(upTo: 16 * 1024),
-                retryAfter: response.headers.first(name: "retry-after"))
+                status: Int(answer.status.code), body: answer.body, retryAfter: answer.headers.first(name: "retry-after"))
         }
     }
 
@@ -104,7 +103,7 @@ package final class APNsSender: PushProvider {
     package static func outcome(status: Int, body: [UInt8], retryAfter: String?) -> PushOutcome {
         if (200..<300).contains(status) { return .accepted }
         let reason = (try? JSONDecoder().decode(Reason.self, from: Data(body)))?.reason ?? "no reason given"
-        let said = "\(status) \(reason)"
+        let said = Delivery.said(status, reason)
         switch (status, reason) {
         case (410, _), (400, "BadDeviceToken"), (400, "DeviceTokenNotForTopic"): return .invalidToken(said)
         case (429, _), (500..<600, _):

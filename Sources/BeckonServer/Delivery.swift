@@ -16,6 +16,13 @@ import Synchronization
 /// the action's id as `Idempotency-Key` (and an emit's payload keeps its own `event_id`), so the receiver can drop
 /// the repeats that at-least-once allows.
 package enum Delivery {
+    /// What a receiver said, as a failed attempt keeps it (`last_error`, the log line of an action gone dead): its
+    /// status and its words, cut at 200 characters and shown safe. (They are the receiver's: APNs's `reason` and FCM's
+    /// `message`, up to 64 KB each with line breaks, went into every row and log line whole.)
+    package static func said(_ status: Int, _ words: String) -> String {
+        "\(status) " + Terminal.safe(words.clipped(to: 200))
+    }
+
     /// The outbox entries of a fired action: one per destination that takes it.
     package static func entries(
         for action: FiredAction, _ logged: LoggedAction, destinations: [Destination], at time: Int64
@@ -411,11 +418,11 @@ package final class Deliverer: Service, Sendable {
         request.headers.replaceOrAdd(name: "Beckon-Attempt", value: String(row.attempts + 1))
         request.body = .bytes(ByteBuffer(string: row.entry.body))
         do {
-            let response = try await client.execute(request, timeout: .milliseconds(d.spec.timeoutMs), logger: logger)
             // (The body is read so that the connection can be used again; what it says is not kept.)
-            _ = await response.bodyBytes(upTo: 64 * 1024)
+            let answer = try await client.exchange(
+                request, timeout: .milliseconds(d.spec.timeoutMs), bodyUpTo: 64 * 1024, logger: logger)
             return Delivery.outcome(
-                status: Int(response.status.code), retryAfter: response.headers.first(name: "Retry-After"), now: Date())
+                status: Int(answer.status.code), retryAfter: answer.headers.first(name: "Retry-After"), now: Date())
         } catch {
             return Task.isCancelled ? nil : .retry(error: Self.describe(error), after: nil)
         }
@@ -429,9 +436,15 @@ package final class Deliverer: Service, Sendable {
             return .dead("skipped: not an email with an address")
         }
         let rule = action.qualifiedRule
-        if (try? await devices?.unsubscribed(row.entry.userID)) == true {
-            messages.count(rule: rule, channel: "email", "skipped")
-            return .dead("skipped: the user unsubscribed from email")
+        // (Whether the user unsubscribed must be known: a read that fails is tried again, never taken for "no".)
+        do {
+            if try await devices?.unsubscribed(row.entry.userID) == true {
+                messages.count(rule: rule, channel: "email", "skipped")
+                return .dead("skipped: the user unsubscribed from email")
+            }
+        } catch {
+            let why = Self.describe(error).clipped(to: 200)
+            return .retry(error: "whether the user unsubscribed could not be read: \(why)", after: nil)
         }
         await paced(d.spec)
         let outcome = await sender.send(action, row: row, destination: d.spec, client: client)

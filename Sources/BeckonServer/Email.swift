@@ -199,10 +199,9 @@ package final class EmailSender: Sendable {
         request.headers.add(name: "idempotency-key", value: row.entry.actionID)
         request.body = .bytes(ByteBuffer(bytes: body))
         do {
-            let response = try await client.execute(request, timeout: .milliseconds(destination.timeoutMs))
-            _ = await response.bodyBytes(upTo: 64 * 1024)
+            let answer = try await client.exchange(request, timeout: .milliseconds(destination.timeoutMs), bodyUpTo: 64 * 1024)
             return Delivery.outcome(
-                status: Int(response.status.code), retryAfter: response.headers.first(name: "Retry-After"), now: Date())
+                status: Int(answer.status.code), retryAfter: answer.headers.first(name: "Retry-After"), now: Date())
         } catch {
             return .retry(error: Deliverer.describe(error), after: nil)
         }

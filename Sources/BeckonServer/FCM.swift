@@ -89,15 +89,18 @@ package final class FCMSender: PushProvider {
         request.headers.add(name: "content-type", value: "application/x-www-form-urlencoded")
         let form = "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=" + assertion
         request.body = .bytes(ByteBuffer(string: form))
-        let response = try await client.execute(request, timeout: .milliseconds(timeoutMs))
-        let body = try await response.body.collect(upTo: 64 * 1024)
-        guard response.status == .ok,
-            let answer = try? JSONDecoder().decode(TokenAnswer.self, from: Data(body.readableBytesView))
+        let response = try await client.exchange(request, timeout: .milliseconds(timeoutMs), bodyUpTo: 64 * 1024)
+        guard response.status == .ok, let answer = try? JSONDecoder().decode(TokenAnswer.self, from: Data(response.body))
         else {
             throw Failed(description: "the token endpoint answered \(response.status.code)")
         }
-        // (Kept until a minute before it expires.)
-        return (answer.access_token, now + .seconds(max(0, answer.expires_in - 60)))
+        return (answer.access_token, now + Self.kept(expiresIn: answer.expires_in))
+    }
+
+    /// How long an access token is kept: until a minute before it expires, and an hour at most, whatever the endpoint
+    /// says (a negative or huge `expires_in` overflowed here and took the process down).
+    package static func kept(expiresIn seconds: Int64) -> Duration {
+        .seconds(max(60, min(seconds, 3600)) - 60)
     }
 
     package func send(
@@ -117,10 +120,9 @@ package final class FCMSender: PushProvider {
             request.headers.add(name: "authorization", value: "Bearer " + access)
             request.headers.add(name: "content-type", value: "application/json")
             request.body = .bytes(ByteBuffer(bytes: payload))
-            let response = try await client.execute(request, timeout: .milliseconds(destination.timeoutMs))
+            let answer = try await client.exchange(request, timeout: .milliseconds(destination.timeoutMs), bodyUpTo: 64 * 1024)
             return Self.outcome(
-                status: Int(response.status.code), body: await response.bodyBytes(upTo: 64 * 1024),
-                retryAfter: response.headers.first(name: "retry-after"))
+                status: Int(answer.status.code), body: answer.body, retryAfter: answer.headers.first(name: "retry-after"))
         }
     }
 
@@ -141,7 +143,7 @@ package final class FCMSender: PushProvider {
         if (200..<300).contains(status) { return .accepted }
         let e = (try? JSONDecoder().decode(ErrorAnswer.self, from: Data(body)))?.error
         let code = e?.details?.compactMap(\.errorCode).first ?? e?.status ?? "no error code"
-        let said = "\(status) \(code)" + (e?.message.map { ": \($0)" } ?? "")
+        let said = Delivery.said(status, code + (e?.message.map { ": \($0)" } ?? ""))
         switch code {
         case "UNREGISTERED", "SENDER_ID_MISMATCH": return .invalidToken(said)
         case "INVALID_ARGUMENT" where e?.message?.lowercased().contains("registration token") == true:

@@ -1,7 +1,9 @@
 import AsyncHTTPClient
 import BeckonCore
 import Foundation
+import Logging
 import NIOCore
+import NIOHTTP1
 import NIOSSL
 import Synchronization
 
@@ -174,10 +176,36 @@ package final class SendRate: Sendable {
     }
 }
 
-extension HTTPClientResponse {
-    /// An answer's body when it is at most `limit` bytes, else none: its status still says what became of the request
-    /// (a provider's 200 with a huge body is an accepted push, not a failed read to send again).
-    func bodyBytes(upTo limit: Int) async -> [UInt8] {
-        (try? await body.collect(upTo: limit)).map { Array($0.readableBytesView) } ?? []
+/// A receiver's answer, read whole: its status, its head's fields, and its body when it is at most the limit asked
+/// for, else none (its status still says what became of the request: a provider's 200 with a huge body is an
+/// accepted push, not a failed read to send again).
+package struct Answer: Sendable {
+    package var status: HTTPResponseStatus
+    package var headers: HTTPHeaders
+    package var body: [UInt8]
+}
+
+extension HTTPClient {
+    /// Sends `request` and reads its answer, head and body, within `timeout` all told: every attempt of every
+    /// destination, provider and token endpoint goes through here. (async-http-client's own deadline ends when the
+    /// head comes: a receiver that sent a head, then its body a byte a second or not at all, held the attempt, its
+    /// slot, a forget waiting for the user's deliveries, and a fleet's claim that lapsed and was taken again, for ever.)
+    func exchange(
+        _ request: HTTPClientRequest, timeout: TimeAmount, bodyUpTo limit: Int, logger: Logger? = nil
+    ) async throws -> Answer {
+        try await withThrowingTaskGroup(of: Answer?.self) { group in
+            group.addTask {
+                let response = try await self.execute(request, timeout: timeout, logger: logger)
+                let body = (try? await response.body.collect(upTo: limit)).map { Array($0.readableBytesView) } ?? []
+                return Answer(status: response.status, headers: response.headers, body: body)
+            }
+            group.addTask {
+                try await _Concurrency.Task.sleep(nanoseconds: UInt64(max(0, timeout.nanoseconds)))
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard case let answer?? = try await group.next() else { throw HTTPClientError.deadlineExceeded }
+            return answer
+        }
     }
 }

@@ -49,6 +49,21 @@ struct PushTests {
         #expect(outcome(429, "QUOTA_EXCEEDED") == .retry("429 QUOTA_EXCEEDED: m", after: nil))
         #expect(outcome(503, "UNAVAILABLE") == .retry("503 UNAVAILABLE: m", after: nil))
         #expect(outcome(401, nil) == .refused("401 S: m"))
+        // A provider's words are kept short and safe: 64 KB with line breaks went into every row and log line whole.
+        let long = String(repeating: "x", count: 65_000)
+        guard case .refused(let said) = outcome(400, "INVALID_ARGUMENT", message: "a\\nforged " + long) else {
+            Issue.record("not refused")
+            return
+        }
+        #expect(said.count < 300 && said.hasPrefix("400 INVALID_ARGUMENT: a\\u{A}forged xx") && said.hasSuffix("…"), "\(said)")
+    }
+
+    /// Whatever `expires_in` the token endpoint sends, the token is kept between 0 and 59 minutes.
+    @Test func anAccessTokensLifeIsBounded() {
+        #expect(FCMSender.kept(expiresIn: 3599) == .seconds(3539))
+        #expect(FCMSender.kept(expiresIn: .max) == .seconds(3540))
+        #expect(FCMSender.kept(expiresIn: .min) == .zero)
+        #expect(FCMSender.kept(expiresIn: 30) == .zero)
     }
 
     @Test func payloadsCarryTheActionAndApnsIDsAreStableUUIDs() throws {

@@ -91,6 +91,14 @@ def sleep_once(seconds):
     return lambda i, req: (200, {}, seconds if i == 0 else 0)
 
 
+def stall_body_once(seconds):
+    """The first answer's head, then one byte of its body, then nothing for `seconds`."""
+    return lambda i, req: (200, {STALL: str(seconds)} if i == 0 else {}, 0)
+
+
+STALL = "x-test-stall-body"
+
+
 def throttle_once(retry_after=1):
     return lambda i, req: (429, {"Retry-After": str(retry_after)}, 0) if i == 0 else (200, {}, 0)
 
@@ -142,6 +150,8 @@ class Receiver:
                     receiver.requests.append(req)
                     receiver.cond.notify_all()
                 status, headers, delay = receiver.policy(index, req)
+                headers = dict(headers)
+                stall = float(headers.pop(STALL, 0))
                 if delay:
                     time.sleep(delay)
                 try:
@@ -152,6 +162,11 @@ class Receiver:
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(text)))
                     self.end_headers()
+                    if stall:
+                        self.wfile.write(text[:1])
+                        self.wfile.flush()
+                        time.sleep(stall)
+                        return
                     self.wfile.write(text)
                 except OSError:
                     pass  # the client gave up (a timeout)
@@ -433,6 +448,24 @@ class Delivery(OpsCase):
         self.assertGreaterEqual(got[1].at - got[0].at, 0.5, "the second attempt came before the first timed out")
         wait_until(lambda: (outbox_row(self.db, emit["id"], "--all") or {}).get("state") == "delivered",
                    what="slow delivered")
+        self.assertEqual((deliveries(server, "slow", "retried"), deliveries(server, "slow", "delivered")), (1, 1))
+
+    def test_an_answer_whose_body_stalls_is_a_timeout_too(self):
+        # The head comes at once, then one byte of the body and nothing for 30 s: the attempt's timeout covers the
+        # body too (async-http-client's ends at the head; such an attempt held its slot, and a forget waiting for the
+        # user's deliveries, for as long as the receiver liked).
+        slow = self.receiver(stall_body_once(30))
+        self.files(ops=OPS_RULES, settings=settings(
+            destination("slow", slow.url("/slow"), method="PUT", events="[Slow]", timeout="500ms", max_attempts=4,
+                        backoff="100ms")))
+        server = self.serve()
+        self.post(server, track("sid", "Go Slow", "s1"))
+        got = slow.wait_for(2, timeout=10)
+        emit = self.only(server.all_actions("sid"), action="emit")
+        self.assertEqual([(r.key, r.attempt) for r in got[:2]], [(emit["id"], "1"), (emit["id"], "2")])
+        self.assertLess(got[1].at - got[0].at, 5, "the second attempt waited for the stalled body")
+        wait_until(lambda: (outbox_row(self.db, emit["id"], "--all") or {}).get("state") == "delivered",
+                   what="delivered after the stalled body")
         self.assertEqual((deliveries(server, "slow", "retried"), deliveries(server, "slow", "delivered")), (1, 1))
 
     def test_429_retry_after_is_honoured(self):
