@@ -8,21 +8,28 @@ import BeckonStore
 /// processes at once and an entry by one at a time. Claims, due times and outcomes are on the database's clock.
 struct FleetOutbox: OutboxStore {
     let log: FleetLog
-    /// How long a taken entry is another process's to leave alone: longer than any attempt can take (the longest
-    /// timeout of the destinations) plus 5 s to record it; after it, an attempt cut short by a crash is made again.
-    /// (A minute, until this was measured: an entry taken when its process was killed waited that long after the
-    /// restart, and `operations_test DeliveryCrash` failed when the kill fell inside a claim. A process paused longer
+    /// How long a taken entry is another process's to leave alone: longer than an attempt takes (the longest timeout
+    /// of the destinations served now, which bounds an answer's whole body too) plus 5 s to record it; after it, an
+    /// attempt cut short by a crash is made again. (A minute, until this was measured: an entry taken when its process
+    /// was killed waited that long after the restart, and `operations_test DeliveryCrash` failed when the kill fell
+    /// inside a claim. Set once at start, a fleet started without destinations claimed for 5 s those a reload added
+    /// with a 10 s timeout, and a receiver slower than 5 s got each action again and again. A process paused longer
     /// than the claim may see its attempt made again by another: receivers have the `Idempotency-Key`.)
     static let recordMs: Int64 = 5_000
-    let claimMs: Int64
+    let current: CurrentRules
 
-    init(log: FleetLog, destinations: [Destination]) {
+    init(log: FleetLog, current: CurrentRules) {
         self.log = log
-        claimMs = (destinations.map(\.timeoutMs).max() ?? 0) + Self.recordMs
+        self.current = current
+    }
+
+    static func claimMs(_ destinations: [Destination]) -> Int64 {
+        (destinations.map(\.timeoutMs).max() ?? 0) + recordMs
     }
 
     func due(now: Int64, destinations: [String], limit: Int, excluding busy: Set<Int64>) async throws -> [OutboxRow] {
-        try await log.claimDueOutbox(destinations: destinations, limit: limit, claimMs: claimMs)
+        let claimMs = Self.claimMs(current.value.ruleSet.settings.destinations)
+        return try await log.claimDueOutbox(destinations: destinations, limit: limit, claimMs: claimMs)
             .filter { !busy.contains($0.id) }
             .map {
                 OutboxRow(

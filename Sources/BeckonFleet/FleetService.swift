@@ -85,7 +85,7 @@ public final class FleetService: ServiceBackend {
             store: FleetConsoleStore(log: log, activity: activity, owner: owner), current: current, reloader: reloader,
             adminKeys: adminKeys, clock: options.clock, logger: logger)
         deliverer = Deliverer(
-            backend: FleetOutbox(log: log, destinations: rules.ruleSet.settings.destinations),
+            backend: FleetOutbox(log: log, current: current),
             devices: FleetDevices(log: log, appender: appender), current: current, metrics: fleetMetrics.service,
             activity: activity, logger: logger)
         if let s = options.userSecret { userAuth = await UserAuth(secret: s) } else { userAuth = nil }

@@ -712,6 +712,23 @@ class Reload(OpsCase):
         self.assertEqual(got, status, body)
         return body
 
+    def test_a_destination_a_reload_adds_is_sent_once_however_slow(self):
+        # Started without destinations, then reloaded with one whose timeout is 8 s and whose receiver takes 6 s: the
+        # attempt is made once. (A fleet set how long an entry is claimed at start, 5 s here, so the slow attempt's
+        # claim lapsed, its outcome was refused, and the action was sent again.)
+        slow = self.receiver(sleep_once(6.0))
+        self.files(ops=OPS_RULES)
+        server = self.serve()
+        self.files(ops=OPS_RULES, settings=settings(
+            destination("slow", slow.url("/slow"), events="[Slow]", timeout="8s", max_attempts=4, backoff="100ms")))
+        self.reload(server)
+        self.post(server, track("rel", "Go Slow", "r1"))
+        emit = self.only(server.all_actions("rel"), action="emit")
+        wait_until(lambda: (outbox_row(self.db, emit["id"], "--all") or {}).get("state") == "delivered",
+                   what="delivered once", timeout=20)
+        time.sleep(1)
+        self.assertEqual([(r.key, r.attempt) for r in slow.got()], [(emit["id"], "1")])
+
     def test_reload_keeps_fire_counts_and_pending_actions_and_refuses_errors(self):
         self.files(rate=RATE_V1)
         server = self.serve(clock="events")
