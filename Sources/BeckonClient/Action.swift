@@ -77,7 +77,7 @@ extension BeckonAction.Kind {
         func text(_ v: JSONValue?, _ key: String) -> String? { v?[key]?.stringValue }
         func url(_ v: JSONValue?, _ key: String) -> URL? { text(v, key).flatMap { URL(string: $0) } }
         func map(_ v: JSONValue?) -> [String: JSONValue] { v?.objectValue ?? [:] }
-        func count(_ v: JSONValue?) -> Int? { v?.intValue.map { Int($0) } }
+        func count(_ v: JSONValue?) -> Int? { v?.intValue.map { Int(clamping: $0) } }
         switch name {
         case "message":
             let m = json["message"]

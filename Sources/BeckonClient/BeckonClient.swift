@@ -539,11 +539,12 @@ extension ClientParts {
             var reason = answer.message
             var rest = Array(lines.dropFirst(count))
             switch answer.status {
-            case 200..<300:
+            case 200:
+                // (Only 200 says stored: a proxy's 202 or 204 is no answer of the service's, and its events stay.)
                 limit = nil
             case 400:
                 // All or nothing: the service names the first bad event and stored none of the request.
-                if let index = answer.json?["event"]?.intValue.map({ Int($0) }), index >= 0, index < count {
+                if let index = answer.json?["event"]?.intValue.flatMap({ Int(exactly: $0) }), index >= 0, index < count {
                     refused = [lines[index]]
                     rest = lines
                     rest.remove(at: index)
@@ -566,8 +567,10 @@ extension ClientParts {
                 limit = count / 2
                 continue
             case 413:
-                refused = [lines[0]]
-                reason = "too large for the service (413)"
+                // (The service answers a large event 400, naming it: a 413 for one event is a proxy's bound, not the
+                // event's fault. Dropping it emptied the queue an event a request.)
+                logger.error("beckon: something before the service refused one event as too large (413); kept, retrying")
+                return .failed(retryAfter: answer.retryAfter)
             case let status where Transport.isTransient(status):
                 logger.info("beckon: the service answered \(status); \(count) events will be sent again")
                 return .failed(retryAfter: answer.retryAfter)

@@ -50,7 +50,11 @@ final class EventQueue: Sendable {
         var state = State()
         let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
         for name in names where name.hasSuffix(".jsonl") {
-            guard let sequence = UInt64(name.dropLast(6)) else { continue }
+            // (Only the names this queue writes: 16 digits. `5.jsonl` was counted and never found again by its name,
+            // and a sequence of UInt64.max overflowed at every launch.)
+            let digits = name.dropLast(6)
+            guard digits.utf8.count == 16, digits.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let sequence = UInt64(digits)
+            else { continue }
             let data = (try? Data(contentsOf: folder.appendingPathComponent(name))) ?? Data()
             let events = data.reduce(0) { $1 == 0x0A ? $0 + 1 : $0 }
             state.sealed.append(Segment(sequence: sequence, events: events, bytes: data.count))

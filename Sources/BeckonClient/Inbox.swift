@@ -55,6 +55,6 @@ public struct Inbox: Sendable, Hashable {
         if case .array(let list)? = json["items"] { items = list.map(InboxItem.init(json:)) }
         self.init(
             userId: json["userId"]?.stringValue ?? userId,
-            unread: json["unread"]?.intValue.map { Int($0) } ?? items.filter { !$0.read }.count, items: items)
+            unread: json["unread"]?.intValue.map { Int(clamping: $0) } ?? items.filter { !$0.read }.count, items: items)
     }
 }

@@ -69,10 +69,16 @@ struct HostileServiceTests {
         #expect(redirect.requests.all.contains { $0.contains(#""authorization": true"#) })
     }
 
-    /// A 400 that names no event, when every event is well-formed, is not the events' fault (a proxy in front of the
-    /// service, a plain-HTTP request to an HTTPS port): they are kept.
-    @Test func aBadRequestThatNamesNoEventKeepsTheBatch() async throws {
-        let proxy = try await Stub(["status", "400", "<html>400 The plain HTTP request was sent to HTTPS port</html>"])
+    /// Answers that are not the service's keep the events: a 400 that names no event when every event is well-formed
+    /// (a proxy in front of the service, a plain-HTTP request to an HTTPS port), a proxy's 202 or 204, which do not say
+    /// stored, and a 413 for one event, a proxy's bound (the service refuses a large event with a 400 naming it). A
+    /// 2xx deleted the batch, and a 413 dropped the events one a request.
+    @Test(arguments: [
+        ("400", "<html>400 The plain HTTP request was sent to HTTPS port</html>"), ("202", #"{"success":true}"#),
+        ("204", ""), ("413", "<html>413 Request Entity Too Large</html>"),
+    ])
+    func answersThatAreNotTheServicesKeepTheEvents(_ status: String, _ body: String) async throws {
+        let proxy = try await Stub(["status", status, body])
         let (client, folder) = try Self.client(of: proxy.url)
         defer {
             client.close()
@@ -82,6 +88,27 @@ struct HostileServiceTests {
         #expect(await client.flush() == false)
         #expect(client.queuedEvents == 5)
         #expect(client.droppedEvents == 0)
+    }
+
+    /// Files in the queue's folder with names the queue does not write are left alone: `18446744073709551615.jsonl`
+    /// overflowed the next sequence and crashed the app at every launch.
+    @Test func queueFilesOfOtherNamesAreLeftAlone() async throws {
+        let proxy = try await Stub(["status", "503", ""])
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("beckon-client-\(UUID().uuidString)")
+        let queue = folder.appendingPathComponent("queue")
+        try FileManager.default.createDirectory(at: queue, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        for name in ["18446744073709551615.jsonl", "5.jsonl", "+000000000000007.jsonl"] {
+            try Data(#"{"type":"track","event":"X","userId":"u"}"#.utf8 + [0x0A]).write(to: queue.appendingPathComponent(name))
+        }
+        var configuration = BeckonClient.Configuration(
+            server: proxy.url, writeKey: LiveService.writeKey, directory: folder, tokenProvider: { LiveService.token($0) })
+        configuration.pushPlatform = nil
+        let client = try BeckonClient(configuration)
+        defer { client.close() }
+        #expect(client.queuedEvents == 0)
+        client.track("Probe")
+        #expect(client.queuedEvents == 1)
     }
 
     /// A line of the queue damaged on disk: the service cannot read the batch; that line alone is dropped, the rest
