@@ -1383,6 +1383,17 @@ class Framing(Case):
         for coding in (b"gzip, chunked", b"identity, chunked", b"x-custom,chunked"):
             status, _ = self.raw(server, head + b"Transfer-Encoding: " + coding + b"\r\n\r\n" + chunked, 0)
             self.assertEqual(status, b"HTTP/1.1 501 Not Implemented", coding)
+        # A head declaring more than the bound is refused at once, its body not awaited (it waited for the body
+        # timeout, 60 s).
+        for path, raw, status in (("/v1/track", head, b"HTTP/1.1 400 Bad Request"),
+                                  ("/v1/users/ann/devices", None, b"HTTP/1.1 413 Payload Too Large")):
+            start = time.monotonic()
+            if raw is None:
+                raw = (b"POST /v1/users/ann/devices HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                       + service_test.token("ann").encode() + b"\r\nContent-Type: application/json\r\n")
+            got, _ = self.raw(server, raw + b"Content-Length: 600000\r\n\r\n{", 0)
+            self.assertEqual(got, status, path)
+            self.assertLess(time.monotonic() - start, 10, f"{path}: the answer waited for the body")
         # A last coding other than chunked: where the body ends cannot be told, 400 and closed.
         status, after = self.raw(server, head + b"Transfer-Encoding: gzip\r\n\r\n" + event, 3)
         self.assertEqual((status, after is not None), (b"HTTP/1.1 400 Bad Request", True))

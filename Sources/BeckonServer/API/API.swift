@@ -271,7 +271,12 @@ package struct API: Sendable {
     /// as much again, per connection, while the body came.)
     package static func collect(_ request: Request, upTo limit: Int) async throws(BodyRefusal) -> ByteBuffer {
         var body = ByteBuffer()
-        if let n = request.headers[.contentLength].flatMap({ Int($0) }), n > 0, n <= limit { body.reserveCapacity(n) }
+        if let n = request.headers[.contentLength].flatMap({ Int($0) }) {
+            // (A head that declares more than the bound is refused at once, not once the bytes, or the body timeout,
+            // have come.)
+            guard n <= limit else { throw .tooLarge }
+            if n > 0 { body.reserveCapacity(n) }
+        }
         do {
             for try await part in request.body {
                 guard body.readableBytes + part.readableBytes <= limit else { throw BodyRefusal.tooLarge }
