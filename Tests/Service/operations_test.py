@@ -431,42 +431,41 @@ class Delivery(OpsCase):
                           deliveries(server, "flaky", "dead")), (2, 1, 0))
         self.assertEqual(deliveries(server, "messages", "delivered"), 1)
 
-    def test_a_timeout_is_tried_again(self):
-        slow = self.receiver(sleep_once(2.0))
+    def slow_attempts(self, policy, user):
+        """A `Go Slow` of `user` to a PUT destination with a 500 ms timeout that answers as `policy`: the server, the
+        receiver, the action and the receiver's first two requests."""
+        slow = self.receiver(policy)
         self.files(ops=OPS_RULES, settings=settings(
             destination("slow", slow.url("/slow"), method="PUT", events="[Slow]", timeout="500ms", max_attempts=4,
                         backoff="100ms")))
         server = self.serve()
-        self.post(server, track("sam", "Go Slow", "s1"))
+        self.post(server, track(user, "Go Slow", "s1"))
         got = slow.wait_for(2, timeout=10)
-        emit = self.only(server.all_actions("sam"), action="emit")
+        return server, slow, self.only(server.all_actions(user), action="emit"), got
+
+    def assertDeliveredAfterOneRetry(self, server, emit):
+        wait_until(lambda: (outbox_row(self.db, emit["id"], "--all") or {}).get("state") == "delivered",
+                   what="slow delivered")
+        self.assertEqual((deliveries(server, "slow", "retried"), deliveries(server, "slow", "delivered")), (1, 1))
+
+    def test_a_timeout_is_tried_again(self):
+        server, slow, emit, _ = self.slow_attempts(sleep_once(2.0), "sam")
         time.sleep(0.6)
         got = slow.got()
         self.assertEqual(len(got), 2, got)
         self.assertEqual([(r.method, r.path, r.key, r.attempt) for r in got],
                          [("PUT", "/slow", emit["id"], "1"), ("PUT", "/slow", emit["id"], "2")])
         self.assertGreaterEqual(got[1].at - got[0].at, 0.5, "the second attempt came before the first timed out")
-        wait_until(lambda: (outbox_row(self.db, emit["id"], "--all") or {}).get("state") == "delivered",
-                   what="slow delivered")
-        self.assertEqual((deliveries(server, "slow", "retried"), deliveries(server, "slow", "delivered")), (1, 1))
+        self.assertDeliveredAfterOneRetry(server, emit)
 
     def test_an_answer_whose_body_stalls_is_a_timeout_too(self):
         # The head comes at once, then one byte of the body and nothing for 30 s: the attempt's timeout covers the
         # body too (async-http-client's ends at the head; such an attempt held its slot, and a forget waiting for the
         # user's deliveries, for as long as the receiver liked).
-        slow = self.receiver(stall_body_once(30))
-        self.files(ops=OPS_RULES, settings=settings(
-            destination("slow", slow.url("/slow"), method="PUT", events="[Slow]", timeout="500ms", max_attempts=4,
-                        backoff="100ms")))
-        server = self.serve()
-        self.post(server, track("sid", "Go Slow", "s1"))
-        got = slow.wait_for(2, timeout=10)
-        emit = self.only(server.all_actions("sid"), action="emit")
+        server, _, emit, got = self.slow_attempts(stall_body_once(30), "sid")
         self.assertEqual([(r.key, r.attempt) for r in got[:2]], [(emit["id"], "1"), (emit["id"], "2")])
         self.assertLess(got[1].at - got[0].at, 5, "the second attempt waited for the stalled body")
-        wait_until(lambda: (outbox_row(self.db, emit["id"], "--all") or {}).get("state") == "delivered",
-                   what="delivered after the stalled body")
-        self.assertEqual((deliveries(server, "slow", "retried"), deliveries(server, "slow", "delivered")), (1, 1))
+        self.assertDeliveredAfterOneRetry(server, emit)
 
     def test_429_retry_after_is_honoured(self):
         throttled = self.receiver(throttle_once(1))
