@@ -19,7 +19,8 @@ struct LoaderTests {
         """
     }
 
-    /// A problem inside an expression points at its column in the file, whatever quoting the scalar uses.
+    /// A problem inside an expression points at its column in the file, whatever quoting the scalar uses and however
+    /// its lines fold (each case after the first seven was off before 1df2090 and d88841a).
     @Test(arguments: [
         ("    if: user.plan = 1", 6, 19),
         ("    if: 'user.plan = 1'", 6, 20),
@@ -28,6 +29,21 @@ struct LoaderTests {
         ("    if: |\n      user.plan == 1 &&\n        user.age = 2", 8, 18),
         ("    if: >\n      user.plan == 1 &&\n      user.age = 2", 8, 16),
         ("    if: user.plan == 1 &&\n      user.age = 2", 7, 16),
+        // However the lines fold: spaces that end a line, blank lines between, an escaped line break in double quotes.
+        ("    if: user.x == 1 &&   \n      user.plan = 1", 7, 17),
+        ("    if: user.x == 1 &&\n\n   \n      user.plan = 1", 9, 17),
+        ("    if: \"user.x == 1 &&   \n      user.plan = 1\"", 7, 17),
+        ("    if: \"user.x == 1 && user.\\\n      plan = 1\"", 7, 12),
+        ("    if: 'user.x == 1 &&\t\n\n      user.plan = 1'", 8, 17),
+        ("    if: \"user.x == 1 && \\\n\n      user.plan = 1\"", 8, 17),
+        ("    if: \"user.x == 1 &&\\ \n      user.plan = 1\"", 7, 17),
+        // Block scalars: an indentation indicator, blank lines in a folded one, a more-indented line.
+        ("    if: |1\n       1 === 3", 7, 12),
+        ("    if: >2\n        1 === 3", 7, 13),
+        ("    if: |2-\n        true &&\n        1 === 3", 8, 13),
+        ("    if: >\n      true &&\n\n      1 === 3", 9, 11),
+        ("    if: |\n      true &&\n\n      1 === 3", 9, 11),
+        ("    if: >\n      true &&\n\n        1 === 3", 9, 13),
     ])
     func expressionPositions(_ condition: String, _ line: Int, _ column: Int) throws {
         let d = try #require(errors(rules(condition)).first)

@@ -108,32 +108,6 @@ struct YAMLInputTests {
         #expect(d.message.contains("not an escape") == fix.hasPrefix("quote the value"), "\(d)")
     }
 
-    /// A problem on a later line of a scalar that spans lines is pointed at where it is, however the lines fold:
-    /// spaces that end a line, blank lines between, an escaped line break in double quotes, a block scalar's
-    /// indentation indicator.
-    @Test(arguments: [
-        ("    if: user.x == 1 &&   \n      user.plan = 1\n", 8, 17),
-        ("    if: user.x == 1 &&\n\n   \n      user.plan = 1\n", 10, 17),
-        ("    if: \"user.x == 1 &&   \n      user.plan = 1\"\n", 8, 17),
-        ("    if: \"user.x == 1 && user.\\\n      plan = 1\"\n", 8, 12),
-        ("    if: 'user.x == 1 &&\t\n\n      user.plan = 1'\n", 9, 17),
-        ("    if: \"user.x == 1 && \\\n\n      user.plan = 1\"\n", 9, 17),
-        ("    if: \"user.x == 1 &&\\ \n      user.plan = 1\"\n", 8, 17),
-        // Block scalars: an indentation indicator, blank lines in a folded one, a more-indented line.
-        ("    if: |1\n       1 === 3\n", 8, 12),
-        ("    if: >2\n        1 === 3\n", 8, 13),
-        ("    if: |2-\n        true &&\n        1 === 3\n", 9, 13),
-        ("    if: >\n      true &&\n\n      1 === 3\n", 10, 11),
-        ("    if: |\n      true &&\n\n      1 === 3\n", 10, 11),
-        ("    if: >\n      true &&\n\n        1 === 3\n", 10, 13),
-    ])
-    func foldedLinesKeepTheirColumns(_ condition: String, _ line: Int, _ column: Int) throws {
-        let yaml = "version: 1\ncampaign: c\nrules:\n  - id: r\n    on: x\n    do: [ { deep_link: \"app://x\" } ]\n" + condition
-        let r = RuleLoader.load(texts: [("f.yaml", yaml)])
-        let d = try #require(r.diagnostics.first)
-        #expect(d.location.position == SourcePosition(line: line, column: column), "\(r.rendered())")
-    }
-
     /// A tab in the indentation is named, and pointed at.
     @Test(arguments: [
         ("version: 1\ncampaign: c\nrules:\n  - id: r\n\ton: x\n", 5, 1),
