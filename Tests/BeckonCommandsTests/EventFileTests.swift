@@ -220,8 +220,10 @@ struct DecodingPipelineTests {
         return out
     }
 
+    /// The stream's events and bad-line reports; `holdingTheHelper`: the first decoding thread's queue is suspended
+    /// while the stream is read (and resumed after).
     func run(
-        _ bytes: [UInt8], _ policy: BadLinePolicy, workers: Int
+        _ bytes: [UInt8], _ policy: BadLinePolicy, workers: Int, holdingTheHelper: Bool = false
     ) throws -> (events: [String], stderr: String, ahead: Int) {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("beckon-pipe-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: path) }
@@ -231,6 +233,8 @@ struct DecodingPipelineTests {
         let console = StringConsole()
         var events: [String] = []
         var ahead = 0
+        if holdingTheHelper { stream.helper.suspend() }
+        defer { if holdingTheHelper { stream.helper.resume() } }
         stream.events(decoder: SegmentDecoder(ruleSet: rules), console: console, workers: workers) {
             events.append("\(stream.eventLine) \($0.userID) \($0.name) \($0.messageID ?? "-")")
             ahead = max(ahead, stream.linesAhead)
@@ -252,6 +256,17 @@ struct DecodingPipelineTests {
         // Read ahead, but only so far: blank lines hold nothing and are not counted by the bound (45 here).
         #expect(one.ahead == 0)
         #expect(many.ahead > 0 && many.ahead <= DecodingPipeline.maxLinesAhead(workers: workers) + 45, "\(many.ahead)")
+    }
+
+    /// The engine's thread decodes what the decoding threads have not started: with the one decoding thread held (its
+    /// queue suspended), every block is decoded by the engine's thread, the same events in the same order (before, the
+    /// stream waited for that thread for ever).
+    @Test func theEnginesThreadDecodesWhatNoOtherThreadStarted() throws {
+        let bytes = Self.file()
+        let one = try run(bytes, .goOn, workers: 0)
+        let held = try run(bytes, .goOn, workers: 1, holdingTheHelper: true)
+        #expect(held.events == one.events)
+        #expect(held.stderr == one.stderr)
     }
 
     @Test(arguments: [1, 2])

@@ -8,8 +8,10 @@ import Synchronization
 /// The reading thread copies the lines it reads into blocks of at most ``blockLines`` lines or ``blockBytes`` bytes;
 /// each block is decoded whole on one of `workers` serial queues (block *i* on queue *i* mod `workers`), and the
 /// reading thread takes the blocks back in the order it read them. At most ``inFlight(workers:)`` blocks are read
-/// ahead, so memory stays bounded (by `blockBytes` plus one line each) however long the file is. Decoding is free of
-/// side effects, so a stream that stops at a bad line (``BadLinePolicy/strict``) only drops work it had read ahead.
+/// ahead, so memory stays bounded (by `blockBytes` plus one line each) however long the file is. A block is decoded
+/// by whichever thread claims it first: its queue's, or the reading thread's, which decodes instead of waiting
+/// (``next()``). Decoding is free of side effects, so a stream that stops at a bad line (``BadLinePolicy/strict``)
+/// only drops work it had read ahead.
 package struct DecodingPipeline: ~Copyable {
     /// A line's event, or why it is bad, with its 1-based number and the bytes read up to its end.
     typealias Decoded = (event: Result<BoundEvent, DecodeError>, line: Int, bytesRead: Int)
@@ -65,28 +67,42 @@ package struct DecodingPipeline: ~Copyable {
         filling.bytes.reserveCapacity(Self.blockBytes + 4096)
         filling.lines.reserveCapacity(Self.blockLines)
         let decoder = decoder
-        queues[submitted % queues.count].async { block.decode(decoder) }
+        queues[submitted % queues.count].async { if block.claim() { block.decode(decoder) } }
         submitted += 1
         pending.append(block)
     }
 
-    /// The oldest block's lines, decoded (waiting for them), or `nil` when none is out.
+    /// The oldest block's lines, decoded, or `nil` when none is out. The calling thread does not sit idle while they
+    /// are not: it decodes the oldest block itself when no thread has started it, and otherwise, until it is done, the
+    /// newest blocks no thread has started (those their queue would reach last), so that the engine's thread takes a
+    /// share of the decoding when the decoding threads are the slower side (on 2 cores, one decoding thread).
     mutating func next() -> [Decoded]? {
-        guard !pending.isEmpty else { return nil }
+        guard let oldest = pending.first else { return nil }
+        if oldest.claim() {
+            oldest.decode(decoder)
+        } else {
+            var i = pending.count - 1
+            while i > 0, !oldest.isDone {
+                if pending[i].claim() { pending[i].decode(decoder) }
+                i -= 1
+            }
+        }
         taken += 1
         return pending.removeFirst().take()
     }
 
-    /// Lets go of a block's events on the queue that decoded them (its threads' memory, most of the time), so that
+    /// Lets go of a block's events on the queue it was sent to (its thread's memory, most of the time), so that
     /// freeing them is not the engine thread's work; an event `body` kept lives on, and is freed where it is let go.
     func release(_ decoded: consuming [Decoded]) {
         let events = decoded
         queues[(taken - 1) % queues.count].async { withExtendedLifetime(events) {} }
     }
 
-    /// Waits for the blocks still out (their work is dropped), so that no decoding outlives the stream.
+    /// Drops the blocks still out: those not started are never decoded, those being decoded are waited for, so that no
+    /// decoding outlives the stream.
     mutating func cancel() {
-        while next() != nil {}
+        for block in pending where !block.claim() { _ = block.take() }
+        pending.removeAll()
     }
 
     /// One block's lines (copied out of the reader's buffer) and, once decoded, their events.
@@ -106,9 +122,21 @@ package struct DecodingPipeline: ~Copyable {
         private let input: Input
         private let output = Mutex<[Decoded]>([])
         private let done = DispatchSemaphore(value: 0)
+        /// Set by the one thread that decodes the block: its queue's, or the engine's (``DecodingPipeline/next()``).
+        private let claimed = Atomic<Bool>(false)
+        private let finished = Atomic<Bool>(false)
 
         init(_ input: Input) { self.input = input }
 
+        /// Whether this call makes the calling thread the block's decoder (once: the first caller).
+        func claim() -> Bool {
+            claimed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+        }
+
+        /// Whether the block's events are ready to be taken.
+        var isDone: Bool { finished.load(ordering: .acquiring) }
+
+        /// Decodes the lines; called once, by the thread that claimed the block.
         func decode(_ decoder: SegmentDecoder) {
             var out: [Decoded] = []
             out.reserveCapacity(input.lines.count)
@@ -121,6 +149,7 @@ package struct DecodingPipeline: ~Copyable {
                 }
             }
             output.withLock { $0 = out }
+            finished.store(true, ordering: .releasing)
             done.signal()
         }
 
