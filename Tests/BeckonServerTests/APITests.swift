@@ -184,6 +184,36 @@ import Testing
         }
     }
 
+    /// A path with routes for other methods answers 405 and names them in `Allow`; an unknown path 404. The health
+    /// routes answer `HEAD` (status and headers, no body); a `GET` with effects (a click) does not.
+    @Test func aMethodThePathDoesNotTakeIs405WithAllow() async throws {
+        try await withAPI { client, _ in
+            for (uri, method, allow) in [
+                ("/v1/batch", HTTPRequest.Method.delete, "POST"), ("/v1/track", .get, "POST"),
+                ("/v1/users/ann/inbox", .put, "GET"), ("/v1/users/ann", .get, "DELETE"),
+                ("/v1/users/ann/devices/t1", .post, "DELETE"), ("/v1/unsubscribe", .put, "GET, POST"),
+                ("/v1/click", .head, "GET"), ("/admin/reload", .get, "POST"),
+            ] {
+                let r = try await client.execute(uri: uri, method: method)
+                #expect(r.status == .methodNotAllowed, "\(method) \(uri)")
+                #expect(r.headers[.allow] == allow, "\(method) \(uri)")
+                #expect(try Self.json(r.body)["success"] as? Bool == false)
+            }
+            for (uri, method) in [("/nope", HTTPRequest.Method.get), ("/v1/users/ann/nope", .get), ("/v1", .post)] {
+                let r = try await client.execute(uri: uri, method: method)
+                #expect(r.status == .notFound, "\(method) \(uri)")
+                #expect(r.headers[.allow] == nil)
+            }
+            for uri in ["/livez", "/readyz", "/openapi.json", "/metrics"] {
+                let get = try await client.execute(uri: uri, method: .get)
+                let head = try await client.execute(uri: uri, method: .head)
+                #expect(head.status == get.status && head.status == .ok, "\(uri)")
+                #expect(head.headers[.contentType] == get.headers[.contentType], "\(uri)")
+                #expect(head.body.readableBytes == 0 && get.body.readableBytes > 0, "\(uri)")
+            }
+        }
+    }
+
     /// The contract and the router cannot drift: the document's operations are exactly the routes registered (but
     /// the console's HTML pages), and `/openapi.json` serves the document.
     @Test func theContractNamesEveryRouteAndNoOther() async throws {
@@ -196,7 +226,7 @@ import Testing
             let paths = try #require(document["paths"] as? [String: [String: Any]])
             var documented: Set<String> = []
             for (path, item) in paths {
-                for method in item.keys where ["get", "post", "put", "delete", "patch"].contains(method) {
+                for method in item.keys where ["get", "head", "post", "put", "delete", "patch"].contains(method) {
                     documented.insert("\(method.uppercased()) \(path)")
                 }
             }

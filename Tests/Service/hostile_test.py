@@ -1285,9 +1285,10 @@ class Bounds(Case):
         ahead = signed({"alg": "HS256"}, {"sub": "ann", "nbf": int(time.time()) + 3600})
         self.assertEqual(user_request("GET", "ann", "/inbox", tok=ahead)[0], 401)
 
-        for method, path in (("GET", "/nope"), ("DELETE", "/v1/batch"), ("PUT", "/v1/users/ann/inbox")):
+        for method, path, expected in (("GET", "/nope", 404), ("DELETE", "/v1/batch", 405),
+                                       ("PUT", "/v1/users/ann/inbox", 405)):
             status, body = server.request(method, path, headers=JSON_HEADERS)
-            self.assertEqual(status, 404, (method, path))
+            self.assertEqual(status, expected, (method, path))
             self.assertEqual(body.get("success"), False, body)
 
         def nested(levels):

@@ -6,6 +6,7 @@ import Logging
 import NIOCore
 import Prometheus
 import ServiceLifecycle
+import Synchronization
 
 /// The HTTP API (docs/service.md; the contract: `GET /openapi.json`), registered once for every store: ingest, pull
 /// delivery, the inbox, admin, privacy, health and metrics, and the console where the store has one. Authentication is
@@ -38,7 +39,8 @@ package struct API: Sendable {
 
     package func router() -> Router<BeckonContext> {
         let router = Router(context: BeckonContext.self)
-        router.add(middleware: ProblemForNoRoute())
+        let routes = RouteMethods()
+        router.add(middleware: ProblemForNoRoute(routes: routes))
         router.add(middleware: OnlyChunked())
         router.add(middleware: MetricsMiddleware(metrics: backend.metrics))
         router.add(middleware: CredentialThrottleMiddleware(throttle: CredentialThrottle(), logger: logger))
@@ -107,22 +109,36 @@ package struct API: Sendable {
         }
 
         backend.console?.add(to: router)
-        router.get("/livez") { _, _ in Health(status: "live") }
-        router.get("/readyz") { _, _ in
+        Self.probe(router, "/livez") { _, _ in Health(status: "live") }
+        Self.probe(router, "/readyz") { _, _ in
             guard let why = backend.notReady() else { return EditedResponse(response: Health(status: "ready")) }
             return EditedResponse(status: .serviceUnavailable, response: Health(status: "not ready", reason: why))
         }
-        router.get("/openapi.json") { _, _ in
+        Self.probe(router, "/openapi.json") { _, _ in
             Response(
                 status: .ok, headers: [.contentType: "application/json; charset=utf-8"],
                 body: .init(byteBuffer: ByteBuffer(bytes: PackageResources.openapi_json)))
         }
-        router.get("/metrics") { _, _ in
+        Self.probe(router, "/metrics") { _, _ in
             Response(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
                 body: .init(byteBuffer: ByteBuffer(string: backend.metricsText())))
         }
+        routes.set(router.routes)
         return router
+    }
+
+    /// A route without side effects, answered to `GET` and to `HEAD` (the same status and headers, no body): the
+    /// probes and documents a load balancer or a monitor may ask for either way. Other `GET` routes count clicks, end
+    /// subscriptions or wait for actions, and answer `HEAD` with 405.
+    static func probe<Answer: ResponseGenerator>(
+        _ router: Router<BeckonContext>, _ path: RouterPath,
+        _ answer: @escaping @Sendable (Request, BeckonContext) async throws -> Answer
+    ) {
+        router.get(path, use: answer)
+        router.head(path) { request, context in
+            try await answer(request, context).response(from: request, context: context).createHeadResponse()
+        }
     }
 
     /// A path parameter, percent-decoded (a user id may hold any character but U+0000, as in events: clients
@@ -414,10 +430,12 @@ struct OnlyChunked: RouterMiddleware {
     }
 }
 
-/// A request no route takes (an unknown path, or a method the path has not) is answered as every refusal is: a
-/// ``ProblemBody`` naming it, not an empty 404.
+/// A request no route takes is answered as every refusal is, with a ``ProblemBody`` naming it: 405 and `Allow` for a
+/// path that has routes for other methods, 404 for an unknown path.
 struct ProblemForNoRoute: RouterMiddleware {
     typealias Context = BeckonContext
+    /// The routes, known once they are all added (``API/router()``).
+    let routes: RouteMethods
 
     func handle(
         _ request: Request, context: BeckonContext, next: (Request, BeckonContext) async throws -> Response
@@ -425,7 +443,29 @@ struct ProblemForNoRoute: RouterMiddleware {
         do {
             return try await next(request, context)
         } catch let error as HTTPError where error.status == .notFound && error.body == nil {
-            throw APIError(.notFound, "no such route: \(request.method) \(request.uri.path)")
+            let allowed = routes.methods(for: request.uri.path)
+            guard !allowed.isEmpty else { throw APIError(.notFound, "no such route: \(request.method) \(request.uri.path)") }
+            let list = allowed.map(\.rawValue).joined(separator: ", ")
+            throw APIError(
+                .methodNotAllowed, "\(request.uri.path) takes \(list), not \(request.method)", headers: [.allow: list])
         }
+    }
+}
+
+/// The methods of each route's path, for a `405`'s `Allow`: set once, when every route is added.
+final class RouteMethods: Sendable {
+    private let routes = Mutex<[(path: RouterPath, method: HTTPRequest.Method)]>([])
+
+    func set(_ all: [Router<BeckonContext>.RouteDescription]) { routes.withLock { $0 = all.map { ($0.path, $0.method) } } }
+
+    /// The methods of the routes whose path matches `path` (as the router splits it), in a stable order.
+    func methods(for path: String) -> [HTTPRequest.Method] {
+        let parts = path.split(separator: "/")
+        let found = routes.withLock { all in
+            all.filter { r in
+                r.path.components.count == parts.count && zip(r.path.components, parts).allSatisfy { $0 ~= $1 }
+            }.map(\.method)
+        }
+        return Set(found).sorted { $0.rawValue < $1.rawValue }
     }
 }
