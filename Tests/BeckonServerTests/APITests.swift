@@ -214,6 +214,24 @@ import Testing
         }
     }
 
+    /// A device registration reads its body as it is: one that says it is compressed is refused (415), not read as
+    /// plain bytes; `identity` is as none. Ingest undoes gzip and deflate.
+    @Test func aCompressedBodyIsRefusedWhereItIsReadAsItIs() async throws {
+        try await withAPI { client, _ in
+            let token = try await Self.token("ann")
+            let device = ByteBuffer(string: #"{"token":"t1","platform":"ios"}"#)
+            for (encoding, status) in [
+                ("gzip", HTTPResponse.Status.unsupportedMediaType), ("br", .unsupportedMediaType),
+                ("identity", .ok), ("", .ok),
+            ] {
+                var headers: HTTPFields = [.authorization: token, .contentType: "application/json"]
+                if !encoding.isEmpty { headers[.contentEncoding] = encoding }
+                let r = try await client.execute(uri: "/v1/users/ann/devices", method: .post, headers: headers, body: device)
+                #expect(r.status == status, "\(encoding)")
+            }
+        }
+    }
+
     /// The contract and the router cannot drift: the document's operations are exactly the routes registered (but
     /// the console's HTML pages), and `/openapi.json` serves the document.
     @Test func theContractNamesEveryRouteAndNoOther() async throws {

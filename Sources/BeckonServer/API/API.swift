@@ -258,7 +258,7 @@ package struct API: Sendable {
         let tooLarge = APIError(.badRequest, "the request is over \(limit) bytes")
         let body: ByteBuffer
         do throws(BodyRefusal) {
-            body = try await collect(request, upTo: limit)
+            body = try await collect(request, upTo: limit, encoded: true)
         } catch {
             metrics.ingest(.rejected).increment()
             throw error == .tooLarge ? tooLarge : APIError(error, limit: limit)
@@ -280,12 +280,20 @@ package struct API: Sendable {
         case tooLarge
         /// Its bytes did not come as its head says (bad chunks).
         case unframed
+        /// It says it is compressed (`Content-Encoding` other than `identity`) on a route that reads it as it is.
+        case encoded
     }
 
     /// A request's body, whole, at most `limit` bytes: every route that reads a body reads it here. (Collected into a
     /// buffer of the length the head gives, when it gives one within the limit: growing by doubling held up to half
-    /// as much again, per connection, while the body came.)
-    package static func collect(_ request: Request, upTo limit: Int) async throws(BodyRefusal) -> ByteBuffer {
+    /// as much again, per connection, while the body came.) `encoded`: the caller undoes the `Content-Encoding`
+    /// (ingest); elsewhere a body that says it is compressed is refused, not read as it is.
+    package static func collect(
+        _ request: Request, upTo limit: Int, encoded: Bool = false
+    ) async throws(BodyRefusal) -> ByteBuffer {
+        if !encoded {
+            guard case .identity = ContentEncoding(request.headers[.contentEncoding]) else { throw .encoded }
+        }
         var body = ByteBuffer()
         if let n = request.headers[.contentLength].flatMap({ Int($0) }) {
             // (A head that declares more than the bound is refused at once, not once the bytes, or the body timeout,

@@ -21,12 +21,13 @@ package struct APIError: HTTPResponseError, Sendable {
         body = ProblemBody(error: problem.message, event: problem.event, column: problem.column)
     }
 
-    /// A body not read whole (``API/collect(_:upTo:)``): 413 past the route's bound, 400 when not framed as its head
-    /// says.
+    /// A body not read whole (``API/collect(_:upTo:encoded:)``): 413 past the route's bound, 400 when not framed as
+    /// its head says, 415 when it says it is compressed where it is read as it is.
     package init(_ refusal: API.BodyRefusal, limit: Int) {
         switch refusal {
         case .tooLarge: self.init(.contentTooLarge, "the body is over \(limit) bytes")
         case .unframed: self.init(.badRequest, "the request's body could not be read: it is not framed as its head says")
+        case .encoded: self.init(.unsupportedMediaType, "Content-Encoding is not taken here: send the body as it is")
         }
     }
 

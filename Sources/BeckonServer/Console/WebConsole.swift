@@ -155,12 +155,14 @@ package struct WebConsole: Sendable {
         return .success((session, fields))
     }
 
-    /// The page for a form not read whole (``API/collect(_:upTo:)``).
+    /// The page for a form not read whole (``API/collect(_:upTo:encoded:)``).
     func unread(_ refusal: API.BodyRefusal, limit: Int, session: ConsoleSessions.Session?) -> Response {
         switch refusal {
         case .tooLarge: message(.contentTooLarge, "Too large", "The form is over \(limit / 1024) KiB.", session: session)
         case .unframed:
             message(.badRequest, "Not read", "The form did not come as its request said; send it again.", session: session)
+        case .encoded:
+            message(.unsupportedMediaType, "Not read", "The form came compressed; send it as it is.", session: session)
         }
     }
 
