@@ -453,6 +453,14 @@ struct TimestampTextTests {
         #expect(Timestamp.parse(text)?.milliseconds == ms)
     }
 
+    /// A leap second is read as the last second of its minute, fraction kept (docs/events.md); 61 is no second.
+    @Test func aLeapSecondIsTheLastSecondOfItsMinute() {
+        #expect(Timestamp.parse("2016-12-31T23:59:60Z")?.description == "2016-12-31T23:59:59Z")
+        #expect(Timestamp.parse("2016-12-31T23:59:60.5Z")?.description == "2016-12-31T23:59:59.5Z")
+        #expect(Timestamp.parse("2016-12-31T18:59:60-05:00")?.description == "2016-12-31T23:59:59Z")
+        #expect(Timestamp.parse("2016-12-31T23:59:61Z") == nil)
+    }
+
     @Test func nanosecondsKeepEveryDigitThatIsNotATrailingZero() throws {
         #expect(try Timestamp(seconds: 0, nanos: 123_456_789).description == "1970-01-01T00:00:00.123456789Z")
         #expect(try Timestamp(seconds: 0, nanos: 5).description == "1970-01-01T00:00:00.000000005Z")
