@@ -299,17 +299,25 @@ package final class Deliverer: Service, Sendable {
     /// The send rates of the destinations that have one (`rate:`), by name; made anew when a reload changes it.
     private let rates = Mutex<[String: SendRate]>([:])
 
-    /// Waits for the destination's send rate to allow one more request (at once when it has none).
-    private func paced(_ d: Destination) async {
-        guard let perSecond = d.ratePerSecond else { return }
-        let rate = rates.withLock { r in
+    /// The destination's send rate (`nil` when it has none).
+    private func rate(of d: Destination) -> SendRate? {
+        guard let perSecond = d.ratePerSecond else { return nil }
+        return rates.withLock { r in
             if let existing = r[d.name], existing.perSecond == perSecond { return existing }
             let made = SendRate(perSecond: perSecond)
             r[d.name] = made
             return made
         }
-        await rate.acquire()
     }
+
+    /// Waits for the destination's send rate to allow one more request (at once when it has none).
+    private func paced(_ d: Destination) async { await rate(of: d)?.acquire() }
+
+    /// The most entries a turn takes of a destination with a send rate: what the rate lets start within a second. An
+    /// entry taken waits for its turn inside its claim (in a fleet, other processes leave it alone for its timeout and
+    /// 5 s); 64 entries taken at once at `30/m` waited up to two minutes for theirs, their claims lapsed, and other
+    /// processes sent them again. The rest wait, untaken, for a later turn.
+    static let paceHorizon: Duration = .seconds(1)
 
     /// Which destination ``take(_:)`` serves first (only the delivery loop touches it).
     private let turn = Mutex(0)
@@ -359,7 +367,8 @@ package final class Deliverer: Service, Sendable {
         for d in active where free > 0 {
             let name = d.spec.name
             let share = Self.share(of: contenders.union([name]).count)
-            let room = min(free, share - perDestination[name, default: 0])
+            let paceRoom = rate(of: d.spec)?.room(within: Self.paceHorizon) ?? Int.max
+            let room = min(free, share - perDestination[name, default: 0], paceRoom)
             guard room > 0 else { continue }
             let due: [OutboxRow]
             do {
@@ -376,7 +385,8 @@ package final class Deliverer: Service, Sendable {
             faults.ok("reading the outbox")
             if !due.isEmpty { withWork.insert(name) }
             free -= due.count
-            more = more || due.count == room
+            // (Held back by its rate, a destination is looked at again at the next poll, not at once.)
+            more = more || (due.count == room && room < paceRoom)
         }
         hadWork.withLock { $0 = withWork }
         return more

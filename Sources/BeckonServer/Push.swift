@@ -169,6 +169,16 @@ package final class SendRate: Sendable {
         }
     }
 
+    /// How many requests could start within `horizon` of `now`: the tokens in the bucket (less those spoken for) and
+    /// what it gains meanwhile, without taking any. The delivery loop takes no more of a destination's entries than
+    /// this (``Deliverer``), so that none it takes waits long for its turn.
+    package func room(within horizon: Duration, now: ContinuousClock.Instant = .now) -> Int {
+        state.withLock { s in
+            let tokens = min(capacity, s.tokens + max(0, (now - s.at).inSeconds) * perSecond)
+            return max(0, Int((tokens + horizon.inSeconds * perSecond).rounded(.down)))
+        }
+    }
+
     /// Waits for a token.
     package func acquire() async {
         let wait = take()

@@ -2,6 +2,8 @@ import BeckonCore
 import BeckonYAML
 import Foundation
 import GRDB
+import Logging
+import Synchronization
 import Testing
 
 @testable import BeckonServer
@@ -445,5 +447,50 @@ struct ReplayableEventTests {
             Array(#"{"type":"identify","userId":"u","sentAt":"2026-01-05T07:00:00Z"}"#.utf8)[...], arrival)
         #expect(own == #"{"type":"identify","userId":"u","sentAt":"2026-01-05T07:00:00Z","receivedAt":"2026-01-05T08:00:00Z"}"#)
         #expect(InputLog.replayable(Array("{}".utf8)[...], Arrival(receivedAt: 0)) == #"{"receivedAt":"1970-01-01T00:00:00Z"}"#)
+    }
+}
+
+/// A destination's send rate bounds what the delivery loop takes, not only when it sends: an entry taken waits for its
+/// turn inside its claim, and in a fleet a claim lapses after the timeout and 5 s (another process then sends it too).
+struct DeliveryPaceTests {
+    /// An outbox with as many due entries as asked for, counting what each turn took.
+    final class EndlessOutbox: OutboxStore {
+        let taken = Mutex<[Int]>([])
+        private let next = Mutex<Int64>(0)
+
+        func due(now: Int64, destinations: [String], limit: Int, excluding busy: Set<Int64>) async throws -> [OutboxRow] {
+            let first = next.withLock { n in
+                defer { n += Int64(limit) }
+                return n
+            }
+            taken.withLock { $0.append(limit) }
+            return (0..<Int64(limit)).map { i in
+                let entry = OutboxEntry(
+                    destination: destinations[0], actionID: "a\(first + i)", userID: "u", body: "{}", createdAt: now)
+                return OutboxRow(id: first + i, entry: entry, state: .pending, attempts: 0, nextAt: now)
+            }
+        }
+        func record(_ attempts: [OutboxAttempt], at time: Int64) async throws -> [Bool] { attempts.map { _ in true } }
+        func pendingCounts() async throws -> [String: Int] { [:] }
+    }
+
+    @Test func aTurnTakesWhatTheRateSendsWithinASecond() async throws {
+        // (Port 9 on loopback refuses at once: each attempt ends quickly, as a retry.)
+        let loaded = DestinationSettingsTests.load(
+            "destinations:\n  - name: hook\n    url: http://127.0.0.1:9/x\n    kinds: [message]\n    rate: 2/s\n")
+        let rules = try ServingRules.make(loaded, environment: [:], at: Processor.nowMs()) { _, _ in 1 }
+        let outbox = EndlessOutbox()
+        let deliverer = Deliverer(
+            backend: outbox, current: CurrentRules(rules), metrics: ServiceMetrics(version: "test"),
+            activity: RuleActivity(), logger: Logger(label: "test"))
+        let run = Task { try await deliverer.run() }
+        try await Task.sleep(for: .milliseconds(1500))
+        run.cancel()
+        _ = try? await run.value
+        let taken = outbox.taken.withLock { $0 }
+        // A full bucket (2) and a second's worth (2) at the first turn; then about 2 a second. Before, the first turn
+        // took the destination's whole share of the slots, each waiting up to share ÷ 2 seconds for its turn.
+        #expect(taken.first == 4, "\(taken)")
+        #expect(taken.reduce(0, +) <= 4 + 2 * 2, "\(taken)")
     }
 }

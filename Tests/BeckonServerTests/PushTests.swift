@@ -101,6 +101,22 @@ struct PushTests {
         #expect(slow.take(now: t0) == .milliseconds(2000))
     }
 
+    /// What may start within a horizon: the bucket's tokens, less those spoken for, and what it gains meanwhile.
+    @Test func theRoomOfASendRateCountsWhatItGainsAndWhatIsSpokenFor() {
+        let t0 = ContinuousClock.now
+        let rate = SendRate(perSecond: 2, now: t0)
+        #expect(rate.room(within: .seconds(1), now: t0) == 4)
+        #expect(rate.room(within: .zero, now: t0) == 2)
+        for _ in 0..<5 { _ = rate.take(now: t0) }
+        #expect(rate.room(within: .seconds(1), now: t0) == 0)  // (−3 + 2)
+        #expect(rate.room(within: .seconds(1), now: t0 + .seconds(2)) == 3)  // (−3 + 4, then 2 more)
+        let slow = SendRate(perSecond: 0.5, now: t0)
+        #expect(slow.room(within: .seconds(1), now: t0) == 1)
+        _ = slow.take(now: t0)
+        #expect(slow.room(within: .seconds(1), now: t0) == 0)
+        #expect(slow.room(within: .seconds(1), now: t0 + .seconds(1)) == 1)
+    }
+
     @Test func emailLinksAreSignedAndTheBodyCarriesThemAndTheHeaders() throws {
         let links = EmailLinks(destination: "mail", base: "https://b.example", secret: "s")
         let signature = links.signature("click", ["ann", "a1", "c/r", "https://shop.example/x"])
