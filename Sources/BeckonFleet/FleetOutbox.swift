@@ -8,8 +8,9 @@ import BeckonStore
 /// processes at once and an entry by one at a time. Claims, due times and outcomes are on the database's clock.
 struct FleetOutbox: OutboxStore {
     let log: FleetLog
-    /// How long a taken entry is another process's to leave alone: longer than an attempt takes (the longest timeout
-    /// of the destinations served now, which bounds an answer's whole body too) plus 5 s to record it; after it, an
+    /// How long a taken entry is another process's to leave alone: longer than an attempt takes (the longest of the
+    /// destinations served now, ``Deliverer/longestAttemptMs(_:)``: their timeouts bound an answer's whole body too,
+    /// and FCM's token fetches and APNs' resend are counted) plus 5 s to record it; after it, an
     /// attempt cut short by a crash is made again. (A minute, until this was measured: an entry taken when its process
     /// was killed waited that long after the restart, and `operations_test DeliveryCrash` failed when the kill fell
     /// inside a claim. Set once at start, a fleet started without destinations claimed for 5 s those a reload added
@@ -24,7 +25,7 @@ struct FleetOutbox: OutboxStore {
     }
 
     static func claimMs(_ destinations: [Destination]) -> Int64 {
-        (destinations.map(\.timeoutMs).max() ?? 0) + recordMs
+        (destinations.map(Deliverer.longestAttemptMs).max() ?? 0) + recordMs
     }
 
     func due(now: Int64, destinations: [String], limit: Int, excluding busy: Set<Int64>) async throws -> [OutboxRow] {

@@ -299,6 +299,16 @@ package final class Deliverer: Service, Sendable {
     /// The send rates of the destinations that have one (`rate:`), by name; made anew when a reload changes it.
     private let rates = Mutex<[String: SendRate]>([:])
 
+    /// The longest one attempt on an entry of `d` can take: each request it makes within the destination's timeout
+    /// (head and body), one after another, and the wait for its turn under a send rate (``paceHorizon``). FCM makes up
+    /// to four (an access token, the send, and after a 401 both again), APNs two (the send again after a 403
+    /// `ExpiredProviderToken`), others one; a push's devices are sent to at once. A fleet's claim on an entry lasts
+    /// this long and the time to record the outcome, so that no other process takes an entry still being tried.
+    package static func longestAttemptMs(_ d: Destination) -> Int64 {
+        let requests: Int64 = d.fcm != nil ? 4 : d.apns != nil ? 2 : 1
+        return requests * d.timeoutMs + (d.ratePerSecond != nil ? paceHorizon.components.seconds * 1000 : 0)
+    }
+
     /// The destination's send rate (`nil` when it has none).
     private func rate(of d: Destination) -> SendRate? {
         guard let perSecond = d.ratePerSecond else { return nil }

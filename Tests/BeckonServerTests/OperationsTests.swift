@@ -474,6 +474,23 @@ struct DeliveryPaceTests {
         func pendingCounts() async throws -> [String: Int] { [:] }
     }
 
+    /// An attempt's longest time counts each request it may make and the wait for its turn: a fleet claims an entry
+    /// that long (and 5 s to record it). An FCM attempt claimed for one timeout was taken and sent again by another
+    /// process while its sender fetched a token after a 401.
+    @Test func anAttemptsLongestTimeCountsEachRequestItMayMake() {
+        var hook = Destination(name: "hook", url: "https://example.com")
+        hook.timeoutMs = 3_000
+        #expect(Deliverer.longestAttemptMs(hook) == 3_000)
+        hook.ratePerSecond = 5
+        #expect(Deliverer.longestAttemptMs(hook) == 4_000)
+        var fcm = Destination(name: "android", url: "https://fcm.googleapis.com")
+        fcm.fcm = Destination.FCM()
+        #expect(Deliverer.longestAttemptMs(fcm) == 40_000)
+        var apns = Destination(name: "ios", url: "https://api.push.apple.com")
+        apns.apns = Destination.APNs(topic: "t", teamID: "T", keyID: "K")
+        #expect(Deliverer.longestAttemptMs(apns) == 20_000)
+    }
+
     @Test func aTurnTakesWhatTheRateSendsWithinASecond() async throws {
         // (Port 9 on loopback refuses at once: each attempt ends quickly, as a retry.)
         let loaded = DestinationSettingsTests.load(

@@ -62,7 +62,7 @@ def fcm_destination(fcm):
 
 
 # After a kill -9, a single service sends at once; a fleet process takes an attempt the killed one had in flight once
-# its claim lapses (the longest destination timeout and a minute: docs/fleet.md, "Delivery to destinations").
+# its claim lapses (FCM's four timeouts and 5 s, 45 s here: docs/fleet.md, "Delivery to destinations").
 RESTART_SECONDS = 90 if STORE == "postgres" else 20
 
 
